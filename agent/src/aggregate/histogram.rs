@@ -1,0 +1,218 @@
+//! A log-linear histogram of queue waits in microseconds: four sub-buckets
+//! per power of two (at most 25% relative bucket width), fixed memory, O(1)
+//! record. Percentiles are read from bucket midpoints, so "agree within one
+//! bucket" is a meaningful test between two wait sources.
+
+use serde::{Deserialize, Serialize};
+
+const SUB_BITS: u32 = 2;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values up to 2^32 µs (about 71 minutes); larger ones land in the last bucket.
+const MAX_POW: u32 = 32;
+pub const BUCKETS: usize = (SUB + (MAX_POW as u64 - SUB_BITS as u64) * SUB) as usize;
+
+/// Sparse on the wire (index, count) and dense in memory.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct WaitHistogram {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+pub fn bucket_of(us: u64) -> usize {
+    if us < SUB {
+        return us as usize;
+    }
+    let pow = 63 - us.leading_zeros();
+    if pow >= MAX_POW {
+        return BUCKETS - 1;
+    }
+    let sub = (us >> (pow - SUB_BITS)) & (SUB - 1);
+    (SUB + (pow as u64 - SUB_BITS as u64) * SUB + sub) as usize
+}
+
+/// Inclusive lower and exclusive upper bound of a bucket, in µs.
+pub fn bucket_bounds(idx: usize) -> (u64, u64) {
+    let idx = idx as u64;
+    if idx < SUB {
+        return (idx, idx + 1);
+    }
+    let pow = (idx - SUB) / SUB + SUB_BITS as u64;
+    let sub = (idx - SUB) % SUB;
+    let width = 1u64 << (pow - SUB_BITS as u64);
+    let lo = (1u64 << pow) + sub * width;
+    (lo, lo + width)
+}
+
+impl WaitHistogram {
+    pub fn record_us(&mut self, us: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        self.counts[bucket_of(us)] += 1;
+        self.total += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    pub fn clear(&mut self) {
+        if self.total != 0 {
+            self.counts.iter_mut().for_each(|c| *c = 0);
+            self.total = 0;
+        }
+    }
+
+    pub fn merge(&mut self, other: &WaitHistogram) {
+        if other.total == 0 {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+    }
+
+    /// The midpoint of the bucket holding quantile `q` (0..=1); 0 if empty.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::midpoint(i);
+            }
+        }
+        Self::midpoint(BUCKETS - 1)
+    }
+
+    pub fn bucket_index_of_quantile(&self, q: f64) -> Option<usize> {
+        if self.total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(i);
+            }
+        }
+        Some(BUCKETS - 1)
+    }
+
+    fn midpoint(i: usize) -> f64 {
+        let (lo, hi) = bucket_bounds(i);
+        (lo + hi - 1) as f64 / 2.0
+    }
+
+    /// Non-empty buckets as (lower bound µs, upper bound µs, count).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| {
+            let (lo, hi) = bucket_bounds(i);
+            (lo, hi, *c)
+        })
+    }
+
+    /// Cumulative count of samples strictly below `us` microseconds, exact
+    /// when `us` is a bucket boundary (every power of two is).
+    pub fn count_below_us(&self, us: u64) -> u64 {
+        self.buckets()
+            .take_while(|(_, hi, _)| *hi <= us)
+            .map(|(_, _, c)| c)
+            .sum()
+    }
+}
+
+impl Serialize for WaitHistogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let sparse: Vec<(usize, u64)> = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i, *c))
+            .collect();
+        sparse.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for WaitHistogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let sparse: Vec<(usize, u64)> = Vec::deserialize(d)?;
+        let mut h = WaitHistogram::default();
+        for (i, c) in sparse {
+            if i >= BUCKETS {
+                return Err(serde::de::Error::custom(format!(
+                    "histogram bucket {i} out of range (max {})",
+                    BUCKETS - 1
+                )));
+            }
+            if h.counts.is_empty() {
+                h.counts = vec![0; BUCKETS];
+            }
+            h.counts[i] += c;
+            h.total += c;
+        }
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_contain_their_values() {
+        let mut prev_hi = 0;
+        for i in 0..BUCKETS {
+            let (lo, hi) = bucket_bounds(i);
+            assert_eq!(lo, prev_hi, "bucket {i} starts where the previous ended");
+            assert!(hi > lo);
+            assert_eq!(bucket_of(lo), i);
+            assert_eq!(bucket_of(hi - 1), i);
+            prev_hi = hi;
+        }
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn relative_width_is_at_most_a_quarter() {
+        for i in 8..BUCKETS {
+            let (lo, hi) = bucket_bounds(i);
+            assert!((hi - lo) as f64 / lo as f64 <= 0.25 + 1e-9, "bucket {i}");
+        }
+    }
+
+    #[test]
+    fn quantiles_by_hand() {
+        let mut h = WaitHistogram::default();
+        // 99 samples of 10 µs (bucket [10,12)), one of 1000 µs ([896,1024)).
+        for _ in 0..99 {
+            h.record_us(10);
+        }
+        h.record_us(1000);
+        assert_eq!(h.quantile_us(0.5), 10.5);
+        assert_eq!(h.quantile_us(0.99), 10.5);
+        assert_eq!(h.quantile_us(1.0), (896.0 + 1023.0) / 2.0);
+        assert_eq!(h.count_below_us(16), 99);
+        assert_eq!(h.count_below_us(1024), 100);
+    }
+
+    #[test]
+    fn sparse_serde_round_trip_and_rejects_bad_index() {
+        let mut h = WaitHistogram::default();
+        h.record_us(3);
+        h.record_us(70_000);
+        let s = serde_json::to_string(&h).unwrap();
+        let back: WaitHistogram = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, h);
+        assert!(serde_json::from_str::<WaitHistogram>("[[9999,1]]").is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! nfsdtop's pipeline, in the order data flows through it:
+//!
+//! - [`source`]: where events come from — the live kernel (BPF on the
+//!   sunrpc tracepoints), the built-in demo simulator, or a recording;
+//! - [`classify`]: peers → classes (class map file or the kernel's class);
+//! - [`aggregate`]: events → shares, fair shares, waits, execution time;
+//! - [`model`]: the event and snapshot types every stage agrees on;
+//! - [`pipeline`]: drives a source into the aggregator and hands snapshots
+//!   to a view (TUI, batch output, HTTP API, exporter).
+
+pub mod aggregate;
+pub mod classify;
+pub mod model;
+pub mod output;
+pub mod pipeline;
+pub mod source;

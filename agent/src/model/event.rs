@@ -1,0 +1,201 @@
+//! The one event type every source (live BPF, demo simulator, replay)
+//! produces. It is deliberately small and `Copy`: the aggregator consumes
+//! tens of millions of these per second and must not allocate per event.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+/// A socket address as the kernel's tracepoints report it. `None` is the
+/// zero-length sockaddr of listener and UDP transports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Endpoint {
+    #[default]
+    None,
+    V4 {
+        ip: [u8; 4],
+        port: u16,
+    },
+    V6 {
+        ip: [u8; 16],
+        port: u16,
+    },
+}
+
+impl Endpoint {
+    pub fn from_socket_addr(sa: SocketAddr) -> Self {
+        match sa {
+            SocketAddr::V4(a) => Endpoint::V4 {
+                ip: a.ip().octets(),
+                port: a.port(),
+            },
+            SocketAddr::V6(a) => Endpoint::V6 {
+                ip: a.ip().octets(),
+                port: a.port(),
+            },
+        }
+    }
+
+    pub fn ip(&self) -> Option<IpAddr> {
+        match *self {
+            Endpoint::None => None,
+            Endpoint::V4 { ip, .. } => Some(IpAddr::V4(Ipv4Addr::from(ip))),
+            Endpoint::V6 { ip, .. } => Some(IpAddr::V6(Ipv6Addr::from(ip))),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        match *self {
+            Endpoint::None => 0,
+            Endpoint::V4 { port, .. } | Endpoint::V6 { port, .. } => port,
+        }
+    }
+
+    /// The same endpoint without its port: the identity of a peer.
+    pub fn without_port(&self) -> Self {
+        match *self {
+            Endpoint::None => Endpoint::None,
+            Endpoint::V4 { ip, .. } => Endpoint::V4 { ip, port: 0 },
+            Endpoint::V6 { ip, .. } => Endpoint::V6 { ip, port: 0 },
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ip() {
+            None => f.write_str("(listener)"),
+            Some(ip) if self.port() == 0 => write!(f, "{ip}"),
+            Some(ip) => write!(f, "{}", SocketAddr::new(ip, self.port())),
+        }
+    }
+}
+
+/// One svc_xprt: (netns inode, server sockaddr, client sockaddr with port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct XprtKey {
+    pub netns: u32,
+    pub server: Endpoint,
+    pub client: Endpoint,
+}
+
+impl XprtKey {
+    /// The peer this transport belongs to: the client address without its
+    /// port, within its netns. Listener/UDP records (no client) all map to
+    /// the `(listener)` pseudo-peer of their netns.
+    pub fn peer(&self) -> PeerKey {
+        PeerKey {
+            netns: self.netns,
+            addr: self.client.without_port(),
+        }
+    }
+}
+
+/// A client address without its port, within a netns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct PeerKey {
+    pub netns: u32,
+    pub addr: Endpoint,
+}
+
+impl PeerKey {
+    pub fn is_listener(&self) -> bool {
+        self.addr == Endpoint::None
+    }
+}
+
+impl fmt::Display for PeerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.addr.fmt(f)
+    }
+}
+
+/// Which tracepoint a lost-event count belongs to (self-metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tracepoint {
+    Enqueue,
+    Dequeue,
+    StatsLatency,
+    Accept,
+    Close,
+}
+
+impl Tracepoint {
+    pub const ALL: [Tracepoint; 5] = [
+        Tracepoint::Enqueue,
+        Tracepoint::Dequeue,
+        Tracepoint::StatsLatency,
+        Tracepoint::Accept,
+        Tracepoint::Close,
+    ];
+
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            Tracepoint::Enqueue => "svc_xprt_enqueue",
+            Tracepoint::Dequeue => "svc_xprt_dequeue",
+            Tracepoint::StatsLatency => "svc_stats_latency",
+            Tracepoint::Accept => "svc_xprt_accept",
+            Tracepoint::Close => "svc_xprt_free",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A real enqueue: the transport went onto a pool's ready queue. Sources
+    /// must not emit attempts that found the transport BUSY (6.6+ kernels).
+    Enqueue,
+    /// A thread took the transport off the ready queue: one dispatch.
+    /// `qtime_ns` is the kernel's own queue wait (6.16+ `qtime`); `class`
+    /// is the kernel's class when the dequeue tracepoint carries one.
+    Dequeue {
+        qtime_ns: Option<u64>,
+        class: Option<u32>,
+    },
+    /// A request finished: `svc_stats_latency.execute` (receive → send).
+    Executed { exec_ns: u64 },
+    /// A connection was accepted (or found in the socket table at start).
+    Accepted,
+    /// A transport went away (close/free).
+    Closed,
+    /// Records that never reached the agent (ring buffer full).
+    Lost { tracepoint: Tracepoint, count: u64 },
+}
+
+/// Timestamps are nanoseconds on the source's monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub ts_ns: u64,
+    pub xprt: XprtKey,
+    pub kind: EventKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_drops_port_and_keeps_netns() {
+        let x = XprtKey {
+            netns: 7,
+            server: Endpoint::from_socket_addr("10.0.0.1:2049".parse().unwrap()),
+            client: Endpoint::from_socket_addr("10.0.0.9:801".parse().unwrap()),
+        };
+        assert_eq!(x.peer().to_string(), "10.0.0.9");
+        assert_eq!(x.peer().netns, 7);
+    }
+
+    #[test]
+    fn ipv6_and_listener_display() {
+        let v6 = Endpoint::from_socket_addr("[fd00::2]:700".parse().unwrap());
+        assert_eq!(v6.to_string(), "[fd00::2]:700");
+        assert_eq!(v6.without_port().to_string(), "fd00::2");
+        assert_eq!(Endpoint::None.to_string(), "(listener)");
+    }
+}

@@ -1,0 +1,10 @@
+//! The data model shared by every stage: events in, snapshots out.
+
+mod event;
+mod snapshot;
+
+pub use event::{Endpoint, Event, EventKind, PeerKey, Tracepoint, XprtKey};
+pub use snapshot::{
+    EntityKind, EntityStats, Snapshot, SourceInfo, SourceKind, Totals, TransportStats,
+    WaitSource,
+};

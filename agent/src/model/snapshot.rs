@@ -1,0 +1,200 @@
+//! The one snapshot type every view (TUI, batch output, JSON API, stream,
+//! Prometheus exporter) consumes. It is the wire model: it serialises to
+//! the JSON of DESIGN.md and back, so a remote TUI sees exactly what a local
+//! one does.
+
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::histogram::WaitHistogram;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    #[default]
+    Live,
+    Demo,
+    Replay,
+    Remote,
+}
+
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Live => "live",
+            SourceKind::Demo => "demo",
+            SourceKind::Replay => "replay",
+            SourceKind::Remote => "remote",
+        }
+    }
+}
+
+/// Where queue-wait numbers come from (every output says which).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitSource {
+    /// The kernel's own `qtime` on `svc_xprt_dequeue` (6.16+).
+    Qtime,
+    /// The agent's own enqueue → dequeue timestamps per transport.
+    EnqueueDequeue,
+    #[default]
+    None,
+}
+
+impl WaitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitSource::Qtime => "qtime",
+            WaitSource::EnqueueDequeue => "enqueue-dequeue",
+            WaitSource::None => "none",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct SourceInfo {
+    pub kind: SourceKind,
+    /// Kernel release (`uname -r`), or a description for demo/replay.
+    pub kernel: String,
+    /// Tracepoint generation (see KERNEL.md), e.g. "6.6+" or "demo".
+    pub generation: String,
+    pub wait_source: WaitSource,
+    /// Free text: scenario and policy for demo, file for replay, URL for remote.
+    #[serde(default)]
+    pub detail: String,
+    #[serde(default)]
+    pub host: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EntityKind {
+    #[default]
+    Peer,
+    Class,
+}
+
+impl EntityKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityKind::Peer => "peer",
+            EntityKind::Class => "class",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct Totals {
+    /// Cumulative dispatches since the pipeline started.
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    /// Entities (of the snapshot's grouping) backlogged right now.
+    pub backlogged: u64,
+    /// Jain's index over the fairness ratios of the entities that were
+    /// backlogged during the interval (1.0 when none or one was).
+    pub jain: f64,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub events_lost: u64,
+    #[serde(default)]
+    pub backlogged_classes: u64,
+    #[serde(default)]
+    pub jain_classes: f64,
+    #[serde(default)]
+    pub peers: u64,
+    #[serde(default)]
+    pub classes: u64,
+    #[serde(default)]
+    pub transports: u64,
+    /// Peers forgotten to keep memory bounded (idle, no transports).
+    #[serde(default)]
+    pub peers_evicted: u64,
+    #[serde(default)]
+    pub transports_evicted: u64,
+    /// Events seen, by tracepoint name.
+    #[serde(default)]
+    pub events: Vec<(String, u64)>,
+    /// Events lost, by tracepoint name.
+    #[serde(default)]
+    pub lost_by_tracepoint: Vec<(String, u64)>,
+    /// Cumulative execution seconds over every peer.
+    #[serde(default)]
+    pub exec_seconds: f64,
+    /// Cumulative queue-wait histogram of every dispatch.
+    #[serde(default)]
+    pub wait_histogram: WaitHistogram,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct TransportStats {
+    pub client: String,
+    pub server: String,
+    pub dispatches: u64,
+    pub queued: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct EntityStats {
+    pub name: String,
+    pub kind: EntityKind,
+    pub class: String,
+    /// Cumulative.
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    /// This entity's dispatches / all dispatches, this interval.
+    pub share: f64,
+    /// Cumulative entitled dispatches (fair share by virtual time).
+    pub entitled: f64,
+    /// dispatches / entitled over this interval; `null` when the entity
+    /// was neither backlogged nor dispatched (nothing to judge).
+    pub fairness: Option<f64>,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    /// This entity's execution time / all execution time, this interval.
+    pub exec_share: f64,
+    pub connections: u64,
+    // ---- added fields (DESIGN.md allows additions) ----
+    #[serde(default)]
+    pub netns: u32,
+    /// This interval's entitled dispatches, i.e. its fair share in counts.
+    #[serde(default)]
+    pub interval_dispatches: u64,
+    #[serde(default)]
+    pub interval_entitled: f64,
+    /// interval_entitled / all dispatches in the interval.
+    #[serde(default)]
+    pub fair_share: f64,
+    #[serde(default)]
+    pub backlogged: bool,
+    #[serde(default)]
+    pub queued_transports: u64,
+    #[serde(default)]
+    pub exec_seconds: f64,
+    #[serde(default)]
+    pub backlogged_seconds: f64,
+    /// Queue-wait histogram: this interval for peers, cumulative for
+    /// classes (the exporter's per-class histogram).
+    #[serde(default)]
+    pub wait_histogram: WaitHistogram,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transports: Vec<TransportStats>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct Snapshot {
+    /// Unix seconds (wall clock) when the snapshot was taken.
+    pub time: f64,
+    pub interval_s: f64,
+    pub source: SourceInfo,
+    pub totals: Totals,
+    pub peers: Vec<EntityStats>,
+    pub classes: Vec<EntityStats>,
+}
+
+impl Snapshot {
+    pub fn entities(&self, kind: EntityKind) -> &[EntityStats] {
+        match kind {
+            EntityKind::Peer => &self.peers,
+            EntityKind::Class => &self.classes,
+        }
+    }
+}

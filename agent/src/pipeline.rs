@@ -1,0 +1,148 @@
+//! source → aggregator → snapshots, on a thread of its own. Views never
+//! touch the source or the aggregator: they get snapshots through `sink`
+//! and steer through [`Control`] messages.
+
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::aggregate::Aggregator;
+use crate::classify::ClassMap;
+use crate::model::{Event, Snapshot};
+use crate::source::{Poll, Source};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// Follow the wall clock; a virtual source's clock runs `speed` times
+    /// as fast (1.0 = real time).
+    Realtime { speed: f64 },
+    /// Run a virtual source as fast as possible, a snapshot every
+    /// `interval` of source time (tests, replays, benchmarks).
+    AsFastAsPossible,
+}
+
+pub enum Control {
+    SetInterval(Duration),
+    SetClassMap(ClassMap),
+    Stop,
+}
+
+/// What a sink tells the pipeline after each snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+pub type Tap<'a> = Box<dyn FnMut(&[Event]) -> anyhow::Result<()> + Send + 'a>;
+
+pub struct Pipeline<'a> {
+    pub source: Box<dyn Source + 'a>,
+    pub aggregator: Aggregator,
+    pub interval: Duration,
+    pub pace: Pace,
+    /// Sees every batch of events before the aggregator does (recording).
+    pub tap: Option<Tap<'a>>,
+    /// Stop after this much source time (recording `--duration`).
+    pub max_source_ns: Option<u64>,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl<'a> Pipeline<'a> {
+    pub fn new(source: Box<dyn Source + 'a>, aggregator: Aggregator, interval: Duration) -> Self {
+        Pipeline {
+            source,
+            aggregator,
+            interval,
+            pace: Pace::Realtime { speed: 1.0 },
+            tap: None,
+            max_source_ns: None,
+        }
+    }
+
+    /// Run until the sink says stop, a `Control::Stop` arrives, or the
+    /// source finishes (a final snapshot is always delivered then).
+    pub fn run(
+        mut self,
+        control: Option<Receiver<Control>>,
+        mut sink: impl FnMut(Snapshot) -> Flow,
+    ) -> anyhow::Result<Aggregator> {
+        let info = self.source.info();
+        let wall0 = Instant::now();
+        let unix0 = unix_now();
+        let src0 = self.source.now_ns();
+        let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
+        let mut next_snapshot = self.interval;
+        let mut last_target = src0;
+        loop {
+            if let Some(rx) = &control {
+                loop {
+                    match rx.try_recv() {
+                        Ok(Control::SetInterval(d)) => {
+                            self.interval = d.max(Duration::from_millis(50));
+                        }
+                        Ok(Control::SetClassMap(m)) => self.aggregator.set_classmap(m),
+                        Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
+                            return Ok(self.aggregator)
+                        }
+                        Err(TryRecvError::Empty) => break,
+                    }
+                }
+            }
+            let (target, snapshot_due, wall) = match self.pace {
+                Pace::AsFastAsPossible => {
+                    let t = last_target + self.interval.as_nanos() as u64;
+                    (t, true, unix0 + (t - src0) as f64 / 1e9)
+                }
+                Pace::Realtime { speed } => {
+                    let el = wall0.elapsed();
+                    let t = src0 + (el.as_nanos() as f64 * speed) as u64;
+                    (t, el >= next_snapshot, unix_now())
+                }
+            };
+            let target = match self.max_source_ns {
+                Some(max) => target.min(src0 + max),
+                None => target,
+            };
+            buf.clear();
+            let status = self.source.poll(target, &mut buf)?;
+            if let Some(tap) = self.tap.as_mut() {
+                tap(&buf)?;
+            }
+            self.aggregator.ingest_all(&buf);
+            last_target = target;
+            let reached_max = self
+                .max_source_ns
+                .is_some_and(|max| self.source.now_ns() >= src0 + max);
+            let finished = status == Poll::Finished || reached_max;
+            if snapshot_due || finished {
+                let now = if self.source.is_virtual() {
+                    target.min(self.source.now_ns().max(target))
+                } else {
+                    self.source.now_ns()
+                };
+                let snap = self.aggregator.snapshot(now, wall, &info);
+                if sink(snap) == Flow::Stop || finished {
+                    return Ok(self.aggregator);
+                }
+                if let Pace::Realtime { .. } = self.pace {
+                    next_snapshot += self.interval;
+                    let el = wall0.elapsed();
+                    if next_snapshot < el {
+                        next_snapshot = el + self.interval;
+                    }
+                }
+            }
+            if let Pace::Realtime { .. } = self.pace {
+                // Pacing, not synchronisation: drain the source every 20 ms.
+                let until_snapshot = next_snapshot.saturating_sub(wall0.elapsed());
+                std::thread::sleep(until_snapshot.min(Duration::from_millis(20)));
+            }
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! Demo scenarios: the built-in ones reproduce the seeds' experiments;
+//! others load from TOML.
+//!
+//! ```toml
+//! name = "mine"
+//! threads = 16          # nfsd threads
+//! service_ms = 10.0     # per-request service time
+//! jitter = 0.5          # ± fraction of service_ms, uniform
+//! policy = "flat"       # flat | rr-peer | rr-class
+//! rtt_us = 100.0        # reply → next request
+//!
+//! [[client]]
+//! address = "10.0.0.2"  # IPv4 or IPv6
+//! count = 1             # this many clients at consecutive addresses
+//! connections = 2       # transports (nconnect)
+//! inflight = 32         # requests kept in flight (backlogged client)
+//! # burst = 32          # or: bursts of N requests ...
+//! # think_ms = 100.0    # ... separated by this much idle time
+//!
+//! [[class]]
+//! prefix = "10.1.0.0/24"
+//! name = "movers"
+//! per_peer = false
+//! ```
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::classify::{ClassMap, ClassRule};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Today's kernel: one FIFO of ready transports.
+    #[default]
+    Flat,
+    /// Round-robin across peers (seeds/ v1).
+    RrPeer,
+    /// Round-robin across classes from the class map (seeds/ v2).
+    RrClass,
+}
+
+impl FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "flat" => Ok(Policy::Flat),
+            "rr-peer" => Ok(Policy::RrPeer),
+            "rr-class" => Ok(Policy::RrClass),
+            other => Err(format!(
+                "unknown policy {other:?}: expected flat, rr-peer or rr-class"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Flat => "flat",
+            Policy::RrPeer => "rr-peer",
+            Policy::RrClass => "rr-class",
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    pub address: IpAddr,
+    #[serde(default = "one")]
+    pub count: u32,
+    pub connections: u32,
+    #[serde(default)]
+    pub inflight: Option<u32>,
+    #[serde(default)]
+    pub burst: Option<u32>,
+    #[serde(default)]
+    pub think_ms: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSpec {
+    pub prefix: String,
+    pub name: String,
+    #[serde(default)]
+    pub per_peer: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "sixteen")]
+    pub threads: u32,
+    #[serde(default = "ten")]
+    pub service_ms: f64,
+    #[serde(default)]
+    pub jitter: f64,
+    #[serde(default)]
+    pub policy: Policy,
+    #[serde(default = "hundred")]
+    pub rtt_us: f64,
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    #[serde(rename = "client")]
+    pub clients: Vec<ClientSpec>,
+    #[serde(default, rename = "class")]
+    pub classes: Vec<ClassSpec>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn sixteen() -> u32 {
+    16
+}
+fn ten() -> f64 {
+    10.0
+}
+fn hundred() -> f64 {
+    100.0
+}
+
+pub const BUILTIN: &[&str] = &[
+    "seed-k4", "seed-k8", "seed-k16", "seed-k32", "movers", "burst",
+];
+
+fn backlogged(addr: &str, connections: u32) -> ClientSpec {
+    ClientSpec {
+        address: addr.parse().expect("built-in address"),
+        count: 1,
+        connections,
+        // 16 requests per connection keeps every transport backlogged
+        // against 16 threads whatever the policy.
+        inflight: Some(16 * connections),
+        burst: None,
+        think_ms: 0.0,
+    }
+}
+
+impl Scenario {
+    fn base(name: &str, description: &str) -> Scenario {
+        Scenario {
+            name: name.to_string(),
+            description: description.to_string(),
+            threads: 16,
+            service_ms: 10.0,
+            jitter: 0.0,
+            policy: Policy::Flat,
+            rtt_us: 100.0,
+            seed: 1,
+            clients: Vec::new(),
+            classes: Vec::new(),
+        }
+    }
+
+    /// A built-in scenario by name.
+    pub fn builtin(name: &str) -> Option<Scenario> {
+        if let Some(k) = name.strip_prefix("seed-k") {
+            let k: u32 = k.parse().ok().filter(|k| [4, 8, 16, 32].contains(k))?;
+            let mut s = Scenario::base(
+                name,
+                &format!("one client with 2 connections against one with {k}, both backlogged"),
+            );
+            s.clients = vec![backlogged("10.0.0.2", 2), backlogged("10.0.0.3", k)];
+            return Some(s);
+        }
+        match name {
+            "movers" => {
+                let mut s = Scenario::base(
+                    "movers",
+                    "six data movers with 4 connections each against four backlogged customers with 4 each",
+                );
+                let mut movers = backlogged("10.1.0.1", 4);
+                movers.count = 6;
+                let mut customers = backlogged("10.2.0.1", 4);
+                customers.count = 4;
+                s.clients = vec![movers, customers];
+                s.classes = vec![
+                    ClassSpec {
+                        prefix: "10.1.0.0/24".into(),
+                        name: "movers".into(),
+                        per_peer: false,
+                    },
+                    ClassSpec {
+                        prefix: "0.0.0.0/0".into(),
+                        name: "customers".into(),
+                        per_peer: true,
+                    },
+                    ClassSpec {
+                        prefix: "::/0".into(),
+                        name: "customers".into(),
+                        per_peer: true,
+                    },
+                ];
+                Some(s)
+            }
+            "burst" => {
+                let mut s = Scenario::base(
+                    "burst",
+                    "an interactive client's bursts of 32 against a busy host with 16 connections",
+                );
+                s.clients = vec![
+                    ClientSpec {
+                        address: "fd00::9".parse().expect("literal"),
+                        count: 1,
+                        connections: 1,
+                        inflight: None,
+                        burst: Some(32),
+                        think_ms: 200.0,
+                    },
+                    backlogged("10.0.0.3", 16),
+                ];
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+
+    /// A built-in name or a path to a TOML file.
+    pub fn resolve(name_or_path: &str) -> anyhow::Result<Scenario> {
+        if let Some(s) = Scenario::builtin(name_or_path) {
+            return Ok(s);
+        }
+        let path = Path::new(name_or_path);
+        if name_or_path.ends_with(".toml") || path.exists() {
+            return Scenario::load(path);
+        }
+        anyhow::bail!(
+            "unknown demo scenario {name_or_path:?}: use one of {} or a path to a .toml scenario file",
+            BUILTIN.join(", ")
+        )
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read scenario file {}: {e}", path.display()))?;
+        Scenario::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| {
+            let pos = e
+                .span()
+                .map(|sp| {
+                    let line = text[..sp.start.min(text.len())].matches('\n').count() + 1;
+                    format!(":{line}")
+                })
+                .unwrap_or_default();
+            anyhow::anyhow!("{origin}{pos}: {}", e.message())
+        })?;
+        s.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        Ok(s)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads == 0 || self.threads > 4096 {
+            return Err(format!("threads = {} must be 1..=4096", self.threads));
+        }
+        if !(self.service_ms > 0.0 && self.service_ms.is_finite()) {
+            return Err(format!("service_ms = {} must be > 0", self.service_ms));
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return Err(format!("jitter = {} must be in [0, 1)", self.jitter));
+        }
+        if !(self.rtt_us >= 0.0 && self.rtt_us.is_finite()) {
+            return Err(format!("rtt_us = {} must be >= 0", self.rtt_us));
+        }
+        if self.clients.is_empty() {
+            return Err("no [[client]] entries: a scenario needs at least one client".into());
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            let at = format!("client {} ({})", i + 1, c.address);
+            if c.connections == 0 || c.connections > 1024 {
+                return Err(format!("{at}: connections = {} must be 1..=1024", c.connections));
+            }
+            if c.count == 0 || c.count > 100_000 {
+                return Err(format!("{at}: count = {} must be 1..=100000", c.count));
+            }
+            match (c.inflight, c.burst) {
+                (Some(0), _) | (_, Some(0)) => {
+                    return Err(format!("{at}: inflight and burst must be > 0"))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "{at}: give either inflight (backlogged) or burst (interactive), not both"
+                    ))
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
+                    ))
+                }
+                _ => {}
+            }
+            if !(c.think_ms >= 0.0 && c.think_ms.is_finite()) {
+                return Err(format!("{at}: think_ms must be >= 0"));
+            }
+        }
+        self.class_map()?;
+        Ok(())
+    }
+
+    pub fn class_map(&self) -> Result<ClassMap, String> {
+        let text: String = self
+            .classes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}{}\n",
+                    c.prefix,
+                    c.name,
+                    if c.per_peer { " per-peer" } else { "" }
+                )
+            })
+            .collect();
+        let m = ClassMap::parse(&text, "[[class]]").map_err(|e| e.to_string())?;
+        let rules: Vec<ClassRule> = m.rules().to_vec();
+        Ok(ClassMap::from_rules(rules))
+    }
+
+    /// The clients with `count` expanded to consecutive addresses.
+    pub fn expanded_clients(&self) -> Vec<(IpAddr, &ClientSpec)> {
+        let mut out = Vec::new();
+        for c in &self.clients {
+            for i in 0..c.count {
+                let addr = match c.address {
+                    IpAddr::V4(a) => IpAddr::V4((u32::from(a).wrapping_add(i)).into()),
+                    IpAddr::V6(a) => IpAddr::V6((u128::from(a).wrapping_add(i as u128)).into()),
+                };
+                out.push((addr, c));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_resolve_and_validate() {
+        for name in BUILTIN {
+            let s = Scenario::builtin(name).unwrap();
+            s.validate().unwrap();
+        }
+        assert!(Scenario::builtin("seed-k5").is_none());
+    }
+
+    #[test]
+    fn unknown_scenario_names_the_choices() {
+        let e = Scenario::resolve("nope").unwrap_err().to_string();
+        assert!(e.contains("unknown demo scenario \"nope\""), "{e}");
+        assert!(e.contains("seed-k16"), "{e}");
+    }
+
+    #[test]
+    fn toml_round_trip_and_errors_with_line() {
+        let text = "name = \"t\"\npolicy = \"rr-peer\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\ninflight = 8\n";
+        let s = Scenario::parse(text, "t.toml").unwrap();
+        assert_eq!(s.policy, Policy::RrPeer);
+        assert_eq!(s.threads, 16);
+
+        let bad = "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\ninflight = 8\ncolour = 1\n";
+        let e = Scenario::parse(bad, "t.toml").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:6"), "{e}");
+        assert!(e.contains("colour"), "{e}");
+
+        let bad = "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\n";
+        let e = Scenario::parse(bad, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("give inflight"), "{e}");
+
+        let bad = "name = \"t\"\npolicy = \"fifo\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\ninflight=1\n";
+        let e = Scenario::parse(bad, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("t.toml:2"), "{e}");
+
+        let bad = "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\ninflight=1\n[[class]]\nprefix=\"10.0.0.0/99\"\nname=\"x\"\n";
+        let e = Scenario::parse(bad, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("prefix length"), "{e}");
+    }
+
+    #[test]
+    fn count_expands_to_consecutive_addresses() {
+        let s = Scenario::builtin("movers").unwrap();
+        let c = s.expanded_clients();
+        assert_eq!(c.len(), 10);
+        assert_eq!(c[5].0.to_string(), "10.1.0.6");
+        assert_eq!(c[6].0.to_string(), "10.2.0.1");
+    }
+}

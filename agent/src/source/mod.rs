@@ -1,0 +1,73 @@
+//! Event sources. Each turns its own input into [`Event`]s on its own
+//! monotonic clock; the pipeline decides how fast that clock runs.
+
+pub mod demo;
+
+use crate::model::{Event, SourceInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// More may come later.
+    Pending,
+    /// The source has nothing more to give (end of a recording).
+    Finished,
+}
+
+pub trait Source: Send {
+    fn info(&self) -> SourceInfo;
+
+    /// Append the events with timestamps up to `until_ns` (source clock) to
+    /// `out`. Live sources ignore `until_ns` and return what has arrived.
+    fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll>;
+
+    /// The source clock now. Simulated and recorded sources start at their
+    /// first timestamp; live sources read the kernel's monotonic clock.
+    fn now_ns(&self) -> u64;
+
+    /// True when the source's clock is driven by the pipeline (demo and
+    /// replay can run faster than real time); false for live and remote.
+    fn is_virtual(&self) -> bool {
+        true
+    }
+}
+
+/// What the user asked to watch, before it is opened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceSpec {
+    /// This host's nfsd through the BPF programs.
+    Live,
+    /// The built-in simulator. `policy` overrides the scenario's own.
+    Demo {
+        scenario: String,
+        policy: Option<demo::Policy>,
+    },
+}
+
+impl SourceSpec {
+    pub fn open(&self) -> anyhow::Result<Box<dyn Source>> {
+        match self {
+            SourceSpec::Live => anyhow::bail!(
+                "the live kernel source is not available in this build: run with --demo"
+            ),
+            SourceSpec::Demo { scenario, policy } => {
+                let mut s = demo::Scenario::resolve(scenario)?;
+                if let Some(p) = policy {
+                    s.policy = *p;
+                }
+                Ok(Box::new(demo::DemoSource::new(s)))
+            }
+        }
+    }
+
+    /// The class map a demo scenario brings with it, if any.
+    pub fn builtin_classmap(&self) -> anyhow::Result<Option<crate::classify::ClassMap>> {
+        match self {
+            SourceSpec::Demo { scenario, .. } => {
+                let s = demo::Scenario::resolve(scenario)?;
+                let m = s.class_map().map_err(|e| anyhow::anyhow!(e))?;
+                Ok((!m.is_empty()).then_some(m))
+            }
+            _ => Ok(None),
+        }
+    }
+}
