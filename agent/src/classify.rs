@@ -110,12 +110,12 @@ impl ClassMap {
                 per_peer,
             });
         }
-        rules.sort_by(|a, b| b.prefix_len.cmp(&a.prefix_len));
+        rules.sort_by_key(|r| std::cmp::Reverse(r.prefix_len));
         Ok(ClassMap { rules })
     }
 
     pub fn from_rules(mut rules: Vec<ClassRule>) -> ClassMap {
-        rules.sort_by(|a, b| b.prefix_len.cmp(&a.prefix_len));
+        rules.sort_by_key(|r| std::cmp::Reverse(r.prefix_len));
         ClassMap { rules }
     }
 
@@ -188,9 +188,9 @@ impl fmt::Display for ClassMap {
 }
 
 fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
-    let (addr, len) = s.split_once('/').ok_or_else(|| {
-        format!("prefix {s:?} has no \"/length\" (write 10.0.0.0/8 or fd00::/8)")
-    })?;
+    let (addr, len) = s
+        .split_once('/')
+        .ok_or_else(|| format!("prefix {s:?} has no \"/length\" (write 10.0.0.0/8 or fd00::/8)"))?;
     let net: IpAddr = addr
         .parse()
         .map_err(|_| format!("{addr:?} is not an IPv4 or IPv6 address"))?;
@@ -216,7 +216,11 @@ fn masked(ip: IpAddr, len: u8) -> IpAddr {
             IpAddr::V4((u32::from(a) & mask).into())
         }
         IpAddr::V6(a) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
             IpAddr::V6((u128::from(a) & mask).into())
         }
     }
@@ -229,9 +233,7 @@ fn prefix_matches(net: IpAddr, len: u8, ip: IpAddr) -> bool {
         v4 => v4,
     };
     match (net, ip) {
-        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
-            masked(ip, len) == net
-        }
+        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => masked(ip, len) == net,
         _ => false,
     }
 }

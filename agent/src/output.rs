@@ -140,7 +140,8 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         s.source.wait_source.as_str(),
         s.interval_s
     );
-    let _ = writeln!(
+    let _ =
+        writeln!(
         o,
         "dispatches {} ({:.0}/s)  backlogged {}  jain {:.3}  wait p50 {:.0}us p99 {:.0}us  lost {}",
         t.dispatches, t.dispatch_rate, backlogged, jain, t.wait_p50_us, t.wait_p99_us, t.events_lost

@@ -37,7 +37,12 @@ fn share(s: &Snapshot, kind: EntityKind, name: &str) -> f64 {
 }
 
 fn fairness(s: &Snapshot, name: &str) -> f64 {
-    s.peers.iter().find(|e| e.name == name).unwrap().fairness.unwrap()
+    s.peers
+        .iter()
+        .find(|e| e.name == name)
+        .unwrap()
+        .fairness
+        .unwrap()
 }
 
 #[test]
@@ -90,7 +95,11 @@ fn movers_against_customers_under_each_policy() {
     assert!((customers(&s) - 0.80).abs() < 0.03, "{}", customers(&s));
     let movers = share(&s, EntityKind::Class, "movers");
     assert!((movers - 0.20).abs() < 0.03, "{movers}");
-    let c1 = s.classes.iter().find(|c| c.name == "customers/10.2.0.1").unwrap();
+    let c1 = s
+        .classes
+        .iter()
+        .find(|c| c.name == "customers/10.2.0.1")
+        .unwrap();
     assert!((c1.fairness.unwrap() - 1.0).abs() < 0.06);
 }
 
@@ -138,7 +147,11 @@ fn pipeline_as_fast_as_possible_delivers_every_interval() {
     assert_eq!(info.generation, "demo");
     let p = Pipeline {
         pace: Pace::AsFastAsPossible,
-        ..Pipeline::new(Box::new(source), Aggregator::default(), Duration::from_secs(1))
+        ..Pipeline::new(
+            Box::new(source),
+            Aggregator::default(),
+            Duration::from_secs(1),
+        )
     };
     let mut snaps = Vec::new();
     p.run(None, |s| {
@@ -154,6 +167,10 @@ fn pipeline_as_fast_as_possible_delivers_every_interval() {
     for s in &snaps[1..] {
         assert!((s.interval_s - 1.0).abs() < 1e-9);
         // 16 threads / 10 ms = 1600 dispatches a second when saturated.
-        assert!((s.totals.dispatch_rate - 1600.0).abs() < 20.0, "{}", s.totals.dispatch_rate);
+        assert!(
+            (s.totals.dispatch_rate - 1600.0).abs() < 20.0,
+            "{}",
+            s.totals.dispatch_rate
+        );
     }
 }

@@ -1,1 +1,97 @@
-fn main() {}
+//! Project tasks: `cargo xtask run` (nfsdtop, with set-up) and
+//! `cargo xtask test` (every test, with set-up). See README.md.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "nfsdtop project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what the build and tests need (idempotent).
+    Setup,
+    /// Build and run nfsdtop; arguments after `--` go to nfsdtop.
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run every test: format, lints, unit and integration tests, and the
+    /// end-to-end tests against real components.
+    Test,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn run(step: &str, cmd: &mut Command) -> anyhow::Result<()> {
+    let started = Instant::now();
+    eprintln!("==> {step}");
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("cannot start {step}"))?;
+    eprintln!("<== {step}: {status} in {:.0?}", started.elapsed());
+    if !status.success() {
+        bail!("{step} failed ({status})");
+    }
+    Ok(())
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn setup(what: &str) -> anyhow::Result<()> {
+    run(
+        &format!("set-up ({what})"),
+        Command::new("bash").arg("scripts/setup.sh").arg(what),
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup("all"),
+        Task::Run { args } => {
+            setup("build")?;
+            run(
+                "nfsdtop",
+                cargo()
+                    .args(["run", "--quiet", "--release", "-p", "nfsdtop", "--"])
+                    .args(args),
+            )
+        }
+        Task::Test => {
+            setup("all")?;
+            run(
+                "cargo fmt --check",
+                cargo().args(["fmt", "--all", "--", "--check"]),
+            )?;
+            run(
+                "cargo clippy",
+                cargo().args([
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]),
+            )?;
+            run("cargo test", cargo().args(["test", "--workspace"]))?;
+            Ok(())
+        }
+    }
+}

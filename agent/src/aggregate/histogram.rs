@@ -114,10 +114,14 @@ impl WaitHistogram {
 
     /// Non-empty buckets as (lower bound µs, upper bound µs, count).
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| {
-            let (lo, hi) = bucket_bounds(i);
-            (lo, hi, *c)
-        })
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| {
+                let (lo, hi) = bucket_bounds(i);
+                (lo, hi, *c)
+            })
     }
 
     /// Cumulative count of samples strictly below `us` microseconds, exact

@@ -321,7 +321,11 @@ impl Aggregator {
             .xprts
             .iter()
             .enumerate()
-            .filter_map(|(i, x)| x.as_ref().filter(|x| !x.queued).map(|x| (x.last_ns, i as u32)))
+            .filter_map(|(i, x)| {
+                x.as_ref()
+                    .filter(|x| !x.queued)
+                    .map(|x| (x.last_ns, i as u32))
+            })
             .collect();
         let n = (self.limits.max_transports / 8).max(1).min(idle.len());
         if n == 0 {
@@ -488,8 +492,13 @@ impl Aggregator {
             &ctx,
             Some(&mut transports),
         );
-        let (classes, jain_classes) =
-            entity_stats(&mut self.classes, &self.class_clock, EntityKind::Class, &ctx, None);
+        let (classes, jain_classes) = entity_stats(
+            &mut self.classes,
+            &self.class_clock,
+            EntityKind::Class,
+            &ctx,
+            None,
+        );
 
         let mut source = source.clone();
         if source.wait_source == WaitSource::None {
@@ -610,11 +619,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
         e.prev_entitled = entitled;
         e.prev_exec_ns = e.exec_ns;
         // Tiny residues of floating-point subtraction are not a backlog.
-        let fairness = if de > 1e-9 {
-            Some(d as f64 / de)
-        } else {
-            None
-        };
+        let fairness = if de > 1e-9 { Some(d as f64 / de) } else { None };
         if let Some(f) = fairness {
             ratios.push(f);
         }

@@ -119,7 +119,6 @@ impl<K: Hash + Eq + Clone> EntityTable<K> {
             .filter_map(|(i, s)| s.as_ref().map(|(k, e)| (i as u32, k, e)))
     }
 
-
     /// Forget the least recently active eighth of the idle entities. Only
     /// idle ones (nothing queued, no transports or members) can go: nothing
     /// else refers to them, so no other table needs fixing up.

@@ -57,8 +57,7 @@ impl Script {
         )
     }
     fn snap(&mut self) -> Snapshot {
-        self.agg
-            .snapshot(self.ts, 0.0, &SourceInfo::default())
+        self.agg.snapshot(self.ts, 0.0, &SourceInfo::default())
     }
 }
 
@@ -98,7 +97,10 @@ fn two_connections_against_one_both_backlogged() {
     assert_eq!(snap.totals.backlogged, 2);
     assert_eq!(a.connections, 2);
     // The entitled totals always add up to the dispatches.
-    assert!(close(a.entitled + b.entitled, snap.totals.dispatches as f64));
+    assert!(close(
+        a.entitled + b.entitled,
+        snap.totals.dispatches as f64
+    ));
 }
 
 #[test]
@@ -177,8 +179,12 @@ fn listener_records_go_to_the_listener_pseudo_peer() {
 #[test]
 fn ipv6_peers_are_told_apart_and_ports_merge() {
     let mut s = Script::new();
-    s.enq("[fd00::2]:700").enq("[fd00::2]:701").enq("[fd00::3]:700");
-    s.deq("[fd00::2]:700").deq("[fd00::2]:701").deq("[fd00::3]:700");
+    s.enq("[fd00::2]:700")
+        .enq("[fd00::2]:701")
+        .enq("[fd00::3]:700");
+    s.deq("[fd00::2]:700")
+        .deq("[fd00::2]:701")
+        .deq("[fd00::3]:700");
     let snap = s.snap();
     assert_eq!(peer(&snap, "fd00::2").dispatches, 2);
     assert_eq!(peer(&snap, "fd00::2").connections, 2);
@@ -222,7 +228,11 @@ fn class_map_groups_and_per_peer_splits() {
     s.deq("10.1.0.1:1").deq("10.1.0.2:1").deq("10.2.0.1:1");
     let snap = s.snap();
     let movers = snap.classes.iter().find(|c| c.name == "movers").unwrap();
-    let cust = snap.classes.iter().find(|c| c.name == "cust/10.2.0.1").unwrap();
+    let cust = snap
+        .classes
+        .iter()
+        .find(|c| c.name == "cust/10.2.0.1")
+        .unwrap();
     assert_eq!(movers.dispatches, 2);
     assert_eq!(cust.dispatches, 1);
     assert_eq!(cust.class, "cust");

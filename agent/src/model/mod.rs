@@ -5,6 +5,5 @@ mod snapshot;
 
 pub use event::{Endpoint, Event, EventKind, PeerKey, Tracepoint, XprtKey};
 pub use snapshot::{
-    EntityKind, EntityStats, Snapshot, SourceInfo, SourceKind, Totals, TransportStats,
-    WaitSource,
+    EntityKind, EntityStats, Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
 };

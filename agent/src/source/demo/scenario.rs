@@ -283,7 +283,10 @@ impl Scenario {
         for (i, c) in self.clients.iter().enumerate() {
             let at = format!("client {} ({})", i + 1, c.address);
             if c.connections == 0 || c.connections > 1024 {
-                return Err(format!("{at}: connections = {} must be 1..=1024", c.connections));
+                return Err(format!(
+                    "{at}: connections = {} must be 1..=1024",
+                    c.connections
+                ));
             }
             if c.count == 0 || c.count > 100_000 {
                 return Err(format!("{at}: count = {} must be 1..=100000", c.count));
@@ -297,11 +300,9 @@ impl Scenario {
                         "{at}: give either inflight (backlogged) or burst (interactive), not both"
                     ))
                 }
-                (None, None) => {
-                    return Err(format!(
-                        "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
-                    ))
-                }
+                (None, None) => return Err(format!(
+                    "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
+                )),
                 _ => {}
             }
             if !(c.think_ms >= 0.0 && c.think_ms.is_finite()) {

@@ -237,7 +237,10 @@ impl Simulator {
                     self.clients[client].outstanding = n;
                     for _ in 0..n {
                         let t = self.next_transport(client);
-                        self.schedule(at + self.rtt_ns / 2, SimEvent::RequestArrives { transport: t });
+                        self.schedule(
+                            at + self.rtt_ns / 2,
+                            SimEvent::RequestArrives { transport: t },
+                        );
                     }
                 }
             }
@@ -314,7 +317,13 @@ impl Simulator {
                 base
             };
             let exec_ns = service.max(1.0) as u64;
-            self.schedule(self.now + exec_ns, SimEvent::ServiceDone { transport: t, exec_ns });
+            self.schedule(
+                self.now + exec_ns,
+                SimEvent::ServiceDone {
+                    transport: t,
+                    exec_ns,
+                },
+            );
             // svc_xprt_received: more waiting on this transport → back on
             // the ready queue straight away.
             self.enqueue(t, out);

@@ -1,0 +1,168 @@
+//! The command-line contract of DESIGN.md. Scripts and tests rely on it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use nfsdtop_agent::model::EntityKind;
+use nfsdtop_agent::output::Format;
+use nfsdtop_agent::source::demo::Policy;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nfsdtop",
+    version,
+    about = "Who gets a Linux NFS server's threads, who waits, and whether that is fair",
+    long_about = "nfsdtop shows, live, how a Linux NFS server's RPC dispatch is shared among \
+its clients: each peer's (or class's) share of dispatches, its fair share while backlogged, \
+the ratio of the two, its queue waits and its thread time.\n\n\
+Without a source flag it watches this host's nfsd; where there is none it runs the built-in \
+demo server.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub view: ViewArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Record events (live or demo) to a file for later --replay.
+    Record(RecordArgs),
+    /// Report what this host supports: tracefs, sunrpc, tracepoints, BPF.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SourceArgs {
+    /// Watch the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file).
+    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "movers")]
+    pub demo: Option<String>,
+    /// Dispatch policy of the demo server.
+    #[arg(long, value_parser = parse_policy, requires = "demo")]
+    pub policy: Option<Policy>,
+    /// Replay a recording made by `nfsdtop record`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["demo", "connect"])]
+    pub replay: Option<PathBuf>,
+    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay"])]
+    pub connect: Option<String>,
+    /// Run a demo or replay this many times faster than real time (0 = as fast as possible).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    pub speed: f64,
+    /// Class map file: lines of "PREFIX CLASS [per-peer]".
+    #[arg(long, value_name = "FILE")]
+    pub class_map: Option<PathBuf>,
+    /// Hash client addresses in every output (for sensitive client lists).
+    #[arg(long)]
+    pub redact: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ViewArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Batch mode like `top -b`: print snapshots instead of the interactive UI.
+    #[arg(short = 'b', long)]
+    pub batch: bool,
+    /// Number of snapshots to print in batch mode (default: until interrupted).
+    #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations)]
+    pub iterations: Option<u64>,
+    /// Seconds between snapshots.
+    #[arg(short = 'd', long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_delay)]
+    pub delay: f64,
+    /// Batch output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Show peers or classes.
+    #[arg(long, value_enum, default_value_t = Group::Peer)]
+    pub group: Group,
+    /// Show at most N entities.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Output file.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Stop after this many seconds (source time).
+    #[arg(long, value_name = "SECS", value_parser = parse_delay)]
+    pub duration: Option<f64>,
+    /// Stop after this many events.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DoctorArgs {
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+    Csv,
+}
+
+impl From<OutputFormat> for Format {
+    fn from(f: OutputFormat) -> Format {
+        match f {
+            OutputFormat::Text => Format::Text,
+            OutputFormat::Json => Format::Json,
+            OutputFormat::Csv => Format::Csv,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    Peer,
+    Class,
+}
+
+impl From<Group> for EntityKind {
+    fn from(g: Group) -> EntityKind {
+        match g {
+            Group::Peer => EntityKind::Peer,
+            Group::Class => EntityKind::Class,
+        }
+    }
+}
+
+fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse()
+}
+
+fn parse_delay(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && (0.05..=86_400.0).contains(&v)) {
+        return Err(format!("{v} seconds is out of range: use 0.05 to 86400"));
+    }
+    Ok(v)
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| {
+        format!("{s:?} is not a speed factor (e.g. 1, 10, 0.5; 0 = as fast as possible)")
+    })?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("speed {v} must be 0 or positive"));
+    }
+    Ok(v)
+}
+
+fn parse_iterations(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!("{s:?} is not a positive number of iterations")),
+        Ok(n) => Ok(n),
+    }
+}
