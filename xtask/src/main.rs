@@ -91,6 +91,16 @@ fn main() -> anyhow::Result<()> {
                 ]),
             )?;
             run("cargo test", cargo().args(["test", "--workspace"]))?;
+            // End-to-end checks that drive real components from a shell
+            // (each script exits non-zero on failure).
+            let mut scripts: Vec<PathBuf> = std::fs::read_dir(root().join("scripts/e2e"))
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            scripts.retain(|p| p.extension().is_some_and(|e| e == "sh"));
+            scripts.sort();
+            for s in scripts {
+                run(&s.display().to_string(), Command::new("bash").arg(&s))?;
+            }
             Ok(())
         }
     }
