@@ -1,0 +1,120 @@
+//! Frame render time with 10,000 peers (target: under 10 ms a frame).
+//!
+//! `cargo bench -p nfsdtop --bench render` (release). The snapshot comes
+//! from the demo simulator and the aggregator, as in the live UI; frames
+//! are drawn on ratatui's TestBackend, so this measures nfsdtop's own
+//! work (layout, cells, widgets), not a terminal's.
+
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use nfsdtop::state::State;
+use nfsdtop::view;
+use nfsdtop_agent::aggregate::{Aggregator, Limits};
+use nfsdtop_agent::model::Snapshot;
+use nfsdtop_agent::source::demo::{Scenario, Simulator};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+const PEERS: u32 = 10_000;
+
+fn snapshots(n: usize) -> Vec<Snapshot> {
+    let toml = format!(
+        "name = \"bench-10k\"\nthreads = 64\nservice_ms = 1.0\njitter = 0.5\n\
+         [[client]]\naddress = \"10.0.0.1\"\ncount = {}\nconnections = 1\ninflight = 2\n\
+         [[client]]\naddress = \"10.200.0.1\"\ncount = 40\nconnections = 8\ninflight = 64\n",
+        PEERS - 40
+    );
+    let scenario = Scenario::parse(&toml, "bench").expect("scenario");
+    let classmap = scenario.class_map().expect("class map");
+    let mut sim = Simulator::new(scenario);
+    let mut agg = Aggregator::new(classmap, Limits::default());
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for i in 1..=n as u64 + 1 {
+        buf.clear();
+        sim.run_until(i * 1_000_000_000, &mut buf);
+        agg.ingest_all(&buf);
+        let s = agg.snapshot(sim.now_ns(), i as f64, &Default::default());
+        if i > 1 {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn stats(name: &str, mut xs: Vec<Duration>) -> (f64, f64) {
+    xs.sort();
+    let mean = xs.iter().map(|d| d.as_secs_f64()).sum::<f64>() / xs.len() as f64 * 1e3;
+    let p99 = xs[((xs.len() as f64 * 0.99).ceil() as usize).min(xs.len()) - 1].as_secs_f64() * 1e3;
+    let max = xs[xs.len() - 1].as_secs_f64() * 1e3;
+    println!(
+        "{name:<44} n={:<5} mean {mean:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
+        xs.len()
+    );
+    (mean, p99)
+}
+
+fn main() {
+    // `cargo test --benches` runs this with --bench absent: keep it short.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let frames = if quick { 20 } else { 1000 };
+    let snaps = snapshots(if quick { 2 } else { 10 });
+    let peers = snaps[0].peers.len();
+    println!(
+        "TUI frame time: {peers} peers, {} classes",
+        snaps[0].classes.len()
+    );
+    assert!(peers >= PEERS as usize - 10, "only {peers} peers");
+
+    let mut state = State::new(Duration::from_secs(1), None);
+    // Snapshot arrival: history, filter, sort, lints (once per snapshot).
+    let mut arrivals = Vec::new();
+    for s in &snaps {
+        let t = Instant::now();
+        state.on_snapshot(Box::new(s.clone()));
+        arrivals.push(t.elapsed());
+    }
+    stats("snapshot arrival (history+sort+lints)", arrivals);
+
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        let mut times = Vec::with_capacity(frames);
+        for i in 0..frames {
+            // Scroll as a user would, so rows change from frame to frame.
+            let code = if i % 50 < 25 {
+                KeyCode::Down
+            } else {
+                KeyCode::PageDown
+            };
+            state.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+            let t = Instant::now();
+            term.draw(|f| view::draw(f, &mut state)).expect("draw");
+            times.push(t.elapsed());
+        }
+        stats(&format!("frame {w}x{h}, table"), times);
+    }
+    // The drill-down: chart over the history, histogram, transports.
+    state.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
+    state.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    let mut times = Vec::with_capacity(frames);
+    for _ in 0..frames {
+        let t = Instant::now();
+        term.draw(|f| view::draw(f, &mut state)).expect("draw");
+        times.push(t.elapsed());
+    }
+    let (_, p99) = stats("frame 200x60, drill-down", times);
+    // Sort changes re-sort all 10,000 rows once, then draw.
+    let mut times = Vec::new();
+    for _ in 0..if quick { 5 } else { 50 } {
+        let t = Instant::now();
+        state.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::NONE));
+        term.draw(|f| view::draw(f, &mut state)).expect("draw");
+        times.push(t.elapsed());
+    }
+    stats("key 's' (re-sort 10k) + frame", times);
+    if !quick && p99 > 10.0 {
+        eprintln!("frame p99 {p99:.3} ms is over the 10 ms target");
+    }
+}

@@ -1,0 +1,244 @@
+//! The drill-down into one peer or class: its numbers now, its share and
+//! fair share over time, its wait histogram, its transports.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Axis, Block, Borders, Cell, Chart, Dataset, GraphType, Paragraph, Row, Table,
+};
+use ratatui::Frame;
+
+use nfsdtop_agent::model::{EntityKind, EntityStats};
+
+use super::mini_histogram::WaitBars;
+use super::styles;
+use super::table::{pct, rate, ratio, row_style};
+use crate::state::{Screen, State};
+use crate::warnings::{fmt_us, is_starved};
+
+pub fn draw(f: &mut Frame, area: Rect, state: &State) {
+    let Screen::Detail { kind, name } = &state.screen else {
+        return;
+    };
+    let entity = state.detail_entity();
+    let title = match entity {
+        Some(e) if e.kind == EntityKind::Peer => {
+            format!(" peer {} (class {}) | Esc back ", e.name, e.class)
+        }
+        _ => format!(" {} {} | Esc back ", kind.as_str(), name),
+    };
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(title, styles::title()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+
+    let [summary, chart, bottom] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Fill(1),
+        Constraint::Fill(1),
+    ])
+    .areas(inner);
+    f.render_widget(Paragraph::new(summary_lines(entity, state)), summary);
+    draw_chart(f, chart, state, *kind, name);
+
+    let [hist, xprts] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
+    let hist_title = match kind {
+        EntityKind::Peer => " queue wait (this interval) ",
+        EntityKind::Class => " queue wait (since start) ",
+    };
+    let hb = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(hist_title, styles::title()));
+    let hi = hb.inner(hist);
+    f.render_widget(hb, hist);
+    if let Some(e) = entity {
+        f.render_widget(
+            WaitBars {
+                hist: &e.wait_histogram,
+            },
+            hi,
+        );
+    }
+    draw_transports(f, xprts, entity);
+}
+
+fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>> {
+    let Some(e) = e else {
+        return vec![Line::styled(
+            "not in the current snapshot (gone, or filtered by the source)",
+            styles::warn(),
+        )];
+    };
+    let off = state
+        .offender()
+        .is_some_and(|o| o.name == e.name && o.kind == e.kind);
+    let mut ratio_span = Span::styled(format!("ratio {}", ratio(e.fairness)), row_style(e, off));
+    if off {
+        ratio_span.content = format!("{} (top offender)", ratio_span.content).into();
+    }
+    let backlog = if is_starved(e) {
+        Span::styled("STARVED: backlogged, 0 dispatches", styles::bad())
+    } else if e.backlogged {
+        Span::raw(format!("backlogged ({} queued)", e.queued_transports))
+    } else {
+        Span::raw("idle")
+    };
+    vec![
+        Line::from(vec![
+            Span::styled(
+                format!("share {}", pct(e.share)),
+                Style::default().fg(styles::SHARE),
+            ),
+            Span::raw("  "),
+            Span::styled(
+                format!("fair share {}", pct(e.fair_share)),
+                Style::default().fg(styles::FAIR),
+            ),
+            Span::raw("  "),
+            ratio_span,
+            Span::raw(format!(
+                "  {} dispatches/s  {} connections",
+                rate(e.dispatch_rate),
+                e.connections
+            )),
+        ]),
+        Line::from(vec![
+            Span::raw(format!(
+                "wait p50 {} p99 {}  exec share {} ({:.2}s thread time)  ",
+                fmt_us(e.wait_p50_us),
+                fmt_us(e.wait_p99_us),
+                pct(e.exec_share),
+                e.exec_seconds
+            )),
+            backlog,
+        ]),
+        Line::styled(
+            format!(
+                "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
+                e.dispatches, e.entitled, e.backlogged_seconds
+            ),
+            styles::dim(),
+        ),
+    ]
+}
+
+fn draw_chart(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: &str) {
+    let pts = state.history.points(kind, name, state.shown_seq());
+    let share: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|p| (p.seq as f64, p.share as f64 * 100.0))
+        .collect();
+    let fair: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|p| (p.seq as f64, p.fair_share as f64 * 100.0))
+        .collect();
+    let ymax = share
+        .iter()
+        .chain(&fair)
+        .map(|p| p.1)
+        .fold(1.0f64, f64::max)
+        .min(100.0);
+    let ymax = (ymax * 1.15).min(100.0);
+    let x1 = state.shown_seq() as f64;
+    let x0 = (x1 - state.history.capacity() as f64 + 1.0).max(0.0);
+    let datasets = vec![
+        Dataset::default()
+            .name("share")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::default().fg(styles::SHARE))
+            .data(&share),
+        Dataset::default()
+            .name("fair share")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::default().fg(styles::FAIR))
+            .data(&fair),
+    ];
+    let span = (x1 - x0) * state.interval.as_secs_f64();
+    let chart = Chart::new(datasets)
+        .block(
+            Block::new()
+                .borders(Borders::TOP)
+                .border_style(styles::dim())
+                .title(Span::styled(
+                    format!(" share vs fair share, last {} snapshots ", pts.len()),
+                    styles::title(),
+                )),
+        )
+        .x_axis(
+            Axis::default()
+                .bounds([x0, x1.max(x0 + 1.0)])
+                .labels([format!("-{span:.0}s"), "now".to_string()])
+                .style(styles::dim()),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds([0.0, ymax])
+                .labels(["0%".to_string(), format!("{ymax:.0}%")])
+                .style(styles::dim()),
+        );
+    f.render_widget(chart, area);
+}
+
+fn draw_transports(f: &mut Frame, area: Rect, e: Option<&EntityStats>) {
+    let n = e.map(|e| e.transports.len()).unwrap_or(0);
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(format!(" transports ({n}) "), styles::title()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let Some(e) = e else { return };
+    if e.transports.is_empty() {
+        let msg = match e.kind {
+            EntityKind::Class => "per-peer only: drill into a peer (g)",
+            EntityKind::Peer => "no transports known",
+        };
+        f.render_widget(Paragraph::new(Line::styled(msg, styles::dim())), inner);
+        return;
+    }
+    let mut list: Vec<_> = e.transports.iter().collect();
+    list.sort_by(|a, b| {
+        b.dispatches
+            .cmp(&a.dispatches)
+            .then(a.client.cmp(&b.client))
+    });
+    let rows: Vec<Row> = list
+        .iter()
+        .take(inner.height.saturating_sub(1) as usize)
+        .map(|t| {
+            Row::new([
+                Cell::from(t.client.clone()),
+                Cell::from(t.server.clone()),
+                Cell::from(Line::from(t.dispatches.to_string()).right_aligned()),
+                Cell::from(if t.queued { "yes" } else { "" }),
+            ])
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Fill(3),
+            Constraint::Fill(2),
+            Constraint::Length(9),
+            Constraint::Length(6),
+        ],
+    )
+    .header(
+        Row::new([
+            Cell::from("CLIENT"),
+            Cell::from("SERVER"),
+            Cell::from(Line::from("DISP").right_aligned()),
+            Cell::from("QUEUED"),
+        ])
+        .style(styles::table_header()),
+    );
+    f.render_widget(table, inner);
+}

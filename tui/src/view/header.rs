@@ -1,0 +1,150 @@
+//! The header: where the numbers come from, the totals of the interval,
+//! the link to the source, the notice and the lints' summaries.
+
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use nfsdtop_agent::model::EntityKind;
+
+use super::styles;
+use crate::state::{LinkLabel, State};
+use crate::warnings::fmt_us;
+
+/// Warning lines shown at most (the rest are behind `w`).
+const MAX_WARNING_LINES: usize = 2;
+
+pub fn height(state: &State) -> u16 {
+    2 + state.notice.is_some() as u16 + state.warnings.len().min(MAX_WARNING_LINES) as u16
+}
+
+fn sep() -> Span<'static> {
+    Span::styled(" | ", styles::dim())
+}
+
+fn fmt_secs(d: f64) -> String {
+    if d >= 1.0 && d.fract() == 0.0 {
+        format!("{d:.0}s")
+    } else {
+        format!("{d:.2}s")
+    }
+}
+
+fn link_span(link: &LinkLabel) -> Option<Span<'static>> {
+    Some(match link {
+        LinkLabel::Ok => return None,
+        LinkLabel::Connecting => Span::styled("connecting...", styles::warn()),
+        LinkLabel::Connected => Span::styled("connected", styles::good()),
+        LinkLabel::Stale(d) => Span::styled(
+            format!("stale: no data for {:.0}s", d.as_secs_f64()),
+            styles::bad(),
+        ),
+        LinkLabel::Reconnecting { attempt, error } => Span::styled(
+            format!("reconnecting (attempt {attempt}): {error}"),
+            styles::bad(),
+        ),
+        LinkLabel::Ended(Ok(())) => Span::styled("source ended", styles::warn()),
+        LinkLabel::Ended(Err(e)) => Span::styled(format!("source failed: {e}"), styles::bad()),
+    })
+}
+
+pub fn draw(f: &mut Frame, area: Rect, state: &State) {
+    let mut lines: Vec<Line> = Vec::with_capacity(5);
+    let mut l1 = vec![Span::styled("nfsdtop", styles::title())];
+    let mut l2 = Vec::new();
+    match state.snapshot() {
+        Some(s) => {
+            let src = &s.source;
+            l1.push(Span::raw(" "));
+            l1.push(Span::styled(src.kind.as_str(), styles::title()));
+            if !src.detail.is_empty() {
+                l1.push(Span::raw(format!(": {}", src.detail)));
+            }
+            l1.push(sep());
+            l1.push(Span::raw(format!(
+                "kernel {} ({})",
+                src.kernel, src.generation
+            )));
+            l1.push(sep());
+            l1.push(Span::raw(format!("wait: {}", src.wait_source.as_str())));
+
+            let t = &s.totals;
+            let (backlogged, jain, of, what) = match state.group {
+                EntityKind::Peer => (t.backlogged, t.jain, s.peers.len(), "peers"),
+                EntityKind::Class => (
+                    t.backlogged_classes,
+                    t.jain_classes,
+                    s.classes.len(),
+                    "classes",
+                ),
+            };
+            l2.push(Span::styled(
+                format!("{:.0}", t.dispatch_rate),
+                styles::title(),
+            ));
+            l2.push(Span::raw(" dispatches/s"));
+            l2.push(sep());
+            l2.push(Span::raw(format!("backlogged {backlogged}/{of} {what}")));
+            l2.push(sep());
+            let jain_style = if jain < 0.8 {
+                styles::warn()
+            } else {
+                Style::default()
+            };
+            l2.push(Span::styled(format!("Jain {jain:.3}"), jain_style));
+            l2.push(sep());
+            l2.push(Span::raw(format!(
+                "wait p50 {} p99 {}",
+                fmt_us(t.wait_p50_us),
+                fmt_us(t.wait_p99_us)
+            )));
+            l2.push(sep());
+            let lost = format!("lost {}", t.events_lost);
+            l2.push(if t.events_lost > 0 {
+                Span::styled(lost, styles::bad().add_modifier(Modifier::REVERSED))
+            } else {
+                Span::raw(lost)
+            });
+        }
+        None => l2.push(Span::styled(
+            "waiting for the first snapshot...",
+            styles::dim(),
+        )),
+    }
+    l1.push(sep());
+    l1.push(Span::raw(format!(
+        "every {}",
+        fmt_secs(state.interval.as_secs_f64())
+    )));
+    if state.paused {
+        l1.push(Span::raw(" "));
+        l1.push(Span::styled(
+            " PAUSED ",
+            styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ));
+    }
+    if let Some(span) = link_span(&state.link()) {
+        // The link matters more than the kernel string: put it up front.
+        l2.push(sep());
+        l2.push(span);
+    }
+    lines.push(Line::from(l1));
+    lines.push(Line::from(l2));
+    if let Some(n) = &state.notice {
+        lines.push(Line::styled(n.clone(), styles::warn()));
+    }
+    let more = state.warnings.len().saturating_sub(MAX_WARNING_LINES);
+    for (i, w) in state.warnings.iter().take(MAX_WARNING_LINES).enumerate() {
+        let mut spans = vec![
+            Span::styled("! ", styles::severity(w.severity)),
+            Span::styled(w.summary.clone(), styles::severity(w.severity)),
+        ];
+        if i + 1 == MAX_WARNING_LINES && more > 0 {
+            spans.push(Span::styled(format!("  (+{more} more: w)"), styles::dim()));
+        }
+        lines.push(Line::from(spans));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}

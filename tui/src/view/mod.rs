@@ -1,0 +1,83 @@
+//! Drawing. One function per screen or widget; all of them read
+//! [`State`] and none of them sorts, filters or scans every entity.
+
+pub mod detail;
+pub mod header;
+pub mod help;
+pub mod mini_histogram;
+pub mod styles;
+pub mod table;
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use crate::state::{Screen, State};
+
+/// Draw the whole screen.
+pub fn draw(f: &mut Frame, state: &mut State) {
+    let area = f.area();
+    if area.width < 20 || area.height < 6 {
+        f.render_widget(Paragraph::new("nfsdtop: terminal too small"), area);
+        return;
+    }
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(header::height(state)),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw(f, head, state);
+    match state.screen {
+        Screen::Table => table::draw(f, body, state),
+        Screen::Detail { .. } => detail::draw(f, body, state),
+    }
+    footer(f, foot, state);
+    if state.show_help {
+        help::draw_help(f, area);
+    } else if state.show_warnings {
+        help::draw_warnings(f, area, state);
+    }
+}
+
+fn footer(f: &mut Frame, area: Rect, state: &State) {
+    let line = if let Some(input) = &state.filter_input {
+        Line::from(vec![
+            Span::styled("filter: ", styles::key()),
+            Span::raw(input.clone()),
+            Span::styled("_", styles::dim()),
+            Span::styled("  (Enter keeps, Esc clears)", styles::dim()),
+        ])
+    } else if let Some(m) = &state.message {
+        Line::styled(m.clone(), styles::warn())
+    } else {
+        let mut spans = Vec::new();
+        let keys: &[(&str, &str)] = match state.screen {
+            Screen::Table => &[
+                ("q", "quit"),
+                ("?", "help"),
+                ("s/S", "sort"),
+                ("g", "group"),
+                ("/", "filter"),
+                ("p", "pause"),
+                ("Enter", "detail"),
+                ("+/-", "interval"),
+                ("w", "warnings"),
+            ],
+            Screen::Detail { .. } => &[
+                ("q", "quit"),
+                ("?", "help"),
+                ("Esc", "back"),
+                ("up/down", "next entity"),
+                ("p", "pause"),
+            ],
+        };
+        for (k, what) in keys {
+            spans.push(Span::styled(*k, styles::key()));
+            spans.push(Span::raw(format!(" {what}  ")));
+        }
+        Line::from(spans)
+    };
+    f.render_widget(Paragraph::new(line), area);
+}

@@ -1,0 +1,185 @@
+//! The main table of peers or classes. Only the rows on screen are built,
+//! so the cost of a frame does not grow with the number of entities.
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
+use ratatui::Frame;
+
+use nfsdtop_agent::model::{EntityKind, EntityStats};
+
+use super::styles;
+use crate::state::columns::{self, Column};
+use crate::state::State;
+use crate::warnings::fmt_us;
+
+pub const ARROW_DOWN: &str = "▼";
+pub const ARROW_UP: &str = "▲";
+
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+pub fn rate(x: f64) -> String {
+    if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+pub fn ratio(r: Option<f64>) -> String {
+    match r {
+        Some(r) if r.is_finite() => format!("{r:.2}"),
+        _ => "-".into(),
+    }
+}
+
+fn cell_text(c: Column, e: &EntityStats, offender: bool) -> String {
+    match c {
+        Column::Name => format!("{}{}", if offender { "* " } else { "  " }, e.name),
+        Column::Class => e.class.clone(),
+        Column::Conn => e.connections.to_string(),
+        Column::Rate => rate(e.dispatch_rate),
+        Column::Share => pct(e.share),
+        Column::Fair => pct(e.fair_share),
+        Column::Ratio => ratio(e.fairness),
+        Column::WaitP50 => fmt_us(e.wait_p50_us),
+        Column::WaitP99 => fmt_us(e.wait_p99_us),
+        Column::Exec => pct(e.exec_share),
+    }
+}
+
+/// The style of an entity's row (before selection).
+pub fn row_style(e: &EntityStats, offender: bool) -> Style {
+    if offender {
+        styles::offender()
+    } else {
+        styles::ratio(e.fairness)
+    }
+}
+
+pub fn title(state: &State) -> String {
+    let what = match state.group {
+        EntityKind::Peer => "peers",
+        EntityKind::Class => "classes",
+    };
+    let arrow = if state.descending {
+        ARROW_DOWN
+    } else {
+        ARROW_UP
+    };
+    let mut t = format!(
+        " {what} {}/{} | sort: {} {arrow} ",
+        state.rows().len(),
+        state.entities().len(),
+        state.sort.label()
+    );
+    let filter = state.active_filter();
+    if !filter.is_empty() {
+        t.push_str(&format!("| filter: {filter} "));
+    }
+    t
+}
+
+pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(title(state), styles::title()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if inner.height == 0 {
+        return;
+    }
+    let cols = columns::fitting(inner.width, state.group == EntityKind::Peer);
+    let body_height = inner.height.saturating_sub(1) as usize;
+    state.fit(body_height);
+
+    if state.rows().is_empty() {
+        let msg = if state.snapshot().is_none() {
+            "waiting for data..."
+        } else if !state.active_filter().is_empty() {
+            "nothing matches the filter (Esc clears it)"
+        } else {
+            "no entities yet"
+        };
+        let header = header_row(state, &cols);
+        f.render_widget(
+            Table::new(Vec::<Row>::new(), widths(&cols)).header(header),
+            inner,
+        );
+        if inner.height > 1 {
+            let r = Rect {
+                y: inner.y + 1,
+                height: 1,
+                ..inner
+            };
+            f.render_widget(Paragraph::new(Line::styled(msg, styles::dim())), r);
+        }
+        return;
+    }
+
+    let entities = state.entities();
+    let start = state.offset();
+    let end = (start + body_height).min(state.rows().len());
+    let selected = state.selected();
+    let rows: Vec<Row> = state.rows()[start..end]
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let e = &entities[i as usize];
+            let off = state.is_offender(i);
+            let cells = cols.iter().map(|c| {
+                let text = cell_text(*c, e, off);
+                if c.numeric() {
+                    Cell::from(Line::from(text).right_aligned())
+                } else {
+                    Cell::from(text)
+                }
+            });
+            let mut style = row_style(e, off);
+            if start + k == selected {
+                style = style.patch(styles::selected());
+            }
+            Row::new(cells).style(style)
+        })
+        .collect();
+    let table = Table::new(rows, widths(&cols))
+        .header(header_row(state, &cols))
+        .column_spacing(1);
+    f.render_widget(table, inner);
+}
+
+fn widths(cols: &[Column]) -> Vec<Constraint> {
+    cols.iter()
+        .map(|c| match c {
+            Column::Name => Constraint::Fill(1),
+            _ => Constraint::Length(c.width()),
+        })
+        .collect()
+}
+
+fn header_row(state: &State, cols: &[Column]) -> Row<'static> {
+    let arrow = if state.descending {
+        ARROW_DOWN
+    } else {
+        ARROW_UP
+    };
+    Row::new(cols.iter().map(|c| {
+        let mut t = c.title().to_string();
+        if *c == state.sort {
+            t.push_str(arrow);
+        }
+        if *c == Column::Name {
+            t.insert_str(0, "  ");
+        }
+        if c.numeric() {
+            Cell::from(Line::from(t).right_aligned())
+        } else {
+            Cell::from(t)
+        }
+    }))
+    .style(styles::table_header())
+}

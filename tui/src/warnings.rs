@@ -1,0 +1,445 @@
+//! Lints over a snapshot, shown in the header (one summary line each) and
+//! in the warnings panel (`w`, one line per entity). Each lint is a small
+//! type: `check` finds what trips it, `summary` says it in one line,
+//! `format` describes one hit.
+
+use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Info,
+    Warn,
+    Crit,
+}
+
+/// One thing a lint found: an entity (or the totals) and the number that
+/// tripped it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    pub name: String,
+    pub value: f64,
+    pub extra: f64,
+}
+
+/// What the UI shows for a lint that fired.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warning {
+    pub lint: &'static str,
+    pub severity: Severity,
+    pub summary: String,
+    pub details: Vec<String>,
+}
+
+pub trait Lint {
+    fn name(&self) -> &'static str;
+    fn severity(&self) -> Severity;
+    /// Everything that trips the lint, worst first; empty when all is well.
+    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit>;
+    /// One line for the header.
+    fn summary(&self, hits: &[Hit], kind: EntityKind) -> String;
+    /// One line per hit for the warnings panel.
+    fn format(&self, hit: &Hit) -> String;
+}
+
+fn plural(n: usize, kind: EntityKind) -> String {
+    let word = match (kind, n) {
+        (EntityKind::Peer, 1) => "peer",
+        (EntityKind::Peer, _) => "peers",
+        (EntityKind::Class, 1) => "class",
+        (EntityKind::Class, _) => "classes",
+    };
+    format!("{n} {word}")
+}
+
+/// Microseconds as a short human duration: 850us, 5.1ms, 1.20s.
+pub fn fmt_us(us: f64) -> String {
+    if !us.is_finite() || us <= 0.0 {
+        "0".into()
+    } else if us < 1_000.0 {
+        format!("{us:.0}us")
+    } else if us < 10_000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else if us < 1_000_000.0 {
+        format!("{:.0}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+/// Backlogged during the interval yet not one dispatch.
+pub fn is_starved(e: &EntityStats) -> bool {
+    e.interval_dispatches == 0 && (e.backlogged || e.interval_entitled >= 1.0)
+}
+
+/// The entity with a ratio above 1 and the largest excess of dispatches
+/// over its entitlement this interval.
+pub fn top_offender(entities: &[EntityStats]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, e) in entities.iter().enumerate() {
+        let Some(r) = e.fairness else { continue };
+        if r <= 1.0 {
+            continue;
+        }
+        let excess = e.interval_dispatches as f64 - e.interval_entitled;
+        if excess > 0.0 && best.is_none_or(|(_, b)| excess > b) {
+            best = Some((i, excess));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+pub struct EventsLost;
+
+impl Lint for EventsLost {
+    fn name(&self) -> &'static str {
+        "events-lost"
+    }
+    fn severity(&self) -> Severity {
+        Severity::Crit
+    }
+    fn check(&self, s: &Snapshot, _: EntityKind) -> Vec<Hit> {
+        if s.totals.events_lost == 0 {
+            return Vec::new();
+        }
+        let mut hits: Vec<Hit> = s
+            .totals
+            .lost_by_tracepoint
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| Hit {
+                name: t.clone(),
+                value: *n as f64,
+                extra: 0.0,
+            })
+            .collect();
+        if hits.is_empty() {
+            hits.push(Hit {
+                name: "all tracepoints".into(),
+                value: s.totals.events_lost as f64,
+                extra: 0.0,
+            });
+        }
+        hits
+    }
+    fn summary(&self, hits: &[Hit], _: EntityKind) -> String {
+        let n: f64 = hits.iter().map(|h| h.value).sum();
+        format!("{n:.0} events lost: counts are low")
+    }
+    fn format(&self, h: &Hit) -> String {
+        format!("{}: {:.0} events lost", h.name, h.value)
+    }
+}
+
+pub struct Starved;
+
+impl Lint for Starved {
+    fn name(&self) -> &'static str {
+        "starved"
+    }
+    fn severity(&self) -> Severity {
+        Severity::Crit
+    }
+    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = s
+            .entities(kind)
+            .iter()
+            .filter(|e| is_starved(e))
+            .map(|e| Hit {
+                name: e.name.clone(),
+                value: e.interval_entitled,
+                extra: e.backlogged_seconds,
+            })
+            .collect();
+        hits.sort_by(|a, b| b.value.total_cmp(&a.value));
+        hits
+    }
+    fn summary(&self, hits: &[Hit], kind: EntityKind) -> String {
+        format!(
+            "{} starved: backlogged with 0 dispatches",
+            plural(hits.len(), kind)
+        )
+    }
+    fn format(&self, h: &Hit) -> String {
+        format!(
+            "{} is backlogged and got 0 dispatches (entitled to {:.1})",
+            h.name, h.value
+        )
+    }
+}
+
+pub struct BelowFairShare {
+    /// Ratios below this fire (0.5: "below half their fair share").
+    pub threshold: f64,
+}
+
+impl Default for BelowFairShare {
+    fn default() -> Self {
+        BelowFairShare { threshold: 0.5 }
+    }
+}
+
+impl Lint for BelowFairShare {
+    fn name(&self) -> &'static str {
+        "below-fair-share"
+    }
+    fn severity(&self) -> Severity {
+        Severity::Warn
+    }
+    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = s
+            .entities(kind)
+            .iter()
+            .filter(|e| !is_starved(e) && e.interval_entitled > 0.0)
+            .filter_map(|e| {
+                let r = e.fairness?;
+                (r < self.threshold).then(|| Hit {
+                    name: e.name.clone(),
+                    value: r,
+                    extra: e.fair_share,
+                })
+            })
+            .collect();
+        hits.sort_by(|a, b| a.value.total_cmp(&b.value));
+        hits
+    }
+    fn summary(&self, hits: &[Hit], kind: EntityKind) -> String {
+        let what = if self.threshold == 0.5 {
+            "half".to_string()
+        } else {
+            format!("{:.0}% of", self.threshold * 100.0)
+        };
+        let verb = if hits.len() == 1 { "its" } else { "their" };
+        format!(
+            "{} below {what} {verb} fair share while backlogged",
+            plural(hits.len(), kind)
+        )
+    }
+    fn format(&self, h: &Hit) -> String {
+        format!(
+            "{} gets {:.2}x its fair share ({:.1}%)",
+            h.name,
+            h.value,
+            h.extra * 100.0
+        )
+    }
+}
+
+pub struct TopOffender {
+    /// Only worth a line when the offender takes this much more than fair.
+    pub min_ratio: f64,
+}
+
+impl Default for TopOffender {
+    fn default() -> Self {
+        TopOffender { min_ratio: 1.25 }
+    }
+}
+
+impl Lint for TopOffender {
+    fn name(&self) -> &'static str {
+        "top-offender"
+    }
+    fn severity(&self) -> Severity {
+        Severity::Info
+    }
+    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+        let list = s.entities(kind);
+        top_offender(list)
+            .map(|i| &list[i])
+            .filter(|e| e.fairness.is_some_and(|r| r >= self.min_ratio))
+            .map(|e| Hit {
+                name: e.name.clone(),
+                value: e.fairness.unwrap_or(0.0),
+                extra: e.interval_dispatches as f64 - e.interval_entitled,
+            })
+            .into_iter()
+            .collect()
+    }
+    fn summary(&self, hits: &[Hit], _: EntityKind) -> String {
+        match hits.first() {
+            Some(h) => format!("top offender {} at {:.2}x fair", h.name, h.value),
+            None => String::new(),
+        }
+    }
+    fn format(&self, h: &Hit) -> String {
+        format!(
+            "{} takes {:.2}x its fair share: {:.0} dispatches more than entitled this interval",
+            h.name, h.value, h.extra
+        )
+    }
+}
+
+pub struct HighWait {
+    pub p99_us: f64,
+}
+
+impl Default for HighWait {
+    fn default() -> Self {
+        HighWait { p99_us: 100_000.0 }
+    }
+}
+
+impl Lint for HighWait {
+    fn name(&self) -> &'static str {
+        "high-wait"
+    }
+    fn severity(&self) -> Severity {
+        Severity::Warn
+    }
+    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = s
+            .entities(kind)
+            .iter()
+            .filter(|e| e.wait_p99_us >= self.p99_us)
+            .map(|e| Hit {
+                name: e.name.clone(),
+                value: e.wait_p99_us,
+                extra: e.wait_p50_us,
+            })
+            .collect();
+        hits.sort_by(|a, b| b.value.total_cmp(&a.value));
+        hits
+    }
+    fn summary(&self, hits: &[Hit], kind: EntityKind) -> String {
+        let worst = hits.first().map(|h| h.value).unwrap_or(0.0);
+        format!(
+            "{} with p99 queue wait >= {} (worst {})",
+            plural(hits.len(), kind),
+            fmt_us(self.p99_us),
+            fmt_us(worst)
+        )
+    }
+    fn format(&self, h: &Hit) -> String {
+        format!(
+            "{} waits p99 {} (p50 {})",
+            h.name,
+            fmt_us(h.value),
+            fmt_us(h.extra)
+        )
+    }
+}
+
+/// The lints the UI runs, most severe first.
+pub fn default_lints() -> Vec<Box<dyn Lint + Send>> {
+    vec![
+        Box::new(EventsLost),
+        Box::new(Starved),
+        Box::new(BelowFairShare::default()),
+        Box::new(HighWait::default()),
+        Box::new(TopOffender::default()),
+    ]
+}
+
+/// Run `lints` over a snapshot; details are capped at `max_details` each.
+pub fn run(
+    lints: &[Box<dyn Lint + Send>],
+    s: &Snapshot,
+    kind: EntityKind,
+    max_details: usize,
+) -> Vec<Warning> {
+    let mut out: Vec<Warning> = lints
+        .iter()
+        .filter_map(|l| {
+            let hits = l.check(s, kind);
+            if hits.is_empty() {
+                return None;
+            }
+            let mut details: Vec<String> =
+                hits.iter().take(max_details).map(|h| l.format(h)).collect();
+            if hits.len() > max_details {
+                details.push(format!("... and {} more", hits.len() - max_details));
+            }
+            Some(Warning {
+                lint: l.name(),
+                severity: l.severity(),
+                summary: l.summary(&hits, kind),
+                details,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(name: &str, disp: u64, entitled: f64, backlogged: bool) -> EntityStats {
+        EntityStats {
+            name: name.into(),
+            interval_dispatches: disp,
+            interval_entitled: entitled,
+            fairness: (entitled > 0.0).then(|| disp as f64 / entitled),
+            backlogged,
+            ..Default::default()
+        }
+    }
+
+    fn snap(peers: Vec<EntityStats>) -> Snapshot {
+        Snapshot {
+            peers,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn below_half_and_starved_are_told_apart() {
+        let s = snap(vec![
+            peer("a", 10, 100.0, true),
+            peer("b", 40, 100.0, true),
+            peer("c", 0, 50.0, true),
+            peer("d", 250, 50.0, true),
+        ]);
+        let w = run(&default_lints(), &s, EntityKind::Peer, 5);
+        let by = |n: &str| w.iter().find(|w| w.lint == n).cloned();
+        assert_eq!(
+            by("below-fair-share").unwrap().summary,
+            "2 peers below half their fair share while backlogged"
+        );
+        assert_eq!(
+            by("starved").unwrap().summary,
+            "1 peer starved: backlogged with 0 dispatches"
+        );
+        assert_eq!(
+            by("top-offender").unwrap().summary,
+            "top offender d at 5.00x fair"
+        );
+        assert_eq!(w[0].severity, Severity::Crit, "most severe first");
+        assert!(by("events-lost").is_none());
+    }
+
+    #[test]
+    fn events_lost_fires_only_when_non_zero() {
+        let mut s = snap(vec![]);
+        assert!(EventsLost.check(&s, EntityKind::Peer).is_empty());
+        s.totals.events_lost = 7;
+        s.totals.lost_by_tracepoint = vec![("svc_xprt_dequeue".into(), 7)];
+        let h = EventsLost.check(&s, EntityKind::Peer);
+        assert_eq!(
+            EventsLost.summary(&h, EntityKind::Peer),
+            "7 events lost: counts are low"
+        );
+        assert_eq!(EventsLost.format(&h[0]), "svc_xprt_dequeue: 7 events lost");
+    }
+
+    #[test]
+    fn offender_is_the_largest_excess_not_the_largest_ratio() {
+        let list = vec![
+            peer("small", 3, 1.0, true),   // ratio 3, excess 2
+            peer("big", 300, 200.0, true), // ratio 1.5, excess 100
+            peer("fair", 100, 100.0, true),
+        ];
+        assert_eq!(top_offender(&list), Some(1));
+        assert_eq!(top_offender(&list[2..]), None);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_us(850.0), "850us");
+        assert_eq!(fmt_us(5_100.0), "5.1ms");
+        assert_eq!(fmt_us(180_000.0), "180ms");
+        assert_eq!(fmt_us(1_200_000.0), "1.20s");
+        assert_eq!(fmt_us(f64::NAN), "0");
+    }
+}
