@@ -128,6 +128,13 @@ impl ClassMap {
     }
 
     pub fn classify(&self, peer: &PeerKey) -> Assignment {
+        let shown = peer.addr.ip().map(|ip| ip.to_string()).unwrap_or_default();
+        self.classify_as(peer, &shown)
+    }
+
+    /// As `classify`, with the peer shown as `shown` in entity names (a
+    /// pseudonym when client addresses are redacted).
+    pub fn classify_as(&self, peer: &PeerKey, shown: &str) -> Assignment {
         let Some(ip) = peer.addr.ip() else {
             let name = peer.to_string();
             return Assignment {
@@ -138,7 +145,7 @@ impl ClassMap {
         for rule in &self.rules {
             if prefix_matches(rule.net, rule.prefix_len, ip) {
                 let entity = if rule.per_peer {
-                    format!("{}/{}", rule.class, ip)
+                    format!("{}/{}", rule.class, shown)
                 } else {
                     rule.class.clone()
                 };
@@ -148,16 +155,15 @@ impl ClassMap {
                 };
             }
         }
-        let name = ip.to_string();
         Assignment {
-            class: name.clone(),
-            entity: name,
+            class: shown.to_string(),
+            entity: shown.to_string(),
         }
     }
 
     /// The kernel's class word (seeds/ v2): 0 is the anonymous client; the
     /// top bit asks for one client per peer address within the class.
-    pub fn kernel_class(word: u32, peer: &PeerKey) -> Assignment {
+    pub fn kernel_class(word: u32, shown: &str) -> Assignment {
         const PER_PEER: u32 = 1 << 31;
         let id = word & !PER_PEER;
         let class = if id == 0 {
@@ -166,7 +172,7 @@ impl ClassMap {
             format!("class-{id}")
         };
         let entity = if word & PER_PEER != 0 {
-            format!("{class}/{peer}")
+            format!("{class}/{shown}")
         } else {
             class.clone()
         };
@@ -301,11 +307,11 @@ mod tests {
 
     #[test]
     fn kernel_class_word() {
-        let p = peer("10.0.0.1");
-        assert_eq!(ClassMap::kernel_class(0, &p).entity, "anonymous");
-        assert_eq!(ClassMap::kernel_class(3, &p).entity, "class-3");
+        let p = "10.0.0.1";
+        assert_eq!(ClassMap::kernel_class(0, p).entity, "anonymous");
+        assert_eq!(ClassMap::kernel_class(3, p).entity, "class-3");
         assert_eq!(
-            ClassMap::kernel_class(3 | 1 << 31, &p).entity,
+            ClassMap::kernel_class(3 | 1 << 31, p).entity,
             "class-3/10.0.0.1"
         );
     }

@@ -13,4 +13,5 @@ pub mod classify;
 pub mod model;
 pub mod output;
 pub mod pipeline;
+pub mod redact;
 pub mod source;

@@ -13,6 +13,7 @@ mod table;
 use rustc_hash::FxHashMap;
 
 use crate::classify::ClassMap;
+use crate::redact::Redactor;
 use crate::model::{
     EntityKind, EntityStats, Event, EventKind, PeerKey, Snapshot, SourceInfo, Totals, Tracepoint,
     TransportStats, WaitSource, XprtKey,
@@ -66,6 +67,8 @@ pub struct Aggregator {
     xprts: Vec<Option<Xprt>>,
     xprt_free: Vec<u32>,
     transports_evicted: u64,
+    /// Amortises transport eviction as EntityTable does for entities.
+    xprt_next_scan_at: usize,
     peers: EntityTable<PeerKey>,
     classes: EntityTable<String>,
     peer_clock: FairClock,
@@ -85,6 +88,7 @@ pub struct Aggregator {
     saw_own_wait: bool,
     last_ts: u64,
     last_snapshot_ns: Option<u64>,
+    redactor: Option<Redactor>,
 }
 
 impl Default for Aggregator {
@@ -102,6 +106,7 @@ impl Aggregator {
             xprts: Vec::new(),
             xprt_free: Vec::new(),
             transports_evicted: 0,
+            xprt_next_scan_at: limits.max_transports,
             peers: EntityTable::new(limits.max_peers),
             classes: EntityTable::new(limits.max_classes),
             peer_clock: FairClock::default(),
@@ -119,6 +124,23 @@ impl Aggregator {
             saw_own_wait: false,
             last_ts: 0,
             last_snapshot_ns: None,
+            redactor: None,
+        }
+    }
+
+    /// Show client addresses only as keyed-hash pseudonyms, in every name
+    /// this aggregator produces (peers, per-peer classes, transports).
+    /// Classification still sees the real address, so class maps work.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
+    fn shown(&self, peer: &PeerKey) -> String {
+        match (&self.redactor, peer.addr.ip()) {
+            (Some(r), _) => r.peer_name(peer),
+            (None, Some(ip)) => ip.to_string(),
+            (None, None) => peer.to_string(),
         }
     }
 
@@ -234,7 +256,7 @@ impl Aggregator {
             }
             return xi;
         }
-        if self.xprt_index.len() >= self.limits.max_transports {
+        if self.xprt_index.len() >= self.xprt_next_scan_at {
             self.evict_transports(ts);
         }
         let peer_key = key.peer();
@@ -282,8 +304,9 @@ impl Aggregator {
         let class_slot = self.class_slot_for(key, None);
         let class = self.classes.get(class_slot).class.clone();
         self.classes.get_mut(class_slot).members += 1;
+        let name = self.shown(key);
         let (slot, _) = self.peers.get_or_insert(key, || Entity {
-            name: key.to_string(),
+            name,
             class,
             netns: key.netns,
             class_slot,
@@ -294,9 +317,10 @@ impl Aggregator {
     }
 
     fn class_slot_for(&mut self, peer: &PeerKey, kernel_class: Option<u32>) -> u32 {
+        let shown = self.shown(peer);
         let a = match kernel_class {
-            Some(word) => ClassMap::kernel_class(word, peer),
-            None => self.classmap.classify(peer),
+            Some(word) => ClassMap::kernel_class(word, &shown),
+            None => self.classmap.classify_as(peer, &shown),
         };
         if let Some(s) = self.classes.slot_of(&a.entity) {
             return s;
@@ -327,7 +351,9 @@ impl Aggregator {
                     .map(|x| (x.last_ns, i as u32))
             })
             .collect();
-        let n = (self.limits.max_transports / 8).max(1).min(idle.len());
+        let cap = self.limits.max_transports;
+        let n = (cap / 8).max(1).min(idle.len());
+        self.xprt_next_scan_at = cap.max(self.xprt_index.len() - n + cap / 8);
         if n == 0 {
             return;
         }
@@ -478,7 +504,10 @@ impl Aggregator {
             let list = transports.entry(x.peer).or_default();
             if list.len() < 64 {
                 list.push(TransportStats {
-                    client: x.key.client.to_string(),
+                    client: match &self.redactor {
+                        Some(r) => r.endpoint_name(&x.key.client),
+                        None => x.key.client.to_string(),
+                    },
                     server: x.key.server.to_string(),
                     dispatches: x.dispatches,
                     queued: x.queued,

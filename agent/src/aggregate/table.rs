@@ -51,6 +51,10 @@ pub struct EntityTable<K> {
     slots: Vec<Option<(K, Entity)>>,
     free: Vec<u32>,
     capacity: usize,
+    /// When nothing idle could be evicted, the table may grow past its
+    /// capacity (its entities are live); the next eviction scan waits
+    /// until it has grown by another eighth, keeping inserts amortised O(1).
+    next_scan_at: usize,
     pub evicted: u64,
 }
 
@@ -61,6 +65,7 @@ impl<K: Hash + Eq + Clone> EntityTable<K> {
             slots: Vec::new(),
             free: Vec::new(),
             capacity: capacity.max(8),
+            next_scan_at: capacity.max(8),
             evicted: 0,
         }
     }
@@ -69,8 +74,9 @@ impl<K: Hash + Eq + Clone> EntityTable<K> {
         self.index.len()
     }
 
+    /// True when an insert should first try to evict idle entities.
     pub fn is_full(&self) -> bool {
-        self.index.len() >= self.capacity
+        self.index.len() >= self.next_scan_at
     }
 
     pub fn slot_of(&self, key: &K) -> Option<u32> {
@@ -129,6 +135,8 @@ impl<K: Hash + Eq + Clone> EntityTable<K> {
             .map(|(s, _, e)| (e.last_active_ns, s))
             .collect();
         let n = (self.capacity / 8).max(1).min(idle.len());
+        let after = self.index.len() - n;
+        self.next_scan_at = self.capacity.max(after + self.capacity / 8);
         let mut gone = Vec::with_capacity(n);
         if n == 0 {
             return gone;

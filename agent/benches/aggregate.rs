@@ -1,0 +1,79 @@
+//! Aggregator throughput on one core: a large synthetic stream of
+//! enqueue / dequeue / executed events over many transports, replayed from
+//! memory. Prints events per second; run with
+//! `cargo bench -p nfsdtop-agent --bench aggregate`.
+//! `-- --quick` runs a small stream (the test suite checks it still works).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use nfsdtop_agent::aggregate::Aggregator;
+use nfsdtop_agent::model::{Endpoint, Event, EventKind, XprtKey};
+
+fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
+    let server = Endpoint::V4 {
+        ip: [10, 0, 0, 1],
+        port: 2049,
+    };
+    let keys: Vec<XprtKey> = (0..peers)
+        .flat_map(|p| {
+            (0..conns).map(move |c| XprtKey {
+                netns: 1,
+                server,
+                client: Endpoint::V4 {
+                    ip: [10, (p >> 16) as u8, (p >> 8) as u8, p as u8],
+                    port: 700 + c as u16,
+                },
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(keys.len() * rounds as usize * 3);
+    let mut ts = 0u64;
+    for _ in 0..rounds {
+        for k in &keys {
+            ts += 100;
+            out.push(Event { ts_ns: ts, xprt: *k, kind: EventKind::Enqueue });
+        }
+        for k in &keys {
+            ts += 100;
+            out.push(Event {
+                ts_ns: ts,
+                xprt: *k,
+                kind: EventKind::Dequeue { qtime_ns: None, class: None },
+            });
+            out.push(Event { ts_ns: ts, xprt: *k, kind: EventKind::Executed { exec_ns: 5_000 } });
+        }
+    }
+    out
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let cases: &[(u32, u32, u32)] = if quick {
+        &[(100, 4, 10)]
+    } else {
+        &[(16, 4, 100_000), (1_000, 4, 2_000), (100_000, 1, 40)]
+    };
+    println!("| peers | transports | events | events/s (one core) | ns/event |");
+    println!("|---|---|---|---|---|");
+    for &(peers, conns, rounds) in cases {
+        let events = stream(peers, conns, rounds);
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let mut agg = Aggregator::default();
+            let t = Instant::now();
+            agg.ingest_all(black_box(&events));
+            let el = t.elapsed().as_secs_f64();
+            black_box(agg.dispatches());
+            best = best.min(el);
+        }
+        let n = events.len() as f64;
+        println!(
+            "| {peers} | {} | {} | {:.1} M | {:.1} |",
+            peers * conns,
+            events.len(),
+            n / best / 1e6,
+            best * 1e9 / n
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! The command-line contract: batch output shapes and clear errors for bad
+//! input (non-zero exit, a message naming the problem and where it is).
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+fn nfsdtop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(args)
+        .output()
+        .expect("run nfsdtop")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn batch_json_follows_the_contract() {
+    let o = nfsdtop(&[
+        "--demo", "seed-k16", "--policy", "flat", "-b", "-n", "3", "-d", "1", "--speed", "0",
+        "--format", "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let last = &lines[2];
+    for key in ["time", "interval_s", "source", "totals", "entities"] {
+        assert!(last.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(last["source"]["kind"], "demo");
+    assert_eq!(last["source"]["wait_source"], "enqueue-dequeue");
+    for key in [
+        "dispatches",
+        "dispatch_rate",
+        "backlogged",
+        "jain",
+        "wait_p50_us",
+        "wait_p99_us",
+        "events_lost",
+    ] {
+        assert!(last["totals"][key].is_number(), "totals.{key}");
+    }
+    let two = last["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "10.0.0.2")
+        .expect("the 2-connection client");
+    for key in [
+        "dispatches",
+        "dispatch_rate",
+        "share",
+        "entitled",
+        "fairness",
+        "wait_p50_us",
+        "wait_p99_us",
+        "exec_share",
+        "connections",
+    ] {
+        assert!(two[key].is_number(), "entity.{key}: {two}");
+    }
+    assert_eq!(two["kind"], "peer");
+    assert_eq!(two["connections"], 2);
+    let share = two["share"].as_f64().unwrap();
+    assert!((share - 2.0 / 18.0).abs() < 0.03, "share {share}");
+    assert!(two["fairness"].as_f64().unwrap() < 0.5);
+    // Cumulative dispatches grow from line to line.
+    let d: Vec<u64> = lines
+        .iter()
+        .map(|l| l["totals"]["dispatches"].as_u64().unwrap())
+        .collect();
+    assert!(d[0] < d[1] && d[1] < d[2], "{d:?}");
+}
+
+#[test]
+fn batch_text_csv_group_and_top() {
+    let o = nfsdtop(&[
+        "--demo", "movers", "--policy", "rr-class", "-b", "-n", "2", "--speed", "0", "--group",
+        "class", "--format", "csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("time,kind,name,class,"));
+    let rows: Vec<&str> = lines.collect();
+    // 1 movers class + 4 per-peer customer classes, two iterations.
+    assert_eq!(rows.len(), 10, "{text}");
+    assert!(rows.iter().any(|r| r.contains(",class,movers,movers,")));
+    assert!(rows
+        .iter()
+        .any(|r| r.contains(",class,customers/10.2.0.3,customers,")));
+
+    let o = nfsdtop(&[
+        "--demo", "movers", "-b", "-n", "1", "--speed", "0", "--top", "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("PEER") && text.contains("RATIO"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("10.")).count(),
+        3,
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_scenario_is_named() {
+    let o = nfsdtop(&["--demo", "seed-k17", "-b", "-n", "1"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("unknown demo scenario \"seed-k17\""), "{e}");
+    assert!(e.contains("seed-k16"), "lists the choices: {e}");
+}
+
+#[test]
+fn malformed_class_map_names_file_and_line() {
+    let mut f = tempfile();
+    writeln!(f.1, "# ok\n10.0.0.0/8 lab\n10.1.0.0/33 broken").unwrap();
+    let o = nfsdtop(&["--demo", "seed-k4", "-b", "-n", "1", "--class-map", &f.0]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains(&format!("{}:3:", f.0)), "{e}");
+    assert!(e.contains("prefix length"), "{e}");
+
+    let o = nfsdtop(&[
+        "--demo",
+        "seed-k4",
+        "-b",
+        "-n",
+        "1",
+        "--class-map",
+        "/nonexistent/map",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot read class map /nonexistent/map"));
+}
+
+#[test]
+fn bad_flag_values_are_rejected_with_the_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--demo", "seed-k4", "--policy", "fifo", "-b"],
+            "unknown policy \"fifo\"",
+        ),
+        (&["--demo", "seed-k4", "-b", "-d", "0"], "out of range"),
+        (
+            &["--demo", "seed-k4", "-b", "-d", "soon"],
+            "not a number of seconds",
+        ),
+        (
+            &["--demo", "seed-k4", "-b", "-n", "0"],
+            "not a positive number",
+        ),
+        (&["--demo", "seed-k4", "-b", "--format", "xml"], "xml"),
+        (&["--demo", "seed-k4", "-b", "--group", "host"], "host"),
+        (&["--policy", "flat", "-b"], "--demo"),
+        (&["--demo", "seed-k4", "-b", "--speed=-1"], "speed"),
+    ];
+    for (args, want) in cases {
+        let o = nfsdtop(args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        let e = stderr(&o);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn bad_scenario_file_names_file_and_line() {
+    let mut f = tempfile();
+    writeln!(
+        f.1,
+        "name = \"x\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = \"two\"\ninflight = 4"
+    )
+    .unwrap();
+    let path = format!("{}.toml", f.0);
+    std::fs::rename(&f.0, &path).unwrap();
+    let o = nfsdtop(&["--demo", &path, "-b", "-n", "1"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains(&format!("{path}:4")), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
+fn tempfile() -> (String, std::fs::File) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "nfsdtop-cli-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::File::create(&path).unwrap();
+    (path.display().to_string(), f)
+}
