@@ -1,0 +1,431 @@
+//! nfsdtopd's configuration: command-line flags over a TOML file.
+//!
+//! ```toml
+//! listen = "127.0.0.1:9847"   # ADDR:PORT; non-loopback needs expose = true
+//! expose = false
+//! class_map = "classes.txt"   # relative to this file; reloaded on SIGHUP
+//! top_k = 50                  # peers with their own series (rest: peer="other")
+//! top_k_classes = 200         # classes with their own series
+//! interval = 1.0              # seconds between snapshots
+//! speed = 1.0                 # demo/replay clock speed (0 = as fast as possible)
+//!
+//! [source]
+//! kind = "demo"               # live | demo | replay
+//! scenario = "seed-k16"       # demo: built-in name or scenario .toml
+//! policy = "flat"             # demo: flat | rr-peer | rr-class
+//! # path = "trace.nfsdtop"    # replay
+//!
+//! [tls_server_config]         # as Prometheus exporter-toolkit's web config
+//! cert_file = "server.crt"
+//! key_file = "server.key"
+//!
+//! [basic_auth_users]          # bcrypt ($2y$...) or "sha256:<hex>"
+//! prometheus = "$2y$10$..."
+//! ```
+//!
+//! Every error names the file, line and column of the offending value.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use clap::Parser;
+use nfsdtop_agent::source::demo::Policy;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::auth::PasswordHash;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
+pub const DEFAULT_TOP_K: usize = 50;
+pub const DEFAULT_TOP_K_CLASSES: usize = 200;
+pub const MAX_TOP_K: usize = 10_000;
+
+#[derive(Parser, Debug, Default)]
+#[command(
+    name = "nfsdtopd",
+    version,
+    about = "nfsdtop's agent daemon: serves /metrics (Prometheus), /api/v1/snapshot, /api/v1/stream and /healthz",
+    long_about = "nfsdtopd runs nfsdtop's pipeline (source → classifier → aggregator) headless and \
+serves its snapshots over HTTP: /metrics (OpenMetrics or Prometheus text), /api/v1/snapshot \
+(JSON), /api/v1/stream (server-sent events for remote TUIs) and /healthz.\n\n\
+Without a source flag it watches this host's nfsd and fails when there is none: it never \
+silently serves the demo. SIGHUP reloads the class map without losing counts."
+)]
+pub struct Cli {
+    /// TOML configuration file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to serve on [default: 127.0.0.1:9847].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// Allow a non-loopback --listen address (serve other hosts).
+    #[arg(long)]
+    pub expose: bool,
+    /// Serve the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml).
+    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "movers", conflicts_with = "replay")]
+    pub demo: Option<String>,
+    /// Dispatch policy of the demo server: flat|rr-peer|rr-class.
+    #[arg(long, value_name = "P", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Replay a recording made by `nfsdtop record`.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Class map file: lines of "PREFIX CLASS [per-peer]" (reloaded on SIGHUP).
+    #[arg(long, value_name = "FILE")]
+    pub class_map: Option<PathBuf>,
+    /// Peers with their own series in /metrics; the rest are summed into peer="other" [default: 50].
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Classes with their own series in /metrics; the rest are summed into class="other" [default: 200].
+    #[arg(long, value_name = "K")]
+    pub top_k_classes: Option<usize>,
+    /// Seconds between snapshots [default: 1].
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// Run a demo or replay this many times faster than real time (0 = as fast as possible) [default: 1].
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
+    /// TLS certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse()
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceChoice {
+    Live,
+    Demo {
+        scenario: String,
+        policy: Option<Policy>,
+    },
+    Replay(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub expose: bool,
+    pub class_map: Option<PathBuf>,
+    pub top_k: usize,
+    pub top_k_classes: usize,
+    pub interval: Duration,
+    pub speed: f64,
+    pub source: SourceChoice,
+    pub tls: Option<TlsFiles>,
+    pub users: BTreeMap<String, PasswordHash>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<Spanned<String>>,
+    expose: Option<bool>,
+    class_map: Option<Spanned<PathBuf>>,
+    top_k: Option<Spanned<i64>>,
+    top_k_classes: Option<Spanned<i64>>,
+    interval: Option<Spanned<f64>>,
+    speed: Option<Spanned<f64>>,
+    source: Option<Spanned<FileSource>>,
+    tls_server_config: Option<Spanned<FileTls>>,
+    basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileSource {
+    kind: Spanned<String>,
+    scenario: Option<Spanned<String>>,
+    policy: Option<Spanned<String>>,
+    path: Option<Spanned<PathBuf>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    cert_file: Spanned<PathBuf>,
+    key_file: Spanned<PathBuf>,
+}
+
+/// Where in the config file a value was (for error messages).
+struct Origin<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Origin<'_> {
+    fn at(&self, offset: usize) -> String {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+        format!("{}:{line}:{col}", self.path.display())
+    }
+
+    fn err<T>(
+        &self,
+        span: std::ops::Range<usize>,
+        reason: impl std::fmt::Display,
+    ) -> anyhow::Result<T> {
+        Err(anyhow!("{}: {reason}", self.at(span.start)))
+    }
+
+    /// Paths in the file are relative to the file's directory.
+    fn path(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.path.parent().unwrap_or(Path::new(".")).join(p)
+        }
+    }
+}
+
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        if let Ok(p) = port.parse::<u16>() {
+            return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p));
+        }
+    }
+    Err(format!(
+        "invalid listen address {s:?}: expected ADDR:PORT such as 127.0.0.1:9847 or [::1]:9847"
+    ))
+}
+
+fn check_top_k(k: i64, what: &str) -> Result<usize, String> {
+    if k < 1 || k as u64 > MAX_TOP_K as u64 {
+        return Err(format!("{what} must be between 1 and {MAX_TOP_K}, not {k}"));
+    }
+    Ok(k as usize)
+}
+
+fn check_interval(s: f64) -> Result<Duration, String> {
+    if !(0.05..=3600.0).contains(&s) || !s.is_finite() {
+        return Err(format!(
+            "interval must be between 0.05 and 3600 seconds, not {s}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn check_speed(s: f64) -> Result<f64, String> {
+    if !s.is_finite() || !(0.0..=1_000_000.0).contains(&s) {
+        return Err(format!(
+            "speed must be between 0 (as fast as possible) and 1000000, not {s}"
+        ));
+    }
+    Ok(s)
+}
+
+impl Config {
+    /// The flags, over the config file when one is given.
+    pub fn resolve(cli: &Cli) -> anyhow::Result<Config> {
+        let mut cfg = Config {
+            listen: parse_listen(DEFAULT_LISTEN).map_err(|e| anyhow!(e))?,
+            expose: false,
+            class_map: None,
+            top_k: DEFAULT_TOP_K,
+            top_k_classes: DEFAULT_TOP_K_CLASSES,
+            interval: Duration::from_secs(1),
+            speed: 1.0,
+            source: SourceChoice::Live,
+            tls: None,
+            users: BTreeMap::new(),
+        };
+        if let Some(path) = &cli.config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            cfg.apply_file(path, &text)?;
+        }
+        cfg.apply_cli(cli)?;
+        cfg.check_listen()?;
+        Ok(cfg)
+    }
+
+    /// Parse a config file's text (exposed for tests).
+    pub fn from_file_text(path: &Path, text: &str) -> anyhow::Result<Config> {
+        let mut cfg = Config::resolve(&Cli::default())?;
+        cfg.apply_file(path, text)?;
+        cfg.check_listen()?;
+        Ok(cfg)
+    }
+
+    fn apply_file(&mut self, path: &Path, text: &str) -> anyhow::Result<()> {
+        let o = Origin { path, text };
+        let f: FileConfig = match toml::from_str(text) {
+            Ok(f) => f,
+            Err(e) => {
+                let at = match e.span() {
+                    Some(span) => o.at(span.start),
+                    None => path.display().to_string(),
+                };
+                bail!("{at}: {}", e.message().trim_end());
+            }
+        };
+        if let Some(l) = &f.listen {
+            match parse_listen(l.get_ref()) {
+                Ok(a) => self.listen = a,
+                Err(e) => return o.err(l.span(), e),
+            }
+        }
+        if let Some(x) = f.expose {
+            self.expose = x;
+        }
+        if let Some(c) = &f.class_map {
+            self.class_map = Some(o.path(c.get_ref()));
+        }
+        if let Some(k) = &f.top_k {
+            self.top_k = check_top_k(*k.get_ref(), "top_k").or_else(|e| o.err(k.span(), e))?;
+        }
+        if let Some(k) = &f.top_k_classes {
+            self.top_k_classes =
+                check_top_k(*k.get_ref(), "top_k_classes").or_else(|e| o.err(k.span(), e))?;
+        }
+        if let Some(i) = &f.interval {
+            self.interval = check_interval(*i.get_ref()).or_else(|e| o.err(i.span(), e))?;
+        }
+        if let Some(s) = &f.speed {
+            self.speed = check_speed(*s.get_ref()).or_else(|e| o.err(s.span(), e))?;
+        }
+        if let Some(src) = &f.source {
+            let s = src.get_ref();
+            let policy = match &s.policy {
+                Some(p) => Some(
+                    p.get_ref()
+                        .parse::<Policy>()
+                        .or_else(|e| o.err(p.span(), e))?,
+                ),
+                None => None,
+            };
+            self.source = match s.kind.get_ref().as_str() {
+                "live" => SourceChoice::Live,
+                "demo" => SourceChoice::Demo {
+                    scenario: match &s.scenario {
+                        Some(sc) => {
+                            let v = sc.get_ref();
+                            if v.ends_with(".toml") {
+                                o.path(Path::new(v)).display().to_string()
+                            } else {
+                                v.clone()
+                            }
+                        }
+                        None => "movers".into(),
+                    },
+                    policy,
+                },
+                "replay" => match &s.path {
+                    Some(p) => SourceChoice::Replay(o.path(p.get_ref())),
+                    None => {
+                        return o.err(src.span(), "source kind \"replay\" needs path = \"FILE\"")
+                    }
+                },
+                other => {
+                    return o.err(
+                        s.kind.span(),
+                        format!("unknown source kind {other:?}: expected live, demo or replay"),
+                    )
+                }
+            };
+            if policy.is_some() && !matches!(self.source, SourceChoice::Demo { .. }) {
+                return o.err(
+                    s.policy.as_ref().map(|p| p.span()).unwrap_or(src.span()),
+                    "policy applies to kind = \"demo\" only",
+                );
+            }
+        }
+        if let Some(t) = &f.tls_server_config {
+            let t = t.get_ref();
+            self.tls = Some(TlsFiles {
+                cert: o.path(t.cert_file.get_ref()),
+                key: o.path(t.key_file.get_ref()),
+            });
+        }
+        if let Some(users) = &f.basic_auth_users {
+            for (user, hash) in users {
+                if user.is_empty() || user.contains(':') {
+                    return o.err(
+                        hash.span(),
+                        format!("invalid user name {user:?} (empty or contains ':')"),
+                    );
+                }
+                let h = PasswordHash::parse(hash.get_ref())
+                    .or_else(|e| o.err(hash.span(), format!("user {user:?}: {e}")))?;
+                self.users.insert(user.clone(), h);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_cli(&mut self, cli: &Cli) -> anyhow::Result<()> {
+        if let Some(l) = &cli.listen {
+            self.listen = parse_listen(l).map_err(|e| anyhow!("--listen: {e}"))?;
+        }
+        if cli.expose {
+            self.expose = true;
+        }
+        if let Some(c) = &cli.class_map {
+            self.class_map = Some(c.clone());
+        }
+        if let Some(k) = cli.top_k {
+            self.top_k =
+                check_top_k(k.min(i64::MAX as usize) as i64, "--top-k").map_err(|e| anyhow!(e))?;
+        }
+        if let Some(k) = cli.top_k_classes {
+            self.top_k_classes = check_top_k(k.min(i64::MAX as usize) as i64, "--top-k-classes")
+                .map_err(|e| anyhow!(e))?;
+        }
+        if let Some(i) = cli.interval {
+            self.interval = check_interval(i).map_err(|e| anyhow!("--interval: {e}"))?;
+        }
+        if let Some(s) = cli.speed {
+            self.speed = check_speed(s).map_err(|e| anyhow!("--speed: {e}"))?;
+        }
+        if let Some(d) = &cli.demo {
+            self.source = SourceChoice::Demo {
+                scenario: d.clone(),
+                policy: cli.policy,
+            };
+        } else if let Some(r) = &cli.replay {
+            self.source = SourceChoice::Replay(r.clone());
+        } else if let Some(p) = cli.policy {
+            match &mut self.source {
+                SourceChoice::Demo { policy, .. } => *policy = Some(p),
+                _ => bail!("--policy applies to the demo server only: add --demo [SCENARIO]"),
+            }
+        }
+        if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+            self.tls = Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_listen(&self) -> anyhow::Result<()> {
+        if !self.listen.ip().is_loopback() && !self.expose {
+            bail!(
+                "refusing to listen on {}: it is not a loopback address and would serve other hosts; \
+pass --expose (or expose = true in the config file) to allow it",
+                self.listen
+            );
+        }
+        Ok(())
+    }
+}

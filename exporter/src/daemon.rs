@@ -1,0 +1,224 @@
+//! The daemon's life: resolve the configuration, open the source (a live
+//! nfsd unless told otherwise: never a silent demo), run the pipeline on a
+//! thread of its own, publish each snapshot to the metrics state and the
+//! HTTP views, reload the class map on SIGHUP, stop on SIGINT/SIGTERM.
+
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context as _};
+use clap::Parser;
+use nfsdtop_agent::aggregate::{Aggregator, Limits};
+use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::source::{Source, SourceSpec};
+use tokio::sync::watch;
+
+use crate::auth::Auth;
+use crate::config::{Cli, Config, SourceChoice};
+use crate::metrics::{self, MetricsState};
+use crate::server::{self, AppState, Published};
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nfsdtopd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn spec_of(cfg: &Config) -> anyhow::Result<SourceSpec> {
+    Ok(match &cfg.source {
+        SourceChoice::Live => SourceSpec::Live,
+        SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
+            scenario: scenario.clone(),
+            policy: *policy,
+        },
+        SourceChoice::Replay(path) => {
+            bail!(
+                "cannot replay {}: replay is not available in this build of nfsdtopd yet",
+                path.display()
+            )
+        }
+    })
+}
+
+pub fn open_source(cfg: &Config) -> anyhow::Result<(SourceSpec, Box<dyn Source>)> {
+    let spec = spec_of(cfg)?;
+    let src = match spec.open() {
+        Ok(s) => s,
+        Err(e) if spec == SourceSpec::Live => {
+            return Err(anyhow!(
+                "cannot watch this host's nfsd: {e:#}\n\
+nfsdtopd never falls back to the demo server on its own: pass --demo [SCENARIO] to serve the \
+simulated one, or --replay FILE for a recording"
+            ))
+        }
+        Err(e) => return Err(e.context("cannot open the event source")),
+    };
+    Ok((spec, src))
+}
+
+pub fn load_class_map(cfg: &Config, spec: &SourceSpec) -> anyhow::Result<ClassMap> {
+    match &cfg.class_map {
+        Some(p) => ClassMap::load(p),
+        None => Ok(spec.builtin_classmap()?.unwrap_or_default()),
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let cfg = Config::resolve(&cli)?;
+    let (spec, source) = open_source(&cfg)?;
+    let classmap = load_class_map(&cfg, &spec)?;
+    let tls = match &cfg.tls {
+        Some(t) => Some(crate::tls::server_config(&t.cert, &t.key)?),
+        None => None,
+    };
+    if cfg.expose && cfg.users.is_empty() {
+        eprintln!(
+            "nfsdtopd: warning: serving {} to other hosts without basic_auth_users",
+            cfg.listen
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+
+    let metrics_state = Arc::new(Mutex::new(MetricsState::new(cfg.top_k, cfg.top_k_classes)));
+    let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
+    let tx = Arc::new(tx);
+    let (ctl_tx, ctl_rx) = mpsc::channel::<Control>();
+
+    let pipeline_thread = {
+        let tx = tx.clone();
+        let state = metrics_state.clone();
+        let pace = if cfg.speed == 0.0 {
+            Pace::AsFastAsPossible
+        } else {
+            Pace::Realtime { speed: cfg.speed }
+        };
+        let interval = cfg.interval;
+        std::thread::Builder::new()
+            .name("nfsdtopd-pipeline".into())
+            .spawn(move || {
+                let pipeline = Pipeline {
+                    pace,
+                    ..Pipeline::new(
+                        source,
+                        Aggregator::new(classmap, Limits::default()),
+                        interval,
+                    )
+                };
+                let res = pipeline.run(Some(ctl_rx), move |snap| {
+                    state
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .update(&snap);
+                    tx.send_replace(Some(Arc::new(Published::new(snap))));
+                    Flow::Continue
+                });
+                match res {
+                    Ok(_) => {
+                        eprintln!("nfsdtopd: the event source has ended; serving the last snapshot")
+                    }
+                    Err(e) => eprintln!(
+                        "nfsdtopd: the pipeline stopped: {e:#}; serving the last snapshot"
+                    ),
+                }
+            })
+            .context("cannot start the pipeline thread")?
+    };
+
+    let app = AppState {
+        latest: rx,
+        registry: Arc::new(metrics::registry(metrics_state.clone())),
+        metrics: metrics_state,
+        auth: Arc::new(Auth::new(cfg.users.clone())),
+        interval: cfg.interval,
+    };
+    let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone()));
+    let _ = ctl_tx.send(Control::Stop);
+    drop(ctl_tx);
+    let _ = pipeline_thread.join();
+    drop(tx);
+    result
+}
+
+async fn serve(
+    cfg: Config,
+    spec: SourceSpec,
+    app: AppState,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    ctl: mpsc::Sender<Control>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let local = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("nfsdtopd: listening on {scheme}://{local}");
+
+    tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
+
+    let router = server::router(app);
+    let shutdown = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        eprintln!("nfsdtopd: stopping");
+    };
+    match tls {
+        Some(cfg) => {
+            let l = crate::tls::TlsListener::new(listener, cfg)?;
+            axum::serve(l, router)
+                .with_graceful_shutdown(shutdown)
+                .await?
+        }
+        None => {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await?
+        }
+    }
+    Ok(())
+}
+
+/// SIGHUP: read the class map again and hand it to the pipeline, which
+/// keeps every count (peers keep their totals; their dispatches count for
+/// their new class from then on). A bad file is reported and ignored.
+async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Control>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        eprintln!("nfsdtopd: cannot handle SIGHUP: class map reloads are off");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        if cfg.class_map.is_none() {
+            eprintln!("nfsdtopd: SIGHUP: no class map configured (--class-map), nothing to reload");
+            continue;
+        }
+        match load_class_map(&cfg, &spec) {
+            Ok(m) => {
+                let n = m.rules().len();
+                if ctl.send(Control::SetClassMap(m)).is_err() {
+                    eprintln!("nfsdtopd: SIGHUP: the pipeline has stopped; class map not applied");
+                } else {
+                    eprintln!("nfsdtopd: SIGHUP: class map reloaded ({n} rules)");
+                }
+            }
+            Err(e) => eprintln!("nfsdtopd: SIGHUP: keeping the current class map: {e:#}"),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! nfsdtopd: nfsdtop's pipeline run headless, served over HTTP.
+//!
+//! - [`config`]: flags over a TOML file, errors with file:line:column;
+//! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality
+//!   (top K peers and classes, the rest folded into "other");
+//! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
+//!   /api/v1/stream, /healthz) and JSON errors;
+//! - [`auth`], [`tls`]: basic auth (bcrypt or sha256) and rustls;
+//! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server.
+
+pub mod auth;
+pub mod config;
+pub mod daemon;
+pub mod metrics;
+pub mod server;
+pub mod tls;

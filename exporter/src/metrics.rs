@@ -1,0 +1,807 @@
+//! Snapshots → Prometheus metrics with bounded cardinality.
+//!
+//! Every class and peer series is a counter this module accumulates itself,
+//! from the deltas between consecutive snapshots, so it stays monotonic
+//! whatever happens underneath: peers evicted by the aggregator, peers
+//! re-created after eviction (their cumulative numbers restart at 0),
+//! peers moving in and out of the labelled top K.
+//!
+//! Folding: at most `top_k` peers (and `top_k_classes` classes) carry their
+//! own label. A label is sticky: once given, it stays while the entity is in
+//! the snapshot. Free label slots go to the busiest unlabelled entities of
+//! the interval. Everything else is summed into `peer="other"` /
+//! `class="other"`. For dispatches, execution seconds and the queue-wait
+//! histogram, "other" is the residual `total - sum(labelled)`, so the series
+//! always add up to the exact totals, even for peers the aggregator evicted
+//! between two snapshots; entitled and backlogged seconds (which have no
+//! aggregator-wide total) sum the folded entities' deltas.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
+use std::sync::{Arc, Mutex};
+
+use nfsdtop_agent::model::{EntityStats, Snapshot, SourceInfo};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The label value of the folded series.
+pub const OTHER: &str = "other";
+
+/// Upper bounds of the exported queue-wait buckets, in µs: powers of two
+/// from 16 µs to 2^22 µs (4.19 s). Every power of two is a bucket boundary
+/// of [`WaitHistogram`], so the exported cumulative counts are exact.
+pub const WAIT_BOUNDS_POW: std::ops::RangeInclusive<u32> = 4..=22;
+
+/// Escape a label value for the text formats (prometheus-client writes
+/// label values verbatim).
+pub fn escape_label(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A full-resolution cumulative histogram, accumulated from deltas.
+#[derive(Clone, Debug, Default)]
+struct HistAcc {
+    counts: Vec<u64>,
+}
+
+fn dense(h: &WaitHistogram) -> Vec<u64> {
+    let mut v = vec![0u64; BUCKETS];
+    for (lo, _, c) in h.buckets() {
+        v[bucket_of(lo)] += c;
+    }
+    v
+}
+
+impl HistAcc {
+    fn add(&mut self, delta: &[u64]) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for (a, d) in self.counts.iter_mut().zip(delta) {
+            *a += d;
+        }
+    }
+
+    /// (sum in seconds, count, per-bucket counts at the exported bounds).
+    fn export(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let bounds: Vec<u64> = WAIT_BOUNDS_POW.map(|p| 1u64 << p).collect();
+        let mut per = vec![0u64; bounds.len() + 1];
+        let mut sum_us = 0.0;
+        let mut count = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let (lo, hi) = bucket_bounds(i);
+            // The bucket's midpoint: _sum is an estimate within the
+            // histogram's resolution (25% relative bucket width).
+            sum_us += c as f64 * (lo + hi - 1) as f64 / 2.0;
+            count += c;
+            let slot = bounds.iter().position(|&b| hi <= b).unwrap_or(bounds.len());
+            per[slot] += c;
+        }
+        let mut buckets: Vec<(f64, u64)> = bounds
+            .iter()
+            .zip(&per)
+            .map(|(&b, &c)| (b as f64 / 1e6, c))
+            .collect();
+        buckets.push((f64::MAX, per[bounds.len()]));
+        (sum_us / 1e6, count, buckets)
+    }
+}
+
+/// One exported series (a labelled entity or "other").
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// Escaped label values.
+    pub name: String,
+    pub class: String,
+    pub dispatches: u64,
+    pub entitled: f64,
+    pub exec_seconds: f64,
+    pub backlogged_seconds: f64,
+    pub connections: u64,
+    pub backlogged: bool,
+    hist: HistAcc,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    dispatches: u64,
+    entitled: f64,
+    exec_seconds: f64,
+    backlogged_seconds: f64,
+}
+
+type Key = (u32, String);
+
+/// Folds a varying, possibly huge set of entities into at most `k`
+/// labelled series plus "other".
+#[derive(Debug)]
+struct Folder {
+    k: usize,
+    with_hist: bool,
+    seen: HashMap<Key, Seen>,
+    /// Last cumulative histogram of each labelled entity (classes only).
+    seen_hist: HashMap<Key, Vec<u64>>,
+    labelled: HashMap<Key, Series>,
+    other: Series,
+    folded_now: u64,
+    folded_total: u64,
+    folded_set: HashSet<Key>,
+}
+
+fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
+    match prev {
+        Some(p) if cur >= p => cur - p,
+        Some(_) | None => cur.max(0.0),
+    }
+}
+
+fn delta_u(cur: u64, prev: Option<u64>) -> u64 {
+    match prev {
+        Some(p) if cur >= p => cur - p,
+        Some(_) | None => cur,
+    }
+}
+
+impl Folder {
+    fn new(k: usize, with_hist: bool, other_class: &str) -> Folder {
+        Folder {
+            k,
+            with_hist,
+            seen: HashMap::new(),
+            seen_hist: HashMap::new(),
+            labelled: HashMap::new(),
+            other: Series {
+                name: OTHER.into(),
+                class: other_class.into(),
+                ..Series::default()
+            },
+            folded_now: 0,
+            folded_total: 0,
+            folded_set: HashSet::new(),
+        }
+    }
+
+    /// `total_dispatches`/`total_exec` are the deltas of the aggregator-wide
+    /// totals since the previous snapshot; `total_hist` its delta histogram.
+    fn update(
+        &mut self,
+        entities: &[EntityStats],
+        total_dispatches: u64,
+        total_exec: f64,
+        total_hist: Option<&[u64]>,
+    ) {
+        let present: HashSet<Key> = entities.iter().map(|e| (e.netns, e.name.clone())).collect();
+        // Entities gone from the snapshot lose their label (and series).
+        self.labelled.retain(|k, _| present.contains(k));
+        self.seen_hist.retain(|k, _| present.contains(k));
+        // Fill free label slots with the busiest unlabelled entities.
+        let mut newly: HashSet<Key> = HashSet::new();
+        if self.labelled.len() < self.k {
+            let mut cands: Vec<&EntityStats> = entities
+                .iter()
+                .filter(|e| !self.labelled.contains_key(&(e.netns, e.name.clone())))
+                .collect();
+            let free = self.k - self.labelled.len();
+            let by = |a: &&EntityStats, b: &&EntityStats| {
+                b.interval_dispatches
+                    .cmp(&a.interval_dispatches)
+                    .then(b.dispatches.cmp(&a.dispatches))
+                    .then(a.name.cmp(&b.name))
+            };
+            if cands.len() > free {
+                cands.select_nth_unstable_by(free - 1, by);
+                cands.truncate(free);
+            }
+            // Labels must be unique even when two namespaces hold the
+            // same address.
+            let mut names: HashSet<String> =
+                self.labelled.values().map(|s| s.name.clone()).collect();
+            for e in cands {
+                let key = (e.netns, e.name.clone());
+                let mut label = escape_label(&e.name);
+                if names.contains(&label) || label == OTHER {
+                    label = format!("{label}@netns:{}", e.netns);
+                }
+                names.insert(label.clone());
+                let mut s = Series {
+                    name: label,
+                    class: escape_label(&e.class),
+                    ..Series::default()
+                };
+                if self.with_hist {
+                    s.hist.counts = vec![0; BUCKETS];
+                }
+                self.labelled.insert(key.clone(), s);
+                newly.insert(key);
+            }
+        }
+
+        let mut labelled_disp = 0u64;
+        let mut labelled_exec = 0.0;
+        let mut labelled_hist = vec![0u64; if self.with_hist { BUCKETS } else { 0 }];
+        let mut other_conn = 0;
+        let mut other_backlogged = false;
+        let mut folded_now = 0;
+        let mut new_seen: HashMap<Key, Seen> = HashMap::with_capacity(entities.len());
+        let mut new_folded: HashSet<Key> = HashSet::new();
+        for e in entities {
+            let key = (e.netns, e.name.clone());
+            let prev = self.seen.get(&key).copied();
+            let cur = Seen {
+                dispatches: e.dispatches,
+                entitled: e.entitled,
+                exec_seconds: e.exec_seconds,
+                backlogged_seconds: e.backlogged_seconds,
+            };
+            let d_disp = delta_u(cur.dispatches, prev.map(|p| p.dispatches));
+            let d_ent = delta_f(cur.entitled, prev.map(|p| p.entitled));
+            let d_exec = delta_f(cur.exec_seconds, prev.map(|p| p.exec_seconds));
+            let d_back = delta_f(cur.backlogged_seconds, prev.map(|p| p.backlogged_seconds));
+            // An entity labelled now that was folded before: this round's
+            // numbers still belong to "other" (its histogram history is
+            // there already); its own series counts from the next round.
+            let fresh_label = newly.contains(&key) && prev.is_some();
+            match self.labelled.get_mut(&key) {
+                Some(s) if !fresh_label => {
+                    s.dispatches += d_disp;
+                    s.entitled += d_ent;
+                    s.exec_seconds += d_exec;
+                    s.backlogged_seconds += d_back;
+                    s.connections = e.connections;
+                    s.backlogged = e.backlogged;
+                    s.class = escape_label(&e.class);
+                    labelled_disp += d_disp;
+                    labelled_exec += d_exec;
+                    if self.with_hist {
+                        let now = dense(&e.wait_histogram);
+                        let d: Vec<u64> = match self.seen_hist.get(&key) {
+                            Some(p) if now.iter().zip(p).all(|(a, b)| a >= b) => {
+                                now.iter().zip(p).map(|(a, b)| a - b).collect()
+                            }
+                            _ => now.clone(),
+                        };
+                        s.hist.add(&d);
+                        for (a, b) in labelled_hist.iter_mut().zip(&d) {
+                            *a += b;
+                        }
+                        self.seen_hist.insert(key.clone(), now);
+                    }
+                }
+                Some(s) => {
+                    s.connections = e.connections;
+                    s.backlogged = e.backlogged;
+                    if self.with_hist {
+                        self.seen_hist.insert(key.clone(), dense(&e.wait_histogram));
+                    }
+                    self.other.entitled += d_ent;
+                    self.other.backlogged_seconds += d_back;
+                }
+                None => {
+                    self.other.entitled += d_ent;
+                    self.other.backlogged_seconds += d_back;
+                    other_conn += e.connections;
+                    other_backlogged |= e.backlogged;
+                    folded_now += 1;
+                    if !self.folded_set.contains(&key) {
+                        self.folded_total += 1;
+                    }
+                    new_folded.insert(key.clone());
+                }
+            }
+            new_seen.insert(key, cur);
+        }
+        self.seen = new_seen;
+        self.folded_set = new_folded;
+        self.folded_now = folded_now;
+        self.other.dispatches += total_dispatches.saturating_sub(labelled_disp);
+        self.other.exec_seconds += (total_exec - labelled_exec).max(0.0);
+        self.other.connections = other_conn;
+        self.other.backlogged = other_backlogged;
+        if let Some(t) = total_hist {
+            let d: Vec<u64> = t
+                .iter()
+                .zip(&labelled_hist)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+            self.other.hist.add(&d);
+        }
+    }
+
+    /// Labelled series in a stable order, then "other".
+    fn series(&self) -> Vec<&Series> {
+        let mut v: Vec<&Series> = self.labelled.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name).then(a.class.cmp(&b.class)));
+        v.push(&self.other);
+        v
+    }
+}
+
+/// BPF program statistics (`bpf_prog_info.run_time_ns` / `run_cnt`, which
+/// the kernel fills while `kernel.bpf_stats_enabled` is 1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BpfProgramStats {
+    pub program: String,
+    pub run_seconds: f64,
+    pub runs: u64,
+}
+
+/// The hook for BPF self-metrics: when the live source starts putting its
+/// programs' run statistics into the snapshot, map them here and
+/// `nfsdtop_bpf_run_seconds_total` / `nfsdtop_bpf_runs_total` appear.
+/// Sources without BPF (demo, replay) report none and the families are
+/// left out.
+pub fn bpf_stats(_snapshot: &Snapshot) -> Vec<BpfProgramStats> {
+    Vec::new()
+}
+
+/// Everything /metrics shows, updated once per snapshot.
+#[derive(Debug)]
+pub struct MetricsState {
+    classes: Folder,
+    peers: Folder,
+    last_total_dispatches: Option<u64>,
+    last_total_exec: Option<f64>,
+    last_total_hist: Option<Vec<u64>>,
+    dispatches: u64,
+    peers_now: u64,
+    classes_now: u64,
+    transports: u64,
+    peers_evicted: u64,
+    events: Vec<(String, u64)>,
+    lost: Vec<(String, u64)>,
+    source: Option<SourceInfo>,
+    last_time: Option<f64>,
+    bpf: Vec<BpfProgramStats>,
+    version: String,
+}
+
+impl MetricsState {
+    pub fn new(top_k: usize, top_k_classes: usize) -> MetricsState {
+        MetricsState {
+            classes: Folder::new(top_k_classes, true, OTHER),
+            peers: Folder::new(top_k, false, OTHER),
+            last_total_dispatches: None,
+            last_total_exec: None,
+            last_total_hist: None,
+            dispatches: 0,
+            peers_now: 0,
+            classes_now: 0,
+            transports: 0,
+            peers_evicted: 0,
+            events: Vec::new(),
+            lost: Vec::new(),
+            source: None,
+            last_time: None,
+            bpf: Vec::new(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    pub fn update(&mut self, s: &Snapshot) {
+        let t = &s.totals;
+        let d_disp = delta_u(t.dispatches, self.last_total_dispatches);
+        let d_exec = delta_f(t.exec_seconds, self.last_total_exec);
+        let hist_now = dense(&t.wait_histogram);
+        let d_hist: Vec<u64> = match &self.last_total_hist {
+            Some(p) => hist_now
+                .iter()
+                .zip(p)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+            None => hist_now.clone(),
+        };
+        self.last_total_dispatches = Some(t.dispatches);
+        self.last_total_exec = Some(t.exec_seconds);
+        self.last_total_hist = Some(hist_now);
+        self.classes
+            .update(&s.classes, d_disp, d_exec, Some(&d_hist));
+        self.peers.update(&s.peers, d_disp, d_exec, None);
+        self.dispatches += d_disp;
+        self.peers_now = t.peers;
+        self.classes_now = t.classes;
+        self.transports = t.transports;
+        self.peers_evicted = self.peers_evicted.max(t.peers_evicted);
+        // The tracepoint lists are fixed by the agent (five names): bounded.
+        self.events = t
+            .events
+            .iter()
+            .map(|(n, c)| (escape_label(n), *c))
+            .collect();
+        self.lost = t
+            .lost_by_tracepoint
+            .iter()
+            .map(|(n, c)| (escape_label(n), *c))
+            .collect();
+        self.source = Some(s.source.clone());
+        self.last_time = Some(s.time);
+        self.bpf = bpf_stats(s);
+    }
+
+    pub fn peers_folded(&self) -> u64 {
+        self.peers.folded_now
+    }
+
+    /// Encode every family through prometheus-client's encoder.
+    fn encode_into(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let classes = self.classes.series();
+        let peers = self.peers.series();
+
+        // ---- per class ----
+        counter_family(enc, "nfsdtop_class_dispatches", "Dispatches (svc_xprt_dequeue events) of the class; class other sums the classes beyond the top K.", None, &classes, |s| CV::U(s.dispatches), class_label)?;
+        counter_family(enc, "nfsdtop_class_entitled_dispatches", "Fair-share dispatches the class was entitled to while backlogged (1/n of each dispatch with n entities backlogged). rate(dispatches)/rate(entitled) is the fairness ratio.", None, &classes, |s| CV::F(s.entitled), class_label)?;
+        counter_family(
+            enc,
+            "nfsdtop_class_execution",
+            "nfsd thread time spent on the class's requests (svc_stats_latency execute).",
+            Some(&Unit::Seconds),
+            &classes,
+            |s| CV::F(s.exec_seconds),
+            class_label,
+        )?;
+        counter_family(
+            enc,
+            "nfsdtop_class_backlogged",
+            "Time the class had at least one transport on the ready queue.",
+            Some(&Unit::Seconds),
+            &classes,
+            |s| CV::F(s.backlogged_seconds),
+            class_label,
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_class_queue_wait",
+                "Queue wait (enqueue to dequeue) of the class's dispatches; _sum is estimated from bucket midpoints.",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for s in &classes {
+                let (sum, count, buckets) = s.hist.export();
+                m.encode_family(&[("class", s.name.as_str())])?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+        gauge_family(
+            enc,
+            "nfsdtop_class_connections",
+            "Transports (connections) of the class now.",
+            &classes,
+            |s| s.connections as f64,
+            class_label,
+        )?;
+        gauge_family(
+            enc,
+            "nfsdtop_class_backlogged",
+            "1 if the class has a transport on the ready queue now, else 0.",
+            &classes,
+            |s| if s.backlogged { 1.0 } else { 0.0 },
+            class_label,
+        )?;
+
+        // ---- per peer (top K + other) ----
+        counter_family(
+            enc,
+            "nfsdtop_peer_dispatches",
+            "Dispatches of the peer (top K peers; peer other sums the rest).",
+            None,
+            &peers,
+            |s| CV::U(s.dispatches),
+            peer_label,
+        )?;
+        counter_family(
+            enc,
+            "nfsdtop_peer_entitled_dispatches",
+            "Fair-share dispatches the peer was entitled to while backlogged.",
+            None,
+            &peers,
+            |s| CV::F(s.entitled),
+            peer_label,
+        )?;
+        counter_family(
+            enc,
+            "nfsdtop_peer_execution",
+            "nfsd thread time spent on the peer's requests.",
+            Some(&Unit::Seconds),
+            &peers,
+            |s| CV::F(s.exec_seconds),
+            peer_label,
+        )?;
+        counter_family(
+            enc,
+            "nfsdtop_peer_backlogged",
+            "Time the peer had at least one transport on the ready queue.",
+            Some(&Unit::Seconds),
+            &peers,
+            |s| CV::F(s.backlogged_seconds),
+            peer_label,
+        )?;
+        gauge_family(
+            enc,
+            "nfsdtop_peer_connections",
+            "Transports (connections) of the peer now.",
+            &peers,
+            |s| s.connections as f64,
+            peer_label,
+        )?;
+        single_gauge(
+            enc,
+            "nfsdtop_peers_folded",
+            "Peers currently folded into peer other (beyond the top K).",
+            self.peers.folded_now as f64,
+        )?;
+        single_counter(
+            enc,
+            "nfsdtop_peers_folded",
+            "Peers folded into peer other so far (each time a peer starts being folded).",
+            CV::U(self.peers.folded_total),
+        )?;
+        single_gauge(
+            enc,
+            "nfsdtop_classes_folded",
+            "Classes currently folded into class other (beyond the top K classes).",
+            self.classes.folded_now as f64,
+        )?;
+
+        // ---- totals and self-metrics ----
+        single_counter(
+            enc,
+            "nfsdtop_dispatches",
+            "All dispatches seen.",
+            CV::U(self.dispatches),
+        )?;
+        single_gauge(
+            enc,
+            "nfsdtop_peers",
+            "Peers the aggregator tracks now.",
+            self.peers_now as f64,
+        )?;
+        single_gauge(
+            enc,
+            "nfsdtop_classes",
+            "Classes the aggregator tracks now.",
+            self.classes_now as f64,
+        )?;
+        single_gauge(
+            enc,
+            "nfsdtop_transports",
+            "Transports the aggregator tracks now.",
+            self.transports as f64,
+        )?;
+        single_counter(
+            enc,
+            "nfsdtop_peers_evicted",
+            "Idle peers forgotten to keep memory bounded.",
+            CV::U(self.peers_evicted),
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_events",
+                "Events seen, by tracepoint.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (tp, c) in &self.events {
+                m.encode_family(&[("tracepoint", tp.as_str())])?
+                    .encode_counter::<NoLabelSet, _, u64>(c, None)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_events_lost",
+                "Events lost (ring buffer overflow), by tracepoint.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (tp, c) in &self.lost {
+                m.encode_family(&[("tracepoint", tp.as_str())])?
+                    .encode_counter::<NoLabelSet, _, u64>(c, None)?;
+            }
+        }
+        if !self.bpf.is_empty() {
+            let progs: Vec<(String, &BpfProgramStats)> = self
+                .bpf
+                .iter()
+                .map(|b| (escape_label(&b.program), b))
+                .collect();
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_bpf_run",
+                "Kernel-reported run time of nfsdtop's BPF programs (kernel.bpf_stats_enabled=1).",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            for (p, b) in &progs {
+                m.encode_family(&[("program", p.as_str())])?
+                    .encode_counter::<NoLabelSet, _, f64>(&b.run_seconds, None)?;
+            }
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_bpf_runs",
+                "Kernel-reported runs of nfsdtop's BPF programs.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (p, b) in &progs {
+                m.encode_family(&[("program", p.as_str())])?
+                    .encode_counter::<NoLabelSet, _, u64>(&b.runs, None)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_build",
+                "nfsdtopd's version.",
+                None,
+                MetricType::Info,
+            )?;
+            m.encode_info(&[("version", self.version.as_str())])?;
+        }
+        if let Some(src) = &self.source {
+            let kind = escape_label(src.kind.as_str());
+            let kernel = escape_label(&src.kernel);
+            let generation = escape_label(&src.generation);
+            let wait = escape_label(src.wait_source.as_str());
+            let mut m = enc.encode_descriptor("nfsdtop_source", "The event source: kind (live|demo|replay), kernel, tracepoint generation, queue-wait source.", None, MetricType::Info)?;
+            m.encode_info(&[
+                ("kind", kind.as_str()),
+                ("kernel", kernel.as_str()),
+                ("generation", generation.as_str()),
+                ("wait_source", wait.as_str()),
+            ])?;
+        }
+        if let Some(t) = self.last_time {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_last_snapshot_timestamp",
+                "Unix time of the latest snapshot.",
+                Some(&Unit::Seconds),
+                MetricType::Gauge,
+            )?;
+            m.encode_gauge(&t)?;
+        }
+        Ok(())
+    }
+}
+
+fn class_label(s: &Series) -> [(&'static str, String); 1] {
+    [("class", s.name.clone())]
+}
+
+fn peer_label(s: &Series) -> [(&'static str, String); 2] {
+    [("peer", s.name.clone()), ("class", s.class.clone())]
+}
+
+enum CV {
+    U(u64),
+    F(f64),
+}
+
+fn counter_family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    series: &[&Series],
+    value: impl Fn(&Series) -> CV,
+    labels: impl Fn(&Series) -> L,
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
+    for s in series {
+        let l = labels(s);
+        let mut f = m.encode_family(&l)?;
+        match value(s) {
+            CV::U(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
+            CV::F(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
+        }
+    }
+    Ok(())
+}
+
+fn gauge_family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: &[&Series],
+    value: impl Fn(&Series) -> f64,
+    labels: impl Fn(&Series) -> L,
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for s in series {
+        let l = labels(s);
+        m.encode_family(&l)?.encode_gauge(&value(s))?;
+    }
+    Ok(())
+}
+
+fn single_gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+fn single_counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: CV) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    match v {
+        CV::U(v) => m.encode_counter::<NoLabelSet, _, u64>(&v, None),
+        CV::F(v) => m.encode_counter::<NoLabelSet, _, f64>(&v, None),
+    }
+}
+
+/// The collector behind /metrics: reads the shared state on each scrape.
+#[derive(Debug)]
+pub struct StateCollector(pub Arc<Mutex<MetricsState>>);
+
+impl Collector for StateCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        state.encode_into(&mut encoder)
+    }
+}
+
+/// A registry holding the nfsdtop collector.
+pub fn registry(state: Arc<Mutex<MetricsState>>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(StateCollector(state)));
+    r
+}
+
+/// OpenMetrics text (application/openmetrics-text; version=1.0.0).
+pub fn encode_openmetrics(registry: &Registry) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}
+
+/// The Prometheus text format 0.0.4 from prometheus-client's OpenMetrics
+/// output, for clients that do not ask for OpenMetrics (promtool, curl):
+/// counters' metadata names gain `_total`, `info` becomes a gauge named
+/// `*_info`, `# UNIT` and `# EOF` lines go (0.0.4 has neither).
+pub fn openmetrics_to_text(om: &str) -> String {
+    let mut out = String::with_capacity(om.len());
+    let mut pending_help: Option<(&str, &str)> = None;
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            pending_help = Some((name, help));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (name, ty) = match ty {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "histogram" | "gauge" | "summary" => (name.to_string(), ty),
+                _ => (name.to_string(), "untyped"),
+            };
+            if let Some((_, help)) = pending_help.take() {
+                let _ = writeln!(out, "# HELP {name} {help}");
+            }
+            let _ = writeln!(out, "# TYPE {name} {ty}");
+            continue;
+        }
+        if line.contains("_created") {
+            if let Some(first) = line.split(['{', ' ']).next() {
+                if first.ends_with("_created") {
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
