@@ -1,0 +1,408 @@
+"""nfsdtop's Grafana dashboards, as code (the source of grafana/*.json).
+
+Edit here, then `python3 dashboards/tools/generate.py dashboards`; the e2e
+test fails if the committed JSON and this file disagree. UIDs are stable:
+links, bookmarks and provisioning rely on them.
+
+Every panel queries raw nfsdtop_* series with $__rate_interval, so the
+dashboards work without the recording rules loaded; the formulas are the
+same as in rules/nfsdtop.rules.tmpl.yml.
+"""
+
+OVERVIEW_UID = "nfsdtop-overview"
+DRILLDOWN_UID = "nfsdtop-drilldown"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+RI = "$__rate_interval"
+
+# Label selectors, filled by the template variables.
+INST = 'job=~"$job", instance=~"$instance"'
+CLS = INST + ', class=~"$class"'
+PEER = CLS + ', peer=~"$peer"'
+
+
+def rate(metric, sel, by="class"):
+    return f"sum by ({by}) (rate({metric}{{{sel}}}[{RI}]))"
+
+
+def ratio(sel, prefix, by):
+    """Fairness ratio: dispatches / entitled, for entities entitled to any."""
+    return (
+        f"{rate(f'nfsdtop_{prefix}_dispatches_total', sel, by)}\n"
+        f"/\n({rate(f'nfsdtop_{prefix}_entitled_dispatches_total', sel, by)} > 0)"
+    )
+
+
+def share(num, sel, key="class", den=None):
+    """Share of the whole server: sum by (instance, key) of num over the
+    sum by (instance) of den (default: num itself) for all classes."""
+    den = den or num
+    return (
+        f"{rate(num, sel, 'instance, ' + key)}\n/ ignoring ({key}) group_left ()\n"
+        f"({rate(den, INST, 'instance')} > 0)"
+    )
+
+
+def fair_share(sel):
+    """Entitled dispatches over all dispatches: the share it should have had."""
+    return share("nfsdtop_class_entitled_dispatches_total", sel, den="nfsdtop_class_dispatches_total")
+
+
+def jain(sel):
+    r = ratio(sel + ', class!="other"', "class", "instance, class")
+    return (
+        f"sum by (instance) (\n{r}\n) ^ 2\n/\n(\n"
+        f"  count by (instance) (\n{r}\n)\n  *\n  sum by (instance) ((\n{r}\n) ^ 2)\n)"
+    )
+
+
+def quantile(q, sel, by, metric="nfsdtop_class_queue_wait_seconds_bucket"):
+    le = f"{by}, le" if by else "le"
+    return f"histogram_quantile({q}, sum by ({le}) (rate({metric}{{{sel}}}[{RI}])))"
+
+
+class Builder:
+    """Lays panels out left to right, 24 columns wide, and numbers them."""
+
+    def __init__(self):
+        self.panels, self.next_id, self.x, self.y, self.row_h = [], 1, 0, 0, 0
+
+    def row(self, title):
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def add(self, panel, w, h):
+        if self.x + w > 24:
+            self._newline()
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def _newline(self):
+        if self.x:
+            self.y += self.row_h
+        self.x, self.row_h = 0, 0
+
+    def _id(self):
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def target(expr, legend="", ref="A", instant=False, fmt=None):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend or "__auto",
+         "range": not instant, "instant": instant}
+    if fmt:
+        t["format"] = fmt
+    return t
+
+
+def panel(kind, title, desc, targets, unit=None, **extra):
+    p = {"type": kind, "title": title, "description": desc, "datasource": DS,
+         "targets": [t if isinstance(t, dict) else target(*t) for t in targets]}
+    for i, t in enumerate(p["targets"]):
+        t["refId"] = chr(ord("A") + i)
+    defaults = {"custom": {}}
+    if unit:
+        defaults["unit"] = unit
+    defaults.update(extra.pop("defaults", {}))
+    p["fieldConfig"] = {"defaults": defaults, "overrides": extra.pop("overrides", [])}
+    p["options"] = extra.pop("options", {})
+    p.update(extra)
+    return p
+
+
+def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, minv=None, maxv=None, **kw):
+    custom = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 40 if stack else 10,
+              "showPoints": "never", "spanNulls": False,
+              "stacking": {"mode": "normal" if stack else "none", "group": "A"}}
+    defaults = {"custom": custom}
+    if minv is not None:
+        defaults["min"] = minv
+    if maxv is not None:
+        defaults["max"] = maxv
+    if thresholds:
+        custom["thresholdsStyle"] = {"mode": "dashed"}
+        defaults["thresholds"] = thresholds
+    return panel("timeseries", title, desc, targets, unit, defaults=defaults,
+                 options={"legend": {"displayMode": "table", "placement": "right",
+                                     "calcs": ["lastNotNull", "mean"], "showLegend": True},
+                          "tooltip": {"mode": "multi", "sort": "desc"}}, **kw)
+
+
+def steps(*pairs):
+    """Threshold steps: (None, colour), (value, colour), ..."""
+    return {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in pairs]}
+
+
+def stat(title, desc, expr, unit=None, thr=None, legend="", decimals=None):
+    defaults = {"thresholds": thr or steps((None, "blue"))}
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return panel("stat", title, desc, [target(expr, legend)], unit, defaults=defaults,
+                 options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                          "colorMode": "value", "graphMode": "area", "textMode": "auto",
+                          "justifyMode": "auto", "orientation": "auto"})
+
+
+def heatmap(title, desc, expr):
+    return panel("heatmap", title, desc, [target(expr, "{{le}}", fmt="heatmap")], "s",
+                 options={"calculate": False, "cellGap": 1,
+                          "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
+                                    "exponent": 0.5, "steps": 64},
+                          "yAxis": {"axisPlacement": "left", "unit": "s"},
+                          "rowsFrame": {"layout": "auto"},
+                          "tooltip": {"show": True, "yHistogram": True},
+                          "legend": {"show": True}, "filterValues": {"le": 1e-9}})
+
+
+def var_datasource():
+    return {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
+            "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []}
+
+
+def var_query(name, label, query, multi=False, include_all=False, all_value=None, hide=0):
+    v = {"type": "query", "name": name, "label": label, "datasource": DS,
+         "definition": query, "query": {"query": query, "refId": f"{name}-var"},
+         "refresh": 2, "sort": 1, "multi": multi, "includeAll": include_all,
+         "current": {}, "hide": hide, "regex": "", "options": []}
+    if all_value is not None:
+        v["allValue"] = all_value
+    return v
+
+
+def common_vars(class_multi):
+    return [
+        var_datasource(),
+        var_query("job", "Job", "label_values(nfsdtop_build_info, job)"),
+        var_query("instance", "nfsdtopd", 'label_values(nfsdtop_build_info{job=~"$job"}, instance)',
+                  multi=True, include_all=True, all_value=".+"),
+        var_query("class", "Class",
+                  'label_values(nfsdtop_class_dispatches_total{job=~"$job", instance=~"$instance"}, class)',
+                  multi=class_multi, include_all=class_multi, all_value=".+" if class_multi else None),
+    ]
+
+
+def dashboard(uid, title, desc, panels, variables, links):
+    return {
+        "uid": uid, "title": title, "description": desc,
+        "tags": ["nfsdtop", "nfs", "sunrpc"], "timezone": "browser", "editable": True,
+        "graphTooltip": 1, "refresh": "30s", "schemaVersion": 39, "version": 1,
+        "time": {"from": "now-1h", "to": "now"}, "timepicker": {},
+        "fiscalYearStartMonth": 0, "liveNow": False, "weekStart": "",
+        "annotations": {"list": [
+            {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
+             "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
+             "type": "dashboard"},
+            {"datasource": DS, "enable": True, "iconColor": "red", "name": "nfsdtop alerts",
+             "expr": 'ALERTS{alertname=~"Nfsdtop.*", alertstate="firing", job=~"$job"}',
+             "step": "60s", "titleFormat": "{{alertname}}", "textFormat": "{{class}} {{instance}}",
+             "useValueForTime": False}]},
+        "links": links,
+        "templating": {"list": variables},
+        "panels": panels,
+    }
+
+
+RATIO_THRESHOLDS = steps((None, "red"), (0.5, "orange"), (0.9, "green"))
+
+
+def overview():
+    b = Builder()
+    b.row("Summary")
+    b.add(stat("Dispatches/s", "svc_xprt_dequeue events per second, all classes.",
+               f"sum(rate(nfsdtop_dispatches_total{{{INST}}}[{RI}]))", "reqps"), 4, 4)
+    b.add(stat("Jain's index", "Jain's fairness index over the fairness ratios of the classes "
+               "backlogged in the interval: 1 = every backlogged class got its fair turn, "
+               "1/n = one class got all of them. class=\"other\" (folded) is left out.",
+               jain(INST), "none", RATIO_THRESHOLDS, legend="{{instance}}", decimals=3), 4, 4)
+    b.add(stat("Backlogged classes", "Classes with a transport on the ready queue now.",
+               f'sum(nfsdtop_class_backlogged{{{INST}, class!="other"}})', "none"), 4, 4)
+    b.add(stat("Queue wait p99", "99th percentile of ready -> dispatched, all classes.",
+               quantile(0.99, INST, ""), "s",
+               steps((None, "green"), (0.1, "orange"), (0.5, "red"))), 4, 4)
+    b.add(stat("Events lost", "Events dropped (ring buffer full) in the dashboard's time range. "
+               "Anything but 0 means every number here undercounts.",
+               f"sum(increase(nfsdtop_events_lost_total{{{INST}}}[$__range]))", "none",
+               steps((None, "green"), (1, "red"))), 4, 4)
+    b.add(panel("table", "Source", "Where nfsdtopd's events come from, and how it measures queue wait.",
+                [target(f"nfsdtop_source_info{{{INST}}}", instant=True, fmt="table")],
+                options={"showHeader": True, "cellHeight": "sm"},
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True},
+                    "renameByName": {"wait_source": "wait source"}}}]), 4, 4)
+
+    b.row("Who gets the threads")
+    b.add(timeseries("Share of dispatches per class",
+                     "Each class's share of all dispatches (stacked to 100%). Under today's flat "
+                     "queue a class's share follows its connection count; see the fairness ratio.",
+                     [(share("nfsdtop_class_dispatches_total", CLS),
+                       "{{class}}")], "percentunit", stack=True, minv=0, maxv=1), 12, 9)
+    b.add(timeseries("Fairness ratio per class",
+                     "Dispatches / fair-share entitlement while backlogged. 1 = its fair turn, "
+                     "< 1 = less (0.5 = half), > 1 = more. Only backlogged classes have one.",
+                     [(ratio(CLS, "class", "instance, class"), "{{class}}")], "none",
+                     thresholds=RATIO_THRESHOLDS, minv=0,
+                     links=[{"title": "Drill down into ${__field.labels.class}",
+                             "url": f"/d/{DRILLDOWN_UID}/nfsdtop-class-and-peers?${{__url_time_range}}"
+                                    "&var-datasource=${datasource}&var-job=${job}"
+                                    "&var-class=${__field.labels.class}"}]), 12, 9)
+    b.add(timeseries("Dispatch rate per class", "Dispatches per second per class.",
+                     [(rate("nfsdtop_class_dispatches_total", CLS, "instance, class"), "{{class}}")],
+                     "reqps", minv=0), 8, 8)
+    b.add(timeseries("Jain's index", "Over the backlogged classes' fairness ratios.",
+                     [(jain(INST), "{{instance}}")], "none", thresholds=RATIO_THRESHOLDS,
+                     minv=0, maxv=1), 8, 8)
+    b.add(timeseries("Execution (thread-time) share per class",
+                     "Share of nfsd thread time. Round-robin equalises dispatches, not thread "
+                     "time: a class with long requests holds threads longer.",
+                     [(share("nfsdtop_class_execution_seconds_total", CLS),
+                       "{{class}}")], "percentunit", stack=True, minv=0, maxv=1), 8, 8)
+    b.add(panel("table", "Classes now",
+                "Per class over the last 5 minutes: share, fair share (entitlement / all "
+                "dispatches), fairness ratio, time backlogged, thread-time share, connections.",
+                [target(share("nfsdtop_class_dispatches_total", CLS)
+                        .replace(RI, "5m"), instant=True, fmt="table"),
+                 target(fair_share(CLS).replace(RI, "5m"),
+                        instant=True, fmt="table"),
+                 target(ratio(CLS, "class", "instance, class").replace(RI, "5m"), instant=True, fmt="table"),
+                 target(rate("nfsdtop_class_backlogged_seconds_total", CLS, "instance, class").replace(RI, "5m"),
+                        instant=True, fmt="table"),
+                 target(share("nfsdtop_class_execution_seconds_total", CLS)
+                        .replace(RI, "5m"), instant=True, fmt="table"),
+                 target(f"sum by (instance, class) (nfsdtop_class_connections{{{CLS}}})", instant=True, fmt="table")],
+                options={"showHeader": True, "cellHeight": "sm",
+                         "sortBy": [{"displayName": "fairness", "desc": False}]},
+                defaults={"custom": {"align": "auto"}},
+                overrides=[
+                    {"matcher": {"id": "byRegexp", "options": "share|fair share|backlogged|thread time"},
+                     "properties": [{"id": "unit", "value": "percentunit"}, {"id": "decimals", "value": 1}]},
+                    {"matcher": {"id": "byName", "options": "fairness"},
+                     "properties": [{"id": "decimals", "value": 2}, {"id": "thresholds", "value": RATIO_THRESHOLDS},
+                                    {"id": "custom.cellOptions", "value": {"type": "color-background"}}]},
+                    {"matcher": {"id": "byName", "options": "class"},
+                     "properties": [{"id": "links", "value": [{
+                         "title": "Drill down into ${__value.raw}",
+                         "url": f"/d/{DRILLDOWN_UID}/nfsdtop-class-and-peers?${{__url_time_range}}"
+                                "&var-datasource=${datasource}&var-job=${job}&var-class=${__value.raw}"}]}]}],
+                transformations=[
+                    {"id": "merge", "options": {}},
+                    {"id": "organize", "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {"Value #A": "share", "Value #B": "fair share", "Value #C": "fairness",
+                                         "Value #D": "backlogged", "Value #E": "thread time",
+                                         "Value #F": "connections"}}}]), 24, 9)
+
+    b.row("Who waits")
+    b.add(timeseries("Backlogged fraction per class",
+                     "Fraction of time the class had work queued (1 = always waiting for a thread).",
+                     [(rate("nfsdtop_class_backlogged_seconds_total", CLS, "instance, class"), "{{class}}")],
+                     "percentunit", minv=0, maxv=1), 8, 8)
+    b.add(timeseries("Backlogged classes", "Classes with work queued, sampled at each scrape.",
+                     [(f'sum by (instance) (nfsdtop_class_backlogged{{{INST}, class!="other"}})', "{{instance}}")],
+                     "none", minv=0), 8, 8)
+    b.add(timeseries("Connections per class", "Transports (connections) per class now. Under the "
+                     "flat queue a backlogged class's share follows its connection count.",
+                     [(f"sum by (instance, class) (nfsdtop_class_connections{{{CLS}}})", "{{class}}")],
+                     "none", minv=0), 8, 8)
+    b.add(heatmap("Queue wait (selected classes)",
+                  "Distribution of ready -> dispatched times (per interval).",
+                  f"sum by (le) (increase(nfsdtop_class_queue_wait_seconds_bucket{{{CLS}}}[{RI}]))"), 12, 9)
+    b.add(timeseries("Queue wait p99 per class", "99th percentile of ready -> dispatched, per class; "
+                     "dashed: p50.",
+                     [(quantile(0.99, CLS, "instance, class"), "p99 {{class}}"),
+                      (quantile(0.5, CLS, "instance, class"), "p50 {{class}}")], "s", minv=0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": "p50 .*"},
+                                 "properties": [{"id": "custom.lineStyle",
+                                                 "value": {"fill": "dash", "dash": [10, 10]}}]}]), 12, 9)
+
+    b.row("nfsdtopd itself")
+    b.add(timeseries("Events lost per second", "Ring-buffer overflows by tracepoint. Should be 0.",
+                     [(rate("nfsdtop_events_lost_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
+                     "cps", minv=0), 6, 7)
+    b.add(timeseries("Events per second", "Events seen by tracepoint.",
+                     [(rate("nfsdtop_events_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
+                     "cps", minv=0), 6, 7)
+    b.add(timeseries("BPF CPU time", "CPU seconds per second spent in nfsdtop's BPF programs "
+                     "(needs kernel.bpf_stats_enabled=1; empty otherwise).",
+                     [(rate("nfsdtop_bpf_run_seconds_total", INST, "instance, program"), "{{program}}")],
+                     "percentunit", minv=0), 6, 7)
+    b.add(timeseries("Tracked entities", "Peers, classes and transports nfsdtopd tracks; peers "
+                     "folded into peer=\"other\" and evictions.",
+                     [(f"sum by (instance) (nfsdtop_peers{{{INST}}})", "peers"),
+                      (f"sum by (instance) (nfsdtop_classes{{{INST}}})", "classes"),
+                      (f"sum by (instance) (nfsdtop_transports{{{INST}}})", "transports"),
+                      (f"sum by (instance) (nfsdtop_peers_folded{{{INST}}})", "peers folded"),
+                      (f"sum by (instance) (increase(nfsdtop_peers_evicted_total{{{INST}}}[{RI}]))",
+                       "peers evicted")], "none", minv=0), 6, 7)
+    return dashboard(
+        OVERVIEW_UID, "nfsdtop / NFS dispatch fairness",
+        "How a Linux NFS server's RPC dispatch is shared among clients (nfsdtopd metrics). "
+        "Without a class map every client address is its own class.",
+        b.panels, common_vars(class_multi=True),
+        [{"title": "Class and peers", "type": "link", "icon": "dashboard", "keepTime": True,
+          "includeVars": True, "url": f"/d/{DRILLDOWN_UID}/nfsdtop-class-and-peers"},
+         {"title": "Runbooks", "type": "link", "icon": "doc", "targetBlank": True,
+          "url": "https://example.invalid/nfsdtop/blob/main/dashboards/RUNBOOKS.md"}])
+
+
+def drilldown():
+    b = Builder()
+    one = CLS  # class is single-valued here
+    b.row("Class $class")
+    b.add(stat("Share", "Share of all dispatches.",
+               share("nfsdtop_class_dispatches_total", one),
+               "percentunit", decimals=1), 6, 4)
+    b.add(stat("Fair share", "Entitlement / all dispatches: the share it should have had.",
+               fair_share(one),
+               "percentunit", decimals=1), 6, 4)
+    b.add(stat("Fairness ratio", "Dispatches / entitled. < 1: less than its fair turn.",
+               ratio(one, "class", "instance, class"), "none", RATIO_THRESHOLDS, decimals=2), 6, 4)
+    b.add(stat("Queue wait p99", "99th percentile of ready -> dispatched for this class.",
+               quantile(0.99, one, "instance, class"), "s",
+               steps((None, "green"), (0.1, "orange"), (0.5, "red"))), 6, 4)
+    b.add(timeseries("Share vs fair share", "Its share of dispatches against the share it was "
+                     "entitled to while backlogged.",
+                     [(share("nfsdtop_class_dispatches_total", one),
+                       "share {{class}}"),
+                      (fair_share(one),
+                       "fair share {{class}}")], "percentunit", minv=0, maxv=1), 12, 8)
+    b.add(heatmap("Queue wait", "Distribution of ready -> dispatched times for this class.",
+                  f"sum by (le) (increase(nfsdtop_class_queue_wait_seconds_bucket{{{one}}}[{RI}]))"), 12, 8)
+
+    b.row("Peers of $class (top K; peer=\"other\" is the rest)")
+    b.add(timeseries("Dispatch rate per peer", "Dispatches per second.",
+                     [(rate("nfsdtop_peer_dispatches_total", PEER, "instance, peer"), "{{peer}}")],
+                     "reqps", stack=True, minv=0), 12, 8)
+    b.add(timeseries("Fairness ratio per peer", "Per-peer dispatches / entitlement (peers compete "
+                     "as entities of their own here, whatever the class map says).",
+                     [(ratio(PEER, "peer", "instance, peer"), "{{peer}}")], "none",
+                     thresholds=RATIO_THRESHOLDS, minv=0), 12, 8)
+    b.add(timeseries("Backlogged fraction per peer", "Fraction of time the peer had work queued.",
+                     [(rate("nfsdtop_peer_backlogged_seconds_total", PEER, "instance, peer"), "{{peer}}")],
+                     "percentunit", minv=0, maxv=1), 8, 8)
+    b.add(timeseries("Thread time per peer", "nfsd thread seconds per second (threads busy).",
+                     [(rate("nfsdtop_peer_execution_seconds_total", PEER, "instance, peer"), "{{peer}}")],
+                     "none", stack=True, minv=0), 8, 8)
+    b.add(timeseries("Connections per peer", "Transports per peer now.",
+                     [(f"sum by (instance, peer) (nfsdtop_peer_connections{{{PEER}}})", "{{peer}}")],
+                     "none", minv=0), 8, 8)
+    b.add(timeseries("Peers folded into \"other\"", "Peers beyond the top K, summed into peer=\"other\".",
+                     [(f"sum by (instance) (nfsdtop_peers_folded{{{INST}}})", "{{instance}}")],
+                     "none", minv=0), 24, 5)
+    variables = common_vars(class_multi=False) + [
+        var_query("peer", "Peer",
+                  'label_values(nfsdtop_peer_dispatches_total{job=~"$job", instance=~"$instance", class=~"$class"}, peer)',
+                  multi=True, include_all=True, all_value=".+")]
+    return dashboard(
+        DRILLDOWN_UID, "nfsdtop / class and peers",
+        "One class (one client without a class map) and the peers in it.",
+        b.panels, variables,
+        [{"title": "Overview", "type": "link", "icon": "dashboard", "keepTime": True,
+          "includeVars": True, "url": f"/d/{OVERVIEW_UID}/nfsdtop-nfs-dispatch-fairness"}])
+
+
+def all_dashboards():
+    return {"nfsdtop-overview.json": overview(), "nfsdtop-drilldown.json": drilldown()}

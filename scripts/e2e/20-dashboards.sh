@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# dashboards/: Prometheus rules and Grafana dashboards, checked offline.
+#   1. the committed generated files match their sources (rules template +
+#      profiles, dashboards.py);
+#   2. promtool check rules (production and the e2e-fast profile);
+#   3. promtool test rules dashboards/rules/tests/*.yml;
+#   4. the tests can fail: mutated thresholds must make them fail;
+#   5. dashboards: lint (uids, datasource variable, $__rate_interval, ...),
+#      every PromQL expression parses (promtool), and a broken expression is
+#      caught (negative control);
+#   6. the Grafana provisioning files are well-formed.
+# Needs promtool (Debian package prometheus; scripts/setup.sh) and python3.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+D=dashboards
+fails=0
+ok()   { printf 'ok   %s\n' "$*"; }
+fail() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
+need() { command -v "$1" >/dev/null || { echo "FAIL 20-dashboards: $1 not found ($2)"; exit 1; }; }
+need promtool "apt-get install prometheus, or scripts/setup.sh"
+need python3 "apt-get install python3"
+
+tmp=$(mktemp -d /tmp/nfsdtop-dashboards.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== 20-dashboards: generated files, promtool rules and tests, dashboard expressions"
+
+# 1. Generated files are fresh.
+if out=$(python3 $D/tools/generate.py check 2>&1); then ok "$out"; else fail "$out"; fi
+
+# 2. promtool check rules, for the committed file and the fast profile.
+if out=$(promtool check rules $D/rules/nfsdtop.rules.yml 2>&1); then
+  ok "promtool check rules $D/rules/nfsdtop.rules.yml: $(echo "$out" | grep -o '[0-9]* rules found')"
+else fail "promtool check rules $D/rules/nfsdtop.rules.yml:"; echo "$out"; fi
+for profile in $D/rules/profiles/*.env; do
+  p=$(basename "$profile" .env)
+  if python3 $D/tools/generate.py rules --profile "$p" -o "$tmp/$p.rules.yml" 2>/dev/null &&
+     out=$(promtool check rules "$tmp/$p.rules.yml" 2>&1); then
+    ok "promtool check rules (profile $p)"
+  else fail "profile $p does not generate valid rules:"; echo "${out:-}"; fi
+done
+
+# 3. Unit tests.
+if out=$(promtool test rules $D/rules/tests/*.yml 2>&1); then
+  ok "promtool test rules: $(ls $D/rules/tests/*.yml | wc -l) files, $(grep -c '^  - name:' $D/rules/tests/*.yml | awk -F: '{s+=$2} END {print s}') test groups pass"
+else fail "promtool test rules:"; echo "$out"; fi
+
+# 4. Mutations: each changed threshold must break at least one test,
+# otherwise the tests do not pin that threshold down.
+mkdir -p "$tmp/mut/tests"
+cp $D/rules/tests/*.yml "$tmp/mut/tests/"
+mutations=(
+  "UNFAIR_RATIO=0.2|the seed's flat-queue victim (ratio 0.22) must alert"
+  "UNFAIR_RATIO=0.99|round-robin (ratio 0.96) must stay quiet"
+  "UNFAIR_BACKLOGGED=0.1|a class backlogged 20% of the time must stay quiet"
+  "UNFAIR_MIN_ENTITLED_RATE=0.1|a class entitled to 0.4 dispatch/s must stay quiet"
+  "UNFAIR_FOR=5m|a 10-minute dip must not fire"
+  "STARVED_RATIO=0.3|the served flat-queue victim is unfair, not starved"
+  "STARVED_BACKLOGGED=0.99|a class backlogged 95% of the time with no dispatches is starved"
+  "WAIT_P99_SECONDS=2|a p99 wait of 0.99s must alert"
+  "WAIT_MIN_RATE=0.01|a p99 from 0.07 waits/s must stay quiet"
+  "EVENTS_LOST_MIN=100|40 lost events must alert"
+  "JOB=other|AgentDown watches job nfsdtop"
+)
+for m in "${mutations[@]}"; do
+  set_=${m%%|*}; why=${m#*|}
+  if ! python3 $D/tools/generate.py rules --set "$set_" -o "$tmp/mut/nfsdtop.rules.yml" 2>"$tmp/gen.err"; then
+    fail "mutation $set_ does not generate: $(cat "$tmp/gen.err")"; continue
+  fi
+  if promtool test rules "$tmp"/mut/tests/*.yml >/dev/null 2>&1; then
+    fail "mutation $set_ survived: the tests do not check that $why"
+  else ok "mutation $set_ is caught ($why)"; fi
+done
+# ...and the unmutated copy passes there, so the failures above are real.
+python3 $D/tools/generate.py rules -o "$tmp/mut/nfsdtop.rules.yml" 2>/dev/null
+if promtool test rules "$tmp"/mut/tests/*.yml >/dev/null 2>&1; then ok "unmutated rules pass in the mutation sandbox"
+else fail "unmutated rules fail in the mutation sandbox"; fi
+
+# 5. Dashboards.
+if out=$(python3 $D/tools/check_dashboards.py lint 2>&1); then ok "${out#ok   }"; else fail "dashboard lint:"; echo "$out"; fi
+if python3 $D/tools/check_dashboards.py rules -o "$tmp/dash.rules.yml" >/dev/null &&
+   out=$(promtool check rules "$tmp/dash.rules.yml" 2>&1); then
+  ok "every dashboard expression parses (promtool check rules: $(echo "$out" | grep -o '[0-9]* rules found'), \$__rate_interval=1m, \$class=.+ ...)"
+else fail "dashboard expressions do not parse:"; echo "$out"; fi
+# Negative control: an unbalanced parenthesis in one panel must be caught.
+mkdir -p "$tmp/bad"
+python3 - "$D/grafana/nfsdtop-overview.json" "$tmp/bad/bad.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = next(p for p in d["panels"] if p.get("targets"))
+p["targets"][0]["expr"] = "sum(rate(nfsdtop_dispatches_total[$__rate_interval])"
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+if python3 $D/tools/check_dashboards.py --dir "$tmp/bad" rules -o "$tmp/bad.rules.yml" >/dev/null &&
+   ! promtool check rules "$tmp/bad.rules.yml" >/dev/null 2>&1; then
+  ok "negative control: a broken dashboard expression is rejected"
+else fail "negative control: a broken dashboard expression was not rejected"; fi
+
+# 6. Provisioning files.
+if python3 -c 'import yaml' 2>/dev/null; then
+  if out=$(python3 - <<'EOF' 2>&1
+import yaml
+ds = yaml.safe_load(open("dashboards/grafana/provisioning/datasources/nfsdtop-prometheus.yaml"))
+assert ds["apiVersion"] == 1 and ds["datasources"][0]["type"] == "prometheus", "datasource"
+db = yaml.safe_load(open("dashboards/grafana/provisioning/dashboards/nfsdtop.yaml"))
+p = db["providers"][0]
+assert db["apiVersion"] == 1 and p["type"] == "file" and p["options"]["path"], "dashboard provider"
+print("provisioning YAML: a prometheus datasource, a file dashboard provider at " + p["options"]["path"])
+EOF
+  ); then ok "$out"; else fail "provisioning YAML: $out"; fi
+else
+  echo "skip provisioning YAML structure (python3-yaml not installed)"
+fi
+
+if [ "$fails" -gt 0 ]; then echo "== 20-dashboards: $fails check(s) FAILED"; exit 1; fi
+echo "== 20-dashboards: all checks passed"
