@@ -13,5 +13,6 @@ pub mod classify;
 pub mod model;
 pub mod output;
 pub mod pipeline;
+pub mod record;
 pub mod redact;
 pub mod source;

@@ -2,6 +2,7 @@
 //! monotonic clock; the pipeline decides how fast that clock runs.
 
 pub mod demo;
+pub mod replay;
 
 use crate::model::{Event, SourceInfo};
 
@@ -29,6 +30,12 @@ pub trait Source: Send {
     fn is_virtual(&self) -> bool {
         true
     }
+
+    /// Something the user should be told once, e.g. that a recording is
+    /// damaged and only its intact part is replayed.
+    fn notice(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What the user asked to watch, before it is opened.
@@ -41,6 +48,8 @@ pub enum SourceSpec {
         scenario: String,
         policy: Option<demo::Policy>,
     },
+    /// A recording made by `nfsdtop record`.
+    Replay { path: std::path::PathBuf },
 }
 
 impl SourceSpec {
@@ -56,6 +65,7 @@ impl SourceSpec {
                 }
                 Ok(Box::new(demo::DemoSource::new(s)))
             }
+            SourceSpec::Replay { path } => Ok(Box::new(replay::ReplaySource::open(path)?)),
         }
     }
 
@@ -65,6 +75,10 @@ impl SourceSpec {
             SourceSpec::Demo { scenario, .. } => {
                 let s = demo::Scenario::resolve(scenario)?;
                 let m = s.class_map().map_err(|e| anyhow::anyhow!(e))?;
+                Ok((!m.is_empty()).then_some(m))
+            }
+            SourceSpec::Replay { path } => {
+                let m = replay::recorded_class_map(path)?;
                 Ok((!m.is_empty()).then_some(m))
             }
             _ => Ok(None),

@@ -1,0 +1,348 @@
+use super::format::{self, FRAME_HEADER_LEN, PREAMBLE_LEN};
+use super::*;
+use crate::model::{Endpoint, EventKind, SourceKind, Tracepoint, WaitSource, XprtKey};
+
+fn header() -> Header {
+    Header {
+        host: "h".into(),
+        kernel: "6.12".into(),
+        generation: "6.6+".into(),
+        wait_source: WaitSource::Qtime,
+        source_kind: SourceKind::Live,
+        source_detail: String::new(),
+        class_map: String::new(),
+        start_unix_ns: 1,
+        start_mono_ns: 1_000_000,
+        recorded_by: "test".into(),
+        file_id: 77,
+    }
+}
+
+fn key(i: u32) -> XprtKey {
+    XprtKey {
+        netns: 4026531840,
+        server: Endpoint::V4 {
+            ip: [10, 0, 0, 1],
+            port: 2049,
+        },
+        client: if i.is_multiple_of(3) {
+            Endpoint::V6 {
+                ip: [
+                    0xfd,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    (i >> 8) as u8,
+                    i as u8,
+                ],
+                port: 700,
+            }
+        } else if i.is_multiple_of(7) {
+            Endpoint::None
+        } else {
+            Endpoint::V4 {
+                ip: [10, 1, (i >> 8) as u8, i as u8],
+                port: 800 + (i % 5) as u16,
+            }
+        },
+    }
+}
+
+fn every_kind(n: u32) -> Vec<Event> {
+    let mut v = Vec::new();
+    let mut ts = 1_000_000u64;
+    for i in 0..n {
+        let k = key(i % 50);
+        ts += u64::from(i % 1000) * 997;
+        v.push(Event {
+            ts_ns: ts,
+            xprt: k,
+            kind: EventKind::Enqueue,
+        });
+        v.push(Event {
+            ts_ns: ts + 5,
+            xprt: k,
+            kind: EventKind::Dequeue {
+                qtime_ns: (i.is_multiple_of(2)).then_some(u64::from(i) * 31),
+                class: (i.is_multiple_of(3)).then_some(i.wrapping_mul(2_654_435_761)),
+            },
+        });
+        // Per-CPU clocks: sometimes a record is older than the previous.
+        v.push(Event {
+            ts_ns: ts - 3,
+            xprt: k,
+            kind: EventKind::Executed {
+                exec_ns: u64::from(i) << 20,
+            },
+        });
+        if i.is_multiple_of(97) {
+            v.push(Event {
+                ts_ns: ts,
+                xprt: key(1000 + i),
+                kind: EventKind::Accepted,
+            });
+            v.push(Event {
+                ts_ns: ts,
+                xprt: key(1000 + i),
+                kind: EventKind::Closed,
+            });
+            v.push(Event {
+                ts_ns: ts,
+                xprt: XprtKey::default(),
+                kind: EventKind::Lost {
+                    tracepoint: Tracepoint::ALL[(i % 5) as usize],
+                    count: u64::MAX - u64::from(i),
+                },
+            });
+        }
+    }
+    v.push(Event {
+        ts_ns: u64::MAX,
+        xprt: key(1),
+        kind: EventKind::Enqueue,
+    });
+    v.push(Event {
+        ts_ns: 0,
+        xprt: key(1),
+        kind: EventKind::Enqueue,
+    });
+    v
+}
+
+fn record(events: &[Event]) -> (Vec<u8>, Summary) {
+    let mut w = Writer::new(Vec::new(), &header()).unwrap();
+    w.write_all(events).unwrap();
+    let (bytes, s) = w.finish().unwrap();
+    assert_eq!(s.bytes, bytes.len() as u64);
+    assert_eq!(s.events, events.len() as u64);
+    (bytes, s)
+}
+
+#[test]
+fn every_event_kind_round_trips() {
+    let events = every_kind(20_000);
+    let (bytes, s) = record(&events);
+    assert!(s.frames > 10, "{s:?}");
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!(c.damage, None);
+    assert_eq!(c.header, header());
+    assert_eq!(c.events.len(), events.len());
+    assert!(c.events == events);
+}
+
+#[test]
+fn an_empty_recording_is_valid() {
+    let (bytes, _) = record(&[]);
+    let c = read_bytes(&bytes).unwrap();
+    assert!(c.events.is_empty());
+    assert_eq!(c.damage, None);
+}
+
+#[test]
+fn a_dispatch_costs_a_few_bytes() {
+    // One transport's enqueue, dequeue and execution 100 µs apart.
+    let k = key(1);
+    let mut events = Vec::new();
+    for i in 0..100_000u64 {
+        let ts = 1_000_000 + i * 100_000;
+        events.push(Event {
+            ts_ns: ts,
+            xprt: k,
+            kind: EventKind::Enqueue,
+        });
+        events.push(Event {
+            ts_ns: ts + 20_000,
+            xprt: k,
+            kind: EventKind::Dequeue {
+                qtime_ns: None,
+                class: None,
+            },
+        });
+        events.push(Event {
+            ts_ns: ts + 60_000,
+            xprt: k,
+            kind: EventKind::Executed { exec_ns: 40_000 },
+        });
+    }
+    // Tag byte, 3-byte deltas (20-40 µs in ns), no transport id; the
+    // execution time is 3 more bytes: (4 + 4 + 7) / 3 = 5.
+    let (_, s) = record(&events);
+    assert!(s.bytes_per_event() < 5.1, "{}", s.bytes_per_event());
+    // A dispatch alone, 20 µs after the previous one: 4 bytes.
+    let dispatches: Vec<Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Dequeue { .. }))
+        .copied()
+        .collect();
+    let (_, s) = record(&dispatches);
+    assert!(s.bytes_per_event() < 4.1, "{}", s.bytes_per_event());
+}
+
+#[test]
+fn the_transport_table_resets_when_full() {
+    let n = format::MAX_XPRTS as u32 + 10;
+    let events: Vec<Event> = (0..n)
+        .map(|i| Event {
+            ts_ns: 1_000_000 + u64::from(i),
+            xprt: XprtKey {
+                netns: i,
+                ..XprtKey::default()
+            },
+            kind: EventKind::Enqueue,
+        })
+        .chain((0..3).map(|i| Event {
+            ts_ns: 0,
+            xprt: XprtKey {
+                netns: i,
+                ..XprtKey::default()
+            },
+            kind: EventKind::Closed,
+        }))
+        .collect();
+    let (bytes, s) = record(&events);
+    assert_eq!(s.transports, u64::from(n) + 3);
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!(c.damage, None);
+    assert!(c.events == events);
+}
+
+#[test]
+fn truncation_anywhere_keeps_whole_frames_and_says_where() {
+    let events = every_kind(3_000);
+    let (bytes, _) = record(&events);
+    let hlen = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    // Walk the frames to know each frame's start and events.
+    let mut starts = Vec::new();
+    let mut counts = Vec::new();
+    let mut at = PREAMBLE_LEN + hlen;
+    while at < bytes.len() {
+        starts.push(at);
+        counts.push(u32::from_le_bytes(bytes[at + 5..at + 9].try_into().unwrap()) as usize);
+        at += FRAME_HEADER_LEN
+            + u32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap()) as usize;
+    }
+    assert_eq!(at, bytes.len());
+    for cut in (PREAMBLE_LEN + hlen..bytes.len()).step_by(37) {
+        let c = read_bytes(&bytes[..cut]).unwrap();
+        let d = c.damage.expect("a cut file is damaged");
+        assert_eq!(d.kind, DamageKind::Truncated, "{d}");
+        let frame = starts.iter().rposition(|&s| s <= cut).unwrap();
+        let intact: usize = counts[..frame].iter().sum();
+        assert_eq!(c.events.len(), intact, "cut at {cut}: {d}");
+        assert!(c.events[..] == events[..intact]);
+        assert_eq!(d.frame, frame as u64);
+        assert_eq!(d.offset, starts[frame] as u64);
+        assert_eq!(d.events_before, intact as u64);
+    }
+    // Inside the header: nothing to replay, and it says so.
+    for cut in 0..PREAMBLE_LEN + hlen {
+        assert!(read_bytes(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_flipped_bit_stops_at_its_frame() {
+    let events = every_kind(3_000);
+    let (bytes, _) = record(&events);
+    let hlen = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    for pos in (PREAMBLE_LEN + hlen..bytes.len()).step_by(101) {
+        let mut b = bytes.clone();
+        b[pos] ^= 0x10;
+        let c = read_bytes(&b).unwrap();
+        let d = c.damage.expect("a flipped bit is noticed");
+        assert_eq!(d.kind, DamageKind::Corrupt, "{d}");
+        assert!(d.offset <= pos as u64, "{d} for byte {pos}");
+        assert!(c.events[..] == events[..c.events.len()]);
+    }
+    for pos in 0..PREAMBLE_LEN + hlen {
+        if (10..12).contains(&pos) {
+            continue; // flags: reserved, ignored
+        }
+        let mut b = bytes.clone();
+        b[pos] ^= 0x01;
+        assert!(read_bytes(&b).is_err(), "header byte {pos}");
+    }
+}
+
+#[test]
+fn frames_cannot_be_duplicated_or_spliced() {
+    let events = every_kind(3_000);
+    let (bytes, _) = record(&events);
+    let hlen = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let f0 = PREAMBLE_LEN + hlen;
+    let len0 = u32::from_le_bytes(bytes[f0 + 9..f0 + 13].try_into().unwrap()) as usize;
+    let f1 = f0 + FRAME_HEADER_LEN + len0;
+    // Frame 0 twice.
+    let mut dup = bytes[..f1].to_vec();
+    dup.extend_from_slice(&bytes[f0..]);
+    let c = read_bytes(&dup).unwrap();
+    let d = c.damage.unwrap();
+    assert_eq!((d.frame, d.offset), (1, f1 as u64), "{d}");
+    assert!(d.reason.contains("numbered 0 where frame 1 belongs"), "{d}");
+    // Frame 0 of another recording (another file id) in place of ours.
+    let mut other_header = header();
+    other_header.file_id = 78;
+    let mut w = Writer::new(Vec::new(), &other_header).unwrap();
+    w.write_all(&events).unwrap();
+    let (other, _) = w.finish().unwrap();
+    let mut spliced = bytes[..f0].to_vec();
+    spliced.extend_from_slice(&other[f0..]);
+    let d = read_bytes(&spliced).unwrap().damage.unwrap();
+    assert_eq!((d.frame, d.offset), (0, f0 as u64), "{d}");
+    // Data after the end marker: every event, then a complaint.
+    let mut tail = bytes.clone();
+    tail.push(0);
+    let c = read_bytes(&tail).unwrap();
+    assert_eq!(c.events.len(), events.len());
+    let d = c.damage.unwrap();
+    assert_eq!(d.offset, bytes.len() as u64);
+}
+
+#[test]
+fn newer_versions_and_strangers_are_refused_clearly() {
+    let (mut bytes, _) = record(&every_kind(10));
+    bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let e = read_bytes(&bytes).err().unwrap().to_string();
+    assert!(
+        e.contains(&format!(
+            "recorded by format v{}; this nfsdtop",
+            FORMAT_VERSION + 1
+        )) && e.contains(&format!("reads up to v{FORMAT_VERSION}: upgrade nfsdtop")),
+        "{e}"
+    );
+    let e = read_bytes(b"hello world, I am not a recording")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not an nfsdtop recording"), "{e}");
+    assert!(read_bytes(b"").is_err());
+}
+
+#[test]
+fn resealed_mutations_hit_the_decoder_without_panicking() {
+    let events = every_kind(500);
+    let (bytes, _) = record(&events);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..3_000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut b = bytes.clone();
+        let pos = PREAMBLE_LEN + (rng as usize >> 8) % (b.len() - PREAMBLE_LEN);
+        b[pos] = (rng >> 3) as u8;
+        format::reseal(&mut b);
+        if let Ok(c) = read_bytes(&b) {
+            assert!(c.events.len() <= b.len() / 2);
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Events → a recording. Buffered into frames of up to
+//! [`FRAME_TARGET_EVENTS`] events; every frame is written whole, with its
+//! length and checksums, so a recorder killed mid-write leaves a file whose
+//! every complete frame replays.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+use super::format::{
+    code, encode_preamble, flag, put_endpoint, put_varint, FrameHeader, Header, FRAME_END,
+    FRAME_EVENTS, FRAME_HEADER_LEN, FRAME_TARGET_BYTES, FRAME_TARGET_EVENTS, MAX_XPRTS,
+};
+use crate::model::{Event, EventKind, XprtKey};
+
+/// What a finished recording holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub events: u64,
+    /// Bytes in the file, preamble and header included.
+    pub bytes: u64,
+    pub frames: u64,
+    /// Distinct transports defined (after any table resets).
+    pub transports: u64,
+}
+
+impl Summary {
+    pub fn bytes_per_event(&self) -> f64 {
+        if self.events == 0 {
+            0.0
+        } else {
+            self.bytes as f64 / self.events as f64
+        }
+    }
+}
+
+pub struct Writer<W: Write> {
+    out: W,
+    file_id: u64,
+    payload: Vec<u8>,
+    frame_events: u32,
+    seq: u32,
+    xprts: FxHashMap<XprtKey, u64>,
+    /// The previous event's transport and id: most consecutive events of a
+    /// dispatch share it, and then cost no id at all.
+    prev: Option<(XprtKey, u64)>,
+    prev_ts: u64,
+    summary: Summary,
+}
+
+impl Writer<BufWriter<File>> {
+    /// Create (or truncate) `path` and write the header.
+    pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
+        let f = File::create(path)?;
+        Writer::new(BufWriter::with_capacity(256 << 10, f), header)
+    }
+
+    /// Finish the recording and make it durable (fsync).
+    pub fn finish_file(self) -> io::Result<Summary> {
+        let (w, summary) = self.finish()?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(summary)
+    }
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(mut out: W, header: &Header) -> io::Result<Self> {
+        let h = header.encode();
+        out.write_all(&encode_preamble(&h))?;
+        out.write_all(&h)?;
+        Ok(Writer {
+            out,
+            file_id: header.file_id,
+            payload: Vec::with_capacity(FRAME_TARGET_BYTES + 256),
+            frame_events: 0,
+            seq: 0,
+            xprts: FxHashMap::default(),
+            prev: None,
+            prev_ts: header.start_mono_ns,
+            summary: Summary {
+                bytes: (super::format::PREAMBLE_LEN + h.len()) as u64,
+                ..Summary::default()
+            },
+        })
+    }
+
+    /// Events written so far (including those still in the open frame).
+    pub fn events(&self) -> u64 {
+        self.summary.events + u64::from(self.frame_events)
+    }
+
+    /// Bytes written so far, not counting the open frame.
+    pub fn bytes(&self) -> u64 {
+        self.summary.bytes
+    }
+
+    pub fn write_all(&mut self, events: &[Event]) -> io::Result<()> {
+        for e in events {
+            self.write(e)?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub fn write(&mut self, ev: &Event) -> io::Result<()> {
+        let (code, mut flags) = match ev.kind {
+            EventKind::Enqueue => (code::ENQUEUE, 0),
+            EventKind::Dequeue { qtime_ns, class } => (
+                code::DEQUEUE,
+                if qtime_ns.is_some() { flag::QTIME } else { 0 }
+                    | if class.is_some() { flag::CLASS } else { 0 },
+            ),
+            EventKind::Executed { .. } => (code::EXECUTED, 0),
+            EventKind::Accepted => (code::ACCEPTED, 0),
+            EventKind::Closed => (code::CLOSED, 0),
+            EventKind::Lost { .. } => (code::LOST, 0),
+        };
+        let id = match self.prev {
+            Some((k, id)) if k == ev.xprt => {
+                flags |= flag::SAME_XPRT;
+                id
+            }
+            _ => {
+                let id = self.xprt_id(&ev.xprt);
+                self.prev = Some((ev.xprt, id));
+                id
+            }
+        };
+        let (delta, back) = match ev.ts_ns.checked_sub(self.prev_ts) {
+            Some(d) => (d, 0),
+            None => (self.prev_ts - ev.ts_ns, flag::TS_BACK),
+        };
+        self.prev_ts = ev.ts_ns;
+        let p = &mut self.payload;
+        p.push(code | flags | back);
+        put_varint(p, delta);
+        if flags & flag::SAME_XPRT == 0 {
+            put_varint(p, id);
+        }
+        match ev.kind {
+            EventKind::Dequeue { qtime_ns, class } => {
+                if let Some(q) = qtime_ns {
+                    put_varint(p, q);
+                }
+                if let Some(c) = class {
+                    put_varint(p, u64::from(c));
+                }
+            }
+            EventKind::Executed { exec_ns } => put_varint(p, exec_ns),
+            EventKind::Lost { tracepoint, count } => {
+                p.push(tracepoint.index() as u8);
+                put_varint(p, count);
+            }
+            EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
+        }
+        self.frame_events += 1;
+        if self.frame_events >= FRAME_TARGET_EVENTS || self.payload.len() >= FRAME_TARGET_BYTES {
+            self.end_frame()?;
+        }
+        Ok(())
+    }
+
+    /// The id of `key`, defining it in the stream first if it is new.
+    fn xprt_id(&mut self, key: &XprtKey) -> u64 {
+        if let Some(&id) = self.xprts.get(key) {
+            return id;
+        }
+        if self.xprts.len() >= MAX_XPRTS {
+            // Keep memory bounded under a flood of short-lived transports:
+            // start the table afresh (readers do the same).
+            self.payload.push(code::RESET_XPRTS);
+            self.xprts.clear();
+        }
+        let id = self.xprts.len() as u64;
+        self.payload.push(code::DEFINE_XPRT);
+        put_varint(&mut self.payload, u64::from(key.netns));
+        put_endpoint(&mut self.payload, &key.server);
+        put_endpoint(&mut self.payload, &key.client);
+        self.xprts.insert(*key, id);
+        self.summary.transports += 1;
+        id
+    }
+
+    fn emit(&mut self, kind: u8, count: u32) -> io::Result<()> {
+        let h = FrameHeader {
+            kind,
+            seq: self.seq,
+            count,
+            len: self.payload.len() as u32,
+            payload_crc: super::format::crc32(0, &self.payload),
+        };
+        self.out.write_all(&h.encode(self.file_id))?;
+        self.out.write_all(&self.payload)?;
+        self.summary.bytes += (FRAME_HEADER_LEN + self.payload.len()) as u64;
+        self.seq = self.seq.wrapping_add(1);
+        self.payload.clear();
+        Ok(())
+    }
+
+    fn end_frame(&mut self) -> io::Result<()> {
+        if self.frame_events == 0 {
+            return Ok(());
+        }
+        let n = self.frame_events;
+        self.emit(FRAME_EVENTS, n)?;
+        self.summary.events += u64::from(n);
+        self.summary.frames += 1;
+        self.frame_events = 0;
+        Ok(())
+    }
+
+    /// Close the open frame (if any) and flush it to the file, so that
+    /// what has been recorded so far survives a crash. Costs a frame
+    /// header (21 bytes): call it every second or so, not per event.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.end_frame()?;
+        self.out.flush()
+    }
+
+    /// Close the last frame, write the end marker and flush. A file
+    /// without its end marker still replays; readers say it was cut short.
+    pub fn finish(mut self) -> io::Result<(W, Summary)> {
+        self.end_frame()?;
+        put_varint(&mut self.payload, self.summary.events);
+        put_varint(&mut self.payload, self.summary.frames);
+        self.emit(FRAME_END, 0)?;
+        self.out.flush()?;
+        Ok((self.out, self.summary))
+    }
+}
