@@ -1,0 +1,260 @@
+//! Loading, configuring and attaching the BPF programs, and the ring
+//! buffer drain thread.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
+use aya::programs::TracePoint;
+use aya::{Ebpf, EbpfLoader};
+use nfsdtop_common::{counter, slot, Record, SlotConfig};
+
+use super::error::LiveError;
+use super::layout::Layout;
+
+/// The object agent/build.rs built (empty when the toolchain was missing).
+pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nfsdtop-ebpf"));
+
+/// Program (function) name for each slot.
+pub const PROGRAMS: [&str; slot::COUNT] = [
+    "svc_xprt_enqueue",
+    "svc_xprt_dequeue",
+    "svc_stats_latency",
+    "svc_xprt_accept",
+    "svc_xprt_free",
+];
+
+pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
+
+fn has_object() -> Result<(), LiveError> {
+    if OBJECT.is_empty() {
+        Err(LiveError::NoBpfObject)
+    } else {
+        Ok(())
+    }
+}
+
+/// Map a loader error: permission problems become [`LiveError::Privileges`].
+fn bpf_err(context: &str, e: &(dyn std::error::Error + 'static)) -> LiveError {
+    let mut detail = e.to_string();
+    let mut cur = e.source();
+    let mut eperm = is_eperm(e);
+    while let Some(c) = cur {
+        detail.push_str(": ");
+        detail.push_str(&c.to_string());
+        eperm |= is_eperm(c);
+        cur = c.source();
+    }
+    if eperm {
+        LiveError::Privileges {
+            detail: format!("{context}: {detail}"),
+        }
+    } else {
+        LiveError::Bpf {
+            context: context.to_string(),
+            detail,
+        }
+    }
+}
+
+fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
+    let io = e.downcast_ref::<std::io::Error>();
+    io.and_then(|io| io.raw_os_error())
+        .is_some_and(|c| c == 1 /* EPERM */ || c == 13 /* EACCES */)
+        || io.is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        || e.to_string().contains("Operation not permitted")
+}
+
+/// Open the object (maps are created, programs not yet loaded).
+pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
+    has_object()?;
+    let ring = ring_bytes.max(4096).next_power_of_two();
+    EbpfLoader::new()
+        .map_max_entries("EVENTS", ring)
+        .load(OBJECT)
+        .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, LiveError> {
+    let p = ebpf.program_mut(name).ok_or_else(|| LiveError::Bpf {
+        context: "the BPF object".into(),
+        detail: format!("it has no program {name}"),
+    })?;
+    p.try_into()
+        .map_err(|e| bpf_err(&format!("program {name} is not a tracepoint program"), &e))
+}
+
+/// Load every program into the kernel (the verifier runs) without
+/// attaching anything: what `nfsdtop doctor` checks.
+pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
+    let mut ebpf = open(ring_bytes)?;
+    let mut ok = Vec::new();
+    for name in PROGRAMS {
+        program(&mut ebpf, name)?.load().map_err(|e| {
+            bpf_err(
+                &format!("the kernel's verifier rejected BPF program {name}"),
+                &e,
+            )
+        })?;
+        ok.push(name.to_string());
+    }
+    Ok(ok)
+}
+
+/// Write the layout into `CONFIG`, then load and attach the programs of
+/// every enabled slot.
+pub fn configure_and_attach(ebpf: &mut Ebpf, layout: &Layout) -> Result<(), LiveError> {
+    {
+        let map = ebpf.map_mut("CONFIG").ok_or_else(|| LiveError::Bpf {
+            context: "the BPF object".into(),
+            detail: "it has no CONFIG map".into(),
+        })?;
+        let mut cfg: Array<&mut MapData, SlotConfig> =
+            Array::try_from(map).map_err(|e| bpf_err("the CONFIG map", &e))?;
+        for (i, c) in layout.slots.iter().enumerate() {
+            cfg.set(i as u32, *c, 0)
+                .map_err(|e| bpf_err("cannot write the CONFIG map", &e))?;
+        }
+    }
+    for (i, ev) in layout.events.iter().enumerate() {
+        let Some(ev) = ev else { continue };
+        if layout.slots[i].enabled == 0 {
+            continue;
+        }
+        let p = program(ebpf, PROGRAMS[i])?;
+        p.load().map_err(|e| {
+            bpf_err(
+                &format!("the kernel's verifier rejected BPF program {}", PROGRAMS[i]),
+                &e,
+            )
+        })?;
+        p.attach("sunrpc", ev)
+            .map_err(|e| bpf_err(&format!("cannot attach to tracepoint sunrpc/{ev}"), &e))?;
+    }
+    Ok(())
+}
+
+/// Per-slot totals summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCounts {
+    pub seen: u64,
+    pub submitted: u64,
+    pub lost: u64,
+    pub busy: u64,
+}
+
+pub struct Counters {
+    map: PerCpuArray<MapData, u64>,
+}
+
+impl Counters {
+    pub fn take(ebpf: &mut Ebpf) -> Result<Counters, LiveError> {
+        let map = ebpf.take_map("COUNTERS").ok_or_else(|| LiveError::Bpf {
+            context: "the BPF object".into(),
+            detail: "it has no COUNTERS map".into(),
+        })?;
+        Ok(Counters {
+            map: PerCpuArray::try_from(map).map_err(|e| bpf_err("the COUNTERS map", &e))?,
+        })
+    }
+
+    fn sum(&self, idx: u32) -> u64 {
+        self.map
+            .get(&idx, 0)
+            .map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)))
+            .unwrap_or(0)
+    }
+
+    pub fn read(&self) -> [SlotCounts; slot::COUNT] {
+        let mut out = [SlotCounts::default(); slot::COUNT];
+        for (s, o) in out.iter_mut().enumerate() {
+            let base = s as u32 * counter::COUNT;
+            *o = SlotCounts {
+                seen: self.sum(base + counter::SEEN),
+                submitted: self.sum(base + counter::SUBMITTED),
+                lost: self.sum(base + counter::LOST),
+                busy: self.sum(base + counter::BUSY),
+            };
+        }
+        out
+    }
+}
+
+/// Drains the ring on a timer (the programs submit without wake-ups) and
+/// hands chunks of whole records to the source. The channel is bounded
+/// and `send` blocks: if the consumer stalls, the ring fills and the
+/// kernel side counts the loss; nothing is dropped silently here.
+pub struct Drain {
+    pub rx: Receiver<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+const CHUNK_BYTES: usize = 1 << 20;
+
+impl Drain {
+    pub fn start(ebpf: &mut Ebpf, period: Duration) -> Result<Drain, LiveError> {
+        let map = ebpf.take_map("EVENTS").ok_or_else(|| LiveError::Bpf {
+            context: "the BPF object".into(),
+            detail: "it has no EVENTS map".into(),
+        })?;
+        let ring = RingBuf::try_from(map).map_err(|e| bpf_err("the EVENTS ring buffer", &e))?;
+        let (tx, rx) = mpsc::sync_channel(256);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("nfsdtop-ring".into())
+            .spawn(move || drain_loop(ring, tx, stop2, period))
+            .map_err(|e| LiveError::Bpf {
+                context: "cannot start the ring reader thread".into(),
+                detail: e.to_string(),
+            })?;
+        Ok(Drain {
+            rx,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn drain_loop(
+    mut ring: RingBuf<MapData>,
+    tx: SyncSender<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    period: Duration,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut chunk = Vec::new();
+        while let Some(item) = ring.next() {
+            if item.len() == Record::SIZE {
+                chunk.extend_from_slice(&item);
+            }
+            drop(item);
+            if chunk.len() >= CHUNK_BYTES && tx.send(std::mem::take(&mut chunk)).is_err() {
+                return;
+            }
+        }
+        if !chunk.is_empty() && tx.send(chunk).is_err() {
+            return;
+        }
+        // Pacing, not synchronisation: records wait in the ring until the
+        // next tick, which is the point of submitting without wake-ups.
+        std::thread::sleep(period);
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Unblock a pending send by draining what is queued.
+        while self.rx.try_recv().is_ok() {}
+        if let Some(t) = self.thread.take() {
+            // The thread may be blocked in send only if the channel is
+            // full, which the drain above just emptied.
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `nfsdtop doctor`: what this host supports, without attaching anything.
+//! The BPF programs are loaded into the kernel (the verifier runs) even
+//! where nfsd is missing, so a host can be checked before nfsd runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::error::LiveError;
+use super::format::Format;
+use super::host::{self, Caps};
+use super::layout::{Layout, EVENTS};
+use super::{bpf, LiveOptions};
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EventReport {
+    pub present: bool,
+    pub fields: Vec<String>,
+}
+
+/// The keys of DESIGN.md's `doctor --format json`, and more.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Diagnosis {
+    pub tracefs: bool,
+    pub tracefs_path: Option<PathBuf>,
+    pub sunrpc_loaded: bool,
+    pub generation: Option<String>,
+    pub wait_source: Option<String>,
+    pub kernel_class: bool,
+    pub events: BTreeMap<String, EventReport>,
+    pub bpf_object: bool,
+    pub bpf_programs_verified: bool,
+    pub bpf_programs: Vec<String>,
+    pub bpf_error: Option<String>,
+    pub privileges_ok: bool,
+    pub capabilities: Caps,
+    pub kernel: String,
+    /// What stops the live source, each with what to do; empty = ready.
+    pub problems: Vec<String>,
+    /// Things that work, but less well than they could.
+    pub notes: Vec<String>,
+}
+
+impl Diagnosis {
+    pub fn ready(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let tracefs_path = host::find_tracefs(opts.tracefs.as_deref());
+    let caps = Caps::current();
+    let privileges_ok = caps.sufficient();
+    if !privileges_ok {
+        problems.push(
+            LiveError::Privileges {
+                detail: format!("this process lacks {}", caps.missing()),
+            }
+            .to_string(),
+        );
+    }
+
+    let mut events = BTreeMap::new();
+    let mut formats = BTreeMap::new();
+    for ev in EVENTS {
+        let fmt = tracefs_path
+            .as_ref()
+            .map(|t| t.join("events/sunrpc").join(ev).join("format"))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|s| Format::parse(&s).ok());
+        events.insert(
+            ev.to_string(),
+            EventReport {
+                present: fmt.is_some(),
+                fields: fmt.as_ref().map(Format::own_fields).unwrap_or_default(),
+            },
+        );
+        if let Some(f) = fmt {
+            formats.insert(ev.to_string(), f);
+        }
+    }
+
+    let sunrpc_loaded = match &tracefs_path {
+        Some(t) => host::sunrpc_events_present(t),
+        None => opts.tracefs.is_none() && host::sunrpc_module_present(),
+    };
+    let (mut generation, mut wait_source, mut kernel_class) = (None, None, false);
+    match (&tracefs_path, sunrpc_loaded) {
+        (None, _) => match super::locate_tracefs(opts) {
+            Err(e) => problems.push(e.to_string()),
+            Ok(_) => problems.push("tracefs disappeared while checking".into()),
+        },
+        (Some(t), false) => problems.push(
+            LiveError::NoSunrpc {
+                detail: format!(
+                    "{} does not exist (the sunrpc module is not loaded)",
+                    t.join("events/sunrpc").display()
+                ),
+            }
+            .to_string(),
+        ),
+        (Some(t), true) => match Layout::from_formats(&formats, &t.join("events/sunrpc")) {
+            Ok(l) => {
+                generation = Some(l.label());
+                wait_source = Some(l.wait_source().as_str().to_string());
+                kernel_class = l.kernel_class;
+                notes.extend(l.notes.iter().cloned());
+            }
+            Err(e) => problems.push(e.to_string()),
+        },
+    }
+
+    let bpf_object = !bpf::OBJECT.is_empty();
+    let (bpf_programs, bpf_error) = match bpf::verify_all(64 * 1024) {
+        Ok(p) => (p, None),
+        Err(e) => {
+            problems.push(e.to_string());
+            (Vec::new(), Some(e.to_string()))
+        }
+    };
+    let bpf_programs_verified = bpf_error.is_none() && bpf_programs.len() == bpf::PROGRAMS.len();
+
+    Diagnosis {
+        tracefs: tracefs_path.is_some(),
+        tracefs_path,
+        sunrpc_loaded,
+        generation,
+        wait_source,
+        kernel_class,
+        events,
+        bpf_object,
+        bpf_programs_verified,
+        bpf_programs,
+        bpf_error,
+        privileges_ok,
+        capabilities: caps,
+        kernel: host::kernel_release(),
+        problems,
+        notes,
+    }
+}

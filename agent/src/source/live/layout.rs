@@ -1,0 +1,374 @@
+//! Kernel generation detection and the per-slot field layout the BPF
+//! programs use, both derived from the running kernel's format files (see
+//! shared KERNEL.md: detect by which events and fields exist, never by
+//! version number, never hard-code offsets).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nfsdtop_common::{slot, SlotConfig, OFF_NONE};
+
+use super::error::LiveError;
+use super::format::{Field, Format};
+use crate::model::WaitSource;
+
+/// Events nfsdtop reads (and doctor reports), in slot order where they
+/// have one. `svc_xprt_do_enqueue` is the ≤5.16 name of the enqueue event.
+pub const EVENTS: [&str; 6] = [
+    "svc_xprt_enqueue",
+    "svc_xprt_dequeue",
+    "svc_stats_latency",
+    "svc_xprt_accept",
+    "svc_xprt_free",
+    "svc_xprt_do_enqueue",
+];
+
+/// The tracepoint generations of KERNEL.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generation {
+    /// ≤ 5.17: the address is a text string. Not supported.
+    TextAddr,
+    /// 5.18 – 6.5: sockaddr fields; enqueue fires only on a real enqueue.
+    G518,
+    /// 6.6 – 6.15: enqueue fires on every attempt (BUSY records are not
+    /// enqueues).
+    G66,
+    /// 6.16+: dequeue carries `qtime`.
+    G616,
+}
+
+impl Generation {
+    pub fn label(self) -> &'static str {
+        match self {
+            Generation::TextAddr => "≤5.17",
+            Generation::G518 => "5.18-6.5",
+            Generation::G66 => "6.6+",
+            Generation::G616 => "6.16+",
+        }
+    }
+}
+
+/// Everything the live source needs to know about this kernel's events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub generation: Generation,
+    /// svc_xprt_dequeue has `qtime` (µs on the ready queue).
+    pub qtime: bool,
+    /// svc_xprt_dequeue has the proposed `class` field.
+    pub kernel_class: bool,
+    /// The BUSY flag (from `print fmt`, else bit 0).
+    pub busy_mask: u64,
+    /// One config per slot, ready for the BPF `CONFIG` map.
+    pub slots: [SlotConfig; slot::COUNT],
+    /// The kernel event name attached for each slot (None = not used).
+    pub events: [Option<String>; slot::COUNT],
+    /// Things that work less well than they could on this kernel.
+    pub notes: Vec<String>,
+}
+
+impl Layout {
+    /// e.g. "6.16+", "6.6+ +class".
+    pub fn label(&self) -> String {
+        let mut s = self.generation.label().to_string();
+        if self.kernel_class {
+            s.push_str(" +class");
+        }
+        s
+    }
+
+    pub fn wait_source(&self) -> WaitSource {
+        if self.qtime {
+            WaitSource::Qtime
+        } else {
+            WaitSource::EnqueueDequeue
+        }
+    }
+
+    /// Read the sunrpc format files under `tracefs` and derive the layout.
+    pub fn from_tracefs(tracefs: &Path) -> Result<Layout, LiveError> {
+        let formats = read_formats(tracefs)?;
+        Layout::from_formats(&formats, &tracefs.join("events/sunrpc"))
+    }
+
+    /// `formats`: event name → parsed format (only events that exist).
+    /// `dir` is only used to name files in messages.
+    pub fn from_formats(
+        formats: &BTreeMap<String, Format>,
+        dir: &Path,
+    ) -> Result<Layout, LiveError> {
+        let path = |ev: &str| dir.join(ev).join("format");
+        let unsupported =
+            |ev: &str, field: Option<&str>, reason: String| LiveError::UnsupportedFormat {
+                event: ev.to_string(),
+                field: field.map(str::to_string),
+                reason,
+                path: path(ev),
+            };
+        let mut notes = Vec::new();
+
+        let Some(deq) = formats.get("svc_xprt_dequeue") else {
+            return Err(unsupported(
+                "svc_xprt_dequeue",
+                None,
+                "the event does not exist although other sunrpc events do".into(),
+            ));
+        };
+        let (enq_name, enq) = match formats.get("svc_xprt_enqueue") {
+            Some(f) => ("svc_xprt_enqueue", f),
+            None => match formats.get("svc_xprt_do_enqueue") {
+                Some(f) => ("svc_xprt_do_enqueue", f),
+                None => {
+                    return Err(unsupported(
+                        "svc_xprt_enqueue",
+                        None,
+                        "neither svc_xprt_enqueue nor svc_xprt_do_enqueue exists".into(),
+                    ))
+                }
+            },
+        };
+
+        // ≤ 5.17: a text `addr` and no sockaddr `client`.
+        for (name, f) in [("svc_xprt_dequeue", deq), (enq_name, enq)] {
+            if f.field("client").is_none() && f.field("addr").is_some() {
+                return Err(unsupported(
+                    name,
+                    Some("client"),
+                    format!(
+                        "it has no `client` field, only a text `addr` (kernel ≤ 5.17, generation {}); \
+                         nfsdtop needs the sockaddr fields of kernel 5.18 or later",
+                        Generation::TextAddr.label()
+                    ),
+                ));
+            }
+        }
+
+        let qtime = deq.field("qtime").is_some();
+        let generation = if enq.field("pid").is_some() {
+            Generation::G518
+        } else if qtime {
+            Generation::G616
+        } else {
+            Generation::G66
+        };
+
+        let flags = enq.print_flags("flags");
+        let busy_mask = flags
+            .get("BUSY")
+            .or_else(|| flags.get("XPT_BUSY"))
+            .copied()
+            .filter(|m| *m != 0)
+            .unwrap_or(1);
+
+        let mut slots = [SlotConfig::DISABLED; slot::COUNT];
+        let mut events: [Option<String>; slot::COUNT] = Default::default();
+
+        // Enqueue: flags required; on 6.6+ BUSY attempts are dropped in BPF.
+        let mut c = endpoint(enq_name, enq, &unsupported)?;
+        let (o, s) = scalar(enq_name, enq, "flags", &[4, 8], &unsupported)?;
+        (c.flags_off, c.flags_size) = (o, s);
+        c.drop_mask = if generation == Generation::G518 {
+            0
+        } else {
+            busy_mask
+        };
+        slots[slot::ENQUEUE as usize] = c;
+        events[slot::ENQUEUE as usize] = Some(enq_name.into());
+
+        // Dequeue: qtime and class when the kernel has them.
+        let mut c = endpoint("svc_xprt_dequeue", deq, &unsupported)?;
+        let (o, s) = scalar("svc_xprt_dequeue", deq, "flags", &[4, 8], &unsupported)?;
+        (c.flags_off, c.flags_size) = (o, s);
+        if qtime {
+            let (o, s) = scalar("svc_xprt_dequeue", deq, "qtime", &[4, 8], &unsupported)?;
+            (c.value_off, c.value_size) = (o, s);
+        }
+        let kernel_class = deq.field("class").is_some();
+        if kernel_class {
+            let (o, s) = scalar(
+                "svc_xprt_dequeue",
+                deq,
+                "class",
+                &[1, 2, 4, 8],
+                &unsupported,
+            )?;
+            (c.class_off, c.class_size) = (o, s);
+        }
+        slots[slot::DEQUEUE as usize] = c;
+        events[slot::DEQUEUE as usize] = Some("svc_xprt_dequeue".into());
+
+        // Execution time.
+        match formats.get("svc_stats_latency") {
+            Some(f) => {
+                let mut c = endpoint("svc_stats_latency", f, &unsupported)?;
+                let (o, s) = scalar("svc_stats_latency", f, "execute", &[4, 8], &unsupported)?;
+                (c.value_off, c.value_size) = (o, s);
+                slots[slot::STATS_LATENCY as usize] = c;
+                events[slot::STATS_LATENCY as usize] = Some("svc_stats_latency".into());
+            }
+            None => notes.push("svc_stats_latency is missing: no execution times".into()),
+        }
+
+        // Connections (the socket table seeds them at start).
+        for (sl, ev) in [
+            (slot::ACCEPT, "svc_xprt_accept"),
+            (slot::CLOSE, "svc_xprt_free"),
+        ] {
+            match formats.get(ev) {
+                Some(f) => {
+                    slots[sl as usize] = endpoint(ev, f, &unsupported)?;
+                    events[sl as usize] = Some(ev.into());
+                }
+                None => notes.push(format!(
+                    "{ev} is missing: connection counts come from the socket table at start only"
+                )),
+            }
+        }
+
+        Ok(Layout {
+            generation,
+            qtime,
+            kernel_class,
+            busy_mask,
+            slots,
+            events,
+            notes,
+        })
+    }
+}
+
+type Unsupported<'a> = dyn Fn(&str, Option<&str>, String) -> LiveError + 'a;
+
+/// server/client `__data_loc` sockaddrs and `netns_ino`: every endpoint
+/// event has them.
+fn endpoint(ev: &str, f: &Format, unsupported: &Unsupported<'_>) -> Result<SlotConfig, LiveError> {
+    let mut c = SlotConfig::DISABLED;
+    c.enabled = 1;
+    c.server_off = data_loc(ev, f, "server", unsupported)?;
+    c.client_off = data_loc(ev, f, "client", unsupported)?;
+    let (o, s) = scalar(ev, f, "netns_ino", &[4, 8], unsupported)?;
+    (c.netns_off, c.netns_size) = (o, s);
+    Ok(c)
+}
+
+fn need<'f>(
+    ev: &str,
+    f: &'f Format,
+    name: &str,
+    unsupported: &Unsupported<'_>,
+) -> Result<&'f Field, LiveError> {
+    f.field(name).ok_or_else(|| {
+        unsupported(
+            ev,
+            Some(name),
+            format!(
+                "it has no `{name}` field (fields: {})",
+                f.own_fields().join(", ")
+            ),
+        )
+    })
+}
+
+fn offset16(ev: &str, fld: &Field, unsupported: &Unsupported<'_>) -> Result<u16, LiveError> {
+    u16::try_from(fld.offset)
+        .ok()
+        .filter(|o| *o != OFF_NONE && *o < 4096)
+        .ok_or_else(|| {
+            unsupported(
+                ev,
+                Some(&fld.name),
+                format!(
+                    "`{}` is at offset {}, past any record",
+                    fld.name, fld.offset
+                ),
+            )
+        })
+}
+
+fn data_loc(
+    ev: &str,
+    f: &Format,
+    name: &str,
+    unsupported: &Unsupported<'_>,
+) -> Result<u16, LiveError> {
+    let fld = need(ev, f, name, unsupported)?;
+    if !fld.data_loc || fld.size != 4 {
+        return Err(unsupported(
+            ev,
+            Some(name),
+            format!(
+                "`{name}` is `{}` of {} bytes, not a 4-byte __data_loc sockaddr",
+                fld.ty, fld.size
+            ),
+        ));
+    }
+    offset16(ev, fld, unsupported)
+}
+
+fn scalar(
+    ev: &str,
+    f: &Format,
+    name: &str,
+    sizes: &[u32],
+    unsupported: &Unsupported<'_>,
+) -> Result<(u16, u16), LiveError> {
+    let fld = need(ev, f, name, unsupported)?;
+    if fld.data_loc || fld.array_len.is_some() || !sizes.contains(&fld.size) {
+        return Err(unsupported(
+            ev,
+            Some(name),
+            format!(
+                "`{name}` is `{}` of {} bytes; expected an integer of {} bytes",
+                fld.ty,
+                fld.size,
+                sizes
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        ));
+    }
+    Ok((offset16(ev, fld, unsupported)?, fld.size as u16))
+}
+
+/// Parse the format file of every event in [`EVENTS`] that exists under
+/// `tracefs/events/sunrpc`. A missing sunrpc directory is "no nfsd".
+pub fn read_formats(tracefs: &Path) -> Result<BTreeMap<String, Format>, LiveError> {
+    let dir = tracefs.join("events/sunrpc");
+    if !dir.is_dir() {
+        return Err(LiveError::NoSunrpc {
+            detail: format!(
+                "{} does not exist (the sunrpc module is not loaded)",
+                dir.display()
+            ),
+        });
+    }
+    let mut out = BTreeMap::new();
+    for ev in EVENTS {
+        let p: PathBuf = dir.join(ev).join("format");
+        match std::fs::read_to_string(&p) {
+            Ok(text) => {
+                let f = Format::parse(&text).map_err(|e| LiveError::UnsupportedFormat {
+                    event: ev.to_string(),
+                    field: None,
+                    reason: format!("cannot parse it: {e}"),
+                    path: p.clone(),
+                })?;
+                out.insert(ev.to_string(), f);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(LiveError::Privileges {
+                    detail: format!("cannot read {}: {e}", p.display()),
+                })
+            }
+            Err(e) => {
+                return Err(LiveError::Io {
+                    path: p,
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,253 @@
+//! The live source: this host's nfsd through BPF programs on the sunrpc
+//! tracepoints.
+//!
+//! Opening it: find tracefs ([`host`]), parse the sunrpc format files
+//! ([`format`]) and derive the kernel generation and per-event field
+//! layout ([`layout`]), load the BPF object built by agent/build.rs, write
+//! the layout into its `CONFIG` map and attach one program per tracepoint
+//! ([`bpf`]), seed connections from the socket table ([`seed`]). Running
+//! it: a thread drains the ring buffer every few milliseconds; `poll`
+//! decodes what arrived ([`decode`]) and turns the kernel's per-CPU loss
+//! counters into `Lost` events.
+
+pub mod bpf;
+pub mod decode;
+pub mod doctor;
+pub mod error;
+pub mod format;
+pub mod host;
+pub mod layout;
+pub mod seed;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nfsdtop_common::{slot, Record};
+
+pub use error::LiveError;
+pub use layout::{Generation, Layout};
+
+use super::{Poll, Source};
+use crate::model::{Event, EventKind, SourceInfo, SourceKind, Tracepoint};
+
+/// How to open the live source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveOptions {
+    /// tracefs mount point (default: /sys/kernel/tracing, then
+    /// /sys/kernel/debug/tracing). Tests point it at fixture trees.
+    pub tracefs: Option<PathBuf>,
+    /// Ring buffer size in bytes (rounded up to a power of two).
+    pub ring_bytes: u32,
+    /// Wait this long for nfsd's tracepoints to appear (`--wait`);
+    /// `Duration::MAX` waits for ever.
+    pub wait_for_nfsd: Option<Duration>,
+    /// How often the ring is drained.
+    pub drain_period: Duration,
+    /// Seed connections from the socket table under this /proc.
+    pub proc_root: PathBuf,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        LiveOptions {
+            tracefs: None,
+            ring_bytes: bpf::DEFAULT_RING_BYTES,
+            wait_for_nfsd: None,
+            drain_period: Duration::from_millis(10),
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// The tracefs to use, or why there is none. Without tracefs, a host
+/// without the sunrpc module is reported as "no nfsd" (the demo fallback
+/// applies), a host with it as "mount tracefs".
+pub fn locate_tracefs(opts: &LiveOptions) -> Result<PathBuf, LiveError> {
+    match host::find_tracefs(opts.tracefs.as_deref()) {
+        Some(t) => Ok(t),
+        None if opts.tracefs.is_none() && !host::sunrpc_module_present() => {
+            Err(LiveError::NoSunrpc {
+                detail: "the sunrpc module is not loaded (/sys/module/sunrpc does not exist) and \
+                     tracefs is not mounted at /sys/kernel/tracing"
+                    .into(),
+            })
+        }
+        None => Err(LiveError::NoTracefs {
+            path: opts
+                .tracefs
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(host::TRACEFS_PATHS[0])),
+        }),
+    }
+}
+
+/// Find tracefs and the sunrpc events, waiting for them if asked to.
+/// Returns the tracefs path and the layout of this kernel's events.
+pub fn probe(opts: &LiveOptions) -> Result<(PathBuf, Layout), LiveError> {
+    let deadline = opts.wait_for_nfsd.map(|d| Instant::now().checked_add(d));
+    loop {
+        let attempt = locate_tracefs(opts).and_then(|t| Layout::from_tracefs(&t).map(|l| (t, l)));
+        match attempt {
+            Err(e) if e.is_no_nfsd() => match deadline {
+                Some(d) if d.is_none_or(|d| Instant::now() < d) => {
+                    // Polling for a module to appear: there is no event to
+                    // wait on, so check four times a second.
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Some(_) => {
+                    return Err(LiveError::NoSunrpc {
+                        detail: format!(
+                            "waited {:.0?} and its tracepoints did not appear",
+                            opts.wait_for_nfsd.unwrap_or_default()
+                        ),
+                    })
+                }
+                None => return Err(e),
+            },
+            other => return other,
+        }
+    }
+}
+
+pub struct LiveSource {
+    layout: Layout,
+    kernel: String,
+    tracefs: PathBuf,
+    // Field order is drop order: stop the reader before the programs go.
+    drain: bpf::Drain,
+    counters: bpf::Counters,
+    _ebpf: aya::Ebpf,
+    _stats: Option<std::os::fd::OwnedFd>,
+    /// Socket-table connections, delivered by the first poll.
+    seeded: Vec<Event>,
+    lost_seen: [u64; slot::COUNT],
+    last_counters: Option<Instant>,
+}
+
+/// Slot → model tracepoint (for `Lost` events).
+pub fn slot_tracepoint(s: usize) -> Tracepoint {
+    match s as u8 {
+        slot::ENQUEUE => Tracepoint::Enqueue,
+        slot::DEQUEUE => Tracepoint::Dequeue,
+        slot::STATS_LATENCY => Tracepoint::StatsLatency,
+        slot::ACCEPT => Tracepoint::Accept,
+        _ => Tracepoint::Close,
+    }
+}
+
+impl LiveSource {
+    pub fn open(opts: &LiveOptions) -> Result<LiveSource, LiveError> {
+        let (tracefs, layout) = probe(opts)?;
+        let caps = host::Caps::current();
+        if !caps.sufficient() {
+            return Err(LiveError::Privileges {
+                detail: format!("this process lacks {}", caps.missing()),
+            });
+        }
+        let mut ebpf = bpf::open(opts.ring_bytes)?;
+        // Kernel run-time statistics per program, where the kernel allows.
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        let counters = bpf::Counters::take(&mut ebpf)?;
+        let drain = bpf::Drain::start(&mut ebpf, opts.drain_period)?;
+        bpf::configure_and_attach(&mut ebpf, &layout)?;
+        // Seed after attaching: a connection accepted in between is seen
+        // twice, which is idempotent; one seen by neither is impossible.
+        let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
+        Ok(LiveSource {
+            layout,
+            kernel: host::kernel_release(),
+            tracefs,
+            drain,
+            counters,
+            _ebpf: ebpf,
+            _stats: stats,
+            seeded,
+            lost_seen: [0; slot::COUNT],
+            last_counters: None,
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn tracefs(&self) -> &Path {
+        &self.tracefs
+    }
+
+    /// Per-slot kernel counters (hits, records, lost, BUSY attempts).
+    pub fn counts(&self) -> [bpf::SlotCounts; slot::COUNT] {
+        self.counters.read()
+    }
+
+    fn lost_events(&mut self, now: u64, out: &mut Vec<Event>) {
+        for (s, c) in self.counters.read().iter().enumerate() {
+            let delta = c.lost.saturating_sub(self.lost_seen[s]);
+            if delta > 0 {
+                self.lost_seen[s] = c.lost;
+                out.push(Event {
+                    ts_ns: now,
+                    xprt: Default::default(),
+                    kind: EventKind::Lost {
+                        tracepoint: slot_tracepoint(s),
+                        count: delta,
+                    },
+                });
+            }
+        }
+    }
+}
+
+impl Source for LiveSource {
+    fn info(&self) -> SourceInfo {
+        let mut detail = format!("tracefs {}", self.tracefs.display());
+        if self.layout.kernel_class {
+            detail.push_str("; kernel classes");
+        }
+        for n in &self.layout.notes {
+            detail.push_str("; ");
+            detail.push_str(n);
+        }
+        SourceInfo {
+            kind: SourceKind::Live,
+            kernel: self.kernel.clone(),
+            generation: self.layout.label(),
+            wait_source: self.layout.wait_source(),
+            detail,
+            host: rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+        }
+    }
+
+    fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
+        out.append(&mut self.seeded);
+        while let Ok(chunk) = self.drain.rx.try_recv() {
+            for raw in chunk.chunks_exact(Record::SIZE) {
+                if let Some(ev) =
+                    Record::from_bytes(raw).and_then(|r| decode::decode(&r, &self.layout))
+                {
+                    out.push(ev);
+                }
+            }
+        }
+        // Loss counters: a few syscalls, so at most every 100 ms.
+        if self
+            .last_counters
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+        {
+            self.last_counters = Some(Instant::now());
+            self.lost_events(host::monotonic_ns(), out);
+        }
+        Ok(Poll::Pending)
+    }
+
+    fn now_ns(&self) -> u64 {
+        host::monotonic_ns()
+    }
+
+    fn is_virtual(&self) -> bool {
+        false
+    }
+}
