@@ -33,7 +33,7 @@ pub fn main() -> ExitCode {
 
 fn spec_of(cfg: &Config) -> anyhow::Result<SourceSpec> {
     Ok(match &cfg.source {
-        SourceChoice::Live => SourceSpec::Live,
+        SourceChoice::Live => SourceSpec::Live(Default::default()),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
             scenario: scenario.clone(),
             policy: *policy,
@@ -51,7 +51,7 @@ pub fn open_source(cfg: &Config) -> anyhow::Result<(SourceSpec, Box<dyn Source>)
     let spec = spec_of(cfg)?;
     let src = match spec.open() {
         Ok(s) => s,
-        Err(e) if spec == SourceSpec::Live => {
+        Err(e) if matches!(spec, SourceSpec::Live(_)) => {
             return Err(anyhow!(
                 "cannot watch this host's nfsd: {e:#}\n\
 nfsdtopd never falls back to the demo server on its own: pass --demo [SCENARIO] to serve the \

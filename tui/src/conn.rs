@@ -47,7 +47,7 @@ pub fn spec_of(args: &SourceArgs) -> SourceSpec {
             scenario: s.clone(),
             policy: args.policy,
         },
-        None => SourceSpec::Live,
+        None => SourceSpec::Live(Default::default()),
     }
 }
 
@@ -61,7 +61,7 @@ pub fn open_local(args: &SourceArgs) -> anyhow::Result<(SourceSpec, Option<Strin
         anyhow::bail!("--connect is not available in this build yet");
     }
     let spec = spec_of(args);
-    if spec == SourceSpec::Live {
+    if matches!(spec, SourceSpec::Live(_)) {
         if let Err(e) = spec.open() {
             return Ok((
                 SourceSpec::Demo {

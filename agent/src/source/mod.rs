@@ -2,6 +2,7 @@
 //! monotonic clock; the pipeline decides how fast that clock runs.
 
 pub mod demo;
+pub mod live;
 pub mod replay;
 
 use crate::model::{Event, SourceInfo};
@@ -42,7 +43,7 @@ pub trait Source: Send {
 #[derive(Clone, Debug, PartialEq)]
 pub enum SourceSpec {
     /// This host's nfsd through the BPF programs.
-    Live,
+    Live(live::LiveOptions),
     /// The built-in simulator. `policy` overrides the scenario's own.
     Demo {
         scenario: String,
@@ -55,9 +56,7 @@ pub enum SourceSpec {
 impl SourceSpec {
     pub fn open(&self) -> anyhow::Result<Box<dyn Source>> {
         match self {
-            SourceSpec::Live => anyhow::bail!(
-                "the live kernel source is not available in this build: run with --demo"
-            ),
+            SourceSpec::Live(opts) => Ok(Box::new(live::LiveSource::open(opts)?)),
             SourceSpec::Demo { scenario, policy } => {
                 let mut s = demo::Scenario::resolve(scenario)?;
                 if let Some(p) = policy {
