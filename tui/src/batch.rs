@@ -47,6 +47,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
                 result = r.map_err(|e| anyhow::anyhow!(e));
                 break;
             }
+            Update::Status(s) => eprintln!("nfsdtop: {s}"),
         }
     }
     conn.join();

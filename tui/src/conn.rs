@@ -3,14 +3,17 @@
 //! on a channel and sends `Control` messages back, so a slow producer can
 //! never block drawing.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
-use nfsdtop_agent::model::Snapshot;
+use nfsdtop::state::RemoteStatus;
+use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::source::SourceSpec;
 
@@ -22,6 +25,8 @@ pub enum Update {
     /// The producer stopped (end of a replay, or an error it cannot
     /// recover from); the view keeps what it has and says why.
     Ended(Result<(), String>),
+    /// How the link to a remote agent is doing (remote sources only).
+    Status(RemoteStatus),
 }
 
 pub struct Connection {
@@ -58,7 +63,9 @@ pub fn open_local(args: &SourceArgs) -> anyhow::Result<(SourceSpec, Option<Strin
         anyhow::bail!("--replay is not available in this build yet");
     }
     if args.connect.is_some() {
-        anyhow::bail!("--connect is not available in this build yet");
+        anyhow::bail!(
+            "--connect watches a remote agent's snapshots: it has no local events to open"
+        );
     }
     let spec = spec_of(args);
     if matches!(spec, SourceSpec::Live(_)) {
@@ -84,6 +91,9 @@ pub fn class_map(args: &SourceArgs, spec: &SourceSpec) -> anyhow::Result<ClassMa
 
 /// Start the pipeline on its own thread.
 pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connection> {
+    if let Some(url) = &args.connect {
+        return connect_remote(url);
+    }
     let (spec, notice) = open_local(args)?;
     let classmap = class_map(args, &spec)?;
     // Open here, so a bad scenario or file fails before any UI starts.
@@ -122,4 +132,397 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
         notice,
         thread: Some(thread),
     })
+}
+
+// ---- remote agents (`--connect URL`) ----------------------------------
+//
+// A minimal HTTP/1.1 client over std's TcpStream on its own thread: GET
+// /api/v1/stream, read server-sent events (`event: snapshot` / `data:
+// <Snapshot JSON>`), forward each snapshot, and reconnect with backoff
+// when the link fails or the stream ends. The view only ever sees
+// `Update`s, so a dead agent can never block it.
+
+pub const DEFAULT_PORT: u16 = 9847;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// A stream silent this long is dead (the agent sends a snapshot every
+/// interval): drop it and reconnect.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Longest header or event line accepted (a snapshot of many peers is
+/// one line of JSON).
+const MAX_LINE: usize = 256 << 20;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteUrl {
+    pub host: String,
+    pub port: u16,
+    /// Path prefix before `/api/v1/...`, without a trailing slash.
+    pub base: String,
+}
+
+impl std::fmt::Display for RemoteUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "http://[{}]:{}{}", self.host, self.port, self.base)
+        } else {
+            write!(f, "http://{}:{}{}", self.host, self.port, self.base)
+        }
+    }
+}
+
+/// `http://host[:port][/prefix]`, `host[:port]` or `[v6addr][:port]`.
+pub fn parse_url(s: &str) -> anyhow::Result<RemoteUrl> {
+    let s = s.trim();
+    let rest = match s.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some((scheme, _)) => anyhow::bail!(
+            "{s:?}: {scheme}:// is not supported, only http:// (the agent serves plain HTTP; \
+             tunnel it, e.g. ssh -L {DEFAULT_PORT}:127.0.0.1:{DEFAULT_PORT})"
+        ),
+        None => s,
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or_else(|| anyhow::anyhow!("{s:?}: unclosed [ in the address"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => anyhow::bail!("{s:?}: unexpected {after:?} after the address"),
+        };
+        (h.to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (authority.to_string(), None),
+        }
+    };
+    if host.is_empty() {
+        anyhow::bail!("{s:?}: no host (try http://127.0.0.1:{DEFAULT_PORT})");
+    }
+    let port = match port {
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| anyhow::anyhow!("{s:?}: {p:?} is not a port number"))?,
+        None => DEFAULT_PORT,
+    };
+    let base = path.trim_end_matches('/').to_string();
+    Ok(RemoteUrl { host, port, base })
+}
+
+/// Follow a remote agent's snapshot stream on its own thread.
+pub fn connect_remote(url: &str) -> anyhow::Result<Connection> {
+    let url = parse_url(url)?;
+    let (utx, urx) = mpsc::channel();
+    let (ctx, crx) = mpsc::channel();
+    // Detached: a read blocked on a silent agent must not hold up quitting.
+    std::thread::Builder::new()
+        .name("nfsdtop-remote".into())
+        .spawn(move || remote_loop(&url, &utx, &crx))?;
+    Ok(Connection {
+        updates: urx,
+        control: ctx,
+        notice: None,
+        thread: None,
+    })
+}
+
+enum StreamEnd {
+    /// The view has gone: stop for good.
+    Stop,
+    /// The agent closed the stream after this many snapshots.
+    Closed(u64),
+}
+
+fn stop_requested(crx: &Receiver<Control>) -> bool {
+    loop {
+        match crx.try_recv() {
+            Ok(Control::Stop) | Err(TryRecvError::Disconnected) => return true,
+            // The agent keeps its own pace and class map.
+            Ok(_) => continue,
+            Err(TryRecvError::Empty) => return false,
+        }
+    }
+}
+
+fn remote_loop(url: &RemoteUrl, utx: &Sender<Update>, crx: &Receiver<Control>) {
+    let display = url.to_string();
+    let mut attempt: u32 = 0;
+    loop {
+        if stop_requested(crx) {
+            return;
+        }
+        let status = RemoteStatus::Connecting {
+            url: display.clone(),
+        };
+        if utx.send(Update::Status(status)).is_err() {
+            return;
+        }
+        let error = match stream_once(url, &display, utx, crx) {
+            Ok(StreamEnd::Stop) => return,
+            Ok(StreamEnd::Closed(n)) => {
+                if n > 0 {
+                    attempt = 0;
+                }
+                "the agent closed the stream".to_string()
+            }
+            Err(e) => format!("{e:#}"),
+        };
+        attempt = attempt.saturating_add(1);
+        let retry_in = BACKOFF_MIN
+            .saturating_mul(1u32 << (attempt - 1).min(5))
+            .min(BACKOFF_MAX);
+        let status = RemoteStatus::Reconnecting {
+            url: display.clone(),
+            attempt,
+            retry_in,
+            error,
+        };
+        if utx.send(Update::Status(status)).is_err() {
+            return;
+        }
+        // Wait out the backoff, listening for the view going away.
+        let deadline = Instant::now() + retry_in;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match crx.recv_timeout(left) {
+                Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+    }
+}
+
+fn open_stream(url: &RemoteUrl, path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
+    let addrs: Vec<_> = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", url.host))?
+        .collect();
+    let mut last_err = None;
+    let mut stream = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last_err = Some(anyhow::anyhow!("{a}: {e}")),
+        }
+    }
+    let mut stream = match stream {
+        Some(s) => s,
+        None => {
+            return Err(last_err.unwrap_or_else(|| anyhow::anyhow!("{} has no address", url.host)))
+        }
+    };
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    stream.set_nodelay(true)?;
+    let host = if url.host.contains(':') {
+        format!("[{}]:{}", url.host, url.port)
+    } else {
+        format!("{}:{}", url.host, url.port)
+    };
+    write!(
+        stream,
+        "GET {}{path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream, application/json\r\n\
+         User-Agent: nfsdtop/{}\r\nConnection: close\r\n\r\n",
+        url.base,
+        env!("CARGO_PKG_VERSION")
+    )?;
+    stream.flush()?;
+    let mut r = BufReader::with_capacity(64 << 10, stream);
+    let status = read_line(&mut r)?.ok_or_else(|| anyhow::anyhow!("no HTTP response"))?;
+    let mut parts = status.splitn(3, ' ');
+    let (proto, code, reason) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
+    if !proto.is_some_and(|p| p.starts_with("HTTP/1.")) {
+        anyhow::bail!("not an HTTP/1 response: {:?}", truncate(&status, 60));
+    }
+    let code: u16 = code
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("bad status line {:?}", truncate(&status, 60)))?;
+    let mut chunked = false;
+    let mut length: Option<u64> = None;
+    loop {
+        let line = read_line(&mut r)?.ok_or_else(|| anyhow::anyhow!("headers cut short"))?;
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            let (k, v) = (k.trim(), v.trim());
+            if k.eq_ignore_ascii_case("transfer-encoding")
+                && v.to_ascii_lowercase().contains("chunked")
+            {
+                chunked = true;
+            } else if k.eq_ignore_ascii_case("content-length") {
+                length = v.parse().ok();
+            }
+        }
+    }
+    let body: Box<dyn BufRead + Send> = if chunked {
+        Box::new(BufReader::new(Chunked {
+            inner: r,
+            left: 0,
+            done: false,
+        }))
+    } else if let Some(n) = length {
+        Box::new(BufReader::new(r.take(n)))
+    } else {
+        Box::new(r)
+    };
+    if code != 200 {
+        let mut text = String::new();
+        let _ = body.take(200).read_to_string(&mut text);
+        anyhow::bail!(
+            "HTTP {code} {reason} from {path}: {}",
+            truncate(text.trim(), 120)
+        );
+    }
+    Ok(body)
+}
+
+fn stream_once(
+    url: &RemoteUrl,
+    display: &str,
+    utx: &Sender<Update>,
+    crx: &Receiver<Control>,
+) -> anyhow::Result<StreamEnd> {
+    let mut body = open_stream(url, "/api/v1/stream")?;
+    let status = RemoteStatus::Connected {
+        url: display.to_string(),
+    };
+    if utx.send(Update::Status(status)).is_err() {
+        return Ok(StreamEnd::Stop);
+    }
+    let mut event = String::new();
+    let mut data = String::new();
+    let mut received = 0u64;
+    loop {
+        let Some(line) = read_line(&mut body)? else {
+            return Ok(StreamEnd::Closed(received));
+        };
+        if !line.is_empty() {
+            // field: value (one optional space after the colon).
+            let (field, value) = match line.split_once(':') {
+                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                None => (line.as_str(), ""),
+            };
+            match field {
+                "" => {} // a comment / keep-alive
+                "event" => event = value.to_string(),
+                "data" => {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(value);
+                }
+                _ => {} // id, retry
+            }
+            continue;
+        }
+        // A blank line ends an event.
+        if (event.is_empty() || event == "snapshot") && !data.is_empty() {
+            let mut snap: Snapshot = serde_json::from_str(&data)
+                .map_err(|e| anyhow::anyhow!("a snapshot from the agent does not parse: {e}"))?;
+            remote_source(&mut snap, display);
+            received += 1;
+            if utx.send(Update::Snapshot(Box::new(snap))).is_err() {
+                return Ok(StreamEnd::Stop);
+            }
+            if stop_requested(crx) {
+                return Ok(StreamEnd::Stop);
+            }
+        }
+        event.clear();
+        data.clear();
+    }
+}
+
+/// Say where a remote snapshot came from, keeping what the agent said.
+fn remote_source(s: &mut Snapshot, display: &str) {
+    let src = &mut s.source;
+    if src.kind != SourceKind::Remote {
+        let inner = if src.detail.is_empty() {
+            src.kind.as_str().to_string()
+        } else {
+            format!("{} {}", src.kind.as_str(), src.detail)
+        };
+        src.detail = format!("{display} ({inner})");
+        src.kind = SourceKind::Remote;
+    }
+}
+
+/// A line without its CR LF; None at end of stream.
+fn read_line(r: &mut dyn BufRead) -> anyhow::Result<Option<String>> {
+    let mut buf = Vec::new();
+    let n = r.take(MAX_LINE as u64).read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() != Some(&b'\n') && n >= MAX_LINE {
+        anyhow::bail!("a line longer than {} MiB", MAX_LINE >> 20);
+    }
+    while matches!(buf.last(), Some(b'\n' | b'\r')) {
+        buf.pop();
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| anyhow::anyhow!("the agent sent bytes that are not UTF-8"))
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// The body of a `Transfer-Encoding: chunked` response.
+struct Chunked<R: BufRead> {
+    inner: R,
+    left: u64,
+    done: bool,
+}
+
+impl<R: BufRead> Read for Chunked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+            let line = read_line(&mut self.inner)
+                .map_err(|e| bad(&format!("{e:#}")))?
+                .ok_or_else(|| bad("the stream ended inside a chunk header"))?;
+            let size = line.split(';').next().unwrap_or("").trim();
+            self.left = u64::from_str_radix(size, 16)
+                .map_err(|_| bad(&format!("bad chunk size {:?}", truncate(size, 20))))?;
+            if self.left == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let want = buf.len().min(self.left.min(usize::MAX as u64) as usize);
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the stream ended inside a chunk",
+            ));
+        }
+        self.left -= n as u64;
+        if self.left == 0 {
+            // The CR LF after the chunk's data.
+            let mut crlf = Vec::new();
+            self.inner.read_until(b'\n', &mut crlf)?;
+        }
+        Ok(n)
+    }
 }

@@ -1,5 +1,6 @@
 //! nfsdtop: the terminal UI and batch front end of the nfsdtop pipeline.
 
+mod app;
 mod batch;
 mod cli;
 mod conn;
@@ -18,9 +19,7 @@ fn main() {
             "`nfsdtop doctor` is not available in this build yet"
         )),
         None if cli.view.batch => batch::run(&cli.view),
-        None => Err(anyhow::anyhow!(
-            "the interactive UI is not available in this build yet: use -b"
-        )),
+        None => app::run(&cli.view),
     };
     if let Err(e) = result {
         eprintln!("nfsdtop: {e:#}");

@@ -55,7 +55,8 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         .borders(Borders::TOP)
         .border_style(styles::dim())
         .title(Span::styled(hist_title, styles::title()));
-    let hi = hb.inner(hist);
+    let mut hi = hb.inner(hist);
+    hi.width = hi.width.saturating_sub(1); // a gap before the transports
     f.render_widget(hb, hist);
     if let Some(e) = entity {
         f.render_widget(
@@ -146,7 +147,8 @@ fn draw_chart(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: 
         .min(100.0);
     let ymax = (ymax * 1.15).min(100.0);
     let x1 = state.shown_seq() as f64;
-    let x0 = (x1 - state.history.capacity() as f64 + 1.0).max(0.0);
+    let first = pts.first().map(|p| p.seq as f64).unwrap_or(x1);
+    let x0 = (x1 - state.history.capacity() as f64 + 1.0).max(first);
     let datasets = vec![
         Dataset::default()
             .name("share")
@@ -161,8 +163,14 @@ fn draw_chart(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: 
             .style(Style::default().fg(styles::FAIR))
             .data(&fair),
     ];
-    let span = (x1 - x0) * state.interval.as_secs_f64();
+    let span = (x1 - x0)
+        * state
+            .snapshot()
+            .map(|s| s.interval_s)
+            .filter(|i| i.is_finite() && *i > 0.0)
+            .unwrap_or(state.interval.as_secs_f64());
     let chart = Chart::new(datasets)
+        .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
         .block(
             Block::new()
                 .borders(Borders::TOP)
