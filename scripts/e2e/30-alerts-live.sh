@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The alert rules and dashboards against the real thing, on loopback only:
+#   two nfsdtopd demo daemons running the seeds' K=16 experiment (a client
+#   with 2 connections, 10.0.0.2, against one with 16, 10.0.0.3), one with
+#   today's flat queue and one with round-robin across peers, and a real
+#   Prometheus scraping both every second with the rules generated from the
+#   e2e-fast profile (production thresholds, test-sized windows).
+# Checks, with deadlines (no fixed sleeps):
+#   - NfsdtopUnfairShare goes pending/firing for class 10.0.0.2 under flat;
+#   - over the same window nothing fires under rr-peer, and no other nfsdtop
+#     alert is active for either daemon;
+#   - the recorded fairness ratios match the seeds (flat ~0.22, rr ~1);
+#   - every dashboard expression returns data from this Prometheus.
+# Bounded to about 2 minutes; cleans up the processes it started.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+START=$SECONDS
+DEADLINE=$((SECONDS + 110))
+fails=0
+ok()   { printf 'ok   %s\n' "$*"; }
+fail() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
+die()  { printf 'FAIL %s\n' "$*"; exit 1; }
+command -v prometheus >/dev/null || die "30-alerts-live: prometheus not found (apt-get install prometheus, or scripts/setup.sh)"
+command -v python3 >/dev/null || die "30-alerts-live: python3 not found"
+command -v curl >/dev/null || die "30-alerts-live: curl not found"
+
+echo "== 30-alerts-live: nfsdtopd demo (seed-k16, flat vs rr-peer) -> Prometheus -> alerts and dashboards"
+
+# The daemon: $NFSDTOPD, or built here (a no-op when up to date).
+if [ -n "${NFSDTOPD:-}" ]; then
+  bin=$NFSDTOPD
+else
+  target=${CARGO_TARGET_DIR:-$ROOT/target}
+  if ! out=$(cargo build -q -p nfsdtop-exporter 2>&1); then
+    echo "$out" | tail -20
+    die "30-alerts-live: cargo build -p nfsdtop-exporter failed; cannot run the daemon"
+  fi
+  bin=$target/debug/nfsdtopd
+fi
+[ -x "$bin" ] || die "30-alerts-live: no nfsdtopd binary at $bin (cargo build -p nfsdtop-exporter)"
+
+tmp=$(mktemp -d /tmp/nfsdtop-alerts-live.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Poll CMD until it succeeds or SECS pass.
+poll() { local secs=$1; shift; local end=$((SECONDS + secs)); until "$@"; do
+  [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
+
+# Daemons on kernel-chosen ports; they print "listening on http://ADDR".
+start_daemon() {  # policy -> sets $addr
+  local policy=$1 log=$tmp/nfsdtopd-$1.log
+  "$bin" --demo seed-k16 --policy "$policy" --listen 127.0.0.1:0 >"$log" 2>&1 &
+  pids+=($!)
+  listening() { grep -qs 'listening on http://[0-9.:]*' "$log"; }
+  poll 20 listening || { cat "$log"; die "nfsdtopd --policy $policy did not start listening"; }
+  addr=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's|.*http://||')
+  case $addr in 127.0.0.1:*) ;; *) die "nfsdtopd listens on $addr, not loopback";; esac
+}
+# NFSDTOP_E2E_FLAT_POLICY=rr-peer is a negative control: with no flat
+# queue the UnfairShare check must FAIL.
+flat_policy=${NFSDTOP_E2E_FLAT_POLICY:-flat}
+start_daemon "$flat_policy"; flat=$addr
+start_daemon rr-peer; rr=$addr
+ok "nfsdtopd --demo seed-k16 --policy $flat_policy on $flat, --policy rr-peer on $rr"
+
+# Prometheus with the e2e-fast rules.
+python3 dashboards/tools/generate.py rules --profile e2e-fast -o "$tmp/nfsdtop.rules.yml" 2>/dev/null ||
+  die "cannot generate the e2e-fast rules"
+pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prom=http://127.0.0.1:$pport
+cat >"$tmp/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [nfsdtop.rules.yml]
+scrape_configs:
+  - job_name: nfsdtop
+    static_configs:
+      - targets: ['$flat']
+        labels: {policy: flat}
+      - targets: ['$rr']
+        labels: {policy: rr-peer}
+EOF
+promtool check config "$tmp/prometheus.yml" >/dev/null 2>&1 || die "generated prometheus.yml is invalid"
+prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
+  --web.listen-address="127.0.0.1:$pport" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
+pids+=($!)
+ready() { curl -sf "$prom/-/ready" >/dev/null; }
+poll 30 ready || { tail -20 "$tmp/prometheus.log"; die "Prometheus did not become ready on $prom"; }
+ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile e2e-fast (RATE_WINDOW=10s, UNFAIR_FOR=5s)"
+
+# JSON helpers (stdlib python).
+q() {  # instant query -> "instance class value" lines
+  curl -sf --get "$prom/api/v1/query" --data-urlencode "query=$1" | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["data"]["result"]:
+    m = s["metric"]; print(m.get("instance", "-"), m.get("class", "-"), s["value"][1])'
+}
+alerts() {  # -> "name state instance class" lines, nfsdtop alerts only
+  curl -sf "$prom/api/v1/alerts" | python3 -c '
+import json, sys
+for a in json.load(sys.stdin)["data"]["alerts"]:
+    l = a["labels"]
+    if l["alertname"].startswith("Nfsdtop"):
+        print(l["alertname"], a["state"], l.get("instance", "-"), l.get("class", "-"))'
+}
+
+both_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 2 ]; }
+poll 30 both_up || die "Prometheus does not see both nfsdtopd targets up"
+# AgentDown may be pending from before the first scrape; it must clear.
+no_agent_down() { ! alerts | grep -q '^NfsdtopAgentDown'; }
+poll 15 no_agent_down || die "NfsdtopAgentDown stays active although both targets are up"
+ok "both targets up, NfsdtopAgentDown inactive"
+
+# Observation window: until UnfairShare fires for 10.0.0.2 under flat, and
+# at least 20s so quiet alerts had their chance to go pending.
+window_start=$SECONDS
+flat_state=""
+unexpected=""
+while :; do
+  a=$(alerts) || a=""
+  s=$(echo "$a" | awk -v i="$flat" '$1=="NfsdtopUnfairShare" && $3==i && $4=="10.0.0.2" {print $2}')
+  [ -n "$s" ] && { [ "$flat_state" = firing ] || flat_state=$s; }
+  while read -r name state inst cls; do
+    [ -z "$name" ] && continue
+    [ "$name" = NfsdtopUnfairShare ] && [ "$inst" = "$flat" ] && [ "$cls" = 10.0.0.2 ] && continue
+    case " $unexpected " in *" $name/$state/$inst/$cls "*) ;; *) unexpected="$unexpected $name/$state/$inst/$cls";; esac
+  done <<<"$a"
+  if [ "$flat_state" = firing ] && [ $((SECONDS - window_start)) -ge 20 ]; then break; fi
+  [ $SECONDS -lt $((DEADLINE - 25)) ] || break
+  sleep 0.5
+done
+span=$((SECONDS - window_start))
+case $flat_state in
+  firing)  ok "NfsdtopUnfairShare firing for class 10.0.0.2 under flat (observed over ${span}s)";;
+  pending) ok "NfsdtopUnfairShare pending (not yet firing) for class 10.0.0.2 under flat within ${span}s";;
+  *)       fail "NfsdtopUnfairShare never became active for class 10.0.0.2 under flat within ${span}s";;
+esac
+if [ -z "$unexpected" ]; then
+  ok "no other nfsdtop alert active over the same ${span}s: rr-peer quiet, 10.0.0.3 quiet, no starvation/wait/lost/down"
+else
+  fail "unexpected nfsdtop alerts over the window (name/state/instance/class):$unexpected"
+fi
+
+# The numbers behind it.
+check_ratio() {  # instance class lo hi what
+  local v
+  v=$(q "class:nfsdtop_fairness:ratio_rate10s{instance=\"$1\",class=\"$2\"}" | awk '{print $3}')
+  if [ -n "$v" ] && python3 -c "import sys; sys.exit(not ($3 <= float('$v') <= $4))"; then
+    ok "fairness ratio of $2 under $5: $(printf '%.3f' "$v") (expected $3..$4)"
+  else fail "fairness ratio of $2 under $5: '${v:-none}', expected $3..$4"; fi
+}
+check_ratio "$flat" 10.0.0.2 0.12 0.35 "flat (seeds: share 11.1% of a fair 50% -> 0.22)"
+check_ratio "$flat" 10.0.0.3 1.6  1.9  "flat"
+check_ratio "$rr"   10.0.0.2 0.85 1.15 "rr-peer (seeds: 47.9% of 50% -> 0.96)"
+check_ratio "$rr"   10.0.0.3 0.85 1.15 "rr-peer"
+j=$(q "instance:nfsdtop_fairness:jain_rate10s" | sort)
+echo "     Jain's index (rate10s): $(echo "$j" | awk -v f="$flat" -v r="$rr" '{p=($1==f)?"flat":($1==r)?"rr-peer":$1; printf "%s=%.3f  ", p, $3}')"
+
+# Dashboards against the live data: every expression must return data.
+if out=$(python3 dashboards/tools/check_dashboards.py query "$prom" \
+      --var __rate_interval=10s --var __range=30s --var class=10.0.0.2 --var instance=.+ 2>&1); then
+  ok "$(echo "$out" | tail -1 | sed 's/^ok   //') (\$class=10.0.0.2, \$__rate_interval=10s)"
+  echo "$out" | grep 'allowed' | sed 's/^/     /'
+else
+  echo "$out" | grep -v '^ok' | sed 's/^/     /'
+  fail "dashboard expressions against live Prometheus"
+fi
+
+echo "== 30-alerts-live: took $((SECONDS - START))s"
+if [ "$fails" -gt 0 ]; then echo "== 30-alerts-live: $fails check(s) FAILED"; exit 1; fi
+echo "== 30-alerts-live: all checks passed"
