@@ -1,0 +1,329 @@
+//! The live source's view of each tracepoint generation, from fixture
+//! format files (fake tracefs trees under tests/fixtures/formats/).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nfsdtop_agent::model::{Endpoint, EventKind, WaitSource};
+use nfsdtop_agent::source::live::{self, decode, Generation, Layout, LiveError, LiveOptions};
+use nfsdtop_common::{rflag, slot, Record, SlotConfig, OFF_NONE};
+
+fn fixture(gen: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/formats")
+        .join(gen)
+}
+
+fn layout(gen: &str) -> Layout {
+    Layout::from_tracefs(&fixture(gen)).unwrap_or_else(|e| panic!("{gen}: {e}"))
+}
+
+fn cfg(l: &Layout, s: u8) -> SlotConfig {
+    l.slots[s as usize]
+}
+
+#[test]
+fn gen_5_18_to_6_5_enqueue_has_pid_and_is_never_dropped() {
+    let l = layout("5.18-6.5");
+    assert_eq!(l.generation, Generation::G518);
+    assert_eq!(l.label(), "5.18-6.5");
+    assert_eq!(l.wait_source(), WaitSource::EnqueueDequeue);
+    let e = cfg(&l, slot::ENQUEUE);
+    assert_eq!((e.server_off, e.client_off), (8, 12));
+    assert_eq!((e.flags_off, e.flags_size), (16, 8));
+    assert_eq!((e.netns_off, e.netns_size), (24, 4));
+    // Real enqueues have BUSY set on these kernels: drop nothing.
+    assert_eq!(e.drop_mask, 0);
+    assert_eq!(l.busy_mask, 1);
+    let d = cfg(&l, slot::DEQUEUE);
+    assert_eq!(d.value_off, OFF_NONE, "no qtime before 6.16");
+    assert_eq!(d.class_off, OFF_NONE);
+}
+
+#[test]
+fn gen_6_6_drops_busy_attempts_with_the_6_12_layout() {
+    let l = layout("6.6+");
+    assert_eq!(l.generation, Generation::G66);
+    assert_eq!(l.label(), "6.6+");
+    assert_eq!(l.wait_source(), WaitSource::EnqueueDequeue);
+    let e = cfg(&l, slot::ENQUEUE);
+    assert_eq!(e.enabled, 1);
+    assert_eq!(
+        (e.server_off, e.client_off, e.flags_off, e.netns_off),
+        (8, 12, 16, 24)
+    );
+    assert_eq!(e.drop_mask, 1);
+    let d = cfg(&l, slot::DEQUEUE);
+    assert_eq!(
+        (d.server_off, d.client_off, d.flags_off, d.netns_off),
+        (8, 12, 16, 24)
+    );
+    let s = cfg(&l, slot::STATS_LATENCY);
+    assert_eq!((s.netns_off, s.value_off, s.value_size), (16, 24, 8));
+    for sl in [slot::ACCEPT, slot::CLOSE] {
+        assert_eq!(cfg(&l, sl).enabled, 1);
+    }
+    assert_eq!(
+        l.events[slot::CLOSE as usize].as_deref(),
+        Some("svc_xprt_free")
+    );
+    assert!(l.notes.is_empty(), "{:?}", l.notes);
+}
+
+#[test]
+fn gen_6_16_uses_qtime() {
+    let l = layout("6.16+");
+    assert_eq!(l.generation, Generation::G616);
+    assert_eq!(l.label(), "6.16+");
+    assert!(l.qtime);
+    assert_eq!(l.wait_source(), WaitSource::Qtime);
+    let d = cfg(&l, slot::DEQUEUE);
+    assert_eq!((d.value_off, d.value_size), (40, 8));
+}
+
+#[test]
+fn kernel_class_field_on_dequeue() {
+    let l = layout("class");
+    assert!(l.kernel_class);
+    assert_eq!(l.label(), "6.16+ +class");
+    let d = cfg(&l, slot::DEQUEUE);
+    assert_eq!((d.class_off, d.class_size), (48, 4));
+}
+
+#[test]
+fn xpt_id_shifts_later_offsets_by_8() {
+    let l = layout("xpt_id");
+    let e = cfg(&l, slot::ENQUEUE);
+    assert_eq!((e.server_off, e.client_off), (8, 12));
+    assert_eq!((e.flags_off, e.netns_off), (24, 32));
+    let d = cfg(&l, slot::DEQUEUE);
+    assert_eq!((d.flags_off, d.netns_off), (24, 32));
+    assert_eq!(l.generation, Generation::G66);
+}
+
+#[test]
+fn busy_bit_comes_from_print_fmt() {
+    let l = layout("busy-moved");
+    assert_eq!(l.busy_mask, 1 << 3);
+    assert_eq!(cfg(&l, slot::ENQUEUE).drop_mask, 1 << 3);
+}
+
+#[test]
+fn text_address_kernels_are_refused_naming_the_field() {
+    let e = Layout::from_tracefs(&fixture("5.17-text")).unwrap_err();
+    let msg = e.to_string();
+    match &e {
+        LiveError::UnsupportedFormat { event, field, .. } => {
+            assert!(event.starts_with("svc_xprt_"), "{event}");
+            assert_eq!(field.as_deref(), Some("client"));
+        }
+        other => panic!("expected UnsupportedFormat, got {other:?}"),
+    }
+    assert!(msg.contains("`client`") && msg.contains("5.17"), "{msg}");
+    assert!(msg.contains("format"), "names the file: {msg}");
+}
+
+/// A scratch copy of a fixture tree that a test may change.
+fn scratch(gen: &str, name: &str) -> PathBuf {
+    let dst = std::env::temp_dir().join(format!("nfsdtop-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    copy_dir(&fixture(gen), &dst);
+    dst
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), to).unwrap();
+        }
+    }
+}
+
+#[test]
+fn unusable_field_type_names_event_and_field() {
+    let t = scratch("6.6+", "badtype");
+    let p = t.join("events/sunrpc/svc_xprt_dequeue/format");
+    let text = std::fs::read_to_string(&p).unwrap().replace(
+        "field:__data_loc unsigned char[] client;\toffset:12;\tsize:4;",
+        "field:unsigned long client;\toffset:12;\tsize:8;",
+    );
+    std::fs::write(&p, text).unwrap();
+    let e = Layout::from_tracefs(&t).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("svc_xprt_dequeue") && msg.contains("`client`"),
+        "{msg}"
+    );
+    let _ = std::fs::remove_dir_all(&t);
+}
+
+#[test]
+fn missing_optional_events_are_notes_not_errors() {
+    let t = scratch("6.6+", "noaccept");
+    std::fs::remove_dir_all(t.join("events/sunrpc/svc_xprt_accept")).unwrap();
+    std::fs::remove_dir_all(t.join("events/sunrpc/svc_stats_latency")).unwrap();
+    let l = Layout::from_tracefs(&t).unwrap();
+    assert_eq!(cfg(&l, slot::ACCEPT).enabled, 0);
+    assert_eq!(cfg(&l, slot::STATS_LATENCY).enabled, 0);
+    assert!(l.notes.iter().any(|n| n.contains("svc_xprt_accept")));
+    assert!(l.notes.iter().any(|n| n.contains("svc_stats_latency")));
+    let _ = std::fs::remove_dir_all(&t);
+}
+
+#[test]
+fn no_sunrpc_is_no_nfsd_and_wait_gives_up_after_its_time() {
+    let t = std::env::temp_dir().join(format!("nfsdtop-test-{}-nosunrpc", std::process::id()));
+    std::fs::create_dir_all(t.join("events/sched")).unwrap();
+    let opts = LiveOptions {
+        tracefs: Some(t.clone()),
+        ..LiveOptions::default()
+    };
+    let e = live::probe(&opts).unwrap_err();
+    assert!(e.is_no_nfsd(), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("modprobe nfsd") && msg.contains("--wait"),
+        "{msg}"
+    );
+
+    let waiting = LiveOptions {
+        wait_for_nfsd: Some(Duration::from_millis(300)),
+        ..opts.clone()
+    };
+    let started = std::time::Instant::now();
+    let e = live::probe(&waiting).unwrap_err();
+    assert!(e.is_no_nfsd(), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(e.to_string().contains("waited"), "{e}");
+
+    // The anyhow chain keeps the kind (the TUI's demo fallback relies on it).
+    let any: anyhow::Error = anyhow::Error::new(e).context("opening");
+    assert!(LiveError::chain_is_no_nfsd(&any));
+    let _ = std::fs::remove_dir_all(&t);
+}
+
+#[test]
+fn no_tracefs_at_an_explicit_path_says_how_to_mount() {
+    let opts = LiveOptions {
+        tracefs: Some(PathBuf::from("/nonexistent/tracing")),
+        ..LiveOptions::default()
+    };
+    let e = live::probe(&opts).unwrap_err();
+    assert!(!e.is_no_nfsd());
+    assert!(e.to_string().contains("mount -t tracefs"), "{e}");
+}
+
+fn v4(ip: [u8; 4], port: u16) -> Endpoint {
+    Endpoint::V4 { ip, port }
+}
+
+fn record(slot: u8, client: Endpoint, server: Endpoint) -> Record {
+    let mut r = Record::zeroed();
+    r.ts_ns = 1_000_000;
+    r.slot = slot;
+    r.netns = 4026531840;
+    (r.client, r.client_len) = decode::sockaddr_bytes(&client);
+    (r.server, r.server_len) = decode::sockaddr_bytes(&server);
+    r
+}
+
+#[test]
+fn decode_raw_record_bytes_to_events() {
+    let l616 = layout("6.16+");
+    let client = v4([10, 0, 0, 9], 801);
+    let server = v4([10, 0, 0, 1], 2049);
+
+    // Dequeue with qtime (µs → ns), from raw bytes as the ring gives them.
+    let mut r = record(slot::DEQUEUE, client, server);
+    r.value = 250;
+    r.rflags = rflag::HAS_VALUE;
+    let bytes = r.to_bytes();
+    let back = Record::from_bytes(&bytes).unwrap();
+    let ev = decode::decode(&back, &l616).unwrap();
+    assert_eq!(ev.ts_ns, 1_000_000);
+    assert_eq!(ev.xprt.netns, 4026531840);
+    assert_eq!(ev.xprt.client.to_string(), "10.0.0.9:801");
+    assert_eq!(ev.xprt.server.to_string(), "10.0.0.1:2049");
+    assert_eq!(
+        ev.kind,
+        EventKind::Dequeue {
+            qtime_ns: Some(250_000),
+            class: None
+        }
+    );
+
+    // Without qtime in the format, no qtime, whatever the record says.
+    let l66 = layout("6.6+");
+    assert_eq!(
+        decode::decode(&back, &l66).unwrap().kind,
+        EventKind::Dequeue {
+            qtime_ns: None,
+            class: None
+        }
+    );
+
+    // Kernel class.
+    let lc = layout("class");
+    let mut rc = r;
+    rc.class = 0x8000_0003;
+    rc.rflags |= rflag::HAS_CLASS;
+    assert_eq!(
+        decode::decode(&rc, &lc).unwrap().kind,
+        EventKind::Dequeue {
+            qtime_ns: Some(250_000),
+            class: Some(0x8000_0003)
+        }
+    );
+
+    // Enqueue: BUSY attempts are not enqueues on 6.6+, are on 5.18-6.5.
+    let mut e = record(slot::ENQUEUE, client, server);
+    e.flags = 0x1 | 0x2;
+    assert!(decode::decode(&e, &l66).is_none());
+    assert_eq!(
+        decode::decode(&e, &layout("5.18-6.5")).unwrap().kind,
+        EventKind::Enqueue
+    );
+    e.flags = 0x2;
+    assert_eq!(decode::decode(&e, &l66).unwrap().kind, EventKind::Enqueue);
+
+    // Execution time µs → ns; IPv6 client.
+    let c6 = Endpoint::V6 {
+        ip: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        port: 700,
+    };
+    let mut x = record(slot::STATS_LATENCY, c6, server);
+    x.value = 1234;
+    x.rflags = rflag::HAS_VALUE;
+    let ev = decode::decode(&x, &l66).unwrap();
+    assert_eq!(ev.kind, EventKind::Executed { exec_ns: 1_234_000 });
+    assert_eq!(ev.xprt.client.to_string(), "[fd00::2]:700");
+
+    // Listener: zero-length client.
+    let a = record(slot::ACCEPT, Endpoint::None, server);
+    let ev = decode::decode(&a, &l66).unwrap();
+    assert_eq!(ev.kind, EventKind::Accepted);
+    assert_eq!(ev.xprt.client, Endpoint::None);
+    assert!(ev.xprt.peer().is_listener());
+
+    assert_eq!(
+        decode::decode(&record(slot::CLOSE, client, server), &l66)
+            .unwrap()
+            .kind,
+        EventKind::Closed
+    );
+    // Unknown slot, garbage family, short buffers: no event, no panic.
+    assert!(decode::decode(&record(9, client, server), &l66).is_none());
+    let mut g = record(slot::DEQUEUE, client, server);
+    g.client[0] = 0x7f;
+    g.client_len = 200;
+    assert_eq!(
+        decode::decode(&g, &l66).unwrap().xprt.client,
+        Endpoint::None
+    );
+    assert!(Record::from_bytes(&bytes[..40]).is_none());
+}
