@@ -8,6 +8,7 @@
 //! top_k_classes = 200         # classes with their own series
 //! interval = 1.0              # seconds between snapshots
 //! speed = 1.0                 # demo/replay clock speed (0 = as fast as possible)
+//! wait = 300                  # live: wait this long for nfsd's tracepoints
 //!
 //! [source]
 //! kind = "demo"               # live | demo | replay
@@ -58,6 +59,9 @@ pub struct Cli {
     /// TOML configuration file (flags override it).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Live source: wait up to SECS for nfsd's tracepoints to appear (nfsd started later).
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<f64>,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -125,6 +129,8 @@ pub struct Config {
     pub top_k_classes: usize,
     pub interval: Duration,
     pub speed: f64,
+    /// Live source: how long to wait for nfsd's tracepoints.
+    pub wait: Option<Duration>,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -140,6 +146,7 @@ struct FileConfig {
     top_k_classes: Option<Spanned<i64>>,
     interval: Option<Spanned<f64>>,
     speed: Option<Spanned<f64>>,
+    wait: Option<Spanned<f64>>,
     source: Option<Spanned<FileSource>>,
     tls_server_config: Option<Spanned<FileTls>>,
     basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
@@ -233,6 +240,15 @@ fn check_speed(s: f64) -> Result<f64, String> {
     Ok(s)
 }
 
+fn check_wait(s: f64) -> Result<Duration, String> {
+    if !s.is_finite() || !(0.0..=31_536_000.0).contains(&s) {
+        return Err(format!(
+            "wait must be between 0 and 31536000 seconds, not {s}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
 impl Config {
     /// The flags, over the config file when one is given.
     pub fn resolve(cli: &Cli) -> anyhow::Result<Config> {
@@ -244,6 +260,7 @@ impl Config {
             top_k_classes: DEFAULT_TOP_K_CLASSES,
             interval: Duration::from_secs(1),
             speed: 1.0,
+            wait: None,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -302,6 +319,9 @@ impl Config {
         }
         if let Some(s) = &f.speed {
             self.speed = check_speed(*s.get_ref()).or_else(|e| o.err(s.span(), e))?;
+        }
+        if let Some(w) = &f.wait {
+            self.wait = Some(check_wait(*w.get_ref()).or_else(|e| o.err(w.span(), e))?);
         }
         if let Some(src) = &f.source {
             let s = src.get_ref();
@@ -395,6 +415,9 @@ impl Config {
         }
         if let Some(s) = cli.speed {
             self.speed = check_speed(s).map_err(|e| anyhow!("--speed: {e}"))?;
+        }
+        if let Some(w) = cli.wait {
+            self.wait = Some(check_wait(w).map_err(|e| anyhow!("--wait: {e}"))?);
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, Context as _};
 use clap::Parser;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::source::live::LiveOptions;
 use nfsdtop_agent::source::{Source, SourceSpec};
 use tokio::sync::watch;
 
@@ -31,24 +32,22 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn spec_of(cfg: &Config) -> anyhow::Result<SourceSpec> {
-    Ok(match &cfg.source {
-        SourceChoice::Live => SourceSpec::Live(Default::default()),
+fn spec_of(cfg: &Config) -> SourceSpec {
+    match &cfg.source {
+        SourceChoice::Live => SourceSpec::Live(LiveOptions {
+            wait_for_nfsd: cfg.wait,
+            ..LiveOptions::default()
+        }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
             scenario: scenario.clone(),
             policy: *policy,
         },
-        SourceChoice::Replay(path) => {
-            bail!(
-                "cannot replay {}: replay is not available in this build of nfsdtopd yet",
-                path.display()
-            )
-        }
-    })
+        SourceChoice::Replay(path) => SourceSpec::Replay { path: path.clone() },
+    }
 }
 
 pub fn open_source(cfg: &Config) -> anyhow::Result<(SourceSpec, Box<dyn Source>)> {
-    let spec = spec_of(cfg)?;
+    let spec = spec_of(cfg);
     let src = match spec.open() {
         Ok(s) => s,
         Err(e) if matches!(spec, SourceSpec::Live(_)) => {

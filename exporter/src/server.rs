@@ -270,14 +270,10 @@ impl View {
 
 type Params = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
 
-fn view_of(q: Params) -> Result<View, Response> {
-    let Query(params) = q.map_err(|e| {
-        json_error(
-            StatusCode::BAD_REQUEST,
-            format!("bad query string: {}", e.body_text()),
-        )
-    })?;
-    View::parse(&params).map_err(|e| json_error(StatusCode::BAD_REQUEST, e))
+/// The view a query string asks for, or the 400 message.
+fn view_of(q: Params) -> Result<View, String> {
+    let Query(params) = q.map_err(|e| format!("bad query string: {}", e.body_text()))?;
+    View::parse(&params)
 }
 
 fn no_snapshot() -> Response {
@@ -290,7 +286,7 @@ fn no_snapshot() -> Response {
 async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response {
     let view = match view_of(q) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
     let Some(p) = st.latest.borrow().clone() else {
         return no_snapshot();
@@ -315,7 +311,7 @@ async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response {
 async fn stream_handler(State(st): State<AppState>, q: Params) -> Response {
     let view = match view_of(q) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
     Sse::new(snapshot_events(st.latest.clone(), view)).into_response()
 }
