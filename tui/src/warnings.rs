@@ -71,13 +71,17 @@ pub fn is_starved(e: &EntityStats) -> bool {
     e.interval_dispatches == 0 && (e.backlogged || e.interval_entitled >= 1.0)
 }
 
-/// The entity with a ratio above 1 and the largest excess of dispatches
-/// over its entitlement this interval.
+/// Ratios this close to 1 are fair: nobody is marked as an offender
+/// when every entity gets its turn give or take rounding.
+pub const MIN_OFFENDER_RATIO: f64 = 1.05;
+
+/// The entity with a ratio above 1 (by at least [`MIN_OFFENDER_RATIO`])
+/// and the largest excess of dispatches over its entitlement this interval.
 pub fn top_offender(entities: &[EntityStats]) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
     for (i, e) in entities.iter().enumerate() {
         let Some(r) = e.fairness else { continue };
-        if r <= 1.0 {
+        if r < MIN_OFFENDER_RATIO {
             continue;
         }
         let excess = e.interval_dispatches as f64 - e.interval_entitled;

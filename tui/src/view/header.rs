@@ -17,11 +17,23 @@ use crate::warnings::fmt_us;
 const MAX_WARNING_LINES: usize = 2;
 
 pub fn height(state: &State) -> u16 {
-    2 + state.notice.is_some() as u16 + state.warnings.len().min(MAX_WARNING_LINES) as u16
+    2 + link_line(&state.link()) as u16
+        + state.notice.is_some() as u16
+        + state.warnings.len().min(MAX_WARNING_LINES) as u16
+}
+
+/// Whether the link gets a line of its own (anything worse than
+/// "connected": it may carry an error message).
+fn link_line(link: &LinkLabel) -> bool {
+    !matches!(link, LinkLabel::Ok | LinkLabel::Connected)
 }
 
 fn sep() -> Span<'static> {
     Span::styled(" | ", styles::dim())
+}
+
+fn gap() -> Span<'static> {
+    Span::raw("  ")
 }
 
 fn fmt_secs(d: f64) -> String {
@@ -50,25 +62,44 @@ fn link_span(link: &LinkLabel) -> Option<Span<'static>> {
     })
 }
 
+/// Most important first on each line, so a narrow terminal cuts only the
+/// free text at the end.
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
-    let mut lines: Vec<Line> = Vec::with_capacity(5);
+    let mut lines: Vec<Line> = Vec::with_capacity(6);
+    let link = state.link();
     let mut l1 = vec![Span::styled("nfsdtop", styles::title())];
+    if state.paused {
+        l1.push(Span::raw(" "));
+        l1.push(Span::styled(
+            " PAUSED ",
+            styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ));
+    }
+    if link == LinkLabel::Connected {
+        l1.push(Span::raw(" "));
+        l1.extend(link_span(&link));
+    }
     let mut l2 = Vec::new();
     match state.snapshot() {
         Some(s) => {
             let src = &s.source;
-            l1.push(Span::raw(" "));
-            l1.push(Span::styled(src.kind.as_str(), styles::title()));
-            if !src.detail.is_empty() {
-                l1.push(Span::raw(format!(": {}", src.detail)));
-            }
+            l1.push(sep());
+            l1.push(Span::raw(format!("wait: {}", src.wait_source.as_str())));
+            l1.push(sep());
+            l1.push(Span::raw(format!(
+                "every {}",
+                fmt_secs(state.interval.as_secs_f64())
+            )));
             l1.push(sep());
             l1.push(Span::raw(format!(
                 "kernel {} ({})",
                 src.kernel, src.generation
             )));
             l1.push(sep());
-            l1.push(Span::raw(format!("wait: {}", src.wait_source.as_str())));
+            l1.push(Span::styled(src.kind.as_str(), styles::title()));
+            if !src.detail.is_empty() {
+                l1.push(Span::raw(format!(": {}", src.detail)));
+            }
 
             let t = &s.totals;
             let (backlogged, jain, of, what) = match state.group {
@@ -84,54 +115,47 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
                 format!("{:.0}", t.dispatch_rate),
                 styles::title(),
             ));
-            l2.push(Span::raw(" dispatches/s"));
-            l2.push(sep());
+            l2.push(Span::raw(" disp/s"));
+            l2.push(gap());
             l2.push(Span::raw(format!("backlogged {backlogged}/{of} {what}")));
-            l2.push(sep());
+            l2.push(gap());
             let jain_style = if jain < 0.8 {
                 styles::warn()
             } else {
                 Style::default()
             };
             l2.push(Span::styled(format!("Jain {jain:.3}"), jain_style));
-            l2.push(sep());
-            l2.push(Span::raw(format!(
-                "wait p50 {} p99 {}",
-                fmt_us(t.wait_p50_us),
-                fmt_us(t.wait_p99_us)
-            )));
-            l2.push(sep());
+            l2.push(gap());
             let lost = format!("lost {}", t.events_lost);
             l2.push(if t.events_lost > 0 {
                 Span::styled(lost, styles::bad().add_modifier(Modifier::REVERSED))
             } else {
                 Span::raw(lost)
             });
+            l2.push(gap());
+            l2.push(Span::raw(format!(
+                "wait p50 {} p99 {}",
+                fmt_us(t.wait_p50_us),
+                fmt_us(t.wait_p99_us)
+            )));
         }
-        None => l2.push(Span::styled(
-            "waiting for the first snapshot...",
-            styles::dim(),
-        )),
-    }
-    l1.push(sep());
-    l1.push(Span::raw(format!(
-        "every {}",
-        fmt_secs(state.interval.as_secs_f64())
-    )));
-    if state.paused {
-        l1.push(Span::raw(" "));
-        l1.push(Span::styled(
-            " PAUSED ",
-            styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
-        ));
-    }
-    if let Some(span) = link_span(&state.link()) {
-        // The link matters more than the kernel string: put it up front.
-        l2.push(sep());
-        l2.push(span);
+        None => {
+            l1.push(sep());
+            l1.push(Span::raw(format!(
+                "every {}",
+                fmt_secs(state.interval.as_secs_f64())
+            )));
+            l2.push(Span::styled(
+                "waiting for the first snapshot...",
+                styles::dim(),
+            ))
+        }
     }
     lines.push(Line::from(l1));
     lines.push(Line::from(l2));
+    if link_line(&link) {
+        lines.extend(link_span(&link).map(Line::from));
+    }
     if let Some(n) = &state.notice {
         lines.push(Line::styled(n.clone(), styles::warn()));
     }
