@@ -76,6 +76,22 @@ python3 $D/tools/generate.py rules -o "$tmp/mut/nfsdtop.rules.yml" 2>/dev/null
 if promtool test rules "$tmp"/mut/tests/*.yml >/dev/null 2>&1; then ok "unmutated rules pass in the mutation sandbox"
 else fail "unmutated rules fail in the mutation sandbox"; fi
 
+# Every alert has a runbook section its runbook_url points at.
+if out=$(python3 - <<'EOF2' 2>&1
+import re
+rules = open("dashboards/rules/nfsdtop.rules.yml").read()
+book = open("dashboards/RUNBOOKS.md").read()
+alerts = re.findall(r"- alert: (\w+)", rules)
+urls = re.findall(r'runbook_url: "[^"#]*#([\w-]+)"', rules)
+sections = {h.lower(): h for h in re.findall(r"^## (\w+)$", book, re.M)}
+bad = [a for a in alerts if a.lower() not in sections]
+bad += [f"url #{u}" for u in urls if u not in sections]
+assert len(urls) == len(alerts), "an alert without runbook_url"
+assert not bad, "no runbook section for: " + ", ".join(bad)
+print(f"{len(alerts)} alerts, each with a runbook_url and a section in RUNBOOKS.md: " + ", ".join(alerts))
+EOF2
+); then ok "$out"; else fail "runbooks: $out"; fi
+
 # 5. Dashboards.
 if out=$(python3 $D/tools/check_dashboards.py lint 2>&1); then ok "${out#ok   }"; else fail "dashboard lint:"; echo "$out"; fi
 if python3 $D/tools/check_dashboards.py rules -o "$tmp/dash.rules.yml" >/dev/null &&
