@@ -57,6 +57,12 @@ pub struct SourceArgs {
     /// Hash client addresses in every output (for sensitive client lists).
     #[arg(long)]
     pub redact: bool,
+    /// Wait for this host's nfsd (its sunrpc tracepoints) to appear, up to SECS seconds (no value: as long as it takes), instead of showing the demo.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "forever", value_parser = parse_wait, conflicts_with_all = ["demo", "replay", "connect"])]
+    pub wait: Option<f64>,
+    /// tracefs mount point (default: /sys/kernel/tracing).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub tracefs: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -102,6 +108,9 @@ pub struct RecordArgs {
 pub struct DoctorArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    /// tracefs mount point (default: /sys/kernel/tracing).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub tracefs: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +167,17 @@ fn parse_speed(s: &str) -> Result<f64, String> {
         return Err(format!("speed {v} must be 0 or positive"));
     }
     Ok(v)
+}
+
+/// `--wait` seconds; "forever" (the flag without a value) is infinite.
+fn parse_wait(s: &str) -> Result<f64, String> {
+    if s == "forever" {
+        return Ok(f64::INFINITY);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds to wait for nfsd")),
+    }
 }
 
 fn parse_iterations(s: &str) -> Result<u64, String> {

@@ -15,7 +15,8 @@ use nfsdtop_agent::classify::ClassMap;
 use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
-use nfsdtop_agent::source::SourceSpec;
+use nfsdtop_agent::source::live::{LiveError, LiveOptions};
+use nfsdtop_agent::source::{Source, SourceSpec};
 
 use crate::cli::SourceArgs;
 
@@ -52,13 +53,32 @@ pub fn spec_of(args: &SourceArgs) -> SourceSpec {
             scenario: s.clone(),
             policy: args.policy,
         },
-        None => SourceSpec::Live(Default::default()),
+        None => SourceSpec::Live(live_options(args)),
     }
 }
 
-/// Open the source the arguments name; with no source flag and no nfsd on
-/// this host, fall back to the built-in demo (and say so).
-pub fn open_local(args: &SourceArgs) -> anyhow::Result<(SourceSpec, Option<String>)> {
+/// The live source's options from the command line.
+pub fn live_options(args: &SourceArgs) -> LiveOptions {
+    LiveOptions {
+        tracefs: args.tracefs.clone(),
+        wait_for_nfsd: args.wait.map(|s| {
+            if s.is_finite() {
+                Duration::from_secs_f64(s)
+            } else {
+                Duration::MAX
+            }
+        }),
+        ..LiveOptions::default()
+    }
+}
+
+/// Open the source the arguments name. With no source flag and no nfsd on
+/// this host (and no --wait), fall back to the built-in demo and say so;
+/// any other failure of the live source (privileges, tracefs, a format this
+/// version cannot use) is an error the user must see.
+pub fn open_local(
+    args: &SourceArgs,
+) -> anyhow::Result<(SourceSpec, Box<dyn Source>, Option<String>)> {
     if args.replay.is_some() {
         anyhow::bail!("--replay is not available in this build yet");
     }
@@ -68,18 +88,32 @@ pub fn open_local(args: &SourceArgs) -> anyhow::Result<(SourceSpec, Option<Strin
         );
     }
     let spec = spec_of(args);
-    if matches!(spec, SourceSpec::Live(_)) {
-        if let Err(e) = spec.open() {
-            return Ok((
-                SourceSpec::Demo {
+    if let SourceSpec::Live(opts) = &spec {
+        if let Some(w) = opts.wait_for_nfsd {
+            if w == Duration::MAX {
+                eprintln!("nfsdtop: waiting for nfsd (its sunrpc tracepoints) to appear...");
+            } else {
+                eprintln!(
+                    "nfsdtop: waiting up to {w:.0?} for nfsd (its sunrpc tracepoints) to appear..."
+                );
+            }
+        }
+        return match spec.open() {
+            Ok(source) => Ok((spec, source, None)),
+            Err(e) if args.wait.is_none() && LiveError::chain_is_no_nfsd(&e) => {
+                let demo = SourceSpec::Demo {
                     scenario: "movers".into(),
                     policy: None,
-                },
-                Some(format!("no live nfsd ({e:#}): showing the built-in demo")),
-            ));
-        }
+                };
+                let source = demo.open().context("cannot open the built-in demo")?;
+                let notice = format!("no live nfsd ({e:#}): showing the built-in demo");
+                Ok((demo, source, Some(notice)))
+            }
+            Err(e) => Err(e.context("cannot watch this host's nfsd")),
+        };
     }
-    Ok((spec, None))
+    let source = spec.open().context("cannot open the event source")?;
+    Ok((spec, source, None))
 }
 
 pub fn class_map(args: &SourceArgs, spec: &SourceSpec) -> anyhow::Result<ClassMap> {
@@ -94,10 +128,9 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
     if let Some(url) = &args.connect {
         return connect_remote(url);
     }
-    let (spec, notice) = open_local(args)?;
-    let classmap = class_map(args, &spec)?;
     // Open here, so a bad scenario or file fails before any UI starts.
-    let source = spec.open().context("cannot open the event source")?;
+    let (spec, source, notice) = open_local(args)?;
+    let classmap = class_map(args, &spec)?;
     let pace = if args.speed == 0.0 {
         Pace::AsFastAsPossible
     } else {

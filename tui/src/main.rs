@@ -4,6 +4,7 @@ mod app;
 mod batch;
 mod cli;
 mod conn;
+mod doctor;
 
 use clap::Parser;
 
@@ -15,9 +16,7 @@ fn main() {
         Some(Command::Record(_)) => Err(anyhow::anyhow!(
             "`nfsdtop record` is not available in this build yet"
         )),
-        Some(Command::Doctor(_)) => Err(anyhow::anyhow!(
-            "`nfsdtop doctor` is not available in this build yet"
-        )),
+        Some(Command::Doctor(args)) => doctor::run(args),
         None if cli.view.batch => batch::run(&cli.view),
         None => app::run(&cli.view),
     };

@@ -1,0 +1,121 @@
+//! `nfsdtop doctor`: what this host supports, as text or JSON (keys in
+//! DESIGN.md). It attaches nothing; it does load the BPF programs into the
+//! kernel so the verifier's verdict is known even where nfsd is missing.
+
+use std::io::Write;
+
+use nfsdtop_agent::source::live::doctor::{diagnose, Diagnosis};
+use nfsdtop_agent::source::live::LiveOptions;
+
+use crate::cli::{DoctorArgs, OutputFormat};
+
+pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
+    let opts = LiveOptions {
+        tracefs: args.tracefs.clone(),
+        ..LiveOptions::default()
+    };
+    let d = diagnose(&opts);
+    let text = match args.format {
+        OutputFormat::Json => serde_json::to_string(&d)? + "\n",
+        OutputFormat::Text => text(&d),
+        OutputFormat::Csv => anyhow::bail!("doctor prints text or json, not csv"),
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (e.g. `| head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    Ok(())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn text(d: &Diagnosis) -> String {
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("  {k:<22} {v}\n"));
+    line("kernel", d.kernel.clone());
+    line(
+        "tracefs",
+        match &d.tracefs_path {
+            Some(p) => format!("yes ({})", p.display()),
+            None => "no (not mounted)".into(),
+        },
+    );
+    line("sunrpc/nfsd loaded", yes_no(d.sunrpc_loaded).into());
+    line(
+        "generation",
+        d.generation.clone().unwrap_or_else(|| "-".into()),
+    );
+    line(
+        "wait source",
+        d.wait_source.clone().unwrap_or_else(|| "-".into()),
+    );
+    line("kernel classes", yes_no(d.kernel_class).into());
+    for (name, ev) in &d.events {
+        let v = if ev.present {
+            format!("present: {}", ev.fields.join(", "))
+        } else {
+            "missing".into()
+        };
+        line(name, v);
+    }
+    line(
+        "BPF object",
+        if d.bpf_object {
+            "built in".into()
+        } else {
+            "missing from this build (run scripts/setup.sh and rebuild)".into()
+        },
+    );
+    line(
+        "BPF programs",
+        if d.bpf_programs_verified {
+            format!(
+                "{} accepted by the kernel's verifier (loaded, not attached): {}",
+                d.bpf_programs.len(),
+                d.bpf_programs.join(", ")
+            )
+        } else {
+            format!(
+                "not verified: {}",
+                d.bpf_error.clone().unwrap_or_else(|| "unknown".into())
+            )
+        },
+    );
+    let c = &d.capabilities;
+    line(
+        "privileges",
+        format!(
+            "{} (CAP_BPF {}, CAP_PERFMON {}, CAP_SYS_ADMIN {})",
+            if d.privileges_ok {
+                "ok"
+            } else {
+                "insufficient"
+            },
+            yes_no(c.cap_bpf),
+            yes_no(c.cap_perfmon),
+            yes_no(c.cap_sys_admin)
+        ),
+    );
+    let mut out = String::from("nfsdtop doctor\n");
+    out.push_str(&s);
+    for n in &d.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    if d.ready() {
+        out.push_str("verdict: ready: `nfsdtop` will watch this host's nfsd\n");
+    } else {
+        for p in &d.problems {
+            out.push_str(&format!("problem: {p}\n"));
+        }
+        out.push_str(
+            "verdict: the live source cannot start here yet (see the problems above); \
+             `nfsdtop --demo` works anywhere\n",
+        );
+    }
+    out
+}

@@ -1,0 +1,199 @@
+//! `nfsdtop doctor` and the live source's command-line behaviour on this
+//! host (real binary, real kernel for the BPF verifier).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nfsdtop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(args)
+        .output()
+        .expect("run nfsdtop")
+}
+
+fn fixture(gen: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/formats")
+        .join(gen)
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "doctor failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor JSON does not parse ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn doctor_json_on_this_host_loads_the_bpf_programs() {
+    if !Path::new("/sys/kernel/tracing").exists() {
+        println!("skipped: /sys/kernel/tracing does not exist on this host");
+        return;
+    }
+    let d = json(&nfsdtop(&["doctor", "--format", "json"]));
+    for key in [
+        "tracefs",
+        "sunrpc_loaded",
+        "generation",
+        "events",
+        "bpf_programs_verified",
+        "privileges_ok",
+    ] {
+        assert!(d.get(key).is_some(), "missing key {key}: {d}");
+    }
+    assert!(d["tracefs"].is_boolean() && d["events"].is_object());
+    // The module is there exactly when /sys/module/sunrpc is (false on a
+    // build machine without nfsd).
+    let sunrpc = Path::new("/sys/module/sunrpc").exists();
+    assert_eq!(d["sunrpc_loaded"], sunrpc, "{d}");
+    if !sunrpc {
+        assert!(d["generation"].is_null(), "{d}");
+        let problems = d["problems"].to_string();
+        assert!(problems.contains("modprobe nfsd"), "{problems}");
+    }
+    if d["privileges_ok"] == true {
+        assert_eq!(
+            d["bpf_programs_verified"], true,
+            "the kernel's verifier rejected the programs: {}",
+            d["bpf_error"]
+        );
+        assert_eq!(d["bpf_programs"].as_array().map(Vec::len), Some(5), "{d}");
+    } else {
+        assert_eq!(d["bpf_programs_verified"], false, "{d}");
+        assert!(d["problems"].to_string().contains("CAP_BPF"), "{d}");
+    }
+}
+
+#[test]
+fn doctor_reads_a_tracefs_tree() {
+    let dir = fixture("class");
+    let d = json(&nfsdtop(&[
+        "doctor",
+        "--format",
+        "json",
+        "--tracefs",
+        dir.to_str().unwrap(),
+    ]));
+    assert_eq!(d["tracefs"], true);
+    assert_eq!(d["sunrpc_loaded"], true);
+    assert_eq!(d["generation"], "6.16+ +class");
+    assert_eq!(d["wait_source"], "qtime");
+    let deq = &d["events"]["svc_xprt_dequeue"];
+    assert_eq!(deq["present"], true);
+    let fields: Vec<&str> = deq["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        fields.contains(&"qtime") && fields.contains(&"class"),
+        "{fields:?}"
+    );
+
+    let text = nfsdtop(&["doctor", "--tracefs", dir.to_str().unwrap()]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("6.16+ +class") && text.contains("svc_xprt_dequeue"),
+        "{text}"
+    );
+}
+
+#[test]
+fn doctor_names_the_field_of_a_format_it_cannot_use() {
+    let d = json(&nfsdtop(&[
+        "doctor",
+        "--format",
+        "json",
+        "--tracefs",
+        fixture("5.17-text").to_str().unwrap(),
+    ]));
+    assert!(d["generation"].is_null());
+    let problems = d["problems"].to_string();
+    assert!(problems.contains("`client`"), "{problems}");
+}
+
+#[test]
+fn live_faults_are_errors_not_a_silent_demo() {
+    // No tracefs where asked: an error with the mount hint, exit non-zero.
+    let out = nfsdtop(&["-b", "-n", "1", "--tracefs", "/nonexistent/tracing"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mount -t tracefs"), "{err}");
+    assert!(out.stdout.is_empty());
+
+    // A format this version cannot use: names the event and the field.
+    let out = nfsdtop(&[
+        "-b",
+        "-n",
+        "1",
+        "--tracefs",
+        fixture("5.17-text").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("svc_xprt_") && err.contains("`client`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wait_gives_up_with_a_clear_message() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("events/sched")).unwrap();
+    let out = nfsdtop(&[
+        "-b",
+        "-n",
+        "1",
+        "--wait",
+        "0.3",
+        "--tracefs",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !out.status.success(),
+        "--wait must not fall back to the demo"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("waited") && err.contains("modprobe nfsd"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_nfsd_falls_back_to_the_demo() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-demo-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("events/sched")).unwrap();
+    let out = nfsdtop(&[
+        "-b",
+        "-n",
+        "1",
+        "-d",
+        "0.1",
+        "--format",
+        "json",
+        "--tracefs",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("showing the built-in demo"), "{err}");
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["source"]["kind"], "demo");
+}
