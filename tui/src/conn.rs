@@ -559,3 +559,224 @@ impl<R: BufRead> Read for Chunked<R> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod remote_tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use nfsdtop_agent::model::EntityStats;
+
+    use super::*;
+
+    fn snapshot(n: u64) -> Snapshot {
+        Snapshot {
+            time: n as f64,
+            interval_s: 1.0,
+            source: nfsdtop_agent::model::SourceInfo {
+                kind: SourceKind::Demo,
+                detail: "seed-k16 policy=flat".into(),
+                ..Default::default()
+            },
+            peers: vec![EntityStats {
+                name: "10.0.0.2".into(),
+                dispatches: n,
+                share: 2.0 / 18.0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn read_request(s: &mut TcpStream) -> String {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = Vec::new();
+        let mut b = [0u8; 1];
+        while !req.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).unwrap() == 0 {
+                break;
+            }
+            req.push(b[0]);
+        }
+        String::from_utf8(req).unwrap()
+    }
+
+    /// Server-sent events, chunked in awkward 7-byte pieces so chunk
+    /// boundaries fall inside lines and inside the JSON.
+    fn write_chunked_events(s: &mut TcpStream, snaps: &[Snapshot]) {
+        s.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        )
+        .unwrap();
+        let mut body = String::from(": keep-alive comment\n\n");
+        for snap in snaps {
+            body.push_str("event: snapshot\ndata: ");
+            body.push_str(&serde_json::to_string(snap).unwrap());
+            body.push_str("\n\n");
+        }
+        for piece in body.as_bytes().chunks(7) {
+            write!(s, "{:x}\r\n", piece.len()).unwrap();
+            s.write_all(piece).unwrap();
+            s.write_all(b"\r\n").unwrap();
+        }
+        s.write_all(b"0\r\n\r\n").unwrap();
+    }
+
+    fn next(rx: &Receiver<Update>) -> Update {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("an update within 20 s")
+    }
+
+    #[test]
+    fn streams_snapshots_then_reconnects_when_the_agent_closes() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut requests = Vec::new();
+            // First connection: two snapshots, chunked, then close.
+            let (mut s, _) = listener.accept().unwrap();
+            requests.push(read_request(&mut s));
+            write_chunked_events(&mut s, &[snapshot(1), snapshot(2)]);
+            drop(s);
+            // Second: the reconnect; one snapshot, close-delimited (no
+            // chunking, as an HTTP/1.0-style server would send it).
+            let (mut s, _) = listener.accept().unwrap();
+            requests.push(read_request(&mut s));
+            let body = format!(
+                "event: snapshot\r\ndata: {}\r\n\r\n",
+                serde_json::to_string(&snapshot(3)).unwrap()
+            );
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+                .unwrap();
+            s.write_all(body.as_bytes()).unwrap();
+            drop(s);
+            requests
+        });
+
+        let conn = connect_remote(&format!("http://127.0.0.1:{port}")).unwrap();
+        let mut seen = Vec::new();
+        let mut snapshots = Vec::new();
+        // Connecting, Connected, 2 snapshots, Reconnecting, Connecting,
+        // Connected, 1 snapshot.
+        while snapshots.len() < 3 {
+            match next(&conn.updates) {
+                Update::Snapshot(s) => {
+                    seen.push("snapshot".to_string());
+                    snapshots.push(s);
+                }
+                Update::Status(st) => seen.push(match st {
+                    RemoteStatus::Connecting { .. } => "connecting".into(),
+                    RemoteStatus::Connected { .. } => "connected".into(),
+                    RemoteStatus::Reconnecting { attempt, error, .. } => {
+                        assert_eq!(error, "the agent closed the stream");
+                        format!("reconnecting {attempt}")
+                    }
+                }),
+                Update::Ended(r) => panic!("a remote source never ends: {r:?}"),
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "connecting",
+                "connected",
+                "snapshot",
+                "snapshot",
+                "reconnecting 1",
+                "connecting",
+                "connected",
+                "snapshot"
+            ]
+        );
+        let dispatches: Vec<u64> = snapshots.iter().map(|s| s.peers[0].dispatches).collect();
+        assert_eq!(dispatches, [1, 2, 3]);
+        let src = &snapshots[0].source;
+        assert_eq!(src.kind, SourceKind::Remote);
+        assert_eq!(
+            src.detail,
+            format!("http://127.0.0.1:{port} (demo seed-k16 policy=flat)")
+        );
+        let requests = server.join().unwrap();
+        for r in &requests {
+            assert!(r.starts_with("GET /api/v1/stream HTTP/1.1\r\n"), "{r}");
+            assert!(r.contains(&format!("Host: 127.0.0.1:{port}")), "{r}");
+        }
+        // The listener is gone: the next attempt fails and says why.
+        match next(&conn.updates) {
+            Update::Status(RemoteStatus::Reconnecting { .. }) => {}
+            Update::Status(RemoteStatus::Connecting { .. }) => match next(&conn.updates) {
+                Update::Status(RemoteStatus::Reconnecting { error, .. }) => {
+                    assert!(!error.is_empty())
+                }
+                _ => panic!("expected reconnecting"),
+            },
+            _ => panic!("expected a status"),
+        }
+    }
+
+    #[test]
+    fn http_errors_and_refused_connections_become_reconnecting() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            read_request(&mut s);
+            s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nno stream")
+                .unwrap();
+        });
+        let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+        let error = loop {
+            if let Update::Status(RemoteStatus::Reconnecting { error, .. }) = next(&conn.updates) {
+                break error;
+            }
+        };
+        assert_eq!(error, "HTTP 404 Not Found from /api/v1/stream: no stream");
+        server.join().unwrap();
+
+        // Nothing listening at all.
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let conn = connect_remote(&format!("http://127.0.0.1:{port}/")).unwrap();
+        let (attempt, retry_in) = loop {
+            if let Update::Status(RemoteStatus::Reconnecting {
+                attempt, retry_in, ..
+            }) = next(&conn.updates)
+            {
+                break (attempt, retry_in);
+            }
+        };
+        assert_eq!((attempt, retry_in), (1, BACKOFF_MIN));
+        // Dropping the connection stops the thread (its sends fail).
+        drop(conn);
+    }
+
+    #[test]
+    fn urls() {
+        let u = parse_url("http://example.org").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.base.as_str()),
+            ("example.org", 9847, "")
+        );
+        let u = parse_url("10.0.0.1:1234/nfsdtop/").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.base.as_str()),
+            ("10.0.0.1", 1234, "/nfsdtop")
+        );
+        let u = parse_url("http://[::1]:9000").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("::1", 9000));
+        assert_eq!(u.to_string(), "http://[::1]:9000");
+        assert_eq!(parse_url("[fe80::1]").unwrap().port, DEFAULT_PORT);
+        for bad in [
+            "https://x",
+            "http://",
+            "x:0",
+            "x:99999",
+            "[::1",
+            "http://h:port",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad} accepted");
+        }
+    }
+}
