@@ -8,6 +8,8 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
+mod vm;
+
 #[derive(Parser)]
 #[command(about = "nfsdtop project tasks")]
 struct Cli {
@@ -27,9 +29,13 @@ enum Task {
     /// Run every test: format, lints, unit and integration tests, and the
     /// end-to-end tests against real components.
     Test,
+    /// Build (once; cached) the Debian guest image for the real-kernel tests.
+    VmImage(vm::ImageArgs),
+    /// Real-kernel tests: nfsd in QEMU, nfsdtop checked against ftrace.
+    VmTest(vm::TestArgs),
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
@@ -50,7 +56,7 @@ fn run(step: &str, cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
@@ -101,7 +107,26 @@ fn main() -> anyhow::Result<()> {
             for s in scripts {
                 run(&s.display().to_string(), Command::new("bash").arg(&s))?;
             }
+            // The real kernel: nfsd in QEMU, nfsdtop against ftrace (trixie,
+            // short load; `cargo xtask vm-test --kernel all` is the matrix).
+            let started = Instant::now();
+            eprintln!("==> vm-test --kernel trixie --quick");
+            vm::test(vm::TestArgs {
+                kernel: vm::KernelSel::Trixie,
+                quick: true,
+                nfsdtop: None,
+                fio_secs: None,
+            })?;
+            eprintln!("<== vm-test: ok in {:.0?}", started.elapsed());
             Ok(())
+        }
+        Task::VmImage(args) => {
+            setup("all")?;
+            vm::image(args)
+        }
+        Task::VmTest(args) => {
+            setup("all")?;
+            vm::test(args)
         }
     }
 }

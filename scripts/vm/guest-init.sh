@@ -1,0 +1,309 @@
+#!/bin/bash
+# nfsdtop VM test: the guest side of one run (see shared/VMTEST.md and
+# xtask/src/vm.rs). The host puts this script, its config and the nfsdtop
+# binary on the input disk; nfsdtop-vm-init unpacks them to /vm and execs
+# this. It starts a real nfsd with few threads, makes client network
+# namespaces (IPv4 and IPv6, different nconnect), runs fio from all of them
+# at once while the kernel's own ftrace and nfsdtop watch the same sunrpc
+# events, then writes everything it saw to the output disk (/dev/vdc, a
+# plain tar archive) and powers off. Every step has a timeout; progress
+# goes to the console as "NFSDTOP-VM: ..." markers the host waits for.
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export LANG=C
+exec </dev/null
+
+# Defaults; /vm/config (written by the host) overrides them.
+RUN_ID=unknown
+FIO_RUNTIME=5          # seconds of fio per client
+FILE_MB=32             # per-client test file
+NFSD_THREADS=2         # few threads, so clients contend
+GUEST_TIMEOUT=900      # the guest gives up and reports after this long
+NFSDTOP_MAX_N=900      # -n bound for nfsdtop (it is stopped when the load is done)
+TRACE_KB=65536         # ftrace buffer per CPU
+FAULTS=""              # space-separated fault scenarios (issue 4)
+# name  family  nconnect  (client i gets 10.99.i.2 or fd99:i::2, server .1)
+CLIENTS="c1:4:1 c2:4:4 c3:6:8"
+# shellcheck source=/dev/null
+[ -f /vm/config ] && . /vm/config
+
+OUT=/tmp/out
+T=/sys/kernel/tracing
+NFSDTOP=/vm/nfsdtop
+
+up() { cut -d' ' -f1 /proc/uptime; }
+mark() {
+  echo "NFSDTOP-VM: $* (t=$(up))"
+  [ -d "$OUT" ] && echo "$(up) $*" >>"$OUT/markers.txt"
+}
+summary() { echo "$1=$2" >>"$OUT/summary.txt"; }
+
+finished=0
+finish() {
+  [ "$finished" = 1 ] && return
+  finished=1
+  mark "collecting results"
+  summary t_end "$(up)"
+  dmesg >"$OUT/dmesg.txt" 2>&1
+  cat /proc/fs/nfsd/pool_stats >"$OUT/pool_stats.txt" 2>/dev/null
+  ps -eo pid,stat,etimes,args >"$OUT/ps.txt" 2>&1
+  if tar -cf /dev/vdc -C "$OUT" . && sync; then
+    mark "results written"
+  else
+    echo "NFSDTOP-VM: FATAL cannot write the output disk"
+  fi
+  echo "NFSDTOP-VM: done"
+  echo o >/proc/sysrq-trigger
+  while :; do sleep 60; done
+}
+fail() {
+  mark "FAIL: $*"
+  summary error "$*"
+  finish
+}
+# A guest-side watchdog, so a wedged step still reports what it had.
+trap 'fail "guest watchdog: run exceeded ${GUEST_TIMEOUT}s"' USR1
+watchdog() { sleep "$GUEST_TIMEOUT"; kill -USR1 $$; }
+
+# wait_until TIMEOUT DESCRIPTION COMMAND...: poll a condition (every 0.2 s)
+# until it holds; returns 1 on timeout. A condition wait, not a fixed sleep.
+wait_until() {
+  local timeout=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + timeout))
+  until "$@"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      mark "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# --- basic system --------------------------------------------------------
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mkdir -p "$OUT" /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tracefs tracefs $T || fail "cannot mount tracefs"
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf || fail "cannot mount bpffs"
+ip link set lo up
+hostname nfsdtop-vm
+watchdog &
+WATCHDOG_PID=$!
+: >"$OUT/summary.txt"
+summary run_id "$RUN_ID"
+summary kernel "$(uname -r)"
+summary t_init "$(up)"
+summary nproc "$(nproc)"
+mark "init started, kernel $(uname -r)"
+
+# --- nfsd --------------------------------------------------------------
+start_nfsd() {
+  modprobe nfsd || fail "modprobe nfsd failed"
+  mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || fail "cannot mount the nfsd filesystem"
+  mkdir -p /export /run/rpcbind /var/lib/nfs
+  if ! mountpoint -q /export; then
+    mount -t tmpfs -o size=$((FILE_MB * 8 + 64))m tmpfs /export
+    for spec in $CLIENTS; do
+      dd if=/dev/zero of="/export/${spec%%:*}.dat" bs=1M count="$FILE_MB" status=none
+    done
+  fi
+  echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
+  pidof rpcbind >/dev/null || timeout 30 rpcbind -w || fail "rpcbind failed"
+  timeout 30 exportfs -ra || fail "exportfs failed"
+  timeout 60 rpc.nfsd "$NFSD_THREADS" || fail "rpc.nfsd failed"
+  pidof rpc.mountd >/dev/null || timeout 30 rpc.mountd || fail "rpc.mountd failed"
+}
+stop_nfsd() {
+  timeout 60 rpc.nfsd 0 || mark "rpc.nfsd 0 failed"
+}
+start_nfsd
+summary t_nfsd_ready "$(up)"
+summary nfsd_threads "$(cat /proc/fs/nfsd/threads)"
+mark "nfsd running with $(cat /proc/fs/nfsd/threads) threads"
+for f in $T/events/sunrpc/svc_xprt_dequeue/format $T/events/sunrpc/svc_xprt_enqueue/format; do
+  [ -f "$f" ] && cp "$f" "$OUT/format-$(basename "$(dirname "$f")").txt"
+done
+
+# --- client namespaces -----------------------------------------------------
+modprobe veth || fail "modprobe veth failed"
+i=0
+for spec in $CLIENTS; do
+  i=$((i + 1))
+  IFS=: read -r name fam nconn <<<"$spec"
+  ip netns add "$name" || fail "ip netns add $name"
+  ip link add "h$i" type veth peer name "g$i" || fail "veth h$i"
+  ip link set "g$i" netns "$name"
+  if [ "$fam" = 6 ]; then
+    ip addr add "fd99:$i::1/64" dev "h$i" nodad
+    ip -n "$name" addr add "fd99:$i::2/64" dev "g$i" nodad
+    caddr="fd99:$i::2" saddr="[fd99:$i::1]" proto=tcp6
+  else
+    ip addr add "10.99.$i.1/24" dev "h$i"
+    ip -n "$name" addr add "10.99.$i.2/24" dev "g$i"
+    caddr="10.99.$i.2" saddr="10.99.$i.1" proto=tcp
+  fi
+  ip link set "h$i" up
+  ip -n "$name" link set lo up
+  ip -n "$name" link set "g$i" up
+  summary "client.$name" "$caddr nconnect=$nconn"
+  eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto NCONN_$name=\$nconn"
+done
+mark "client namespaces ready: $CLIENTS"
+
+# --- ftrace: the independent ground truth ----------------------------------
+ftrace_start() {
+  echo 0 >$T/tracing_on
+  echo nop >$T/current_tracer
+  echo "$TRACE_KB" >$T/buffer_size_kb || fail "cannot size the ftrace buffer"
+  echo >$T/trace
+  for e in svc_xprt_dequeue svc_xprt_enqueue svc_xprt_accept svc_xprt_close svc_xprt_free; do
+    [ -f "$T/events/sunrpc/$e/enable" ] && echo 1 >"$T/events/sunrpc/$e/enable"
+  done
+  echo 1 >$T/tracing_on
+}
+ftrace_entries() {
+  # entries recorded so far, over all CPUs (quiescence check)
+  cat $T/per_cpu/cpu*/stats | awk '/^entries:/ {n += $2} END {print n + 0}'
+}
+ftrace_stop() {
+  echo 0 >$T/tracing_on
+  for d in $T/per_cpu/cpu*; do
+    echo "== $(basename "$d")"
+    cat "$d/stats"
+  done >"$OUT/ftrace-stats.txt"
+  cat $T/trace >"$OUT/trace.txt"
+  for e in $T/events/sunrpc/*/enable; do echo 0 >"$e"; done
+}
+
+# --- nfsdtop ---------------------------------------------------------------
+have_nfsdtop() { [ -x "$NFSDTOP" ]; }
+jsonl_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+# nfsdtop_start FILE: batch JSON into FILE; waits for its first line (it
+# has attached by then) or its exit.
+nfsdtop_start() {
+  local file=$1
+  shift
+  "$NFSDTOP" -b --format json -n "$NFSDTOP_MAX_N" -d 1 "$@" >"$file" 2>"${file%.jsonl}.err" &
+  NFSDTOP_PID=$!
+  wait_until 180 "nfsdtop's first line" nfsdtop_line_or_gone "$file" 1
+  if nfsdtop_gone; then
+    wait "$NFSDTOP_PID"
+    summary "nfsdtop_exit.$(basename "$file")" "$?"
+    mark "nfsdtop exited early: $(tail -n 3 "${file%.jsonl}.err" | tr '\n' ' ')"
+    return 1
+  fi
+}
+# gone: exited, i.e. no such process or a zombie not yet reaped (kill -0
+# succeeds on a zombie).
+pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
+nfsdtop_gone() { pid_gone "$NFSDTOP_PID"; }
+nfsdtop_line_or_gone() { [ "$(jsonl_lines "$1")" -ge "$2" ] || nfsdtop_gone; }
+# nfsdtop_stop FILE: wait for two more lines (so the last one covers every
+# event so far), then stop it.
+nfsdtop_stop() {
+  local file=$1 n
+  n=$(jsonl_lines "$file")
+  wait_until 60 "two more nfsdtop lines" nfsdtop_line_or_gone "$file" $((n + 2))
+  kill -INT "$NFSDTOP_PID" 2>/dev/null
+  wait_until 30 "nfsdtop to exit" nfsdtop_gone
+  kill -KILL "$NFSDTOP_PID" 2>/dev/null
+  wait "$NFSDTOP_PID"
+  summary "nfsdtop_exit.$(basename "$file")" "$?"
+}
+
+# --- load --------------------------------------------------------------
+mount_clients() {
+  local spec name
+  for spec in $CLIENTS; do
+    name=${spec%%:*}
+    eval "local s=\$SADDR_$name p=\$PROTO_$name n=\$NCONN_$name"
+    mkdir -p "/mnt/$name"
+    # nsenter --net keeps the mount in the init mount namespace while the
+    # NFS client's transports live in (and take addresses from) $name.
+    timeout 120 nsenter --net="/run/netns/$name" \
+      mount -t nfs -o "vers=3,proto=$p,nolock,nconnect=$n" "$s:/export" "/mnt/$name" ||
+      fail "mount from $name failed"
+  done
+}
+umount_clients() {
+  local spec
+  for spec in $CLIENTS; do
+    timeout 60 umount "/mnt/${spec%%:*}" || mark "umount /mnt/${spec%%:*} failed"
+  done
+}
+nfs_conns() { ss -Htan '( sport = :2049 )' | grep -vc LISTEN; }
+no_nfs_conns() { [ "$(nfs_conns)" = 0 ]; }
+# run_fio TAG: fio from every client at once, bounded.
+run_fio() {
+  local tag=$1 spec name pids=""
+  for spec in $CLIENTS; do
+    name=${spec%%:*}
+    timeout $((FIO_RUNTIME + 120)) fio --name="$name" --filename="/mnt/$name/$name.dat" \
+      --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth=16 \
+      --runtime="$FIO_RUNTIME" --time_based --size="${FILE_MB}M" \
+      --output-format=json --output="$OUT/fio-$tag-$name.json" >/dev/null 2>"$OUT/fio-$tag-$name.err" &
+    pids="$pids $!"
+  done
+  local rc=0 p
+  for p in $pids; do wait "$p" || rc=1; done
+  return $rc
+}
+# load TAG: mount, fio, umount, then wait until the server has closed every
+# connection (the close dequeues are the last events of the load).
+load() {
+  local tag=$1
+  summary "t_load_start.$tag" "$(up)"
+  mount_clients
+  summary "server_conns.$tag" "$(nfs_conns)"
+  mark "clients mounted ($(nfs_conns) server connections), fio ${FIO_RUNTIME}s"
+  run_fio "$tag" || mark "fio failed for $tag"
+  summary "t_fio_done.$tag" "$(up)"
+  umount_clients
+  wait_until 60 "the server to close every connection" no_nfs_conns || summary "quiescent.$tag" no
+  summary "t_load_end.$tag" "$(up)"
+  mark "load $tag done"
+}
+
+# --- the main measurement ------------------------------------------------------
+if have_nfsdtop; then
+  timeout 300 "$NFSDTOP" doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"
+  summary doctor_exit "$?"
+  mark "doctor done"
+else
+  summary nfsdtop missing
+fi
+ftrace_start
+summary t_trace_on "$(up)"
+nfsdtop_ok=0
+if have_nfsdtop && nfsdtop_start "$OUT/nfsdtop.jsonl"; then
+  nfsdtop_ok=1
+  summary t_nfsdtop_attached "$(up)"
+  mark "nfsdtop attached"
+fi
+load main
+if [ "$nfsdtop_ok" = 1 ]; then
+  before=$(ftrace_entries)
+  nfsdtop_stop "$OUT/nfsdtop.jsonl"
+  after=$(ftrace_entries)
+  summary ftrace_entries_while_stopping "$((after - before))"
+fi
+ftrace_stop
+mark "main measurement done"
+
+# --- faults (issue 4) ------------------------------------------------------
+for f in $FAULTS; do
+  if [ -x "/vm/fault-$f.sh" ]; then
+    mark "fault $f"
+    # shellcheck source=/dev/null
+    . "/vm/fault-$f.sh"
+  else
+    summary "fault.$f" "unknown"
+  fi
+done
+
+kill "$WATCHDOG_PID" 2>/dev/null
+finish

@@ -1,0 +1,966 @@
+//! Real-kernel tests in QEMU (see shared/VMTEST.md).
+//!
+//! `cargo xtask vm-image --suite trixie` builds (once) a cached Debian image
+//! with a real nfsd; `cargo xtask vm-test [--kernel trixie|bookworm|sid|all]
+//! [--quick]` boots it under QEMU (TCG), runs NFS load from client network
+//! namespaces while the kernel's own ftrace and nfsdtop watch the same
+//! sunrpc events, and checks nfsdtop against ftrace.
+//!
+//! Host ↔ guest: the root image is used through a QEMU snapshot (never
+//! modified); the run's input (guest script, config, nfsdtop binary) is a
+//! plain tar archive on a second virtio disk; the guest writes its results
+//! as a tar archive to a third disk. Progress comes over the serial console
+//! as `NFSDTOP-VM: ...` markers, each phase bounded by a timeout.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+
+use crate::root;
+
+/// Packages of every image (VMTEST.md). No initramfs-tools: sid's kernel
+/// pulls in dracut and the two conflict; the others get it by dependency.
+const PACKAGES: &str =
+    "linux-image-amd64,nfs-kernel-server,nfs-common,rpcbind,fio,iproute2,kmod,procps,util-linux";
+const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
+
+/// The NFS clients of every run: (netns name, IP family, nconnect). Client
+/// i (1-based) gets 10.99.i.2 or fd99:i::2 and mounts the server at .1.
+const CLIENTS: [(&str, u8, u32); 3] = [("c1", 4, 1), ("c2", 4, 4), ("c3", 6, 8)];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Suite {
+    /// Debian 12, kernel 6.1 (tracepoint generation 5.18–6.5)
+    Bookworm,
+    /// Debian 13, kernel 6.12 (generation 6.6–6.15)
+    Trixie,
+    /// Debian unstable, kernel ≥ 6.16 (qtime)
+    Sid,
+}
+
+impl Suite {
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Bookworm => "bookworm",
+            Suite::Trixie => "trixie",
+            Suite::Sid => "sid",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ImageArgs {
+    /// Debian suite of the image.
+    #[arg(long, value_enum, default_value_t = Suite::Trixie)]
+    pub suite: Suite,
+    /// Build again even if a valid cached image exists.
+    #[arg(long)]
+    pub rebuild: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelSel {
+    Trixie,
+    Bookworm,
+    Sid,
+    /// trixie, bookworm and sid, one after the other
+    All,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Which kernel(s) to test.
+    #[arg(long, value_enum, default_value_t = KernelSel::Trixie)]
+    pub kernel: KernelSel,
+    /// Short load and no fault scenarios (what `cargo xtask test` runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Use this nfsdtop binary instead of building it (`cargo build --release -p nfsdtop`).
+    #[arg(long, value_name = "FILE")]
+    pub nfsdtop: Option<PathBuf>,
+    /// Seconds of fio per client (default: 4 with --quick, else 10).
+    #[arg(long, value_name = "SECS")]
+    pub fio_secs: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------
+// Images
+
+fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("NFSDTOP_VM_CACHE") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    base.join("nfsdtop-vm")
+}
+
+fn fnv1a(data: &[u8], mut h: u64) -> u64 {
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// The cache key: suite, package list and the scripts that shape the image.
+fn image_key(suite: Suite) -> anyhow::Result<String> {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    h = fnv1a(suite.name().as_bytes(), h);
+    h = fnv1a(PACKAGES.as_bytes(), h);
+    for s in ["scripts/vm/build-image.sh", "scripts/vm/guest-boot.sh"] {
+        let text = fs::read(root().join(s)).with_context(|| format!("reading {s}"))?;
+        h = fnv1a(&text, h);
+    }
+    Ok(format!("{:016x}", h))
+}
+
+pub struct Image {
+    pub dir: PathBuf,
+    pub kernel: String,
+}
+
+fn read_kv(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(parse_kv(&text))
+}
+
+fn parse_kv(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// A cached image is valid when its manifest (written last, after an atomic
+/// rename) and all its files are there.
+fn valid_image(dir: &Path, suite: Suite) -> Option<Image> {
+    let m = read_kv(&dir.join("manifest")).ok()?;
+    if m.get("suite").map(String::as_str) != Some(suite.name()) {
+        return None;
+    }
+    for f in ["vmlinuz", "initrd.img", "root.img"] {
+        if !dir.join(f).is_file() {
+            return None;
+        }
+    }
+    Some(Image {
+        dir: dir.to_path_buf(),
+        kernel: m.get("kernel")?.clone(),
+    })
+}
+
+pub fn ensure_image(suite: Suite, rebuild: bool) -> anyhow::Result<Image> {
+    let dir = cache_root().join(format!("{}-{}", suite.name(), image_key(suite)?));
+    if !rebuild {
+        if let Some(img) = valid_image(&dir, suite) {
+            eprintln!(
+                "vm: cached {} image {} (kernel {})",
+                suite.name(),
+                dir.display(),
+                img.kernel
+            );
+            return Ok(img);
+        }
+    }
+    fs::create_dir_all(cache_root())?;
+    let mirror = std::env::var("NFSDTOP_DEBIAN_MIRROR").unwrap_or_else(|_| DEFAULT_MIRROR.into());
+    let started = Instant::now();
+    eprintln!(
+        "vm: building the {} image in {} (debootstrap, about 4-5 minutes)",
+        suite.name(),
+        dir.display()
+    );
+    let status = Command::new("bash")
+        .arg(root().join("scripts/vm/build-image.sh"))
+        .args([suite.name(), &dir.display().to_string(), &mirror, PACKAGES])
+        .status()
+        .context("cannot run scripts/vm/build-image.sh")?;
+    if !status.success() {
+        bail!("building the {} image failed ({status})", suite.name());
+    }
+    let img = valid_image(&dir, suite)
+        .ok_or_else(|| anyhow!("image build finished but {} is not valid", dir.display()))?;
+    eprintln!(
+        "vm: {} image built in {:.0?} (kernel {})",
+        suite.name(),
+        started.elapsed(),
+        img.kernel
+    );
+    Ok(img)
+}
+
+pub fn image(args: ImageArgs) -> anyhow::Result<()> {
+    ensure_image(args.suite, args.rebuild).map(|_| ())
+}
+
+// ---------------------------------------------------------------------------
+// nfsdtop binary
+
+fn build_nfsdtop() -> anyhow::Result<PathBuf> {
+    let started = Instant::now();
+    eprintln!("vm: cargo build --release -p nfsdtop");
+    let out = crate::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "nfsdtop",
+            "--bin",
+            "nfsdtop",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo build")?;
+    if !out.status.success() {
+        bail!("cargo build --release -p nfsdtop failed ({})", out.status);
+    }
+    let mut exe = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "nfsdtop" {
+            if let Some(p) = v["executable"].as_str() {
+                exe = Some(PathBuf::from(p));
+            }
+        }
+    }
+    let exe = exe.ok_or_else(|| anyhow!("cargo build did not report the nfsdtop executable"))?;
+    eprintln!(
+        "vm: nfsdtop built in {:.0?}: {}",
+        started.elapsed(),
+        exe.display()
+    );
+    Ok(exe)
+}
+
+// ---------------------------------------------------------------------------
+// One guest run
+
+struct RunConfig {
+    fio_secs: u32,
+    faults: Vec<&'static str>,
+    guest_timeout_s: u64,
+}
+
+/// Kills QEMU if the host side gives up (timeout, error, panic).
+struct Qemu(Child);
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn tail(path: &Path, n: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn set_exec(p: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod {}", p.display()))
+}
+
+/// A raw disk holding `tar` of `dir`, padded to whole MiB.
+fn make_input_disk(dir: &Path, disk: &Path) -> anyhow::Result<()> {
+    let status = Command::new("tar")
+        .arg("-cf")
+        .arg(disk)
+        .arg("-C")
+        .arg(dir)
+        .arg(".")
+        .status()
+        .context("cannot run tar")?;
+    if !status.success() {
+        bail!("tar of the input disk failed");
+    }
+    let f = fs::OpenOptions::new().write(true).open(disk)?;
+    let len = f.metadata()?.len();
+    f.set_len(len.div_ceil(1 << 20) * (1 << 20))?;
+    Ok(())
+}
+
+struct GuestTimes {
+    boot_s: f64,
+    total_s: f64,
+}
+
+fn run_guest(
+    img: &Image,
+    nfsdtop: &Path,
+    cfg: &RunConfig,
+    run_dir: &Path,
+) -> anyhow::Result<GuestTimes> {
+    let input = run_dir.join("input");
+    fs::create_dir_all(&input)?;
+    let vm_scripts = root().join("scripts/vm");
+    fs::copy(vm_scripts.join("guest-init.sh"), input.join("init.sh"))?;
+    set_exec(&input.join("init.sh"))?;
+    for e in fs::read_dir(&vm_scripts)? {
+        let p = e?.path();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if name.starts_with("fault-") && name.ends_with(".sh") {
+            fs::copy(&p, input.join(&name))?;
+            set_exec(&input.join(&name))?;
+        }
+    }
+    // A stripped copy boots faster (smaller input disk to unpack).
+    let guest_bin = input.join("nfsdtop");
+    let stripped = Command::new("strip")
+        .arg("-o")
+        .arg(&guest_bin)
+        .arg(nfsdtop)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        fs::copy(nfsdtop, &guest_bin)?;
+    }
+    let clients: Vec<String> = CLIENTS
+        .iter()
+        .map(|(n, fam, nc)| format!("{n}:{fam}:{nc}"))
+        .collect();
+    let config = format!(
+        "RUN_ID={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nCLIENTS=\"{}\"\n",
+        run_dir.file_name().unwrap_or_default().to_string_lossy(),
+        cfg.fio_secs,
+        cfg.guest_timeout_s,
+        cfg.faults.join(" "),
+        clients.join(" "),
+    );
+    fs::write(input.join("config"), config)?;
+    let in_disk = run_dir.join("input.img");
+    make_input_disk(&input, &in_disk)?;
+    let out_disk = run_dir.join("output.img");
+    File::create(&out_disk)?.set_len(2 << 30)?;
+
+    let drive = |p: &Path, extra: &str| format!("file={},if=virtio,format=raw{extra}", p.display());
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-smp",
+        "2",
+        "-m",
+        "3072",
+    ])
+    .args(["-nographic", "-no-reboot", "-nic", "none"])
+    .arg("-kernel")
+    .arg(img.dir.join("vmlinuz"))
+    .arg("-initrd")
+    .arg(img.dir.join("initrd.img"))
+    .arg("-drive")
+    .arg(drive(&img.dir.join("root.img"), ",snapshot=on"))
+    .arg("-drive")
+    .arg(drive(&in_disk, ",readonly=on"))
+    .arg("-drive")
+    .arg(drive(&out_disk, ""))
+    .args([
+        "-append",
+        "root=/dev/vda rw console=ttyS0 init=/sbin/nfsdtop-vm-init quiet panic=-1",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(File::create(run_dir.join("qemu.err"))?);
+    let started = Instant::now();
+    let mut child = Qemu(cmd.spawn().context("cannot start qemu-system-x86_64")?);
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    let console = run_dir.join("console.log");
+    let (tx, rx) = mpsc::channel::<String>();
+    let mut log = File::create(&console)?;
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).split(b'\n') {
+            let Ok(line) = line else { break };
+            let line = String::from_utf8_lossy(&line)
+                .trim_end_matches('\r')
+                .to_string();
+            let _ = writeln!(log, "{line}");
+            if line.contains("NFSDTOP-VM:") || line.contains("Kernel panic") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let boot_deadline = started + Duration::from_secs(300);
+    let run_deadline = started + Duration::from_secs(cfg.guest_timeout_s + 120);
+    let mut boot_s = None;
+    loop {
+        let deadline = if boot_s.is_none() {
+            boot_deadline
+        } else {
+            run_deadline
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let t = started.elapsed().as_secs_f64();
+                eprintln!("vm: [{t:6.1}s] {}", line.trim());
+                if line.contains("Kernel panic") {
+                    bail!(
+                        "the guest kernel panicked; console ({}):\n{}",
+                        console.display(),
+                        tail(&console, 30)
+                    );
+                }
+                if boot_s.is_none() && line.contains("NFSDTOP-VM: boot-init") {
+                    boot_s = Some(t);
+                }
+                if line.contains("NFSDTOP-VM: done") {
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let what = if boot_s.is_none() {
+                    "to boot (no boot-init marker)"
+                } else {
+                    "to finish"
+                };
+                drop(child);
+                bail!(
+                    "the guest took too long {what} ({:.0?}); QEMU killed; console ({}):\n{}",
+                    started.elapsed(),
+                    console.display(),
+                    tail(&console, 30)
+                );
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                bail!(
+                    "QEMU exited before the guest said done; console ({}):\n{}\nqemu stderr:\n{}",
+                    console.display(),
+                    tail(&console, 30),
+                    tail(&run_dir.join("qemu.err"), 10)
+                );
+            }
+        }
+    }
+    // The guest powers off right after "done": give QEMU a bounded time to exit.
+    let exit_deadline = Instant::now() + Duration::from_secs(60);
+    while child.0.try_wait()?.is_none() {
+        if Instant::now() >= exit_deadline {
+            eprintln!("vm: QEMU did not exit after the guest powered off: killing it");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(child);
+    let _ = reader.join();
+    let total_s = started.elapsed().as_secs_f64();
+
+    let results = run_dir.join("results");
+    fs::create_dir_all(&results)?;
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&out_disk)
+        .arg("-C")
+        .arg(&results)
+        .status()?;
+    if !status.success() {
+        bail!(
+            "cannot unpack the guest's output disk {}",
+            out_disk.display()
+        );
+    }
+    // The disks are large and can be rebuilt; keep the results.
+    let _ = fs::remove_file(&out_disk);
+    let _ = fs::remove_file(&in_disk);
+    Ok(GuestTimes {
+        boot_s: boot_s.unwrap_or(f64::NAN),
+        total_s,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Ground truth from ftrace
+
+/// Per-client dequeue counts from ftrace's `trace` text.
+#[derive(Debug, Default, PartialEq)]
+pub struct Ftrace {
+    /// svc_xprt_dequeue records of nfsd (server port 2049) per client IP,
+    /// listener records left out (their printed client is bogus).
+    pub per_client: BTreeMap<IpAddr, u64>,
+    /// Listener records (flags include LISTENER).
+    pub listener: u64,
+    /// Dequeues of other services (lockd, NFS callback), by server port.
+    pub other_services: BTreeMap<u16, u64>,
+    /// Every svc_xprt_dequeue record.
+    pub total: u64,
+    /// Records whose addresses could not be parsed.
+    pub unparsed: u64,
+    pub enqueue: u64,
+}
+
+fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
+    rest.split_whitespace()
+        .find_map(|tok| tok.strip_prefix(key)?.strip_prefix('='))
+}
+
+pub fn parse_trace(text: &str) -> Ftrace {
+    let mut f = Ftrace::default();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.contains(" svc_xprt_enqueue: ") {
+            f.enqueue += 1;
+            continue;
+        }
+        let Some((_, rest)) = line.split_once(" svc_xprt_dequeue: ") else {
+            continue;
+        };
+        f.total += 1;
+        let flags = field(rest, "flags").unwrap_or("");
+        if flags.split('|').any(|fl| fl == "LISTENER") {
+            f.listener += 1;
+            continue;
+        }
+        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+        let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
+        match (server, client) {
+            (Some(s), Some(c)) if s.port() == 2049 => {
+                *f.per_client.entry(c.ip()).or_default() += 1;
+            }
+            (Some(s), Some(_)) => *f.other_services.entry(s.port()).or_default() += 1,
+            _ => f.unparsed += 1,
+        }
+    }
+    f
+}
+
+/// Sums of `overrun`, `commit overrun` and `dropped events` over every CPU
+/// in the saved `per_cpu/cpu*/stats`; None if the file has no CPU stats.
+pub fn ftrace_losses(stats: &str) -> Option<u64> {
+    let mut seen = false;
+    let mut lost = 0;
+    for line in stats.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        if matches!(k.trim(), "overrun" | "commit overrun" | "dropped events") {
+            seen = true;
+            lost += v.trim().parse::<u64>().unwrap_or(u64::MAX / 4);
+        }
+    }
+    seen.then_some(lost)
+}
+
+// ---------------------------------------------------------------------------
+// Checks
+
+/// "6.12.57+deb13-amd64" → (6, 12).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+fn expected_wait_source(release: &str) -> &'static str {
+    match kernel_version(release) {
+        Some(v) if v >= (6, 16) => "qtime",
+        _ => "enqueue-dequeue",
+    }
+}
+
+fn client_addr(i: usize, fam: u8) -> IpAddr {
+    let n = i + 1;
+    if fam == 6 {
+        format!("fd99:{n}::2").parse().expect("valid address")
+    } else {
+        format!("10.99.{n}.2").parse().expect("valid address")
+    }
+}
+
+struct Report {
+    lines: Vec<String>,
+    failures: Vec<String>,
+}
+
+impl Report {
+    fn check(&mut self, ok: bool, what: impl Into<String>) {
+        let what = what.into();
+        if ok {
+            self.lines.push(format!("  ok   {what}"));
+        } else {
+            self.lines.push(format!("  FAIL {what}"));
+            self.failures.push(what);
+        }
+    }
+    fn note(&mut self, what: impl Into<String>) {
+        self.lines.push(format!("       {}", what.into()));
+    }
+}
+
+fn fio_iops(path: &Path) -> Option<f64> {
+    let v: Value = serde_json::from_str(&fs::read_to_string(path).ok()?).ok()?;
+    v["jobs"][0]["read"]["iops"].as_f64()
+}
+
+fn check_main(results: &Path, rep: &mut Report) -> anyhow::Result<()> {
+    let summary = read_kv(&results.join("summary.txt"))?;
+    let kernel = summary.get("kernel").cloned().unwrap_or_default();
+    rep.note(format!("guest kernel {kernel}"));
+    if let Some(e) = summary.get("error") {
+        rep.check(false, format!("guest run: {e}"));
+    }
+
+    // Ground truth.
+    let trace = fs::read_to_string(results.join("trace.txt")).unwrap_or_default();
+    let ft = parse_trace(&trace);
+    let stats = fs::read_to_string(results.join("ftrace-stats.txt")).unwrap_or_default();
+    let lost = ftrace_losses(&stats);
+    rep.check(
+        lost == Some(0),
+        format!("ftrace lost no records (overrun + commit overrun + dropped = {lost:?})"),
+    );
+    rep.check(
+        ft.total > 0 && ft.unparsed == 0,
+        format!(
+            "ftrace: {} svc_xprt_dequeue records ({} listener, {} unparsed, other services {:?}), {} enqueue records",
+            ft.total, ft.listener, ft.unparsed, ft.other_services, ft.enqueue
+        ),
+    );
+    for (i, (name, fam, _)) in CLIENTS.iter().enumerate() {
+        let ip = client_addr(i, *fam);
+        let n = ft.per_client.get(&ip).copied().unwrap_or(0);
+        rep.check(
+            n > 0,
+            format!("ftrace saw dispatches from {name} ({ip}): {n}"),
+        );
+    }
+
+    // nfsdtop doctor.
+    if summary.get("nfsdtop").map(String::as_str) == Some("missing") {
+        rep.check(false, "no nfsdtop binary in the guest");
+        return Ok(());
+    }
+    let doctor_text = fs::read_to_string(results.join("doctor.json")).unwrap_or_default();
+    let doctor_err = fs::read_to_string(results.join("doctor.err")).unwrap_or_default();
+    match serde_json::from_str::<Value>(doctor_text.trim()) {
+        Ok(d) => {
+            rep.check(
+                d["tracefs"] == true && d["sunrpc_loaded"] == true,
+                format!(
+                    "doctor: tracefs {} sunrpc_loaded {}",
+                    d["tracefs"], d["sunrpc_loaded"]
+                ),
+            );
+            rep.check(
+                d["generation"].is_string(),
+                format!("doctor: generation {}", d["generation"]),
+            );
+            rep.check(
+                d["bpf_programs_verified"] == true,
+                format!(
+                    "doctor: bpf_programs_verified {}",
+                    d["bpf_programs_verified"]
+                ),
+            );
+        }
+        Err(e) => rep.check(
+            false,
+            format!(
+                "doctor --format json gave no JSON ({e}; exit {}): {}",
+                summary
+                    .get("doctor_exit")
+                    .map(String::as_str)
+                    .unwrap_or("?"),
+                doctor_err.trim()
+            ),
+        ),
+    }
+
+    // nfsdtop batch JSON.
+    let jsonl = fs::read_to_string(results.join("nfsdtop.jsonl")).unwrap_or_default();
+    let err = fs::read_to_string(results.join("nfsdtop.err")).unwrap_or_default();
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let Some(last) = lines.last() else {
+        rep.check(
+            false,
+            format!(
+                "nfsdtop -b --format json printed no line (exit {}): {}",
+                summary
+                    .get("nfsdtop_exit.nfsdtop.jsonl")
+                    .map(String::as_str)
+                    .unwrap_or("?"),
+                err.trim()
+            ),
+        );
+        return Ok(());
+    };
+    rep.note(format!("nfsdtop printed {} JSON lines", lines.len()));
+    let kind = last["source"]["kind"].as_str().unwrap_or("?");
+    if kind != "live" {
+        rep.check(
+            false,
+            format!(
+                "nfsdtop used the {kind:?} source, not the live one: the live source is missing or \
+                 could not attach in the guest; nfsdtop said: {}",
+                err.trim()
+            ),
+        );
+        return Ok(());
+    }
+    rep.check(true, "nfsdtop source is live");
+    let lost = last["totals"]["events_lost"].as_u64();
+    rep.check(
+        lost == Some(0),
+        format!("nfsdtop events_lost {lost:?} == 0"),
+    );
+    let ws = last["source"]["wait_source"].as_str().unwrap_or("?");
+    let want_ws = expected_wait_source(&kernel);
+    rep.check(
+        ws == want_ws,
+        format!("wait_source {ws:?} (expected {want_ws:?} on {kernel})"),
+    );
+    if let Some(g) = last["source"]["generation"].as_str() {
+        rep.note(format!("generation {g}"));
+    }
+    if summary
+        .get("ftrace_entries_while_stopping")
+        .map(String::as_str)
+        != Some("0")
+    {
+        rep.note(format!(
+            "warning: ftrace recorded {:?} records while nfsdtop was being stopped",
+            summary.get("ftrace_entries_while_stopping")
+        ));
+    }
+
+    // Per-peer dispatches: exact equality with ftrace.
+    let mut peers: BTreeMap<IpAddr, (u64, f64)> = BTreeMap::new();
+    let mut listener = 0;
+    for e in last["entities"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("");
+        let d = e["dispatches"].as_u64().unwrap_or(0);
+        let ent = e["entitled"].as_f64().unwrap_or(0.0);
+        match name.parse::<IpAddr>() {
+            Ok(ip) => {
+                peers.insert(ip, (d, ent));
+            }
+            Err(_) if name == "(listener)" => listener += d,
+            Err(_) => rep.check(
+                false,
+                format!("nfsdtop entity with a non-address name {name:?}"),
+            ),
+        }
+    }
+    let all: BTreeSet<IpAddr> = peers.keys().chain(ft.per_client.keys()).copied().collect();
+    for ip in &all {
+        let n = peers.get(ip).map(|p| p.0).unwrap_or(0);
+        let f = ft.per_client.get(ip).copied().unwrap_or(0);
+        rep.check(
+            n == f,
+            format!("{ip}: nfsdtop {n} dispatches == ftrace {f}"),
+        );
+    }
+    let total = last["totals"]["dispatches"].as_u64().unwrap_or(0);
+    rep.check(
+        total == ft.total,
+        format!(
+            "total dispatches: nfsdtop {total} == ftrace {} (listener: nfsdtop {listener}, ftrace {})",
+            ft.total, ft.listener
+        ),
+    );
+
+    // Fairness: cumulative dispatches / cumulative entitled over the whole
+    // run (the last line). Per-interval ratios swing with the 1 s windows
+    // and are undefined in idle ones; the cumulative ratio is what the run
+    // as a whole says about each client.
+    let ratio = |i: usize| {
+        let ip = client_addr(i, CLIENTS[i].1);
+        let (d, ent) = peers.get(&ip).copied().unwrap_or((0, 0.0));
+        (
+            ip,
+            d,
+            ent,
+            if ent > 0.0 { d as f64 / ent } else { f64::NAN },
+        )
+    };
+    let fewest = (0..CLIENTS.len())
+        .min_by_key(|&i| CLIENTS[i].2)
+        .unwrap_or(0);
+    let most = (0..CLIENTS.len())
+        .max_by_key(|&i| CLIENTS[i].2)
+        .unwrap_or(0);
+    for (i, (name, _, nc)) in CLIENTS.iter().enumerate() {
+        let (ip, d, ent, r) = ratio(i);
+        let iops = fio_iops(&results.join(format!("fio-main-{name}.json")));
+        rep.note(format!(
+            "{name} {ip:<10} nconnect={nc}: dispatches {d}, entitled {ent:.1}, ratio {r:.3}, fio {} IOPS",
+            iops.map(|x| format!("{x:.0}")).unwrap_or("?".into())
+        ));
+    }
+    let (ip, _, _, r) = ratio(fewest);
+    rep.check(
+        r < 1.0,
+        format!(
+            "fewest connections ({ip}, nconnect={}): fairness {r:.3} < 1",
+            CLIENTS[fewest].2
+        ),
+    );
+    let (ip, _, _, r) = ratio(most);
+    rep.check(
+        r > 1.0,
+        format!(
+            "most connections ({ip}, nconnect={}): fairness {r:.3} > 1",
+            CLIENTS[most].2
+        ),
+    );
+    Ok(())
+}
+
+fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Report> {
+    let img = ensure_image(suite, false)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let run_dir = cache_root()
+        .join("runs")
+        .join(format!("{}-{stamp}", suite.name()));
+    fs::create_dir_all(&run_dir)?;
+    eprintln!(
+        "vm: booting {} (kernel {}), results in {}",
+        suite.name(),
+        img.kernel,
+        run_dir.display()
+    );
+    let times = run_guest(&img, nfsdtop, cfg, &run_dir)?;
+    let mut rep = Report {
+        lines: vec![format!(
+            "{} (kernel {}): boot {:.1} s, whole run {:.1} s, results {}",
+            suite.name(),
+            img.kernel,
+            times.boot_s,
+            times.total_s,
+            run_dir.join("results").display()
+        )],
+        failures: vec![],
+    };
+    check_main(&run_dir.join("results"), &mut rep)?;
+    Ok(rep)
+}
+
+pub fn test(args: TestArgs) -> anyhow::Result<()> {
+    let suites: Vec<Suite> = match args.kernel {
+        KernelSel::Trixie => vec![Suite::Trixie],
+        KernelSel::Bookworm => vec![Suite::Bookworm],
+        KernelSel::Sid => vec![Suite::Sid],
+        KernelSel::All => vec![Suite::Trixie, Suite::Bookworm, Suite::Sid],
+    };
+    let cfg = RunConfig {
+        fio_secs: args.fio_secs.unwrap_or(if args.quick { 4 } else { 10 }),
+        faults: vec![],
+        guest_timeout_s: if args.quick { 600 } else { 1200 },
+    };
+    // Images first (the slow part, and independent of the nfsdtop build).
+    for s in &suites {
+        ensure_image(*s, false)?;
+    }
+    let nfsdtop = match args.nfsdtop {
+        Some(p) => p,
+        None => build_nfsdtop()?,
+    };
+    let mut failed = vec![];
+    for s in suites {
+        let rep = match run_one(s, &nfsdtop, &cfg) {
+            Ok(r) => r,
+            Err(e) => Report {
+                lines: vec![format!("{}: the run failed", s.name())],
+                failures: vec![format!("{e:#}")],
+            },
+        };
+        eprintln!("vm-test {}:", s.name());
+        for l in &rep.lines {
+            eprintln!("{l}");
+        }
+        for f in &rep.failures {
+            failed.push(format!("{}: {f}", s.name()));
+        }
+    }
+    if !failed.is_empty() {
+        bail!("vm-test failed:\n  {}", failed.join("\n  "));
+    }
+    eprintln!("vm-test: all checks passed");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = "\
+# tracer: nop
+#
+            nfsd-412     [001] ..... 101.000001: svc_xprt_dequeue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=BUSY|DATA|TEMP|CONG_CTRL wakeup-us=12
+            nfsd-413     [000] ..... 101.000002: svc_xprt_dequeue: server=[fd99:3::1]:2049 client=[fd99:3::2]:700 flags=BUSY|DATA|TEMP wakeup-us=3
+            nfsd-413     [000] ..... 101.000003: svc_xprt_dequeue: server=[fd99:3::1]:2049 client=[fd99:3::2]:701 flags=BUSY|DATA|TEMP wakeup-us=3
+            nfsd-412     [001] ..... 101.000004: svc_xprt_dequeue: server=0.0.0.0:2049 client=\u{1}junk flags=BUSY|CONN|LISTENER wakeup-us=1
+          <idle>-0       [001] ..s.. 101.000005: svc_xprt_enqueue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=DATA|TEMP
+            nfsd-412     [001] ..... 101.000006: svc_xprt_dequeue: server=10.99.1.1:4045 client=10.99.1.2:900 flags=BUSY|DATA wakeup-us=2
+";
+
+    #[test]
+    fn trace_counts_per_client() {
+        let f = parse_trace(TRACE);
+        assert_eq!(f.total, 5);
+        assert_eq!(f.listener, 1);
+        assert_eq!(f.enqueue, 1);
+        assert_eq!(f.unparsed, 0);
+        assert_eq!(f.per_client[&"10.99.1.2".parse::<IpAddr>().unwrap()], 1);
+        assert_eq!(f.per_client[&"fd99:3::2".parse::<IpAddr>().unwrap()], 2);
+        assert_eq!(f.other_services[&4045], 1);
+    }
+
+    #[test]
+    fn ftrace_stats_losses() {
+        let ok = "== cpu0\nentries: 5\noverrun: 0\ncommit overrun: 0\nbytes: 9\ndropped events: 0\n== cpu1\noverrun: 0\n";
+        assert_eq!(ftrace_losses(ok), Some(0));
+        let bad =
+            "== cpu0\noverrun: 3\ncommit overrun: 0\n== cpu1\noverrun: 0\ndropped events: 2\n";
+        assert_eq!(ftrace_losses(bad), Some(5));
+        assert_eq!(ftrace_losses(""), None);
+    }
+
+    #[test]
+    fn wait_source_by_kernel() {
+        assert_eq!(expected_wait_source("6.1.0-50-amd64"), "enqueue-dequeue");
+        assert_eq!(
+            expected_wait_source("6.12.57+deb13-amd64"),
+            "enqueue-dequeue"
+        );
+        assert_eq!(expected_wait_source("6.16.3+deb14-amd64"), "qtime");
+        assert_eq!(expected_wait_source("7.2.13+deb14-amd64"), "qtime");
+    }
+
+    #[test]
+    fn client_addresses() {
+        assert_eq!(client_addr(0, 4).to_string(), "10.99.1.2");
+        assert_eq!(client_addr(2, 6).to_string(), "fd99:3::2");
+    }
+}
