@@ -1,0 +1,220 @@
+//! The real `nfsdtop --demo` inside tmux: keys in, screen out (via
+//! `tmux capture-pane`), and the terminal restored after quitting.
+//! Every wait polls the screen against a deadline; nothing sleeps to
+//! synchronise. tmux comes from scripts/setup.sh.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfsdtop");
+/// Generous: a debug build on a busy two-core machine.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A private tmux server (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(tag: &str) -> Tmux {
+        let probe = Command::new("tmux").arg("-V").output();
+        assert!(
+            probe.as_ref().is_ok_and(|o| o.status.success()),
+            "tmux is needed for this test: run scripts/setup.sh (or apt-get install tmux)"
+        );
+        Tmux {
+            socket: format!("nfsdtop-e2e-{}-{tag}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Start `nfsdtop ARGS` in a 120x40 session, after a marker line, and
+    /// keep the pane open after it exits (`cat` copies typed lines).
+    fn start(&self, args: &str) {
+        let script = format!(
+            "printf 'PRE-RUN-MARKER\\n'; LANG=C.UTF-8 LC_ALL=C.UTF-8 '{BIN}' {args}; \
+             printf 'EXIT-STATUS=%s\\n' $?; exec cat"
+        );
+        self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "sh",
+            "-c",
+            &script,
+        ]);
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "e2e"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
+    }
+
+    fn display(&self, format: &str) -> String {
+        String::from_utf8_lossy(&self.run(&["display", "-p", "-t", "e2e", format]).stdout)
+            .trim()
+            .to_string()
+    }
+
+    /// Poll the screen until `ok` holds; panic with the last screen at the
+    /// deadline.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!("timed out waiting for {what}; screen:\n{s}");
+            }
+            // Polling interval of the screen scrape, not a synchronisation.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// The line of the table whose name column is `name` (after the marker).
+fn row_of(screen: &str, name: &str) -> Option<usize> {
+    screen
+        .lines()
+        .position(|l| l.starts_with(&format!("  {name} ")) || l.starts_with(&format!("* {name} ")))
+}
+
+#[test]
+fn keys_drive_the_ui_and_quit_restores_the_terminal() {
+    let t = Tmux::new("keys");
+    t.start("--demo seed-k16 --policy flat -d 0.5");
+    let s = t.wait_for("the table", |s| {
+        s.contains("sort: share") && row_of(s, "10.0.0.2").is_some()
+    });
+    assert!(s.contains("demo: seed-k16 policy=flat"), "{s}");
+    assert!(s.contains("wait: enqueue-dequeue"), "{s}");
+    assert!(s.contains("disp/s"), "{s}");
+    assert!(
+        !s.contains("PRE-RUN-MARKER"),
+        "on the alternate screen:\n{s}"
+    );
+    assert_eq!(t.display("#{alternate_on}"), "1");
+    assert!(row_of(&s, "10.0.0.3") < row_of(&s, "10.0.0.2"), "{s}");
+
+    // Sort: share -> fair share -> ratio, then reverse.
+    t.keys(&["s"]);
+    t.wait_for("sort by fair share", |s| s.contains("sort: fair share"));
+    t.keys(&["s"]);
+    t.wait_for("sort by ratio", |s| s.contains("sort: ratio ▼"));
+    t.keys(&["S"]);
+    let s = t.wait_for("ratio ascending", |s| {
+        s.contains("sort: ratio ▲") && row_of(s, "10.0.0.2") < row_of(s, "10.0.0.3")
+    });
+    assert!(s.contains("RATIO▲"), "{s}");
+
+    // Group by class and back.
+    t.keys(&["g"]);
+    t.wait_for("classes", |s| s.contains("classes 2/2"));
+    t.keys(&["g"]);
+    t.wait_for("peers", |s| s.contains("peers 2/2"));
+
+    // Filter: type, Enter keeps it, Esc clears it.
+    t.keys(&["/"]);
+    t.wait_for("filter prompt", |s| s.contains("filter: _"));
+    t.keys(&["0.0.3", "Enter"]);
+    let s = t.wait_for("filtered", |s| {
+        s.contains("peers 1/2") && s.contains("| filter: 0.0.3")
+    });
+    assert!(row_of(&s, "10.0.0.2").is_none(), "{s}");
+    assert!(row_of(&s, "10.0.0.3").is_some(), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("filter cleared", |s| {
+        s.contains("peers 2/2") && row_of(s, "10.0.0.2").is_some()
+    });
+
+    // Help overlay, then closed.
+    t.keys(&["?"]);
+    let s = t.wait_for("help", |s| s.contains("nfsdtop help"));
+    assert!(s.contains("pause / resume"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("help closed", |s| !s.contains("nfsdtop help"));
+
+    // Drill-down into the selection and back.
+    t.keys(&["Home", "Enter"]);
+    t.wait_for("drill-down", |s| {
+        s.contains("share vs fair share") && s.contains("transports (")
+    });
+    t.keys(&["Escape"]);
+    t.wait_for("table again", |s| s.contains("sort: ratio"));
+
+    // Pause and resume.
+    t.keys(&["p"]);
+    t.wait_for("paused", |s| s.contains("PAUSED"));
+    t.keys(&["p"]);
+    t.wait_for("resumed", |s| !s.contains("PAUSED"));
+
+    // Resize to 80x24: still the essentials, nothing garbled.
+    t.run(&["resize-window", "-t", "e2e", "-x", "80", "-y", "24"]);
+    let s = t.wait_for("80x24", |s| {
+        s.lines().count() <= 24
+            && s.lines().any(|l| l.starts_with("q quit"))
+            && s.contains("RATIO")
+            && s.contains("lost 0")
+    });
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+
+    // Quit: the normal screen is back, with what was there before.
+    t.keys(&["q"]);
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert!(s.contains("PRE-RUN-MARKER"), "{s}");
+    assert!(!s.contains("sort:"), "UI left on screen:\n{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+#[test]
+fn ctrl_c_quits_and_restores_the_terminal() {
+    let t = Tmux::new("ctrlc");
+    t.start("--demo burst");
+    t.wait_for("the table", |s| {
+        s.contains("sort: share") && s.contains("disp/s")
+    });
+    t.keys(&["C-c"]);
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert!(s.contains("PRE-RUN-MARKER"), "{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    // The terminal is out of raw mode: a typed line is echoed by the tty
+    // and then copied by `cat` (raw mode would show it once, unechoed).
+    t.keys(&["typed-after-exit", "Enter"]);
+    t.wait_for("echo and copy", |s| s.matches("typed-after-exit").count() == 2);
+}
