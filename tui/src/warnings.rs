@@ -361,7 +361,7 @@ pub fn run(
             })
         })
         .collect();
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|w| std::cmp::Reverse(w.severity));
     out
 }
 

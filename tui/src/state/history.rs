@@ -43,6 +43,7 @@ pub struct TotalsPoint {
 pub struct History {
     capacity: usize,
     seq: u64,
+    since_sweep: usize,
     peers: HashMap<String, VecDeque<Point>>,
     classes: HashMap<String, VecDeque<Point>>,
     totals: VecDeque<TotalsPoint>,
@@ -59,6 +60,7 @@ impl History {
         History {
             capacity: capacity.max(2),
             seq: 0,
+            since_sweep: 0,
             peers: HashMap::new(),
             classes: HashMap::new(),
             totals: VecDeque::new(),
@@ -101,7 +103,9 @@ impl History {
         });
         // Forget entities whose whole ring has scrolled out of the window,
         // once per window so the sweep costs nothing per snapshot.
-        if seq % cap as u64 == 0 {
+        self.since_sweep += 1;
+        if self.since_sweep >= cap {
+            self.since_sweep = 0;
             let oldest = seq.saturating_sub(cap as u64);
             for map in [&mut self.peers, &mut self.classes] {
                 map.retain(|_, r| r.back().is_some_and(|p| p.seq > oldest));
