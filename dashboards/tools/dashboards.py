@@ -114,7 +114,8 @@ def panel(kind, title, desc, targets, unit=None, **extra):
     return p
 
 
-def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, minv=None, maxv=None, **kw):
+def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, minv=None, maxv=None,
+               data_links=None, **kw):
     custom = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 40 if stack else 10,
               "showPoints": "never", "spanNulls": False,
               "stacking": {"mode": "normal" if stack else "none", "group": "A"}}
@@ -126,6 +127,8 @@ def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, mi
     if thresholds:
         custom["thresholdsStyle"] = {"mode": "dashed"}
         defaults["thresholds"] = thresholds
+    if data_links:
+        defaults["links"] = data_links
     return panel("timeseries", title, desc, targets, unit, defaults=defaults,
                  options={"legend": {"displayMode": "table", "placement": "right",
                                      "calcs": ["lastNotNull", "mean"], "showLegend": True},
@@ -245,7 +248,7 @@ def overview():
                      "< 1 = less (0.5 = half), > 1 = more. Only backlogged classes have one.",
                      [(ratio(CLS, "class", "instance, class"), "{{class}}")], "none",
                      thresholds=RATIO_THRESHOLDS, minv=0,
-                     links=[{"title": "Drill down into ${__field.labels.class}",
+                     data_links=[{"title": "Drill down into ${__field.labels.class}",
                              "url": f"/d/{DRILLDOWN_UID}/nfsdtop-class-and-peers?${{__url_time_range}}"
                                     "&var-datasource=${datasource}&var-job=${job}"
                                     "&var-class=${__field.labels.class}"}]), 12, 9)
