@@ -107,33 +107,56 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
 /// Write the layout into `CONFIG`, then load and attach the programs of
 /// every enabled slot.
 pub fn configure_and_attach(ebpf: &mut Ebpf, layout: &Layout) -> Result<(), LiveError> {
-    {
-        let map = ebpf.map_mut("CONFIG").ok_or_else(|| LiveError::Bpf {
-            context: "the BPF object".into(),
-            detail: "it has no CONFIG map".into(),
-        })?;
-        let mut cfg: Array<&mut MapData, SlotConfig> =
-            Array::try_from(map).map_err(|e| bpf_err("the CONFIG map", &e))?;
-        for (i, c) in layout.slots.iter().enumerate() {
-            cfg.set(i as u32, *c, 0)
-                .map_err(|e| bpf_err("cannot write the CONFIG map", &e))?;
-        }
-    }
+    write_config(ebpf, &layout.slots)?;
     for (i, ev) in layout.events.iter().enumerate() {
         let Some(ev) = ev else { continue };
         if layout.slots[i].enabled == 0 {
             continue;
         }
-        let p = program(ebpf, PROGRAMS[i])?;
-        p.load().map_err(|e| {
-            bpf_err(
-                &format!("the kernel's verifier rejected BPF program {}", PROGRAMS[i]),
-                &e,
-            )
-        })?;
-        p.attach("sunrpc", ev)
-            .map_err(|e| bpf_err(&format!("cannot attach to tracepoint sunrpc/{ev}"), &e))?;
+        attach_slot(ebpf, i, "sunrpc", ev)?;
     }
+    Ok(())
+}
+
+/// Fill the `CONFIG` map (one [`SlotConfig`] per slot).
+pub fn write_config(ebpf: &mut Ebpf, slots: &[SlotConfig; slot::COUNT]) -> Result<(), LiveError> {
+    let map = ebpf.map_mut("CONFIG").ok_or_else(|| LiveError::Bpf {
+        context: "the BPF object".into(),
+        detail: "it has no CONFIG map".into(),
+    })?;
+    let mut cfg: Array<&mut MapData, SlotConfig> =
+        Array::try_from(map).map_err(|e| bpf_err("the CONFIG map", &e))?;
+    for (i, c) in slots.iter().enumerate() {
+        cfg.set(i as u32, *c, 0)
+            .map_err(|e| bpf_err("cannot write the CONFIG map", &e))?;
+    }
+    Ok(())
+}
+
+/// Load slot `slot`'s program and attach it to tracepoint `category/event`.
+pub fn attach_slot(
+    ebpf: &mut Ebpf,
+    slot: usize,
+    category: &str,
+    event: &str,
+) -> Result<(), LiveError> {
+    let name = PROGRAMS.get(slot).ok_or_else(|| LiveError::Bpf {
+        context: "attach".into(),
+        detail: format!("no program for slot {slot}"),
+    })?;
+    let p = program(ebpf, name)?;
+    p.load().map_err(|e| {
+        bpf_err(
+            &format!("the kernel's verifier rejected BPF program {name}"),
+            &e,
+        )
+    })?;
+    p.attach(category, event).map_err(|e| {
+        bpf_err(
+            &format!("cannot attach to tracepoint {category}/{event}"),
+            &e,
+        )
+    })?;
     Ok(())
 }
 
