@@ -210,6 +210,8 @@ def dashboard(uid, title, desc, panels, variables, links):
 
 
 RATIO_THRESHOLDS = steps((None, "red"), (0.5, "orange"), (0.9, "green"))
+# Red from NfsdtopQueueWaitHigh's default (a histogram bucket boundary).
+WAIT_THRESHOLDS = steps((None, "green"), (0.131072, "orange"), (0.524288, "red"))
 
 
 def overview():
@@ -225,7 +227,7 @@ def overview():
                f'sum(nfsdtop_class_backlogged{{{INST}, class!="other"}})', "none"), 4, 4)
     b.add(stat("Queue wait p99", "99th percentile of ready -> dispatched, all classes.",
                quantile(0.99, INST, ""), "s",
-               steps((None, "green"), (0.1, "orange"), (0.5, "red"))), 4, 4)
+               WAIT_THRESHOLDS), 4, 4)
     b.add(stat("Events lost", "Events dropped (ring buffer full) in the dashboard's time range. "
                "Anything but 0 means every number here undercounts.",
                f"sum(increase(nfsdtop_events_lost_total{{{INST}}}[$__range]))", "none",
@@ -365,7 +367,7 @@ def drilldown():
                ratio(one, "class", "instance, class"), "none", RATIO_THRESHOLDS, decimals=2), 6, 4)
     b.add(stat("Queue wait p99", "99th percentile of ready -> dispatched for this class.",
                quantile(0.99, one, "instance, class"), "s",
-               steps((None, "green"), (0.1, "orange"), (0.5, "red"))), 6, 4)
+               WAIT_THRESHOLDS), 6, 4)
     b.add(timeseries("Share vs fair share", "Its share of dispatches against the share it was "
                      "entitled to while backlogged.",
                      [(share("nfsdtop_class_dispatches_total", one),
