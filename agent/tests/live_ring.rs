@@ -14,7 +14,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nfsdtop_agent::source::live::{bpf, format::Format, host};
+use nfsdtop_agent::model::{Endpoint, EventKind, SourceKind, Tracepoint, WaitSource};
+use nfsdtop_agent::source::live::{bpf, format::Format, host, Layout, LiveOptions, LiveSource};
+use nfsdtop_agent::source::Source;
 use nfsdtop_common::{rflag, slot, Record, SlotConfig, OFF_NONE};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -200,4 +202,92 @@ fn a_full_ring_counts_every_lost_record() {
         d.submitted + d.lost,
         "every hit is accounted for: {d:?}"
     );
+}
+
+/// The fixture 6.6+ layout with only the dequeue slot in use, pointed at
+/// sched_process_exec.
+fn exec_layout() -> Layout {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
+    let mut l = Layout::from_tracefs(&fixture).unwrap();
+    l.slots = [SlotConfig::DISABLED; slot::COUNT];
+    l.events = Default::default();
+    l.slots[slot::DEQUEUE as usize] = exec_config(0);
+    l.events[slot::DEQUEUE as usize] = Some("sched_process_exec".into());
+    l
+}
+
+#[test]
+fn live_source_polls_decoded_events() {
+    if !ready("live_source_polls_decoded_events") {
+        return;
+    }
+    let opts = LiveOptions::default();
+    let mut src = LiveSource::start(&opts, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    let info = src.info();
+    assert_eq!(info.kind, SourceKind::Live);
+    assert_eq!(info.generation, "6.6+");
+    assert_eq!(info.wait_source, WaitSource::EnqueueDequeue);
+    assert!(!src.is_virtual());
+    let t0 = src.now_ns();
+
+    let pids = spawn_true(20);
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < pids.len() && Instant::now() < deadline {
+        out.clear();
+        src.poll(0, &mut out).unwrap();
+        for e in &out {
+            if let EventKind::Dequeue { qtime_ns, class } = e.kind {
+                assert_eq!((qtime_ns, class), (None, None));
+                if pids.contains(&e.xprt.netns) {
+                    assert!(e.ts_ns >= t0);
+                    // "/bin/true" is no sockaddr: no address, no panic.
+                    assert_eq!(e.xprt.client, Endpoint::None);
+                    seen.insert(e.xprt.netns);
+                }
+            }
+        }
+        if out.is_empty() {
+            // Bounded polling of a timer-drained ring (no event to wait on).
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(seen, pids);
+}
+
+#[test]
+fn live_source_reports_ring_overflow_as_lost_events() {
+    if !ready("live_source_reports_ring_overflow_as_lost_events") {
+        return;
+    }
+    // A one-page ring that is drained once an hour: it overflows.
+    let opts = LiveOptions {
+        ring_bytes: 4096,
+        drain_period: Duration::from_secs(3600),
+        ..LiveOptions::default()
+    };
+    let mut src = LiveSource::start(&opts, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    spawn_true(100);
+    let mut out = Vec::new();
+    src.poll(0, &mut out).unwrap();
+    let lost: u64 = out
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Lost {
+                tracepoint: Tracepoint::Dequeue,
+                count,
+            } => count,
+            EventKind::Lost { .. } => panic!("loss on a slot that is not in use: {e:?}"),
+            _ => 0,
+        })
+        .sum();
+    let c = src.counts()[slot::DEQUEUE as usize];
+    assert!(lost > 0, "{c:?}");
+    assert_eq!(lost, c.lost, "{c:?}");
+    assert_eq!(c.seen, c.submitted + c.lost);
+    // Dropping the source stops the drain thread at once.
+    let t = Instant::now();
+    drop(src);
+    assert!(t.elapsed() < Duration::from_secs(5));
 }

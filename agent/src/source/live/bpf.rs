@@ -1,9 +1,7 @@
 //! Loading, configuring and attaching the BPF programs, and the ring
 //! buffer drain thread.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -13,7 +11,6 @@ use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::{counter, slot, Record, SlotConfig};
 
 use super::error::LiveError;
-use super::layout::Layout;
 
 /// The object agent/build.rs built (empty when the toolchain was missing).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nfsdtop-ebpf"));
@@ -102,20 +99,6 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
         ok.push(name.to_string());
     }
     Ok(ok)
-}
-
-/// Write the layout into `CONFIG`, then load and attach the programs of
-/// every enabled slot.
-pub fn configure_and_attach(ebpf: &mut Ebpf, layout: &Layout) -> Result<(), LiveError> {
-    write_config(ebpf, &layout.slots)?;
-    for (i, ev) in layout.events.iter().enumerate() {
-        let Some(ev) = ev else { continue };
-        if layout.slots[i].enabled == 0 {
-            continue;
-        }
-        attach_slot(ebpf, i, "sunrpc", ev)?;
-    }
-    Ok(())
 }
 
 /// Fill the `CONFIG` map (one [`SlotConfig`] per slot).
@@ -212,7 +195,8 @@ impl Counters {
 /// kernel side counts the loss; nothing is dropped silently here.
 pub struct Drain {
     pub rx: Receiver<Vec<u8>>,
-    stop: Arc<AtomicBool>,
+    /// Dropping it wakes and stops the thread at once.
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -226,18 +210,17 @@ impl Drain {
         })?;
         let ring = RingBuf::try_from(map).map_err(|e| bpf_err("the EVENTS ring buffer", &e))?;
         let (tx, rx) = mpsc::sync_channel(256);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
+        let (stop, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("nfsdtop-ring".into())
-            .spawn(move || drain_loop(ring, tx, stop2, period))
+            .spawn(move || drain_loop(ring, tx, stop_rx, period))
             .map_err(|e| LiveError::Bpf {
                 context: "cannot start the ring reader thread".into(),
                 detail: e.to_string(),
             })?;
         Ok(Drain {
             rx,
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
@@ -246,10 +229,10 @@ impl Drain {
 fn drain_loop(
     mut ring: RingBuf<MapData>,
     tx: SyncSender<Vec<u8>>,
-    stop: Arc<AtomicBool>,
+    stop: Receiver<()>,
     period: Duration,
 ) {
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         let mut chunk = Vec::new();
         while let Some(item) = ring.next() {
             if item.len() == Record::SIZE {
@@ -263,20 +246,23 @@ fn drain_loop(
         if !chunk.is_empty() && tx.send(chunk).is_err() {
             return;
         }
-        // Pacing, not synchronisation: records wait in the ring until the
-        // next tick, which is the point of submitting without wake-ups.
-        std::thread::sleep(period);
+        // The drain timer: records wait in the ring until the next tick,
+        // which is the point of submitting without wake-ups. Dropping the
+        // Drain ends the wait (and the thread) at once.
+        match stop.recv_timeout(period) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
     }
 }
 
 impl Drop for Drain {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // Unblock a pending send by draining what is queued.
+        drop(self.stop.take());
+        // A send blocked on a full channel: empty it so the thread can see
+        // the stop. At most a ring's worth of chunks can follow.
         while self.rx.try_recv().is_ok() {}
         if let Some(t) = self.thread.take() {
-            // The thread may be blocked in send only if the channel is
-            // full, which the drain above just emptied.
             let _ = t.join();
         }
     }

@@ -138,6 +138,17 @@ pub fn slot_tracepoint(s: usize) -> Tracepoint {
 impl LiveSource {
     pub fn open(opts: &LiveOptions) -> Result<LiveSource, LiveError> {
         let (tracefs, layout) = probe(opts)?;
+        LiveSource::start(opts, tracefs, layout, "sunrpc")
+    }
+
+    /// Load, configure and attach for `layout`, whose events are in
+    /// tracepoint category `category` ("sunrpc"; tests use others).
+    pub fn start(
+        opts: &LiveOptions,
+        tracefs: PathBuf,
+        layout: Layout,
+        category: &str,
+    ) -> Result<LiveSource, LiveError> {
         let caps = host::Caps::current();
         if !caps.sufficient() {
             return Err(LiveError::Privileges {
@@ -149,7 +160,12 @@ impl LiveSource {
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let counters = bpf::Counters::take(&mut ebpf)?;
         let drain = bpf::Drain::start(&mut ebpf, opts.drain_period)?;
-        bpf::configure_and_attach(&mut ebpf, &layout)?;
+        bpf::write_config(&mut ebpf, &layout.slots)?;
+        for (i, ev) in layout.events.iter().enumerate() {
+            if let (Some(ev), 1) = (ev, layout.slots[i].enabled) {
+                bpf::attach_slot(&mut ebpf, i, category, ev)?;
+            }
+        }
         // Seed after attaching: a connection accepted in between is seen
         // twice, which is idempotent; one seen by neither is impossible.
         let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
