@@ -22,6 +22,7 @@ GUEST_TIMEOUT=900      # the guest gives up and reports after this long
 NFSDTOP_MAX_N=900      # -n bound for nfsdtop (it is stopped when the load is done)
 TRACE_KB=65536         # ftrace buffer per CPU
 FAULTS=""              # space-separated fault scenarios (issue 4)
+SCENARIO=main          # main | wait (nfsdtop --wait started before nfsd)
 # name  family  nconnect  (client i gets 10.99.i.2 or fd99:i::2, server .1)
 CLIENTS="c1:4:1 c2:4:4 c3:6:8"
 # shellcheck source=/dev/null
@@ -100,6 +101,36 @@ summary t_init "$(up)"
 summary nproc "$(nproc)"
 mark "init started, kernel $(uname -r)"
 
+# --- nfsdtop helpers ----------------------------------------------------------
+have_nfsdtop() { [ -x "$NFSDTOP" ]; }
+jsonl_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+# gone: exited, i.e. no such process or a zombie not yet reaped (kill -0
+# succeeds on a zombie).
+pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
+nfsdtop_gone() { pid_gone "$NFSDTOP_PID"; }
+nfsdtop_line_or_gone() { [ "$(jsonl_lines "$1")" -ge "$2" ] || nfsdtop_gone; }
+# nfsdtop_launch FILE [args]: batch JSON into FILE, in the background.
+nfsdtop_launch() {
+  local file=$1
+  shift
+  "$NFSDTOP" -b --format json -n "$NFSDTOP_MAX_N" -d 1 "$@" >"$file" 2>"${file%.jsonl}.err" &
+  NFSDTOP_PID=$!
+}
+bpf_progs() { bpftool prog show 2>/dev/null | grep -c '^[0-9][0-9]*:'; }
+
+# Scenario "wait": the agent starts before nfsd (and sunrpc) is loaded, with
+# --wait, and must attach once nfsd comes up.
+if [ "$SCENARIO" = wait ]; then
+  summary wait.sunrpc_loaded_before "$(grep -c '^sunrpc ' /proc/modules)"
+  if have_nfsdtop; then
+    nfsdtop_launch "$OUT/nfsdtop-wait.jsonl" --wait 300
+    # The scenario itself: some time with the agent up and no nfsd.
+    sleep 3
+    summary wait.alive_before_nfsd "$(nfsdtop_gone && echo no || echo yes)"
+    mark "nfsdtop --wait running without nfsd"
+  fi
+fi
+
 # --- nfsd --------------------------------------------------------------
 start_nfsd() {
   modprobe nfsd || fail "modprobe nfsd failed"
@@ -169,39 +200,31 @@ ftrace_entries() {
   # entries recorded so far, over all CPUs (quiescence check)
   cat $T/per_cpu/cpu*/stats | awk '/^entries:/ {n += $2} END {print n + 0}'
 }
+# ftrace_stop TAG: stop, save stats and trace as *-TAG.txt.
 ftrace_stop() {
   echo 0 >$T/tracing_on
   for d in $T/per_cpu/cpu*; do
     echo "== $(basename "$d")"
     cat "$d/stats"
-  done >"$OUT/ftrace-stats.txt"
-  cat $T/trace >"$OUT/trace.txt"
+  done >"$OUT/ftrace-stats-$1.txt"
+  cat $T/trace >"$OUT/trace-$1.txt"
   for e in $T/events/sunrpc/*/enable; do echo 0 >"$e"; done
 }
 
 # --- nfsdtop ---------------------------------------------------------------
-have_nfsdtop() { [ -x "$NFSDTOP" ]; }
-jsonl_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
-# nfsdtop_start FILE: batch JSON into FILE; waits for its first line (it
-# has attached by then) or its exit.
+# nfsdtop_start FILE [args]: launch, then wait for its first line (it has
+# attached by then) or its exit.
 nfsdtop_start() {
   local file=$1
-  shift
-  "$NFSDTOP" -b --format json -n "$NFSDTOP_MAX_N" -d 1 "$@" >"$file" 2>"${file%.jsonl}.err" &
-  NFSDTOP_PID=$!
+  nfsdtop_launch "$@"
   wait_until 180 "nfsdtop's first line" nfsdtop_line_or_gone "$file" 1
   if nfsdtop_gone; then
     wait "$NFSDTOP_PID"
-    summary "nfsdtop_exit.$(basename "$file")" "$?"
+    summary "nfsdtop_exit.$(basename "$file" .jsonl)" "$?"
     mark "nfsdtop exited early: $(tail -n 3 "${file%.jsonl}.err" | tr '\n' ' ')"
     return 1
   fi
 }
-# gone: exited, i.e. no such process or a zombie not yet reaped (kill -0
-# succeeds on a zombie).
-pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
-nfsdtop_gone() { pid_gone "$NFSDTOP_PID"; }
-nfsdtop_line_or_gone() { [ "$(jsonl_lines "$1")" -ge "$2" ] || nfsdtop_gone; }
 # nfsdtop_stop FILE: wait for two more lines (so the last one covers every
 # event so far), then stop it.
 nfsdtop_stop() {
@@ -212,7 +235,7 @@ nfsdtop_stop() {
   wait_until 30 "nfsdtop to exit" nfsdtop_gone
   kill -KILL "$NFSDTOP_PID" 2>/dev/null
   wait "$NFSDTOP_PID"
-  summary "nfsdtop_exit.$(basename "$file")" "$?"
+  summary "nfsdtop_exit.$(basename "$file" .jsonl)" "$?"
 }
 
 # --- load --------------------------------------------------------------
@@ -260,7 +283,11 @@ load() {
   mount_clients
   summary "server_conns.$tag" "$(nfs_conns)"
   mark "clients mounted ($(nfs_conns) server connections), fio ${FIO_RUNTIME}s"
-  run_fio "$tag" || mark "fio failed for $tag"
+  run_fio "$tag" &
+  local fio=$!
+  # A fault scenario may do something to the server while fio runs.
+  [ -n "${DURING_LOAD:-}" ] && "$DURING_LOAD"
+  wait "$fio" || mark "fio failed for $tag"
   summary "t_fio_done.$tag" "$(up)"
   umount_clients
   wait_until 60 "the server to close every connection" no_nfs_conns || summary "quiescent.$tag" no
@@ -268,7 +295,44 @@ load() {
   mark "load $tag done"
 }
 
-# --- the main measurement ------------------------------------------------------
+# measure TAG [nfsdtop args...]: ftrace and nfsdtop over one load. The
+# host compares nfsdtop-TAG.jsonl with trace-TAG.txt.
+measure() {
+  local tag=$1 f="$OUT/nfsdtop-$1.jsonl" ok=0 before after
+  shift
+  ftrace_start
+  summary "t_trace_on.$tag" "$(up)"
+  if [ "$tag" = wait ] && have_nfsdtop; then
+    # Launched before nfsd: attached once its BPF programs are loaded
+    # (bpftool), then one more line so the attach is complete.
+    if wait_until 180 "nfsdtop --wait to attach" wait_attached; then
+      ok=1
+      wait_until 60 "one more nfsdtop line" nfsdtop_line_or_gone "$f" $(($(jsonl_lines "$f") + 1))
+      summary "t_nfsdtop_attached.$tag" "$(up)"
+      mark "nfsdtop attached after waiting for nfsd"
+    fi
+  elif have_nfsdtop && nfsdtop_start "$f" "$@"; then
+    ok=1
+    summary "t_nfsdtop_attached.$tag" "$(up)"
+    mark "nfsdtop attached ($tag)"
+  fi
+  load "$tag"
+  if [ "$ok" = 1 ]; then
+    before=$(ftrace_entries)
+    nfsdtop_stop "$f"
+    after=$(ftrace_entries)
+    summary "ftrace_entries_while_stopping.$tag" "$((after - before))"
+  fi
+  ftrace_stop "$tag"
+}
+
+wait_attached() { nfsdtop_gone || [ "$(bpf_progs)" -gt 0 ]; }
+if [ "$SCENARIO" = wait ]; then
+  measure wait
+  kill "$WATCHDOG_PID" 2>/dev/null
+  finish
+fi
+
 if have_nfsdtop; then
   timeout 300 "$NFSDTOP" doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"
   summary doctor_exit "$?"
@@ -276,22 +340,7 @@ if have_nfsdtop; then
 else
   summary nfsdtop missing
 fi
-ftrace_start
-summary t_trace_on "$(up)"
-nfsdtop_ok=0
-if have_nfsdtop && nfsdtop_start "$OUT/nfsdtop.jsonl"; then
-  nfsdtop_ok=1
-  summary t_nfsdtop_attached "$(up)"
-  mark "nfsdtop attached"
-fi
-load main
-if [ "$nfsdtop_ok" = 1 ]; then
-  before=$(ftrace_entries)
-  nfsdtop_stop "$OUT/nfsdtop.jsonl"
-  after=$(ftrace_entries)
-  summary ftrace_entries_while_stopping "$((after - before))"
-fi
-ftrace_stop
+measure main
 mark "main measurement done"
 
 # --- faults (issue 4) ------------------------------------------------------

@@ -111,12 +111,7 @@ fn main() -> anyhow::Result<()> {
             // short load; `cargo xtask vm-test --kernel all` is the matrix).
             let started = Instant::now();
             eprintln!("==> vm-test --kernel trixie --quick");
-            vm::test(vm::TestArgs {
-                kernel: vm::KernelSel::Trixie,
-                quick: true,
-                nfsdtop: None,
-                fio_secs: None,
-            })?;
+            vm::test(vm::TestArgs::readme())?;
             eprintln!("<== vm-test: ok in {:.0?}", started.elapsed());
             Ok(())
         }
