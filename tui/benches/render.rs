@@ -46,10 +46,13 @@ fn snapshots(n: usize) -> Vec<Snapshot> {
 fn stats(name: &str, mut xs: Vec<Duration>) -> (f64, f64) {
     xs.sort();
     let mean = xs.iter().map(|d| d.as_secs_f64()).sum::<f64>() / xs.len() as f64 * 1e3;
-    let p99 = xs[((xs.len() as f64 * 0.99).ceil() as usize).min(xs.len()) - 1].as_secs_f64() * 1e3;
+    let q = |q: f64| {
+        xs[((xs.len() as f64 * q).ceil() as usize).clamp(1, xs.len()) - 1].as_secs_f64() * 1e3
+    };
+    let (p50, p99) = (q(0.5), q(0.99));
     let max = xs[xs.len() - 1].as_secs_f64() * 1e3;
     println!(
-        "{name:<44} n={:<5} mean {mean:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
+        "{name:<40} n={:<5} mean {mean:>7.3} ms  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
         xs.len()
     );
     (mean, p99)
@@ -61,6 +64,9 @@ fn main() {
     let frames = if quick { 20 } else { 1000 };
     let snaps = snapshots(if quick { 2 } else { 10 });
     let peers = snaps[0].peers.len();
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average before: {}", l.trim());
+    }
     println!(
         "TUI frame time: {peers} peers, {} classes",
         snaps[0].classes.len()
@@ -70,9 +76,10 @@ fn main() {
     let mut state = State::new(Duration::from_secs(1), None);
     // Snapshot arrival: history, filter, sort, lints (once per snapshot).
     let mut arrivals = Vec::new();
-    for s in &snaps {
+    for s in snaps {
+        let s = Box::new(s);
         let t = Instant::now();
-        state.on_snapshot(Box::new(s.clone()));
+        state.on_snapshot(s);
         arrivals.push(t.elapsed());
     }
     stats("snapshot arrival (history+sort+lints)", arrivals);
