@@ -10,6 +10,8 @@
         selectors inside label_values() of the variables), substitute the
         Grafana variables, and write them as recording rules to FILE, so
         `promtool check rules FILE` parses each one.
+    check_dashboards.py expr UID TITLE [--ref A] [--var NAME=VALUE ...]
+        Print one panel's expression with the variables substituted.
     check_dashboards.py query URL [--var NAME=VALUE ...]
         Run each expression as an instant query against the Prometheus at
         URL; fail on errors and on empty results (except the few panels
@@ -253,8 +255,22 @@ def main():
     q = sub.add_parser("query")
     q.add_argument("url")
     q.add_argument("--var", action="append", metavar="NAME=VALUE")
+    e = sub.add_parser("expr", help="print one panel's expression, variables substituted")
+    e.add_argument("uid")
+    e.add_argument("title")
+    e.add_argument("--ref", default="A")
+    e.add_argument("--var", action="append", metavar="NAME=VALUE")
     a = ap.parse_args()
     dashboards = load(a.dir)
+    if a.cmd == "expr":
+        for _, d in dashboards:
+            for p in panels_of(d):
+                if d.get("uid") == a.uid and p.get("title") == a.title:
+                    for t in p.get("targets", []):
+                        if t.get("refId") == a.ref:
+                            print(substitute(t["expr"], parse_vars(a.var), a.title))
+                            return
+        sys.exit(f"no panel {a.title!r} with query {a.ref} in dashboard {a.uid}")
     if a.cmd == "lint":
         lint(dashboards)
     elif a.cmd == "rules":

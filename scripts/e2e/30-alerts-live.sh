@@ -168,6 +168,37 @@ echo "     p99 queue wait (rate10s): $(echo "$w" | awk -v f="$flat" -v r="$rr" '
 j=$(q "instance:nfsdtop_fairness:jain_rate10s" | sort)
 echo "     Jain's index (rate10s): $(echo "$j" | awk -v f="$flat" -v r="$rr" '{p=($1==f)?"flat":($1==r)?"rr-peer":$1; printf "%s=%.3f  ", p, $3}')"
 
+# The dashboards compute what the recording rules compute: same window,
+# same instant, so the values must agree (within 2%: the rules were
+# evaluated up to a second earlier).
+same() {  # dashboard panel title, recording rule
+  local title=$1 rule=$2 dexpr res
+  dexpr=$(python3 dashboards/tools/check_dashboards.py expr nfsdtop-overview "$title" \
+          --var __rate_interval=10s --var class=.+) || { fail "no panel '$title'"; return; }
+  res=$(python3 - "$prom" "$dexpr" "$rule" <<'PY'
+import json, sys, urllib.parse, urllib.request
+prom, dexpr, rule = sys.argv[1:]
+def q(e):
+    u = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": e})
+    r = json.load(urllib.request.urlopen(u, timeout=10))["data"]["result"]
+    return {(s["metric"].get("instance"), s["metric"].get("class")): float(s["value"][1]) for s in r}
+d, r = q(dexpr), q(rule)
+keys = sorted(k for k in r if k in d)
+bad = [k for k in keys if abs(d[k] - r[k]) > 0.02 * max(abs(r[k]), 1e-9)]
+if not keys or bad:
+    print("MISMATCH", {k: (d.get(k), r.get(k)) for k in (bad or list(r) or list(d))})
+else:
+    k = keys[0]
+    print(f"{len(keys)} series agree, e.g. {k[1] or k[0]}: {d[k]:.3f} vs {r[k]:.3f}")
+PY
+)
+  case $res in MISMATCH*|"") fail "dashboard '$title' vs $rule: ${res:-no output}";;
+    *) ok "dashboard '$title' = $rule ($res)";; esac
+}
+same "Fairness ratio per class" "class:nfsdtop_fairness:ratio_rate10s"
+same "Share of dispatches per class" "class:nfsdtop_dispatch_share:ratio_rate10s"
+same "Jain's index" "instance:nfsdtop_fairness:jain_rate10s"
+
 # Dashboards against the live data: every expression must return data.
 if out=$(python3 dashboards/tools/check_dashboards.py query "$prom" \
       --var __rate_interval=10s --var __range=30s --var class=10.0.0.2 --var instance=.+ 2>&1); then
