@@ -20,6 +20,7 @@ pub mod layout;
 pub mod seed;
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use nfsdtop_common::{slot, Record};
@@ -239,7 +240,14 @@ impl Source for LiveSource {
 
     fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
         out.append(&mut self.seeded);
-        while let Ok(chunk) = self.drain.rx.try_recv() {
+        loop {
+            let chunk = match self.drain.rx.try_recv() {
+                Ok(c) => c,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    anyhow::bail!("the BPF ring buffer reader stopped unexpectedly")
+                }
+            };
             for raw in chunk.chunks_exact(Record::SIZE) {
                 if let Some(ev) =
                     Record::from_bytes(raw).and_then(|r| decode::decode(&r, &self.layout))
