@@ -134,14 +134,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .context("cannot start the pipeline thread")?
     };
 
+    let (stop_tx, stop_rx) = watch::channel(false);
     let app = AppState {
         latest: rx,
         registry: Arc::new(metrics::registry(metrics_state.clone())),
         metrics: metrics_state,
         auth: Arc::new(Auth::new(cfg.users.clone())),
         interval: cfg.interval,
+        shutdown: stop_rx,
     };
-    let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone()));
+    let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone(), stop_tx));
     let _ = ctl_tx.send(Control::Stop);
     drop(ctl_tx);
     let _ = pipeline_thread.join();
@@ -155,6 +157,7 @@ async fn serve(
     app: AppState,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     ctl: mpsc::Sender<Control>,
+    stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -166,7 +169,7 @@ async fn serve(
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
 
     let router = server::router(app);
-    let shutdown = async {
+    let shutdown = async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = match signal(SignalKind::terminate()) {
             Ok(s) => s,
@@ -177,6 +180,8 @@ async fn serve(
             _ = tokio::signal::ctrl_c() => {}
         }
         eprintln!("nfsdtopd: stopping");
+        // End the open streams, so the graceful shutdown can finish.
+        stop.send_replace(true);
     };
     match tls {
         Some(cfg) => {

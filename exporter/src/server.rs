@@ -59,6 +59,9 @@ pub struct AppState {
     pub metrics: Arc<Mutex<MetricsState>>,
     pub auth: Arc<Auth>,
     pub interval: Duration,
+    /// Becomes true when the daemon stops: open streams end, so a graceful
+    /// shutdown does not wait for clients that never hang up.
+    pub shutdown: watch::Receiver<bool>,
 }
 
 pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -313,20 +316,34 @@ async fn stream_handler(State(st): State<AppState>, q: Params) -> Response {
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    Sse::new(snapshot_events(st.latest.clone(), view)).into_response()
+    Sse::new(snapshot_events(
+        st.latest.clone(),
+        st.shutdown.clone(),
+        view,
+    ))
+    .into_response()
 }
 
 pub fn snapshot_events(
     mut rx: Latest,
+    shutdown: watch::Receiver<bool>,
     view: View,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     // Whatever is there now counts as unseen: send it immediately.
     rx.mark_changed();
-    stream::unfold(rx, move |mut rx| async move {
+    stream::unfold((rx, shutdown), move |(mut rx, mut shutdown)| async move {
         loop {
-            if rx.changed().await.is_err() {
-                // The pipeline is gone for good: end the stream.
+            if *shutdown.borrow() {
                 return None;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The pipeline is gone for good: end the stream.
+                        return None;
+                    }
+                }
+                _ = shutdown.changed() => continue,
             }
             let cur = rx.borrow_and_update().clone();
             if let Some(p) = cur {
@@ -334,7 +351,7 @@ pub fn snapshot_events(
                     .await
                     .ok()?;
                 let ev = Event::default().event("snapshot").data(&*data);
-                return Some((Ok(ev), rx));
+                return Some((Ok(ev), (rx, shutdown)));
             }
         }
     })

@@ -510,3 +510,34 @@ fn tls_serves_https() {
     let _ = s.read_to_end(&mut buf);
     assert!(!String::from_utf8_lossy(&buf).contains("ok"));
 }
+
+#[test]
+fn sigterm_stops_promptly_even_with_a_stream_open() {
+    let mut d = demo(&["--interval", "0.2"]);
+    d.snapshot("");
+    let (_, events) = read_events(&d, 1);
+    assert!(!events.is_empty());
+    // Keep a stream open while the daemon is told to stop.
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.write_all(b"GET /api/v1/stream HTTP/1.0\r\n\r\n").unwrap();
+    let mut buf = [0u8; 1024];
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(s.read(&mut buf).unwrap() > 0);
+    let ok = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nfsdtopd still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}
