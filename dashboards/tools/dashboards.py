@@ -326,14 +326,14 @@ def overview():
     b.row("nfsdtopd itself")
     b.add(timeseries("Events lost per second", "Ring-buffer overflows by tracepoint. Should be 0.",
                      [(rate("nfsdtop_events_lost_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
-                     "cps", minv=0), 6, 7)
+                     "cps", minv=0), 5, 7)
     b.add(timeseries("Events per second", "Events seen by tracepoint.",
                      [(rate("nfsdtop_events_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
-                     "cps", minv=0), 6, 7)
+                     "cps", minv=0), 5, 7)
     b.add(timeseries("BPF CPU time", "CPU seconds per second spent in nfsdtop's BPF programs "
                      "(needs kernel.bpf_stats_enabled=1; empty otherwise).",
                      [(rate("nfsdtop_bpf_run_seconds_total", INST, "instance, program"), "{{program}}")],
-                     "percentunit", minv=0), 6, 7)
+                     "percentunit", minv=0), 5, 7)
     b.add(timeseries("Tracked entities", "Peers, classes and transports nfsdtopd tracks; peers "
                      "folded into peer=\"other\" and evictions.",
                      [(f"sum by (instance) (nfsdtop_peers{{{INST}}})", "peers"),
@@ -341,7 +341,12 @@ def overview():
                       (f"sum by (instance) (nfsdtop_transports{{{INST}}})", "transports"),
                       (f"sum by (instance) (nfsdtop_peers_folded{{{INST}}})", "peers folded"),
                       (f"sum by (instance) (increase(nfsdtop_peers_evicted_total{{{INST}}}[{RI}]))",
-                       "peers evicted")], "none", minv=0), 6, 7)
+                       "peers evicted")], "none", minv=0), 5, 7)
+    b.add(timeseries("Snapshot age", "Seconds since nfsdtopd's last snapshot, at each scrape. "
+                     "It should stay around the snapshot interval (1 s by default): a growing "
+                     "age with the target up means the pipeline is stuck while /metrics still answers.",
+                     [(f"time() - max by (instance) (nfsdtop_last_snapshot_timestamp_seconds{{{INST}}})",
+                       "{{instance}}")], "s", minv=0), 4, 7)
     return dashboard(
         OVERVIEW_UID, "nfsdtop / NFS dispatch fairness",
         "How a Linux NFS server's RPC dispatch is shared among clients (nfsdtopd metrics). "
