@@ -31,6 +31,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let conn = conn::connect(&args.source, interval)?;
     let mut state = State::new(interval, conn.notice.clone());
     state.group = args.group.into();
+    state.top = args.top;
     if let Some(url) = &args.source.connect {
         state.on_status(RemoteStatus::Connecting { url: url.clone() });
     }

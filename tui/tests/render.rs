@@ -329,7 +329,7 @@ fn remote_link_states_reach_the_header() {
     assert!(matches!(st.link(), LinkLabel::Reconnecting { .. }));
     let text = screen(&render(&mut st, 120, 30));
     assert!(
-        text.contains("reconnecting (attempt 2): connection refused"),
+        text.contains("reconnecting (attempt 2): connection refused | data from 0s ago"),
         "{text}"
     );
     // No snapshot for over three intervals (of the source's 4 s): stale.

@@ -216,5 +216,90 @@ fn ctrl_c_quits_and_restores_the_terminal() {
     // The terminal is out of raw mode: a typed line is echoed by the tty
     // and then copied by `cat` (raw mode would show it once, unechoed).
     t.keys(&["typed-after-exit", "Enter"]);
-    t.wait_for("echo and copy", |s| s.matches("typed-after-exit").count() == 2);
+    t.wait_for("echo and copy", |s| {
+        s.matches("typed-after-exit").count() == 2
+    });
+}
+
+/// Two real snapshots (seed-k16, flat), as the agent daemon would send.
+fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
+    use nfsdtop_agent::aggregate::{Aggregator, Limits};
+    use nfsdtop_agent::source::demo::{Scenario, Simulator};
+    let scenario = Scenario::builtin("seed-k16").unwrap();
+    let mut sim = Simulator::new(scenario);
+    let mut agg = Aggregator::new(Default::default(), Limits::default());
+    let info = nfsdtop_agent::model::SourceInfo {
+        kind: nfsdtop_agent::model::SourceKind::Demo,
+        detail: "seed-k16 policy=flat".into(),
+        ..Default::default()
+    };
+    let mut buf = Vec::new();
+    sim.run_until(2_000_000_000, &mut buf);
+    agg.ingest_all(&buf);
+    agg.snapshot(sim.now_ns(), 0.0, &info);
+    (3..=4u64)
+        .map(|s| {
+            buf.clear();
+            sim.run_until(s * 1_000_000_000, &mut buf);
+            agg.ingest_all(&buf);
+            agg.snapshot(sim.now_ns(), s as f64, &info)
+        })
+        .collect()
+}
+
+#[test]
+fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (served_tx, served_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = Vec::new();
+        let mut b = [0u8; 1];
+        while !req.ends_with(b"\r\n\r\n") && s.read(&mut b).unwrap() == 1 {
+            req.push(b[0]);
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        for snap in seed_k16_snapshots() {
+            let ev = format!(
+                "event: snapshot\ndata: {}\n\n",
+                serde_json::to_string(&snap).unwrap()
+            );
+            write!(s, "{:x}\r\n{ev}\r\n", ev.len()).unwrap();
+        }
+        s.write_all(b"0\r\n\r\n").unwrap();
+        // Close the stream and stop listening: every retry is refused.
+        drop(s);
+        drop(listener);
+        served_tx
+            .send(String::from_utf8_lossy(&req).into_owned())
+            .unwrap();
+    });
+
+    let t = Tmux::new("remote");
+    t.start(&format!("--connect http://127.0.0.1:{port}"));
+    let req = served_rx
+        .recv_timeout(DEADLINE)
+        .expect("the UI connects to the agent");
+    server.join().unwrap();
+    assert!(req.starts_with("GET /api/v1/stream HTTP/1.1"), "{req}");
+    let s = t.wait_for("the agent's data and the reconnecting status", |s| {
+        s.contains("reconnecting (attempt") && row_of(s, "10.0.0.2").is_some()
+    });
+    assert!(
+        s.contains(&format!("remote: http://127.0.0.1:{port}")),
+        "{s}"
+    );
+    let row = s.lines().find(|l| l.starts_with("  10.0.0.2 ")).unwrap();
+    assert!(row.contains("11.1%") && row.contains("50.0%"), "{row}");
+    // Quitting does not wait for the reconnect loop.
+    t.keys(&["q"]);
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
 }

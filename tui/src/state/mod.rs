@@ -121,6 +121,8 @@ pub struct State {
     pub message: Option<String>,
     pub history: History,
     pub warnings: Vec<Warning>,
+    /// Show at most this many rows (`--top N`), after sorting.
+    pub top: Option<usize>,
     /// Rows of the table: indices into the shown snapshot's entities of
     /// the current group, filtered and sorted.
     rows: Vec<u32>,
@@ -162,6 +164,7 @@ impl State {
             message: None,
             history: History::default(),
             warnings: Vec::new(),
+            top: None,
             rows: Vec::new(),
             offender: None,
             selected: 0,
@@ -243,6 +246,9 @@ impl State {
                 o
             }
         });
+        if let Some(n) = self.top {
+            self.rows.truncate(n);
+        }
         self.offender = warnings::top_offender(list).map(|i| i as u32);
         self.warnings = warnings::run(&self.lints, s, self.group, 8);
         // Keep the selection on its entity if it is still listed.
@@ -334,6 +340,12 @@ impl State {
         }
         let max_offset = self.rows.len().saturating_sub(self.page);
         self.offset = self.offset.min(max_offset);
+    }
+
+    /// How old the newest snapshot received is (None before the first).
+    pub fn data_age(&self) -> Option<Duration> {
+        self.last_snapshot_at
+            .map(|t| self.now.saturating_duration_since(t))
     }
 
     pub fn link(&self) -> LinkLabel {
@@ -596,6 +608,18 @@ mod tests {
             st.on_key(key(KeyCode::Char(c)));
         }
         assert_eq!(st.rows().len(), 50);
+    }
+
+    #[test]
+    fn top_n_keeps_the_first_rows_of_the_sort() {
+        let mut st = State::new(Duration::from_secs(1), None);
+        st.top = Some(5);
+        st.on_snapshot(snap(100));
+        assert_eq!(st.rows().len(), 5);
+        assert_eq!(st.selected_entity().unwrap().name, "10.0.0.99");
+        st.on_key(key(KeyCode::Char('S')));
+        assert_eq!(st.rows().len(), 5);
+        assert_eq!(st.entities()[st.rows()[0] as usize].name, "10.0.0.0");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The header: where the numbers come from, the totals of the interval,
 //! the link to the source, the notice and the lints' summaries.
 
+use std::time::Duration;
+
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -44,7 +46,7 @@ fn fmt_secs(d: f64) -> String {
     }
 }
 
-fn link_span(link: &LinkLabel) -> Option<Span<'static>> {
+fn link_span(link: &LinkLabel, age: Option<Duration>) -> Option<Span<'static>> {
     Some(match link {
         LinkLabel::Ok => return None,
         LinkLabel::Connecting => Span::styled("connecting...", styles::warn()),
@@ -54,7 +56,13 @@ fn link_span(link: &LinkLabel) -> Option<Span<'static>> {
             styles::bad(),
         ),
         LinkLabel::Reconnecting { attempt, error } => Span::styled(
-            format!("reconnecting (attempt {attempt}): {error}"),
+            match age {
+                Some(a) => format!(
+                    "reconnecting (attempt {attempt}): {error} | data from {:.0}s ago",
+                    a.as_secs_f64()
+                ),
+                None => format!("reconnecting (attempt {attempt}): {error}"),
+            },
             styles::bad(),
         ),
         LinkLabel::Ended(Ok(())) => Span::styled("source ended", styles::warn()),
@@ -77,7 +85,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     }
     if link == LinkLabel::Connected {
         l1.push(Span::raw(" "));
-        l1.extend(link_span(&link));
+        l1.extend(link_span(&link, None));
     }
     let mut l2 = Vec::new();
     match state.snapshot() {
@@ -154,7 +162,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     lines.push(Line::from(l1));
     lines.push(Line::from(l2));
     if link_line(&link) {
-        lines.extend(link_span(&link).map(Line::from));
+        lines.extend(link_span(&link, state.data_age()).map(Line::from));
     }
     if let Some(n) = &state.notice {
         lines.push(Line::styled(n.clone(), styles::warn()));
