@@ -83,6 +83,8 @@ fn event_loop<B: Backend>(
 ) -> anyhow::Result<()> {
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
+    // For the end-to-end test of the panic hook: panic once the UI is up.
+    let panic_for_test = std::env::var_os("NFSDTOP_TEST_PANIC_AFTER_DRAW").is_some();
     loop {
         state.tick(Instant::now());
         dirty |= drain(conn, state);
@@ -90,6 +92,9 @@ fn event_loop<B: Backend>(
             terminal.draw(|f| view::draw(f, state))?;
             dirty = false;
             last_draw = Some(Instant::now());
+            if panic_for_test && state.snapshot().is_some() {
+                panic!("test panic (NFSDTOP_TEST_PANIC_AFTER_DRAW is set)");
+            }
         }
         if !event::poll(POLL)? {
             continue;

@@ -45,8 +45,13 @@ impl Tmux {
     /// Start `nfsdtop ARGS` in a 120x40 session, after a marker line, and
     /// keep the pane open after it exits (`cat` copies typed lines).
     fn start(&self, args: &str) {
+        self.start_env("", args)
+    }
+
+    /// The same with extra `NAME=value` environment words.
+    fn start_env(&self, env: &str, args: &str) {
         let script = format!(
-            "printf 'PRE-RUN-MARKER\\n'; LANG=C.UTF-8 LC_ALL=C.UTF-8 '{BIN}' {args}; \
+            "printf 'PRE-RUN-MARKER\\n'; {env} LANG=C.UTF-8 LC_ALL=C.UTF-8 '{BIN}' {args}; \
              printf 'EXIT-STATUS=%s\\n' $?; exec cat"
         );
         self.run(&[
@@ -218,6 +223,25 @@ fn ctrl_c_quits_and_restores_the_terminal() {
     t.keys(&["typed-after-exit", "Enter"]);
     t.wait_for("echo and copy", |s| {
         s.matches("typed-after-exit").count() == 2
+    });
+}
+
+#[test]
+fn a_panic_restores_the_terminal_before_the_message() {
+    let t = Tmux::new("panic");
+    t.start_env("NFSDTOP_TEST_PANIC_AFTER_DRAW=1", "--demo seed-k4");
+    let s = t.wait_for("the panic exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=101"), "{s}");
+    assert!(s.contains("PRE-RUN-MARKER"), "{s}");
+    assert!(
+        s.contains("test panic"),
+        "the message is on the normal screen:\n{s}"
+    );
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    assert_eq!(t.display("#{cursor_flag}"), "1", "cursor shown again");
+    t.keys(&["typed-after-panic", "Enter"]);
+    t.wait_for("echo and copy", |s| {
+        s.matches("typed-after-panic").count() == 2
     });
 }
 
