@@ -42,6 +42,9 @@ fn main() {
     if let Err(e) = std::env::set_current_dir(&ebpf_dir) {
         return without_bpf(&out, &format!("cannot enter {}: {e}", ebpf_dir.display()));
     }
+    // The nested cargo's progress lines would each become a cargo warning;
+    // its compiler errors still come through (as JSON messages).
+    std::env::set_var("CARGO_TERM_QUIET", "true");
     let root = ebpf_dir.to_string_lossy().into_owned();
     let package = aya_build::Package {
         name: "nfsdtop-ebpf",
