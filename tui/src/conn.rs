@@ -10,9 +10,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
+use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::source::live::{LiveError, LiveOptions};
@@ -48,6 +48,9 @@ impl Connection {
 }
 
 pub fn spec_of(args: &SourceArgs) -> SourceSpec {
+    if let Some(path) = &args.replay {
+        return SourceSpec::Replay { path: path.clone() };
+    }
     match &args.demo {
         Some(s) => SourceSpec::Demo {
             scenario: s.clone(),
@@ -79,9 +82,6 @@ pub fn live_options(args: &SourceArgs) -> LiveOptions {
 pub fn open_local(
     args: &SourceArgs,
 ) -> anyhow::Result<(SourceSpec, Box<dyn Source>, Option<String>)> {
-    if args.replay.is_some() {
-        anyhow::bail!("--replay is not available in this build yet");
-    }
     if args.connect.is_some() {
         anyhow::bail!(
             "--connect watches a remote agent's snapshots: it has no local events to open"
@@ -131,6 +131,11 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
     // Open here, so a bad scenario or file fails before any UI starts.
     let (spec, source, notice) = open_local(args)?;
     let classmap = class_map(args, &spec)?;
+    // E.g. a damaged recording: say what is replayed and where it stops.
+    let notice = match (notice, source.notice()) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let pace = if args.speed == 0.0 {
         Pace::AsFastAsPossible
     } else {

@@ -5,6 +5,7 @@ mod batch;
 mod cli;
 mod conn;
 mod doctor;
+mod record;
 
 use clap::Parser;
 
@@ -13,9 +14,7 @@ use cli::{Cli, Command};
 fn main() {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Some(Command::Record(_)) => Err(anyhow::anyhow!(
-            "`nfsdtop record` is not available in this build yet"
-        )),
+        Some(Command::Record(args)) => record::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
         None if cli.view.batch => batch::run(&cli.view),
         None => app::run(&cli.view),

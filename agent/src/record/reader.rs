@@ -20,8 +20,11 @@ use crate::model::{Event, EventKind, XprtKey};
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("cannot read it: {0}")]
-    Io(#[from] io::Error),
-    #[error("not an nfsdtop recording (it starts with {0:02x?}, not \"NFSDTREC\")")]
+    Io(io::Error),
+    #[error(
+        "not an nfsdtop recording (it starts with \"{}\", not \"NFSDTREC\")",
+        .0.escape_ascii()
+    )]
     NotARecording(Vec<u8>),
     #[error(
         "recorded by format v{found}; this nfsdtop ({}) reads up to v{supported}: upgrade nfsdtop",
@@ -32,6 +35,12 @@ pub enum OpenError {
     BadVersion(u16),
     #[error("corrupt header at byte {offset}: {reason}")]
     Header { offset: u64, reason: String },
+}
+
+impl From<io::Error> for OpenError {
+    fn from(e: io::Error) -> Self {
+        OpenError::Io(e)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,6 +41,7 @@ pub struct Writer<W: Write> {
     file_id: u64,
     payload: Vec<u8>,
     frame_events: u32,
+    frame_target: u32,
     seq: u32,
     xprts: FxHashMap<XprtKey, u64>,
     /// The previous event's transport and id: most consecutive events of a
@@ -76,6 +77,7 @@ impl<W: Write> Writer<W> {
             file_id: header.file_id,
             payload: Vec::with_capacity(FRAME_TARGET_BYTES + 256),
             frame_events: 0,
+            frame_target: FRAME_TARGET_EVENTS,
             seq: 0,
             xprts: FxHashMap::default(),
             prev: None,
@@ -85,6 +87,13 @@ impl<W: Write> Writer<W> {
                 ..Summary::default()
             },
         })
+    }
+
+    /// Close frames after `events` events instead of the default
+    /// [`FRAME_TARGET_EVENTS`] (smaller frames lose less to damage and
+    /// cost a 21-byte header each; tests use them for many frames).
+    pub fn set_frame_events(&mut self, events: u32) {
+        self.frame_target = events.clamp(1, FRAME_TARGET_EVENTS);
     }
 
     /// Events written so far (including those still in the open frame).
@@ -157,7 +166,7 @@ impl<W: Write> Writer<W> {
             EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
         }
         self.frame_events += 1;
-        if self.frame_events >= FRAME_TARGET_EVENTS || self.payload.len() >= FRAME_TARGET_BYTES {
+        if self.frame_events >= self.frame_target || self.payload.len() >= FRAME_TARGET_BYTES {
             self.end_frame()?;
         }
         Ok(())

@@ -131,13 +131,12 @@ fn describe(path: &Path, h: &Header, scan: &Scan) -> SourceInfo {
         _ => 0.0,
     };
     let mut detail = format!(
-        "{}: {} {} recorded {} UTC on {} by {}; {} events over {span:.1} s",
+        "{}: {} {}, recorded {} UTC on {}; {} events over {span:.1} s",
         path.display(),
         h.source_kind.as_str(),
         h.source_detail,
         utc(h.start_unix_ns),
         if h.host.is_empty() { "?" } else { &h.host },
-        h.recorded_by,
         scan.events,
     );
     if let Some(d) = &scan.damage {

@@ -1,0 +1,149 @@
+//! `nfsdtop record -o FILE`: run the pipeline with a tap that writes every
+//! event to a recording (format: docs/recording-format.md), until
+//! `--duration` of source time, `--count` events, the end of the source,
+//! Ctrl-C or SIGTERM. However it stops, the file is finished (last frame,
+//! end marker, fsync) and replays cleanly; a summary goes to stderr.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use nfsdtop_agent::aggregate::{Aggregator, Limits};
+use nfsdtop_agent::model::{Event, EventKind, SourceKind};
+use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::record::{Header, Writer};
+
+use crate::cli::RecordArgs;
+use crate::conn;
+
+/// How often a recording is flushed to disk while running: what a crash
+/// or `kill -9` can lose.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    SourceEnded,
+    Duration,
+    Count,
+    Signal,
+}
+
+pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
+    if args.source.connect.is_some() {
+        anyhow::bail!(
+            "cannot record a remote agent's snapshots (--connect): \
+             run `nfsdtop record` on the NFS server itself"
+        );
+    }
+    let spec = conn::spec_of(&args.source);
+    let classmap = conn::class_map(&args.source, &spec)?;
+    let source = spec.open().with_context(|| {
+        "cannot open the event source to record (use --demo to record the built-in simulator)"
+    })?;
+    if let Some(n) = source.notice() {
+        eprintln!("nfsdtop: {n}");
+    }
+    let info = source.info();
+    let header = Header::for_source(&info, &classmap, source.now_ns());
+    let pace = if !source.is_virtual() {
+        Pace::Realtime { speed: 1.0 }
+    } else if args.source.speed == 0.0 {
+        Pace::AsFastAsPossible
+    } else {
+        Pace::Realtime {
+            speed: args.source.speed,
+        }
+    };
+    let mut writer = Writer::create(&args.output, &header)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+
+    // Ctrl-C / SIGTERM: finish the file. A second one while finishing
+    // exits at once.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&signalled))?;
+        signal_hook::flag::register(sig, Arc::clone(&signalled))?;
+    }
+
+    let (ctl, ctl_rx) = mpsc::channel();
+    let mut written = 0u64;
+    let mut dispatches = 0u64;
+    let mut last_ts = None::<u64>;
+    let mut stop = Stop::SourceEnded;
+    let mut last_flush = Instant::now();
+    let limit = args.count;
+    let result = {
+        let writer = &mut writer;
+        let (written, dispatches, last_ts, stop) =
+            (&mut written, &mut dispatches, &mut last_ts, &mut stop);
+        let signalled = Arc::clone(&signalled);
+        let tap = move |events: &[Event]| -> anyhow::Result<()> {
+            let room = limit.map_or(usize::MAX, |n| {
+                usize::try_from(n.saturating_sub(*written)).unwrap_or(usize::MAX)
+            });
+            let take = &events[..events.len().min(room)];
+            writer.write_all(take)?;
+            *written += take.len() as u64;
+            *dispatches += take
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::Dequeue { .. }))
+                .count() as u64;
+            if let Some(e) = take.last() {
+                *last_ts = Some(last_ts.map_or(e.ts_ns, |t| t.max(e.ts_ns)));
+            }
+            if last_flush.elapsed() >= FLUSH_EVERY {
+                writer.flush()?;
+                last_flush = Instant::now();
+            }
+            if limit.is_some_and(|n| *written >= n) {
+                *stop = Stop::Count;
+                let _ = ctl.send(Control::Stop);
+            } else if signalled.load(Ordering::Relaxed) {
+                *stop = Stop::Signal;
+                let _ = ctl.send(Control::Stop);
+            }
+            Ok(())
+        };
+        let max_source_ns = args.duration.map(|d| (d * 1e9) as u64);
+        let pipeline = Pipeline {
+            pace,
+            tap: Some(Box::new(tap)),
+            max_source_ns,
+            ..Pipeline::new(
+                source,
+                Aggregator::new(classmap, Limits::default()),
+                Duration::from_secs(1),
+            )
+        };
+        pipeline.run(Some(ctl_rx), |_| Flow::Continue)
+    };
+    if stop == Stop::SourceEnded && args.duration.is_some() && info.kind != SourceKind::Replay {
+        stop = Stop::Duration;
+    }
+    // Finish the file whatever happened, so that what was recorded replays.
+    let summary = writer
+        .finish_file()
+        .with_context(|| format!("cannot finish {}", args.output.display()))?;
+    let secs = last_ts.map_or(0.0, |t| t.saturating_sub(header.start_mono_ns) as f64 / 1e9);
+    let why = match stop {
+        Stop::SourceEnded => "the source ended",
+        Stop::Duration => "--duration reached",
+        Stop::Count => "--count reached",
+        Stop::Signal => "interrupted",
+    };
+    eprintln!(
+        "nfsdtop: recorded {} events ({} dispatches, {} transports) over {secs:.1} s of {} \
+         to {} ({why}): {} bytes, {:.2} bytes/event",
+        summary.events,
+        dispatches,
+        summary.transports,
+        info.kind.as_str(),
+        args.output.display(),
+        summary.bytes,
+        summary.bytes_per_event(),
+    );
+    result
+        .map(|_| ())
+        .context("recording stopped early (the file holds what was recorded until then)")
+}
