@@ -370,3 +370,26 @@ fn tiny_and_empty_terminals_never_panic() {
     );
     let _ = EntityKind::Peer;
 }
+
+#[test]
+fn peer_drill_down_at_eighty_by_twenty_four() {
+    let mut st = state_with(&seed_k16(), 4);
+    key(&mut st, KeyCode::End);
+    key(&mut st, KeyCode::Enter);
+    let b = render(&mut st, 80, 24);
+    let l = lines(&b);
+    let text = l.join("\n");
+    for want in [
+        "peer 10.0.0.2",
+        "share 11.1%",
+        "fair share 50.0%",
+        "ratio 0.22",
+        "thread time)",
+        "backlogged (2 queued)  2 connections",
+        "10.0.0.1:2049",
+        "transports (2)",
+    ] {
+        assert!(text.contains(want), "{want:?} missing:\n{text}");
+    }
+    assert!(l[23].contains("Esc back"), "{:?}", l[23]);
+}

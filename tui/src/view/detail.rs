@@ -46,7 +46,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     draw_chart(f, chart, state, *kind, name);
 
     let [hist, xprts] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
+        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
     let hist_title = match kind {
         EntityKind::Peer => " queue wait (this interval) ",
         EntityKind::Class => " queue wait (since start) ",
@@ -103,29 +103,26 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             ),
             Span::raw("  "),
             ratio_span,
-            Span::raw(format!(
-                "  {} dispatches/s  {} connections",
-                rate(e.dispatch_rate),
-                e.connections
-            )),
+            Span::raw(format!("  {} disp/s", rate(e.dispatch_rate))),
         ]),
+        Line::raw(format!(
+            "wait p50 {} p99 {}  exec share {} ({:.2}s thread time)",
+            fmt_us(e.wait_p50_us),
+            fmt_us(e.wait_p99_us),
+            pct(e.exec_share),
+            e.exec_seconds
+        )),
         Line::from(vec![
-            Span::raw(format!(
-                "wait p50 {} p99 {}  exec share {} ({:.2}s thread time)  ",
-                fmt_us(e.wait_p50_us),
-                fmt_us(e.wait_p99_us),
-                pct(e.exec_share),
-                e.exec_seconds
-            )),
             backlog,
-        ]),
-        Line::styled(
-            format!(
-                "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
-                e.dispatches, e.entitled, e.backlogged_seconds
+            Span::raw(format!("  {} connections  ", e.connections)),
+            Span::styled(
+                format!(
+                    "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
+                    e.dispatches, e.entitled, e.backlogged_seconds
+                ),
+                styles::dim(),
             ),
-            styles::dim(),
-        ),
+        ]),
     ]
 }
 
@@ -233,9 +230,9 @@ fn draw_transports(f: &mut Frame, area: Rect, e: Option<&EntityStats>) {
     let table = Table::new(
         rows,
         [
-            Constraint::Fill(3),
-            Constraint::Fill(2),
-            Constraint::Length(9),
+            Constraint::Fill(1),
+            Constraint::Fill(1),
+            Constraint::Length(7),
             Constraint::Length(6),
         ],
     )
