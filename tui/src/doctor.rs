@@ -45,7 +45,8 @@ pub fn text(d: &Diagnosis) -> String {
             None => "no (not mounted)".into(),
         },
     );
-    line("sunrpc/nfsd loaded", yes_no(d.sunrpc_loaded).into());
+    line("sunrpc loaded", yes_no(d.sunrpc_loaded).into());
+    line("nfsd loaded", yes_no(d.nfsd_loaded).into());
     line(
         "generation",
         d.generation.clone().unwrap_or_else(|| "-".into()),

@@ -53,6 +53,11 @@ fn doctor_json_on_this_host_loads_the_bpf_programs() {
     // build machine without nfsd).
     let sunrpc = Path::new("/sys/module/sunrpc").exists();
     assert_eq!(d["sunrpc_loaded"], sunrpc, "{d}");
+    assert_eq!(
+        d["nfsd_loaded"],
+        Path::new("/sys/module/nfsd").exists(),
+        "{d}"
+    );
     if !sunrpc {
         assert!(d["generation"].is_null(), "{d}");
         let problems = d["problems"].to_string();

@@ -25,6 +25,8 @@ pub struct Diagnosis {
     pub tracefs: bool,
     pub tracefs_path: Option<PathBuf>,
     pub sunrpc_loaded: bool,
+    /// nfsd itself (sunrpc alone may only serve the NFS client).
+    pub nfsd_loaded: bool,
     pub generation: Option<String>,
     pub wait_source: Option<String>,
     pub kernel_class: bool,
@@ -90,6 +92,20 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
         Some(t) => host::sunrpc_events_present(t),
         None => opts.tracefs.is_none() && host::sunrpc_module_present(),
     };
+    let nfsd_loaded = match &opts.tracefs {
+        Some(_) => sunrpc_loaded,
+        None => host::nfsd_module_present(),
+    };
+    if sunrpc_loaded && !nfsd_loaded {
+        problems.push(
+            LiveError::NoSunrpc {
+                detail: "the sunrpc module is loaded (for the NFS client, perhaps) but nfsd is \
+                         not (/sys/module/nfsd does not exist)"
+                    .into(),
+            }
+            .to_string(),
+        );
+    }
     let (mut generation, mut wait_source, mut kernel_class) = (None, None, false);
     match (&tracefs_path, sunrpc_loaded) {
         (None, _) => match super::locate_tracefs(opts) {
@@ -130,6 +146,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
         tracefs: tracefs_path.is_some(),
         tracefs_path,
         sunrpc_loaded,
+        nfsd_loaded,
         generation,
         wait_source,
         kernel_class,

@@ -23,6 +23,14 @@ pub fn sunrpc_module_present() -> bool {
     Path::new("/sys/module/sunrpc").exists()
 }
 
+/// Whether nfsd is loaded (or built in). The sunrpc module alone may only
+/// serve the NFS client.
+pub fn nfsd_module_present() -> bool {
+    // (/proc/fs/nfsd is no sign: kernels built with nfsd as a module
+    // create that mount point at boot.)
+    Path::new("/sys/module/nfsd").exists()
+}
+
 /// Whether the sunrpc tracepoints exist under `tracefs`.
 pub fn sunrpc_events_present(tracefs: &Path) -> bool {
     tracefs.join("events/sunrpc/svc_xprt_dequeue").is_dir()

@@ -87,7 +87,22 @@ pub fn locate_tracefs(opts: &LiveOptions) -> Result<PathBuf, LiveError> {
 pub fn probe(opts: &LiveOptions) -> Result<(PathBuf, Layout), LiveError> {
     let deadline = opts.wait_for_nfsd.map(|d| Instant::now().checked_add(d));
     loop {
-        let attempt = locate_tracefs(opts).and_then(|t| Layout::from_tracefs(&t).map(|l| (t, l)));
+        let attempt = locate_tracefs(opts).and_then(|t| {
+            // On the real tracefs, sunrpc without nfsd is an NFS client:
+            // nothing to watch (yet). A tracefs given for tests is taken
+            // as it is.
+            if opts.tracefs.is_none()
+                && host::sunrpc_events_present(&t)
+                && !host::nfsd_module_present()
+            {
+                return Err(LiveError::NoSunrpc {
+                    detail: "the sunrpc module is loaded (for the NFS client, perhaps) but nfsd \
+                             is not (/sys/module/nfsd does not exist)"
+                        .into(),
+                });
+            }
+            Layout::from_tracefs(&t).map(|l| (t, l))
+        });
         match attempt {
             Err(e) if e.is_no_nfsd() => match deadline {
                 Some(d) if d.is_none_or(|d| Instant::now() < d) => {
