@@ -497,6 +497,10 @@ impl State {
     }
 
     fn step_interval(&mut self, dir: i32) -> Action {
+        if self.remote.is_some() {
+            self.message = Some("the remote agent sets the interval (nfsdtopd --interval)".into());
+            return Action::Redraw;
+        }
         let cur = self.interval.as_secs_f64();
         let next = if dir > 0 {
             INTERVAL_STEPS.iter().copied().find(|s| *s > cur + 1e-9)
@@ -510,11 +514,7 @@ impl State {
         match next {
             Some(s) => {
                 self.interval = Duration::from_secs_f64(s);
-                self.message = Some(if self.remote.is_some() {
-                    format!("interval {s}s (a remote agent keeps its own pace)")
-                } else {
-                    format!("interval {s}s")
-                });
+                self.message = Some(format!("interval {s}s"));
                 Action::SetInterval(self.interval)
             }
             None => {
@@ -650,6 +650,11 @@ mod tests {
             st.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
             Action::Quit
         );
+        // A remote agent keeps its own pace: nothing to send.
+        st.on_status(RemoteStatus::Connected { url: "x".into() });
+        assert_eq!(st.on_key(key(KeyCode::Char('+'))), Action::Redraw);
+        assert!(st.message.as_deref().unwrap().contains("remote agent"));
+        assert_eq!(st.interval, Duration::from_secs(1));
         // Keys on an empty table never panic.
         for c in [KeyCode::Enter, KeyCode::Down, KeyCode::End, KeyCode::PageUp] {
             st.on_key(key(c));

@@ -94,10 +94,13 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
             l1.push(sep());
             l1.push(Span::raw(format!("wait: {}", src.wait_source.as_str())));
             l1.push(sep());
-            l1.push(Span::raw(format!(
-                "every {}",
-                fmt_secs(state.interval.as_secs_f64())
-            )));
+            // A remote agent keeps its own pace: show the one it sends.
+            let every = if state.remote.is_some() && s.interval_s > 0.0 {
+                s.interval_s
+            } else {
+                state.interval.as_secs_f64()
+            };
+            l1.push(Span::raw(format!("every {}", fmt_secs(every))));
             l1.push(sep());
             l1.push(Span::raw(format!(
                 "kernel {} ({})",

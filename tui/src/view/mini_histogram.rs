@@ -97,6 +97,9 @@ impl Widget for WaitBars<'_> {
                 bar_w,
                 Style::default().fg(styles::BAR),
             );
+            if label_w + bar_w + count_w > area.width as usize {
+                continue; // too narrow for the counts: labels and bars only
+            }
             let count = format!("{c:>w$}", w = count_w);
             buf.set_stringn(
                 area.x + (label_w + bar_w) as u16,
