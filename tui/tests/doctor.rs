@@ -202,3 +202,52 @@ fn no_nfsd_falls_back_to_the_demo() {
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["source"]["kind"], "demo");
 }
+
+#[test]
+fn unprivileged_users_are_told_which_capabilities() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")))
+        .unwrap_or(false);
+    if !root || !Path::new("/usr/bin/setpriv").exists() {
+        println!("skipped: needs root and setpriv to drop to an unprivileged user");
+        return;
+    }
+    let drop_to_nobody = |args: &[&str]| {
+        Command::new("/usr/bin/setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
+            .arg(env!("CARGO_BIN_EXE_nfsdtop"))
+            .args(args)
+            .output()
+            .expect("run setpriv")
+    };
+    let out = drop_to_nobody(&["doctor", "--format", "json"]);
+    if String::from_utf8_lossy(&out.stderr).contains("Permission denied") {
+        println!("skipped: the test binary is not readable by an unprivileged user");
+        return;
+    }
+    let d = json(&out);
+    assert_eq!(d["privileges_ok"], false, "{d}");
+    assert_eq!(d["bpf_programs_verified"], false, "{d}");
+    let problems = d["problems"].to_string();
+    assert!(
+        problems.contains("CAP_BPF") && problems.contains("CAP_PERFMON"),
+        "{problems}"
+    );
+
+    let fixture = fixture("6.6+");
+    let out = drop_to_nobody(&["-b", "-n", "1", "--tracefs", fixture.to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "a privilege error must not fall back to the demo"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("missing privileges") && err.contains("CAP_SYS_ADMIN"),
+        "{err}"
+    );
+}

@@ -136,7 +136,10 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
     let (bpf_programs, bpf_error) = match bpf::verify_all(64 * 1024) {
         Ok(p) => (p, None),
         Err(e) => {
-            problems.push(e.to_string());
+            // Missing privileges are already a problem of their own.
+            if privileges_ok || !matches!(e, LiveError::Privileges { .. }) {
+                problems.push(e.to_string());
+            }
             (Vec::new(), Some(e.to_string()))
         }
     };
