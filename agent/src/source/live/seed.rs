@@ -146,6 +146,27 @@ mod tests {
     }
 
     #[test]
+    fn reads_this_kernels_socket_table() {
+        // A real loopback connection must show up exactly as the kernel's
+        // tracepoints would name it (IPv4, and IPv6 where the host has it).
+        for (bind, table) in [("127.0.0.1:0", "tcp"), ("[::1]:0", "tcp6")] {
+            let Ok(listener) = std::net::TcpListener::bind(bind) else {
+                continue; // no IPv6 here
+            };
+            let server = listener.local_addr().unwrap();
+            let client = std::net::TcpStream::connect(server).unwrap();
+            let (_accepted, _) = listener.accept().unwrap();
+            let text = std::fs::read_to_string(format!("/proc/self/net/{table}")).unwrap();
+            let got = parse_table(&text, server.port());
+            let want = (
+                Endpoint::from_socket_addr(server),
+                Endpoint::from_socket_addr(client.local_addr().unwrap()),
+            );
+            assert!(got.contains(&want), "{table}: {got:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
     fn netns_links() {
         assert_eq!(netns_inode("net:[4026531840]"), Some(4026531840));
         assert_eq!(netns_inode("mnt:[1]"), None);
