@@ -327,3 +327,50 @@ fn decode_raw_record_bytes_to_events() {
     );
     assert!(Record::from_bytes(&bytes[..40]).is_none());
 }
+
+/// Format files as Debian's kernels wrote them (captured in the VM tests):
+/// 6.1 names flags `XPT_*` and writes `(1UL << 0)`, 6.12 and 7.2 write
+/// `((((1UL))) << (0))`; 7.2 has `qtime`.
+#[test]
+fn real_debian_kernel_formats() {
+    for (gen, want, flag, bit) in [
+        ("debian-6.1", "5.18-6.5", "XPT_DEAD", 6),
+        ("debian-6.12", "6.6+", "DEAD", 5),
+        ("debian-7.2", "6.16+", "DEAD", 5),
+    ] {
+        let l = layout(gen);
+        assert_eq!(l.label(), want, "{gen}");
+        assert_eq!(l.busy_mask, 1, "{gen}");
+        let e = cfg(&l, slot::ENQUEUE);
+        assert_eq!(
+            (
+                e.server_off,
+                e.client_off,
+                e.flags_off,
+                e.flags_size,
+                e.netns_off
+            ),
+            (8, 12, 16, 8, 24),
+            "{gen}"
+        );
+        let d = cfg(&l, slot::DEQUEUE);
+        assert_eq!(
+            (d.server_off, d.client_off, d.flags_off, d.netns_off),
+            (8, 12, 16, 24),
+            "{gen}"
+        );
+        assert_eq!(d.value_off != OFF_NONE, want == "6.16+", "{gen}");
+        // Events the capture did not include are notes, not errors.
+        assert_eq!(cfg(&l, slot::STATS_LATENCY).enabled, 0, "{gen}");
+        let text =
+            std::fs::read_to_string(fixture(gen).join("events/sunrpc/svc_xprt_dequeue/format"))
+                .unwrap();
+        let f = nfsdtop_agent::source::live::format::Format::parse(&text).unwrap();
+        assert_eq!(
+            f.print_flags("flags").get(flag),
+            Some(&(1u64 << bit)),
+            "{gen}"
+        );
+    }
+    assert_eq!(cfg(&layout("debian-7.2"), slot::DEQUEUE).value_off, 40);
+}
