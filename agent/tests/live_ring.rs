@@ -130,7 +130,7 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     let mut seen = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.len() < pids.len() && Instant::now() < deadline {
-        let Ok(chunk) = drain.rx.recv_timeout(Duration::from_millis(100)) else {
+        let Ok(chunk) = drain.recv_timeout(Duration::from_millis(100)) else {
             continue;
         };
         for raw in chunk.chunks_exact(Record::SIZE) {

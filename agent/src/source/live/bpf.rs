@@ -1,7 +1,7 @@
 //! Loading, configuring and attaching the BPF programs, and the ring
 //! buffer drain thread.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -194,12 +194,14 @@ impl Counters {
 /// and `send` blocks: if the consumer stalls, the ring fills and the
 /// kernel side counts the loss; nothing is dropped silently here.
 pub struct Drain {
-    pub rx: Receiver<Vec<u8>>,
+    rx: Option<Receiver<Vec<u8>>>,
     /// Dropping it wakes and stops the thread at once.
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// Chunks of records waiting for the consumer (at most CHUNK_BYTES each).
+const QUEUED_CHUNKS: usize = 64;
 const CHUNK_BYTES: usize = 1 << 20;
 
 impl Drain {
@@ -209,7 +211,7 @@ impl Drain {
             detail: "it has no EVENTS map".into(),
         })?;
         let ring = RingBuf::try_from(map).map_err(|e| bpf_err("the EVENTS ring buffer", &e))?;
-        let (tx, rx) = mpsc::sync_channel(256);
+        let (tx, rx) = mpsc::sync_channel(QUEUED_CHUNKS);
         let (stop, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("nfsdtop-ring".into())
@@ -219,10 +221,26 @@ impl Drain {
                 detail: e.to_string(),
             })?;
         Ok(Drain {
-            rx,
+            rx: Some(rx),
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+
+    /// A chunk of whole records, if one is waiting.
+    pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
+        match &self.rx {
+            Some(rx) => rx.try_recv(),
+            None => Err(TryRecvError::Disconnected),
+        }
+    }
+
+    /// Wait up to `timeout` for a chunk.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvTimeoutError> {
+        match &self.rx {
+            Some(rx) => rx.recv_timeout(timeout),
+            None => Err(RecvTimeoutError::Disconnected),
+        }
     }
 }
 
@@ -258,10 +276,10 @@ fn drain_loop(
 
 impl Drop for Drain {
     fn drop(&mut self) {
+        // Either ends the thread: the stop wakes its timer wait, the closed
+        // channel fails a send it may be blocked in.
         drop(self.stop.take());
-        // A send blocked on a full channel: empty it so the thread can see
-        // the stop. At most a ring's worth of chunks can follow.
-        while self.rx.try_recv().is_ok() {}
+        drop(self.rx.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

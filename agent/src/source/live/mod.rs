@@ -256,7 +256,7 @@ impl Source for LiveSource {
     fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
         out.append(&mut self.seeded);
         loop {
-            let chunk = match self.drain.rx.try_recv() {
+            let chunk = match self.drain.try_recv() {
                 Ok(c) => c,
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
