@@ -10,9 +10,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
-use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::source::live::{LiveError, LiveOptions};
@@ -71,6 +71,7 @@ pub fn live_options(args: &SourceArgs) -> LiveOptions {
                 Duration::MAX
             }
         }),
+        ring_bytes: args.ring_size.unwrap_or(LiveOptions::default().ring_bytes),
         ..LiveOptions::default()
     }
 }
