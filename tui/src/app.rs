@@ -5,7 +5,9 @@
 //! a second, so "stale" appears on time).
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event};
@@ -14,6 +16,7 @@ use nfsdtop::view;
 use nfsdtop_agent::pipeline::Control;
 use ratatui::backend::Backend;
 use ratatui::Terminal;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::cli::ViewArgs;
 use crate::conn::{self, Connection, Update};
@@ -44,7 +47,13 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
         hook(info);
     }));
-    let result = event_loop(&mut terminal, &mut state, &conn);
+    // SIGTERM / SIGHUP / SIGINT (e.g. `kill`, a closed terminal window)
+    // end the loop like `q`, so the terminal is restored on the way out.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [SIGTERM, SIGHUP, SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&signalled))?;
+    }
+    let result = event_loop(&mut terminal, &mut state, &conn, &signalled);
     ratatui::restore();
     let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
     conn.join();
@@ -80,12 +89,16 @@ fn event_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     state: &mut State,
     conn: &Connection,
+    signalled: &AtomicBool,
 ) -> anyhow::Result<()> {
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     // For the end-to-end test of the panic hook: panic once the UI is up.
     let panic_for_test = std::env::var_os("NFSDTOP_TEST_PANIC_AFTER_DRAW").is_some();
     loop {
+        if signalled.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         state.tick(Instant::now());
         dirty |= drain(conn, state);
         if dirty || last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {

@@ -245,6 +245,26 @@ fn a_panic_restores_the_terminal_before_the_message() {
     });
 }
 
+#[test]
+fn sigterm_restores_the_terminal() {
+    let t = Tmux::new("sigterm");
+    t.start("--demo seed-k8");
+    t.wait_for("the table", |s| {
+        s.contains("sort: share") && s.contains("disp/s")
+    });
+    // The pane runs `sh -c`; nfsdtop is its child.
+    let sh = t.display("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+        .expect("/proc children of the pane's shell");
+    let pid = children.split_whitespace().next().expect("nfsdtop's pid");
+    let st = Command::new("kill").args(["-TERM", pid]).status().unwrap();
+    assert!(st.success());
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert!(s.contains("PRE-RUN-MARKER"), "{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
 /// Two real snapshots (seed-k16, flat), as the agent daemon would send.
 fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
     use nfsdtop_agent::aggregate::{Aggregator, Limits};
