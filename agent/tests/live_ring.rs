@@ -254,6 +254,14 @@ fn live_source_polls_decoded_events() {
         }
     }
     assert_eq!(seen, pids);
+
+    let stats = src.bpf_stats();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    let s = &stats[0];
+    assert_eq!(s.program, "sched_process_exec");
+    assert!(s.hits >= 20 && s.records >= 20 && s.lost == 0 && s.busy_dropped == 0, "{s:?}");
+    // Kernel run statistics are on while the source lives (root here).
+    assert!(s.runs >= s.hits && s.run_time_ns > 0, "{s:?}");
 }
 
 #[test]

@@ -37,6 +37,31 @@ pub trait Source: Send {
     fn notice(&self) -> Option<String> {
         None
     }
+
+    /// Per-program statistics of the kernel side (live source only):
+    /// hits, records, losses, BUSY drops and, where the kernel keeps them
+    /// (`kernel.bpf_stats_enabled`), run time and run count.
+    fn bpf_stats(&self) -> Vec<BpfProgramStats> {
+        Vec::new()
+    }
+}
+
+/// One BPF program's counters (see [`Source::bpf_stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BpfProgramStats {
+    /// The tracepoint it is attached to, e.g. "svc_xprt_dequeue".
+    pub program: String,
+    /// Times the tracepoint fired.
+    pub hits: u64,
+    /// Records streamed to the agent.
+    pub records: u64,
+    /// Records lost (ring buffer full or unreadable).
+    pub lost: u64,
+    /// Enqueue attempts dropped in the kernel because the transport was BUSY.
+    pub busy_dropped: u64,
+    /// Time spent in the program (0 where the kernel keeps no statistics).
+    pub run_time_ns: u64,
+    pub runs: u64,
 }
 
 /// What the user asked to watch, before it is opened.

@@ -28,7 +28,7 @@ use nfsdtop_common::{slot, Record};
 pub use error::LiveError;
 pub use layout::{Generation, Layout};
 
-use super::{Poll, Source};
+use super::{BpfProgramStats, Poll, Source};
 use crate::model::{Event, EventKind, SourceInfo, SourceKind, Tracepoint};
 
 /// How to open the live source.
@@ -132,7 +132,7 @@ pub struct LiveSource {
     // Field order is drop order: stop the reader before the programs go.
     drain: bpf::Drain,
     counters: bpf::Counters,
-    _ebpf: aya::Ebpf,
+    ebpf: aya::Ebpf,
     _stats: Option<std::os::fd::OwnedFd>,
     /// Socket-table connections, delivered by the first poll.
     seeded: Vec<Event>,
@@ -191,7 +191,7 @@ impl LiveSource {
             tracefs,
             drain,
             counters,
-            _ebpf: ebpf,
+            ebpf,
             _stats: stats,
             seeded,
             lost_seen: [0; slot::COUNT],
@@ -284,6 +284,32 @@ impl Source for LiveSource {
 
     fn now_ns(&self) -> u64 {
         host::monotonic_ns()
+    }
+
+    fn bpf_stats(&self) -> Vec<BpfProgramStats> {
+        let counts = self.counters.read();
+        let mut out = Vec::new();
+        for (i, ev) in self.layout.events.iter().enumerate() {
+            let Some(ev) = ev else { continue };
+            if self.layout.slots[i].enabled == 0 {
+                continue;
+            }
+            let info = self
+                .ebpf
+                .program(bpf::PROGRAMS[i])
+                .and_then(|p| p.info().ok());
+            let c = counts[i];
+            out.push(BpfProgramStats {
+                program: ev.clone(),
+                hits: c.seen,
+                records: c.submitted,
+                lost: c.lost,
+                busy_dropped: c.busy,
+                run_time_ns: info.as_ref().map_or(0, |i| i.run_time().as_nanos() as u64),
+                runs: info.as_ref().map_or(0, |i| i.run_count()),
+            });
+        }
+        out
     }
 
     fn is_virtual(&self) -> bool {
