@@ -231,7 +231,8 @@ nfsdtop_stop() {
   local file=$1 n
   n=$(jsonl_lines "$file")
   wait_until 60 "two more nfsdtop lines" nfsdtop_line_or_gone "$file" $((n + 2))
-  kill -INT "$NFSDTOP_PID" 2>/dev/null
+  # SIGTERM: a background job of a non-interactive shell ignores SIGINT.
+  kill -TERM "$NFSDTOP_PID" 2>/dev/null
   wait_until 30 "nfsdtop to exit" nfsdtop_gone
   kill -KILL "$NFSDTOP_PID" 2>/dev/null
   wait "$NFSDTOP_PID"
