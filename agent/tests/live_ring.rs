@@ -108,6 +108,20 @@ fn spawn_true(n: usize) -> BTreeSet<u32> {
         .collect()
 }
 
+/// Counters read twice in a row with the same result: other processes on
+/// the machine exec too, and one read is several syscalls.
+fn stable<T: PartialEq>(mut read: impl FnMut() -> T) -> T {
+    let mut last = read();
+    for _ in 0..1000 {
+        let now = read();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the counters never held still");
+}
+
 #[test]
 fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     if !ready("records_reach_the_ring_and_busy_attempts_are_only_counted") {
@@ -157,7 +171,7 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     }
     assert_eq!(seen, pids, "every exec reached the ring");
 
-    let c = counters.read();
+    let c = stable(|| counters.read());
     let enq = c[slot::ENQUEUE as usize];
     let deq = c[slot::DEQUEUE as usize];
     assert!(
@@ -193,7 +207,7 @@ fn a_full_ring_counts_every_lost_record() {
     )
     .unwrap();
     spawn_true(100);
-    let d = counters.read()[slot::DEQUEUE as usize];
+    let d = stable(|| counters.read())[slot::DEQUEUE as usize];
     assert!(d.seen >= 100, "{d:?}");
     assert!(d.lost > 0, "a 4 KiB ring cannot hold 100 records: {d:?}");
     assert!(d.submitted > 0 && d.submitted < 100, "{d:?}");
@@ -259,7 +273,10 @@ fn live_source_polls_decoded_events() {
     assert_eq!(stats.len(), 1, "{stats:?}");
     let s = &stats[0];
     assert_eq!(s.program, "sched_process_exec");
-    assert!(s.hits >= 20 && s.records >= 20 && s.lost == 0 && s.busy_dropped == 0, "{s:?}");
+    assert!(
+        s.hits >= 20 && s.records >= 20 && s.lost == 0 && s.busy_dropped == 0,
+        "{s:?}"
+    );
     // Kernel run statistics are on while the source lives (root here).
     assert!(s.runs >= s.hits && s.run_time_ns > 0, "{s:?}");
 }
@@ -290,10 +307,22 @@ fn live_source_reports_ring_overflow_as_lost_events() {
             _ => 0,
         })
         .sum();
-    let c = src.counts()[slot::DEQUEUE as usize];
+    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
     assert!(lost > 0, "{c:?}");
-    assert_eq!(lost, c.lost, "{c:?}");
+    // Others may exec after the poll: the counter only grows.
+    assert!(lost <= c.lost, "{lost} {c:?}");
     assert_eq!(c.seen, c.submitted + c.lost);
+    let mut more = Vec::new();
+    src.poll(0, &mut more).unwrap();
+    let later: u64 = more
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Lost { count, .. } => count,
+            _ => 0,
+        })
+        .sum();
+    // Lost events are deltas: together they never count a loss twice.
+    assert!(lost + later <= stable(|| src.counts())[slot::DEQUEUE as usize].lost);
     // Dropping the source stops the drain thread at once.
     let t = Instant::now();
     drop(src);
