@@ -209,6 +209,7 @@ pub fn ensure_image(suite: Suite, rebuild: bool) -> anyhow::Result<Image> {
     }
     let img = valid_image(&dir, suite)
         .ok_or_else(|| anyhow!("image build finished but {} is not valid", dir.display()))?;
+    prune(suite, &dir);
     eprintln!(
         "vm: {} image built in {:.0?} (kernel {})",
         suite.name(),
@@ -216,6 +217,30 @@ pub fn ensure_image(suite: Suite, rebuild: bool) -> anyhow::Result<Image> {
         img.kernel
     );
     Ok(img)
+}
+
+/// Removes this suite's images under other keys (older package lists or
+/// scripts) and builds left behind by a process that no longer exists.
+fn prune(suite: Suite, keep: &Path) {
+    let Ok(entries) = fs::read_dir(cache_root()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix(&format!("{}-", suite.name())) else {
+            continue;
+        };
+        let stale = match rest.split_once(".tmp-") {
+            // An interrupted build: stale once its builder is gone.
+            Some((_, pid)) => !Path::new("/proc").join(pid).exists(),
+            None => rest.len() == 16 && path != keep,
+        };
+        if stale {
+            eprintln!("vm: removing stale {}", path.display());
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }
 
 pub fn image(args: ImageArgs) -> anyhow::Result<()> {
@@ -1078,9 +1103,9 @@ fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Repo
         Scenario::Main => "main",
         Scenario::Wait => "wait",
     };
-    let run_dir = cache_root()
-        .join("runs")
-        .join(format!("{}-{label}-{stamp}", suite.name()));
+    let runs = cache_root().join("runs");
+    prune_runs(&runs, 20);
+    let run_dir = runs.join(format!("{}-{label}-{stamp}", suite.name()));
     fs::create_dir_all(&run_dir)?;
     eprintln!(
         "vm: booting {} (kernel {}) for {label}, results in {}",
@@ -1102,6 +1127,22 @@ fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Repo
     };
     check_results(&run_dir.join("results"), cfg, &mut rep)?;
     Ok(rep)
+}
+
+/// Keeps the newest `keep` run directories (each holds a full ftrace text).
+fn prune_runs(runs: &Path, keep: usize) {
+    let Ok(entries) = fs::read_dir(runs) else {
+        return;
+    };
+    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    dirs.sort();
+    let n = dirs.len().saturating_sub(keep);
+    for (_, d) in dirs.into_iter().take(n) {
+        let _ = fs::remove_dir_all(d);
+    }
 }
 
 fn check_results(results: &Path, cfg: &RunConfig, rep: &mut Report) -> anyhow::Result<()> {
