@@ -35,8 +35,7 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 fn bump(slot: u8, c: u32) {
     let idx = slot as u32 * counter::COUNT + c;
     if let Some(p) = COUNTERS.get_ptr_mut(idx) {
-        // SAFETY: a per-CPU array slot of this CPU; programs do not nest on
-        // one CPU for the same tracepoint, and a lost increment is harmless.
+        // SAFETY: this CPU's per-CPU slot; tracepoint programs run non-preemptibly and never nest.
         unsafe { *p += 1 };
     }
 }
@@ -49,8 +48,7 @@ fn read_sized(ctx: &TracePointContext, off: u16, size: u16) -> Option<u64> {
         return None;
     }
     let o = off as usize;
-    // SAFETY: read_at uses bpf_probe_read_kernel, which faults safely; the
-    // offset comes from the kernel's own format file for this event.
+    // SAFETY: read_at is bpf_probe_read_kernel, which faults safely at any offset.
     unsafe {
         match size {
             8 => ctx.read_at::<u64>(o).ok(),
@@ -87,10 +85,9 @@ fn read_addr(
     if len == 0 {
         return true;
     }
-    // SAFETY: `at` is inside the record the kernel built (format file
-    // contract); bpf_probe_read_kernel faults safely on any bad address.
+    // SAFETY: only an address computation; it is read with bpf_probe_read_kernel below.
     let src = unsafe { (ctx.as_ptr() as *const u8).add(at) };
-    // SAFETY: as above; a constant-size read into a stack/record buffer.
+    // SAFETY: bpf_probe_read_kernel faults safely; the destination is a fixed-size buffer.
     if unsafe { bpf_probe_read_kernel_buf(src, &mut dst[..]) }.is_ok() {
         return true;
     }
@@ -122,7 +119,7 @@ fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
         }
         rec.flags = f as u32;
     }
-    rec.ts_ns = unsafe_ktime();
+    rec.ts_ns = ktime_ns();
     rec.slot = slot;
     if let Some(n) = read_sized(ctx, cfg.netns_off, cfg.netns_size) {
         rec.netns = n as u32;
@@ -155,7 +152,7 @@ fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
 }
 
 #[inline(always)]
-fn unsafe_ktime() -> u64 {
+fn ktime_ns() -> u64 {
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     unsafe { bpf_ktime_get_ns() }
 }
