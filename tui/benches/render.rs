@@ -43,6 +43,29 @@ fn snapshots(n: usize) -> Vec<Snapshot> {
     out
 }
 
+/// This thread's CPU time (user + system) in seconds, from
+/// /proc/thread-self/stat in clock ticks (USER_HZ, 100 on Linux). Time
+/// spent preempted by other processes does not count, so the mean CPU per
+/// frame is meaningful on a busy machine where wall-clock p99 is not.
+fn thread_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After "pid (comm) ", field 3 is state; utime and stime are 14 and 15.
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+fn cpu_per(name: &str, cpu0: Option<f64>, n: usize) {
+    if let (Some(a), Some(b)) = (cpu0, thread_cpu_s()) {
+        println!(
+            "{name:<40} cpu time per op (mean, 10 ms ticks over {n}): {:.3} ms",
+            (b - a) / n as f64 * 1e3
+        );
+    }
+}
+
 fn stats(name: &str, mut xs: Vec<Duration>) -> (f64, f64) {
     xs.sort();
     let mean = xs.iter().map(|d| d.as_secs_f64()).sum::<f64>() / xs.len() as f64 * 1e3;
@@ -61,7 +84,7 @@ fn stats(name: &str, mut xs: Vec<Duration>) -> (f64, f64) {
 fn main() {
     // `cargo test --benches` runs this with --bench absent: keep it short.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let frames = if quick { 20 } else { 1000 };
+    let frames = if quick { 20 } else { 3000 };
     let snaps = snapshots(if quick { 2 } else { 10 });
     let peers = snaps[0].peers.len();
     if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
@@ -87,6 +110,7 @@ fn main() {
     for (w, h) in [(80u16, 24u16), (200, 60)] {
         let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
         let mut times = Vec::with_capacity(frames);
+        let cpu0 = thread_cpu_s();
         for i in 0..frames {
             // Scroll as a user would, so rows change from frame to frame.
             let code = if i % 50 < 25 {
@@ -99,6 +123,7 @@ fn main() {
             term.draw(|f| view::draw(f, &mut state)).expect("draw");
             times.push(t.elapsed());
         }
+        cpu_per(&format!("frame {w}x{h}, table"), cpu0, frames);
         stats(&format!("frame {w}x{h}, table"), times);
     }
     // The drill-down: chart over the history, histogram, transports.
@@ -106,11 +131,13 @@ fn main() {
     state.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     let mut times = Vec::with_capacity(frames);
+    let cpu0 = thread_cpu_s();
     for _ in 0..frames {
         let t = Instant::now();
         term.draw(|f| view::draw(f, &mut state)).expect("draw");
         times.push(t.elapsed());
     }
+    cpu_per("frame 200x60, drill-down", cpu0, frames);
     let (_, p99) = stats("frame 200x60, drill-down", times);
     // Sort changes re-sort all 10,000 rows once, then draw.
     let mut times = Vec::new();
