@@ -46,6 +46,16 @@ fn fmt_secs(d: f64) -> String {
     }
 }
 
+/// Unix seconds as a UTC time of day (the snapshot's, which for a
+/// replay is when it was recorded).
+pub fn clock(unix: f64) -> Option<String> {
+    if !(unix.is_finite() && unix >= 86_400.0) {
+        return None; // no wall clock (tests, simulated time from zero)
+    }
+    let s = unix as u64 % 86_400;
+    Some(format!("{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60))
+}
+
 fn link_span(link: &LinkLabel, age: Option<Duration>) -> Option<Span<'static>> {
     Some(match link {
         LinkLabel::Ok => return None,
@@ -101,6 +111,9 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
                 state.interval.as_secs_f64()
             };
             l1.push(Span::raw(format!("every {}", fmt_secs(every))));
+            if let Some(t) = clock(s.time) {
+                l1.push(Span::raw(format!(" at {t}")));
+            }
             l1.push(sep());
             l1.push(Span::raw(format!(
                 "kernel {} ({})",
@@ -182,4 +195,16 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         lines.push(Line::from(spans));
     }
     f.render_widget(Paragraph::new(lines), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_is_utc_time_of_day() {
+        assert_eq!(clock(1_700_000_000.5).as_deref(), Some("22:13:20Z"));
+        assert_eq!(clock(3.0), None);
+        assert_eq!(clock(f64::NAN), None);
+    }
 }
