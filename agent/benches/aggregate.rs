@@ -32,16 +32,27 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
     for _ in 0..rounds {
         for k in &keys {
             ts += 100;
-            out.push(Event { ts_ns: ts, xprt: *k, kind: EventKind::Enqueue });
+            out.push(Event {
+                ts_ns: ts,
+                xprt: *k,
+                kind: EventKind::Enqueue,
+            });
         }
         for k in &keys {
             ts += 100;
             out.push(Event {
                 ts_ns: ts,
                 xprt: *k,
-                kind: EventKind::Dequeue { qtime_ns: None, class: None },
+                kind: EventKind::Dequeue {
+                    qtime_ns: None,
+                    class: None,
+                },
             });
-            out.push(Event { ts_ns: ts, xprt: *k, kind: EventKind::Executed { exec_ns: 5_000 } });
+            out.push(Event {
+                ts_ns: ts,
+                xprt: *k,
+                kind: EventKind::Executed { exec_ns: 5_000 },
+            });
         }
     }
     out

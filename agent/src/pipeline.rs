@@ -126,7 +126,8 @@ impl<'a> Pipeline<'a> {
                 } else {
                     self.source.now_ns()
                 };
-                let snap = self.aggregator.snapshot(now, wall, &info);
+                let mut snap = self.aggregator.snapshot(now, wall, &info);
+                snap.totals.bpf = self.source.bpf_stats();
                 if sink(snap) == Flow::Stop || finished {
                     return Ok(self.aggregator);
                 }

@@ -32,7 +32,10 @@ impl Redactor {
         let a = h.finish();
         let mut h = rs.build_hasher();
         h.write_u64(a);
-        Redactor { k0: a, k1: h.finish() }
+        Redactor {
+            k0: a,
+            k1: h.finish(),
+        }
     }
 
     pub fn pseudonym(&self, ip: IpAddr) -> String {

@@ -13,11 +13,11 @@ mod table;
 use rustc_hash::FxHashMap;
 
 use crate::classify::ClassMap;
-use crate::redact::Redactor;
 use crate::model::{
     EntityKind, EntityStats, Event, EventKind, PeerKey, Snapshot, SourceInfo, Totals, Tracepoint,
     TransportStats, WaitSource, XprtKey,
 };
+use crate::redact::Redactor;
 use histogram::WaitHistogram;
 use table::{Entity, EntityTable};
 
@@ -558,6 +558,7 @@ impl Aggregator {
                 .collect(),
             exec_seconds: self.exec_ns as f64 / 1e9,
             wait_histogram: self.wait_total.clone(),
+            bpf: Vec::new(),
         };
         self.wait_interval.clear();
         Snapshot {

@@ -351,8 +351,14 @@ fn redaction_hides_every_client_address() {
     let map = ClassMap::parse("10.1.0.0/24 movers\n0.0.0.0/0 cust per-peer\n", "t").unwrap();
     let agg = Aggregator::new(map, Limits::default()).with_redactor(Redactor::with_key("k"));
     let mut s = Script::with(agg);
-    s.enq("10.1.0.1:1").enq("10.2.0.7:1").enq("").enq("[fd00::5]:9");
-    s.deq("10.1.0.1:1").deq("10.2.0.7:1").deq("").deq("[fd00::5]:9");
+    s.enq("10.1.0.1:1")
+        .enq("10.2.0.7:1")
+        .enq("")
+        .enq("[fd00::5]:9");
+    s.deq("10.1.0.1:1")
+        .deq("10.2.0.7:1")
+        .deq("")
+        .deq("[fd00::5]:9");
     let snap = s.snap();
     let json = serde_json::to_string(&snap).unwrap();
     for raw in ["10.1.0.1", "10.2.0.7", "fd00::5"] {
@@ -360,6 +366,9 @@ fn redaction_hides_every_client_address() {
     }
     // Classification still used the real address.
     assert!(snap.classes.iter().any(|c| c.name == "movers"));
-    assert!(snap.classes.iter().any(|c| c.name.starts_with("cust/anon-")));
+    assert!(snap
+        .classes
+        .iter()
+        .any(|c| c.name.starts_with("cust/anon-")));
     assert!(snap.peers.iter().any(|p| p.name == "(listener)"));
 }

@@ -5,5 +5,6 @@ mod snapshot;
 
 pub use event::{Endpoint, Event, EventKind, PeerKey, Tracepoint, XprtKey};
 pub use snapshot::{
-    EntityKind, EntityStats, Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
+    BpfProgramStats, EntityKind, EntityStats, Snapshot, SourceInfo, SourceKind, Totals,
+    TransportStats, WaitSource,
 };

@@ -82,6 +82,24 @@ impl EntityKind {
     }
 }
 
+/// One BPF program's counters (see [`Source::bpf_stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BpfProgramStats {
+    /// The tracepoint it is attached to, e.g. "svc_xprt_dequeue".
+    pub program: String,
+    /// Times the tracepoint fired.
+    pub hits: u64,
+    /// Records streamed to the agent.
+    pub records: u64,
+    /// Records lost (ring buffer full or unreadable).
+    pub lost: u64,
+    /// Enqueue attempts dropped in the kernel because the transport was BUSY.
+    pub busy_dropped: u64,
+    /// Time spent in the program (0 where the kernel keeps no statistics).
+    pub run_time_ns: u64,
+    pub runs: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct Totals {
     /// Cumulative dispatches since the pipeline started.
@@ -122,6 +140,9 @@ pub struct Totals {
     /// Cumulative queue-wait histogram of every dispatch.
     #[serde(default)]
     pub wait_histogram: WaitHistogram,
+    /// The kernel side's own counters, per BPF program (live source only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bpf: Vec<BpfProgramStats>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

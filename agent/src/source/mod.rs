@@ -46,23 +46,7 @@ pub trait Source: Send {
     }
 }
 
-/// One BPF program's counters (see [`Source::bpf_stats`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BpfProgramStats {
-    /// The tracepoint it is attached to, e.g. "svc_xprt_dequeue".
-    pub program: String,
-    /// Times the tracepoint fired.
-    pub hits: u64,
-    /// Records streamed to the agent.
-    pub records: u64,
-    /// Records lost (ring buffer full or unreadable).
-    pub lost: u64,
-    /// Enqueue attempts dropped in the kernel because the transport was BUSY.
-    pub busy_dropped: u64,
-    /// Time spent in the program (0 where the kernel keeps no statistics).
-    pub run_time_ns: u64,
-    pub runs: u64,
-}
+pub use crate::model::BpfProgramStats;
 
 /// What the user asked to watch, before it is opened.
 #[derive(Clone, Debug, PartialEq)]

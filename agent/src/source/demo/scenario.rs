@@ -300,9 +300,11 @@ impl Scenario {
                         "{at}: give either inflight (backlogged) or burst (interactive), not both"
                     ))
                 }
-                (None, None) => return Err(format!(
+                (None, None) => {
+                    return Err(format!(
                     "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
-                )),
+                ))
+                }
                 _ => {}
             }
             if !(c.think_ms >= 0.0 && c.think_ms.is_finite()) {
