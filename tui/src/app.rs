@@ -4,7 +4,7 @@
 //! timeout; the screen is redrawn when something changed (and a few times
 //! a second, so "stale" appears on time).
 
-use std::io;
+use std::io::{self, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
@@ -29,6 +29,9 @@ const REDRAW: Duration = Duration::from_millis(250);
 const MAX_UPDATES_PER_TURN: usize = 64;
 
 pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
+    if !io::stdout().is_terminal() {
+        anyhow::bail!("the interactive UI needs a terminal: use -b for batch output");
+    }
     let interval = Duration::from_secs_f64(args.delay);
     // Open the source before touching the terminal, so errors print plainly.
     let conn = conn::connect(&args.source, interval)?;
@@ -39,7 +42,20 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         state.on_status(RemoteStatus::Connecting { url: url.clone() });
     }
 
-    let mut terminal = ratatui::try_init()?;
+    // SIGTERM / SIGHUP / SIGINT (e.g. `kill`, a closed terminal window)
+    // end the loop like `q`, so the terminal is restored on the way out.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [SIGTERM, SIGHUP, SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&signalled))?;
+    }
+
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            ratatui::restore();
+            return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
+        }
+    };
     // ratatui's hook leaves the alternate screen and raw mode; show the
     // cursor again too, before the panic message is printed.
     let hook = std::panic::take_hook();
@@ -47,12 +63,6 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
         hook(info);
     }));
-    // SIGTERM / SIGHUP / SIGINT (e.g. `kill`, a closed terminal window)
-    // end the loop like `q`, so the terminal is restored on the way out.
-    let signalled = Arc::new(AtomicBool::new(false));
-    for sig in [SIGTERM, SIGHUP, SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&signalled))?;
-    }
     let result = event_loop(&mut terminal, &mut state, &conn, &signalled);
     ratatui::restore();
     let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
