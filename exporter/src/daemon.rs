@@ -90,6 +90,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
 
     let metrics_state = Arc::new(Mutex::new(MetricsState::new(cfg.top_k, cfg.top_k_classes)));
+    let registry = metrics::registry(metrics_state.clone());
+    let (metrics_tx, metrics_rx) =
+        watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
     let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
     let tx = Arc::new(tx);
     let (ctl_tx, ctl_rx) = mpsc::channel::<Control>();
@@ -119,6 +122,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .update(&snap);
+                    // Encode here, once per snapshot: scrapes just copy.
+                    metrics_tx.send_replace(metrics::encode_openmetrics(&registry).into());
                     tx.send_replace(Some(Arc::new(Published::new(snap))));
                     Flow::Continue
                 });
@@ -137,8 +142,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let app = AppState {
         latest: rx,
-        registry: Arc::new(metrics::registry(metrics_state.clone())),
-        metrics: metrics_state,
+        metrics: metrics_rx,
         auth: Arc::new(Auth::new(cfg.users.clone())),
         interval: cfg.interval,
         shutdown: stop_rx,

@@ -16,8 +16,9 @@
 //! between two snapshots; entitled and backlogged seconds (which have no
 //! aggregator-wide total) sum the folded entities' deltas.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 
 use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 /// The label value of the folded series.
 pub const OTHER: &str = "other";
@@ -126,7 +128,24 @@ struct Seen {
     backlogged_seconds: f64,
 }
 
-type Key = (u32, String);
+/// An entity's identity: a 64-bit hash of (netns, name). Keys cost no
+/// allocation, which matters with 100,000 peers per snapshot; a collision
+/// (about 3e-10 for 100,000 keys) would only merge two entities' series.
+type Key = u64;
+
+fn key_of(e: &EntityStats) -> Key {
+    let mut h = FxHasher::default();
+    e.netns.hash(&mut h);
+    e.name.hash(&mut h);
+    h.finish()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SeenEntry {
+    v: Seen,
+    folded: bool,
+    generation: u64,
+}
 
 /// Folds a varying, possibly huge set of entities into at most `k`
 /// labelled series plus "other".
@@ -134,14 +153,14 @@ type Key = (u32, String);
 struct Folder {
     k: usize,
     with_hist: bool,
-    seen: HashMap<Key, Seen>,
+    seen: FxHashMap<Key, SeenEntry>,
+    generation: u64,
     /// Last cumulative histogram of each labelled entity (classes only).
-    seen_hist: HashMap<Key, Vec<u64>>,
-    labelled: HashMap<Key, Series>,
+    seen_hist: FxHashMap<Key, Vec<u64>>,
+    labelled: FxHashMap<Key, Series>,
     other: Series,
     folded_now: u64,
     folded_total: u64,
-    folded_set: HashSet<Key>,
 }
 
 fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
@@ -163,9 +182,10 @@ impl Folder {
         Folder {
             k,
             with_hist,
-            seen: HashMap::new(),
-            seen_hist: HashMap::new(),
-            labelled: HashMap::new(),
+            seen: FxHashMap::default(),
+            generation: 0,
+            seen_hist: FxHashMap::default(),
+            labelled: FxHashMap::default(),
             other: Series {
                 name: OTHER.into(),
                 class: other_class.into(),
@@ -173,7 +193,6 @@ impl Folder {
             },
             folded_now: 0,
             folded_total: 0,
-            folded_set: HashSet::new(),
         }
     }
 
@@ -186,16 +205,18 @@ impl Folder {
         total_exec: f64,
         total_hist: Option<&[u64]>,
     ) {
-        let present: HashSet<Key> = entities.iter().map(|e| (e.netns, e.name.clone())).collect();
+        self.generation += 1;
+        let generation = self.generation;
+        let present: FxHashSet<Key> = entities.iter().map(key_of).collect();
         // Entities gone from the snapshot lose their label (and series).
         self.labelled.retain(|k, _| present.contains(k));
         self.seen_hist.retain(|k, _| present.contains(k));
         // Fill free label slots with the busiest unlabelled entities.
-        let mut newly: HashSet<Key> = HashSet::new();
+        let mut newly: FxHashSet<Key> = FxHashSet::default();
         if self.labelled.len() < self.k {
             let mut cands: Vec<&EntityStats> = entities
                 .iter()
-                .filter(|e| !self.labelled.contains_key(&(e.netns, e.name.clone())))
+                .filter(|e| !self.labelled.contains_key(&key_of(e)))
                 .collect();
             let free = self.k - self.labelled.len();
             let by = |a: &&EntityStats, b: &&EntityStats| {
@@ -213,7 +234,7 @@ impl Folder {
             let mut names: HashSet<String> =
                 self.labelled.values().map(|s| s.name.clone()).collect();
             for e in cands {
-                let key = (e.netns, e.name.clone());
+                let key = key_of(e);
                 let mut label = escape_label(&e.name);
                 if names.contains(&label) || label == OTHER {
                     label = format!("{label}@netns:{}", e.netns);
@@ -227,7 +248,7 @@ impl Folder {
                 if self.with_hist {
                     s.hist.counts = vec![0; BUCKETS];
                 }
-                self.labelled.insert(key.clone(), s);
+                self.labelled.insert(key, s);
                 newly.insert(key);
             }
         }
@@ -238,11 +259,11 @@ impl Folder {
         let mut other_conn = 0;
         let mut other_backlogged = false;
         let mut folded_now = 0;
-        let mut new_seen: HashMap<Key, Seen> = HashMap::with_capacity(entities.len());
-        let mut new_folded: HashSet<Key> = HashSet::new();
         for e in entities {
-            let key = (e.netns, e.name.clone());
-            let prev = self.seen.get(&key).copied();
+            let key = key_of(e);
+            let entry = self.seen.get(&key).copied();
+            let prev = entry.map(|s| s.v);
+            let was_folded = entry.is_some_and(|s| s.folded);
             let cur = Seen {
                 dispatches: e.dispatches,
                 entitled: e.entitled,
@@ -280,14 +301,14 @@ impl Folder {
                         for (a, b) in labelled_hist.iter_mut().zip(&d) {
                             *a += b;
                         }
-                        self.seen_hist.insert(key.clone(), now);
+                        self.seen_hist.insert(key, now);
                     }
                 }
                 Some(s) => {
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
                     if self.with_hist {
-                        self.seen_hist.insert(key.clone(), dense(&e.wait_histogram));
+                        self.seen_hist.insert(key, dense(&e.wait_histogram));
                     }
                     self.other.entitled += d_ent;
                     self.other.backlogged_seconds += d_back;
@@ -298,16 +319,23 @@ impl Folder {
                     other_conn += e.connections;
                     other_backlogged |= e.backlogged;
                     folded_now += 1;
-                    if !self.folded_set.contains(&key) {
+                    if !was_folded {
                         self.folded_total += 1;
                     }
-                    new_folded.insert(key.clone());
                 }
             }
-            new_seen.insert(key, cur);
+            let folded = !self.labelled.contains_key(&key);
+            self.seen.insert(
+                key,
+                SeenEntry {
+                    v: cur,
+                    folded,
+                    generation,
+                },
+            );
         }
-        self.seen = new_seen;
-        self.folded_set = new_folded;
+        // Entities gone from the snapshot are forgotten.
+        self.seen.retain(|_, s| s.generation == generation);
         self.folded_now = folded_now;
         self.other.dispatches += total_dispatches.saturating_sub(labelled_disp);
         self.other.exec_seconds += (total_exec - labelled_exec).max(0.0);

@@ -3,7 +3,7 @@
 //! client sends can panic the daemon.
 
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Query, Request, State};
@@ -15,11 +15,10 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::stream::{self, Stream};
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
-use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::auth::{Auth, AuthError};
-use crate::metrics::{self, MetricsState};
+use crate::metrics;
 
 /// One snapshot as published to every view; the JSON is made once, on
 /// first demand, and shared.
@@ -55,8 +54,9 @@ pub type Latest = watch::Receiver<Option<Arc<Published>>>;
 #[derive(Clone)]
 pub struct AppState {
     pub latest: Latest,
-    pub registry: Arc<Registry>,
-    pub metrics: Arc<Mutex<MetricsState>>,
+    /// /metrics in OpenMetrics text, encoded by the pipeline thread right
+    /// after each snapshot (so a scrape never waits for an update).
+    pub metrics: watch::Receiver<Arc<str>>,
     pub auth: Arc<Auth>,
     pub interval: Duration,
     /// Becomes true when the daemon stops: open streams end, so a graceful
@@ -150,16 +150,12 @@ fn wants_openmetrics(headers: &HeaderMap) -> bool {
 
 async fn metrics_handler(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let om = wants_openmetrics(&headers);
-    let reg = st.registry.clone();
-    let body = tokio::task::spawn_blocking(move || {
-        let text = metrics::encode_openmetrics(&reg);
-        if om {
-            text
-        } else {
-            metrics::openmetrics_to_text(&text)
-        }
-    })
-    .await;
+    let text = st.metrics.borrow().clone();
+    let body = if om {
+        Ok(text.to_string())
+    } else {
+        tokio::task::spawn_blocking(move || metrics::openmetrics_to_text(&text)).await
+    };
     match body {
         Ok(b) => (
             [(
