@@ -211,6 +211,8 @@ fn drill_down_shows_history_histogram_and_transports() {
         "2 connections",
         "share vs fair share, last 6 snapshots",
         "queue wait (this interval)",
+        "ratio  0.22 ",
+        "p99 wait ",
         "transports (2)",
         "CLIENT",
         "10.0.0.1:2049",
@@ -218,6 +220,11 @@ fn drill_down_shows_history_histogram_and_transports() {
     ] {
         assert!(text.contains(want), "{want:?} missing:\n{text}");
     }
+    // The ratio sparkline: 0.22 on a scale full at 1.5, so the lowest
+    // bar, red like the row.
+    let (x, y) = find(&b, "ratio  0.22").unwrap();
+    assert_eq!(b[(x, y)].fg, Color::Red);
+    assert_eq!(b[(x + 12, y)].symbol(), "▁", "{}", lines(&b)[y as usize]);
     // Histogram bars and the chart's lines are drawn.
     assert!(text.contains('█'), "{text}");
     assert!(text.chars().any(|c| ('\u{2801}'..='\u{28ff}').contains(&c)));

@@ -6,7 +6,7 @@ use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Axis, Block, Borders, Cell, Chart, Dataset, GraphType, Paragraph, Row, Table,
+    Axis, Block, Borders, Cell, Chart, Dataset, GraphType, Paragraph, Row, Sparkline, Table,
 };
 use ratatui::Frame;
 
@@ -36,13 +36,15 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let inner = block.inner(area);
     f.render_widget(block, area);
 
-    let [summary, chart, bottom] = Layout::vertical([
+    let [summary, sparks, chart, bottom] = Layout::vertical([
         Constraint::Length(3),
+        Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Fill(1),
     ])
     .areas(inner);
     f.render_widget(Paragraph::new(summary_lines(entity, state)), summary);
+    draw_sparklines(f, sparks, state, *kind, name);
     draw_chart(f, chart, state, *kind, name);
 
     let [hist, xprts] =
@@ -124,6 +126,63 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             ),
         ]),
     ]
+}
+
+/// One line: the fairness ratio and the p99 wait over the history, as
+/// sparklines with their latest values.
+fn draw_sparklines(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: &str) {
+    let pts = state.history.points(kind, name, state.shown_seq());
+    let [l, r] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+        .spacing(1)
+        .areas(area);
+    let last_ratio = pts.last().map(|p| p.ratio).filter(|r| r.is_finite());
+    let ratio_label = format!(
+        "ratio {:>5} ",
+        last_ratio
+            .map(|r| format!("{r:.2}"))
+            .unwrap_or_else(|| "-".into())
+    );
+    let ratio: Vec<u64> = pts
+        .iter()
+        .map(|p| {
+            if p.ratio.is_finite() {
+                (p.ratio.clamp(0.0, 10.0) * 100.0) as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    let style = styles::ratio(last_ratio.map(f64::from));
+    // A fixed scale, full at 1.5x fair: 1.0 draws at two thirds, 0.2 as
+    // the lowest bar, a starved interval (0) as nothing.
+    sparkline(f, l, &ratio_label, &ratio, Some(150), style);
+    let wait_label = format!(
+        "p99 wait {:>6} ",
+        fmt_us(pts.last().map(|p| p.wait_p99_us as f64).unwrap_or(0.0))
+    );
+    let wait: Vec<u64> = pts.iter().map(|p| p.wait_p99_us.max(0.0) as u64).collect();
+    sparkline(
+        f,
+        r,
+        &wait_label,
+        &wait,
+        None,
+        Style::default().fg(styles::BAR),
+    );
+}
+
+fn sparkline(f: &mut Frame, area: Rect, label: &str, data: &[u64], max: Option<u64>, style: Style) {
+    let lw = (label.chars().count() as u16).min(area.width);
+    let [la, sa] = Layout::horizontal([Constraint::Length(lw), Constraint::Fill(1)]).areas(area);
+    f.render_widget(Paragraph::new(Span::styled(label.to_string(), style)), la);
+    // The newest points that fit, right-aligned like the chart's "now".
+    let n = (sa.width as usize).min(data.len());
+    let data = &data[data.len() - n..];
+    let mut w = Sparkline::default().data(data).style(style);
+    if let Some(m) = max {
+        w = w.max(m.max(data.iter().copied().max().unwrap_or(0)));
+    }
+    f.render_widget(w, sa);
 }
 
 fn draw_chart(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: &str) {
