@@ -573,9 +573,14 @@ pub fn parse_trace(text: &str) -> Ftrace {
         f.total += 1;
         let flags = field(rest, "flags").unwrap_or("");
         // 6.6+ prints "LISTENER", 5.18-6.5 "XPT_LISTENER".
-        // An empty client address (UDP transports such as lockd's) prints
-        // as "(einval)": nfsdtop's (listener) pseudo-peer too.
-        let empty_client = field(rest, "client") == Some("(einval)");
+        // An empty client address (listeners, UDP transports such as
+        // lockd's) prints as "(einval)" or as a stale address read past the
+        // record; such transports are bound to the wildcard address, while
+        // a connected TCP transport has a specific local one. All of these
+        // are nfsdtop's (listener) pseudo-peer.
+        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+        let empty_client = field(rest, "client") == Some("(einval)")
+            || server.is_some_and(|s| s.ip().is_unspecified());
         if empty_client
             || flags
                 .split('|')
@@ -584,7 +589,6 @@ pub fn parse_trace(text: &str) -> Ftrace {
             f.listener += 1;
             continue;
         }
-        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
         let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
         match (server, client) {
             (Some(s), Some(c)) if s.port() == 2049 => {
@@ -1266,14 +1270,15 @@ mod tests {
             nfsd-221     [000] .....    32.825232: svc_xprt_dequeue: server=0.0.0.0:2049 client=(einval) flags=XPT_BUSY|XPT_CONN|XPT_CHNGBUF|XPT_LISTENER|XPT_CACHE_AUTH wakeup-us=5688
             nfsd-221     [000] .....    32.827532: svc_xprt_dequeue: server=0.0.0.0:2049 client=10.99.2.2 flags=XPT_BUSY|XPT_CONN|XPT_LISTENER wakeup-us=7952
             nfsd-412     [001] ..... 98.167204: svc_xprt_dequeue: server=0.0.0.0:43815 client=(einval) flags=BUSY|DATA|CHNGBUF|0x40000 wakeup-us=4
+           lockd-486     [000] .....    61.564030: svc_xprt_dequeue: server=0.0.0.0:53601 client=10.99.2.2:686 flags=XPT_BUSY|XPT_DATA|XPT_CHNGBUF wakeup-us=61620382
             nfsd-412     [001] ..... 101.000006: svc_xprt_dequeue: server=10.99.1.1:4045 client=10.99.1.2:900 flags=BUSY|DATA wakeup-us=2
 ";
 
     #[test]
     fn trace_counts_per_client() {
         let f = parse_trace(TRACE);
-        assert_eq!(f.total, 8);
-        assert_eq!(f.listener, 4);
+        assert_eq!(f.total, 9);
+        assert_eq!(f.listener, 5);
         assert_eq!(f.enqueue, 1);
         assert_eq!(f.unparsed, 0);
         assert_eq!(f.per_client[&"10.99.1.2".parse::<IpAddr>().unwrap()], 1);
