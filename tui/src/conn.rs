@@ -15,6 +15,7 @@ use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::source::live::{LiveError, LiveOptions};
 use nfsdtop_agent::source::{Source, SourceSpec};
 
@@ -142,6 +143,10 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
     } else {
         Pace::Realtime { speed: args.speed }
     };
+    let mut aggregator = Aggregator::new(classmap, Limits::default());
+    if args.redact {
+        aggregator = aggregator.with_redactor(Redactor::random());
+    }
     let (utx, urx) = mpsc::channel();
     let (ctx, crx) = mpsc::channel();
     let thread = std::thread::Builder::new()
@@ -149,11 +154,7 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
         .spawn(move || {
             let pipeline = Pipeline {
                 pace,
-                ..Pipeline::new(
-                    source,
-                    Aggregator::new(classmap, Limits::default()),
-                    interval,
-                )
+                ..Pipeline::new(source, aggregator, interval)
             };
             let tx = utx.clone();
             let res = pipeline.run(Some(crx), move |s| {

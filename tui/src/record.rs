@@ -13,6 +13,7 @@ use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::record::{Header, Writer};
+use nfsdtop_agent::redact::Redactor;
 
 use crate::cli::RecordArgs;
 use crate::conn;
@@ -73,6 +74,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
     let mut stop = Stop::SourceEnded;
     let mut last_flush = Instant::now();
     let limit = args.count;
+    let redactor = args.source.redact.then(Redactor::random);
     let result = {
         let writer = &mut writer;
         let (written, dispatches, last_ts, stop) =
@@ -83,7 +85,22 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
                 usize::try_from(n.saturating_sub(*written)).unwrap_or(usize::MAX)
             });
             let take = &events[..events.len().min(room)];
-            writer.write_all(take)?;
+            match &redactor {
+                // Clients become stand-in addresses before they reach the
+                // file: a redacted recording holds no client address.
+                Some(r) => {
+                    let hidden: Vec<Event> = take
+                        .iter()
+                        .map(|e| {
+                            let mut e = *e;
+                            e.xprt.client = r.endpoint(&e.xprt.client);
+                            e
+                        })
+                        .collect();
+                    writer.write_all(&hidden)?;
+                }
+                None => writer.write_all(take)?,
+            }
             *written += take.len() as u64;
             *dispatches += take
                 .iter()
