@@ -23,7 +23,7 @@ use std::hash::{Hash, Hasher};
 use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
 use std::sync::{Arc, Mutex};
 
-use nfsdtop_agent::model::{EntityStats, Snapshot, SourceInfo};
+use nfsdtop_agent::model::{BpfProgramStats, EntityStats, Snapshot, SourceInfo};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -360,22 +360,13 @@ impl Folder {
     }
 }
 
-/// BPF program statistics (`bpf_prog_info.run_time_ns` / `run_cnt`, which
-/// the kernel fills while `kernel.bpf_stats_enabled` is 1).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BpfProgramStats {
-    pub program: String,
-    pub run_seconds: f64,
-    pub runs: u64,
-}
-
-/// The hook for BPF self-metrics: when the live source starts putting its
-/// programs' run statistics into the snapshot, map them here and
-/// `nfsdtop_bpf_run_seconds_total` / `nfsdtop_bpf_runs_total` appear.
-/// Sources without BPF (demo, replay) report none and the families are
-/// left out.
-pub fn bpf_stats(_snapshot: &Snapshot) -> Vec<BpfProgramStats> {
-    Vec::new()
+/// The BPF self-metrics of a snapshot: the live source's per-program
+/// counters (run time and runs are the kernel's `bpf_prog_info` numbers,
+/// kept while `kernel.bpf_stats_enabled` is 1, else 0). Sources without
+/// BPF (demo, replay) have none, and the `nfsdtop_bpf_*` families are left
+/// out.
+pub fn bpf_stats(snapshot: &Snapshot) -> Vec<BpfProgramStats> {
+    snapshot.totals.bpf.clone()
 }
 
 /// Everything /metrics shows, updated once per snapshot.
@@ -646,25 +637,42 @@ impl MetricsState {
                 .iter()
                 .map(|b| (escape_label(&b.program), b))
                 .collect();
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_bpf_run",
-                "Kernel-reported run time of nfsdtop's BPF programs (kernel.bpf_stats_enabled=1).",
-                Some(&Unit::Seconds),
-                MetricType::Counter,
-            )?;
-            for (p, b) in &progs {
-                m.encode_family(&[("program", p.as_str())])?
-                    .encode_counter::<NoLabelSet, _, f64>(&b.run_seconds, None)?;
-            }
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_bpf_runs",
-                "Kernel-reported runs of nfsdtop's BPF programs.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (p, b) in &progs {
-                m.encode_family(&[("program", p.as_str())])?
-                    .encode_counter::<NoLabelSet, _, u64>(&b.runs, None)?;
+            let fams: [BpfFamily; 4] = [
+                (
+                    "nfsdtop_bpf_run",
+                    "Kernel-reported run time of nfsdtop's BPF programs (0 unless kernel.bpf_stats_enabled=1).",
+                    Some(&Unit::Seconds),
+                    |b| CV::F(b.run_time_ns as f64 / 1e9),
+                ),
+                (
+                    "nfsdtop_bpf_runs",
+                    "Kernel-reported runs of nfsdtop's BPF programs (0 unless kernel.bpf_stats_enabled=1).",
+                    None,
+                    |b| CV::U(b.runs),
+                ),
+                (
+                    "nfsdtop_bpf_hits",
+                    "Times each BPF program's tracepoint fired.",
+                    None,
+                    |b| CV::U(b.hits),
+                ),
+                (
+                    "nfsdtop_bpf_busy_dropped",
+                    "Enqueue attempts the BPF program dropped in the kernel because the transport was already BUSY.",
+                    None,
+                    |b| CV::U(b.busy_dropped),
+                ),
+            ];
+            for (name, help, unit, value) in fams {
+                let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
+                for (p, b) in &progs {
+                    let labels = [("program", p.as_str())];
+                    let mut f = m.encode_family(&labels)?;
+                    match value(b) {
+                        CV::U(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
+                        CV::F(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
+                    }
+                }
             }
         }
         {
@@ -709,6 +717,14 @@ fn class_label(s: &Series) -> [(&'static str, String); 1] {
 fn peer_label(s: &Series) -> [(&'static str, String); 2] {
     [("peer", s.name.clone()), ("class", s.class.clone())]
 }
+
+/// (name, help, unit, value) of one `nfsdtop_bpf_*` family.
+type BpfFamily = (
+    &'static str,
+    &'static str,
+    Option<&'static Unit>,
+    fn(&BpfProgramStats) -> CV,
+);
 
 enum CV {
     U(u64),
@@ -1005,6 +1021,54 @@ mod tests {
                 "nfsdtop_class_queue_wait_seconds_count{class=\"other\"}"
             ),
             Some(0.0)
+        );
+    }
+
+    #[test]
+    fn bpf_self_metrics_appear_when_the_source_has_them() {
+        let mut m = MetricsState::new(5, 5);
+        m.update(&snap(1, vec![peer("a", 1, 1)]));
+        let (t, st) = text(m);
+        assert!(!t.contains("nfsdtop_bpf_"), "demo: no BPF families");
+        let mut m = Arc::try_unwrap(st).unwrap().into_inner().unwrap();
+        let mut s = snap(2, vec![peer("a", 2, 1)]);
+        s.totals.bpf = vec![BpfProgramStats {
+            program: "svc_xprt_dequeue".into(),
+            hits: 10,
+            records: 10,
+            lost: 0,
+            busy_dropped: 3,
+            run_time_ns: 1_500_000_000,
+            runs: 10,
+        }];
+        m.update(&s);
+        let (t, _) = text(m);
+        let p = "{program=\"svc_xprt_dequeue\"}";
+        assert_eq!(
+            value(&t, &format!("nfsdtop_bpf_run_seconds_total{p}")),
+            Some(1.5)
+        );
+        assert_eq!(value(&t, &format!("nfsdtop_bpf_runs_total{p}")), Some(10.0));
+        assert_eq!(
+            value(&t, &format!("nfsdtop_bpf_busy_dropped_total{p}")),
+            Some(3.0)
+        );
+        let out = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin.take().unwrap().write_all(t.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("promtool (scripts/setup.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
         );
     }
 
