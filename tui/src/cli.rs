@@ -32,6 +32,15 @@ pub enum Command {
     Record(RecordArgs),
     /// Report what this host supports: tracefs, sunrpc, tracepoints, BPF.
     Doctor(DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (nfsdtop.1 and one per subcommand) into DIR,
+    /// or print nfsdtop(1) when no DIR is given.
+    #[command(hide = true)]
+    Manpage { dir: Option<std::path::PathBuf> },
 }
 
 #[derive(Args, Debug, Clone)]
