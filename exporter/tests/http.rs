@@ -541,3 +541,66 @@ fn sigterm_stops_promptly_even_with_a_stream_open() {
     };
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn replay_serves_the_recording_then_reports_stale_health() {
+    use nfsdtop_agent::classify::ClassMap;
+    use nfsdtop_agent::model::EventKind;
+    use nfsdtop_agent::record::{Header, Writer};
+    use nfsdtop_agent::source::SourceSpec;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seed-k4.nfsdrec");
+    let mut src = SourceSpec::Demo {
+        scenario: "seed-k4".into(),
+        policy: None,
+    }
+    .open()
+    .unwrap();
+    let header = Header::for_source(&src.info(), &ClassMap::default(), src.now_ns());
+    let mut w = Writer::create(&path, &header).unwrap();
+    let mut events = Vec::new();
+    let until = src.now_ns() + 3_000_000_000;
+    src.poll(until, &mut events).unwrap();
+    w.write_all(&events).unwrap();
+    w.finish_file().unwrap();
+    let dispatches = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Dequeue { .. }))
+        .count() as u64;
+    assert!(dispatches > 1000);
+
+    let p = path.display().to_string();
+    let d = Daemon::start(&[
+        "--replay",
+        &p,
+        "--speed",
+        "0",
+        "--interval",
+        "0.2",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    // As fast as possible: the recording ends at once; its numbers stay.
+    let s = d.wait_for("the whole recording", 20, |d| {
+        let s = d.snapshot("");
+        (s["totals"]["dispatches"].as_u64() == Some(dispatches)).then_some(s)
+    });
+    assert_eq!(s["source"]["kind"], "replay");
+    let m = d.get("/metrics").body;
+    assert!(
+        m.contains(&format!("nfsdtop_dispatches_total {dispatches}\n")),
+        "{m}"
+    );
+    // No new snapshot for 3 intervals: /healthz says so.
+    let h = d.wait_for("a stale /healthz", 20, |d| {
+        let r = d.get("/healthz");
+        (r.status == 503).then_some(r)
+    });
+    assert!(h.body.contains("stale"), "{h:?}");
+    assert_eq!(
+        d.get("/api/v1/snapshot").status,
+        200,
+        "the last snapshot is still served"
+    );
+}
