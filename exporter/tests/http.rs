@@ -604,3 +604,71 @@ fn replay_serves_the_recording_then_reports_stale_health() {
         "the last snapshot is still served"
     );
 }
+
+fn sum_of(metrics: &str, prefix: &str) -> (f64, usize) {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold((0.0, 0), |(s, n), v| (s + v, n + 1))
+}
+
+fn scalar(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[test]
+fn top_k_folds_the_rest_into_other_and_the_series_add_up() {
+    // movers: 10 peers; with --top-k 3, 7 are folded into peer="other".
+    let d = Daemon::start(&[
+        "--demo",
+        "movers",
+        "--listen",
+        "127.0.0.1:0",
+        "--top-k",
+        "3",
+        "--top-k-classes",
+        "2",
+        "--interval",
+        "0.2",
+    ]);
+    d.wait_for("10 peers", 20, |d| {
+        (d.snapshot("")["totals"]["peers"].as_u64() == Some(10)).then_some(())
+    });
+    // Two scrapes apart in time: every series only grows, and at each the
+    // series add up to the total exactly.
+    let mut last: Option<(f64, f64)> = None;
+    for _ in 0..2 {
+        let m = d.wait_for("a scrape with dispatches", 20, |d| {
+            let m = d.get("/metrics").body;
+            (scalar(&m, "nfsdtop_dispatches_total") > 0.0).then_some(m)
+        });
+        let total = scalar(&m, "nfsdtop_dispatches_total");
+        let (peers, n_peers) = sum_of(&m, "nfsdtop_peer_dispatches_total{");
+        let (classes, n_classes) = sum_of(&m, "nfsdtop_class_dispatches_total{");
+        assert_eq!(n_peers, 4, "3 labelled peers + other:\n{m}");
+        assert_eq!(n_classes, 3, "2 labelled classes + other:\n{m}");
+        assert_eq!(peers, total, "peer series add up to the total");
+        assert_eq!(classes, total, "class series add up to the total");
+        assert_eq!(scalar(&m, "nfsdtop_peers_folded"), 7.0);
+        assert!(m.contains("nfsdtop_peer_dispatches_total{peer=\"other\",class=\"other\"}"));
+        let other = m
+            .lines()
+            .find(|l| l.starts_with("nfsdtop_peer_dispatches_total{peer=\"other\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap();
+        assert!(other > 0.0);
+        if let Some((t0, o0)) = last {
+            assert!(total >= t0 && other >= o0, "monotonic");
+        }
+        last = Some((total, other));
+        // Let at least one more snapshot happen.
+        let t = d.snapshot("")["time"].as_f64().unwrap();
+        d.wait_for("the next snapshot", 20, |d| {
+            (d.snapshot("")["time"].as_f64().unwrap() > t).then_some(())
+        });
+    }
+}
