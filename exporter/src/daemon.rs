@@ -72,6 +72,22 @@ pub fn load_class_map(cfg: &Config, spec: &SourceSpec) -> anyhow::Result<ClassMa
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::resolve(&cli)?;
     let (spec, source) = open_source(&cfg)?;
+    if matches!(spec, SourceSpec::Live(_)) {
+        // Attached: give up what attaching needed, before any other thread
+        // (pipeline, HTTP) starts and inherits it.
+        match crate::privileges::drop_after_attach() {
+            Ok(Some(kept)) => eprintln!(
+                "nfsdtopd: attached; dropped capabilities (kept {})",
+                if kept.is_empty() {
+                    "none".to_string()
+                } else {
+                    kept.join(", ")
+                }
+            ),
+            Ok(None) => {}
+            Err(e) => eprintln!("nfsdtopd: warning: cannot drop capabilities: {e}"),
+        }
+    }
     let classmap = load_class_map(&cfg, &spec)?;
     let tls = match &cfg.tls {
         Some(t) => Some(crate::tls::server_config(&t.cert, &t.key)?),

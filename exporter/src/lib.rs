@@ -6,11 +6,13 @@
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
 //!   /api/v1/stream, /healthz) and JSON errors;
 //! - [`auth`], [`tls`]: basic auth (bcrypt or sha256) and rustls;
+//! - [`privileges`]: capabilities dropped once the live source is attached;
 //! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server.
 
 pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod metrics;
+pub mod privileges;
 pub mod server;
 pub mod tls;
