@@ -122,6 +122,9 @@ bpf_progs() { bpftool prog show 2>/dev/null | grep -c '^[0-9][0-9]*:'; }
 # --wait, and must attach once nfsd comes up.
 if [ "$SCENARIO" = wait ]; then
   summary wait.sunrpc_loaded_before "$(grep -c '^sunrpc ' /proc/modules)"
+  # Some kernels load BPF programs of their own (sid: 2): count from here.
+  WAIT_PROGS_BASE=$(bpf_progs)
+  summary wait.progs_baseline "$WAIT_PROGS_BASE"
   if have_nfsdtop; then
     nfsdtop_launch "$OUT/nfsdtop-wait.jsonl" --wait 300
     # The scenario itself: some time with the agent up and no nfsd.
@@ -327,7 +330,7 @@ measure() {
   ftrace_stop "$tag"
 }
 
-wait_attached() { nfsdtop_gone || [ "$(bpf_progs)" -gt 0 ]; }
+wait_attached() { nfsdtop_gone || [ "$(bpf_progs)" -gt "${WAIT_PROGS_BASE:-0}" ]; }
 if [ "$SCENARIO" = wait ]; then
   measure wait
   kill "$WATCHDOG_PID" 2>/dev/null
