@@ -143,28 +143,30 @@ impl<W: Write> Writer<W> {
             None => (self.prev_ts - ev.ts_ns, flag::TS_BACK),
         };
         self.prev_ts = ev.ts_ns;
-        let p = &mut self.payload;
-        p.push(code | flags | back);
-        put_varint(p, delta);
+        // Encode on the stack, then one copy into the frame.
+        let mut e = Scratch::new();
+        e.byte(code | flags | back);
+        e.varint(delta);
         if flags & flag::SAME_XPRT == 0 {
-            put_varint(p, id);
+            e.varint(id);
         }
         match ev.kind {
             EventKind::Dequeue { qtime_ns, class } => {
                 if let Some(q) = qtime_ns {
-                    put_varint(p, q);
+                    e.varint(q);
                 }
                 if let Some(c) = class {
-                    put_varint(p, u64::from(c));
+                    e.varint(u64::from(c));
                 }
             }
-            EventKind::Executed { exec_ns } => put_varint(p, exec_ns),
+            EventKind::Executed { exec_ns } => e.varint(exec_ns),
             EventKind::Lost { tracepoint, count } => {
-                p.push(tracepoint.index() as u8);
-                put_varint(p, count);
+                e.byte(tracepoint.index() as u8);
+                e.varint(count);
             }
             EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
         }
+        self.payload.extend_from_slice(e.bytes());
         self.frame_events += 1;
         if self.frame_events >= self.frame_target || self.payload.len() >= FRAME_TARGET_BYTES {
             self.end_frame()?;
@@ -238,5 +240,42 @@ impl<W: Write> Writer<W> {
         self.emit(FRAME_END, 0)?;
         self.out.flush()?;
         Ok((self.out, self.summary))
+    }
+}
+
+/// One encoded event: tag, delta, id and at most two more varints (or a
+/// byte and a varint) fit in 1 + 4 * 10 bytes.
+struct Scratch {
+    buf: [u8; 41],
+    n: usize,
+}
+
+impl Scratch {
+    #[inline]
+    fn new() -> Self {
+        Scratch {
+            buf: [0; 41],
+            n: 0,
+        }
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.n] = b;
+        self.n += 1;
+    }
+
+    #[inline]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.n]
     }
 }
