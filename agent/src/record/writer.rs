@@ -253,10 +253,7 @@ struct Scratch {
 impl Scratch {
     #[inline]
     fn new() -> Self {
-        Scratch {
-            buf: [0; 41],
-            n: 0,
-        }
+        Scratch { buf: [0; 41], n: 0 }
     }
 
     #[inline]
