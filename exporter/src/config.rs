@@ -452,3 +452,58 @@ pass --expose (or expose = true in the config file) to allow it",
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/nfsdtopd.example.toml"
+        ));
+        let text = std::fs::read_to_string(path).unwrap();
+        let cfg = Config::from_file_text(path, &text).unwrap();
+        assert_eq!(cfg.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(cfg.source, SourceChoice::Live);
+        assert_eq!(cfg.wait, Some(Duration::from_secs(300)));
+        assert_eq!((cfg.top_k, cfg.top_k_classes), (50, 200));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = std::env::temp_dir().join(format!("nfsdtopd-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(
+            &path,
+            "top_k = 7\nclass_map = \"m.txt\"\n[source]\nkind = \"demo\"\nscenario = \"seed-k4\"\n",
+        )
+        .unwrap();
+        let cli = Cli::parse_from([
+            "nfsdtopd",
+            "--config",
+            path.to_str().unwrap(),
+            "--top-k",
+            "9",
+            "--policy",
+            "rr-peer",
+        ]);
+        let cfg = Config::resolve(&cli).unwrap();
+        assert_eq!(cfg.top_k, 9);
+        assert_eq!(
+            cfg.class_map,
+            Some(dir.join("m.txt")),
+            "relative to the file"
+        );
+        assert_eq!(
+            cfg.source,
+            SourceChoice::Demo {
+                scenario: "seed-k4".into(),
+                policy: Some(Policy::RrPeer)
+            }
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
