@@ -135,8 +135,15 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         };
         pipeline.run(Some(ctl_rx), |_| Flow::Continue)
     };
-    if stop == Stop::SourceEnded && args.duration.is_some() && info.kind != SourceKind::Replay {
-        stop = Stop::Duration;
+    if stop == Stop::SourceEnded && args.duration.is_some() {
+        // The pipeline stops at --duration as it stops at the end of a
+        // replay: tell which by the clock.
+        let want = args.duration.map_or(0, |d| (d * 1e9) as u64);
+        let reached =
+            last_ts.is_some_and(|t| t.saturating_sub(header.start_mono_ns) + 1_000_000_000 >= want);
+        if info.kind != SourceKind::Replay || reached {
+            stop = Stop::Duration;
+        }
     }
     // Finish the file whatever happened, so that what was recorded replays.
     let summary = writer
