@@ -16,6 +16,9 @@
 //! policy = "flat"             # demo: flat | rr-peer | rr-class
 //! # path = "trace.nfsdtop"    # replay
 //!
+//! redact = false               # hash client addresses in every output
+//! # redact_key = "..."        # >= 16 chars: pseudonyms stable across restarts
+//!
 //! [tls_server_config]         # as Prometheus exporter-toolkit's web config
 //! cert_file = "server.crt"
 //! key_file = "server.key"
@@ -92,6 +95,10 @@ pub struct Cli {
     /// Run a demo or replay this many times faster than real time (0 = as fast as possible) [default: 1].
     #[arg(long, value_name = "X")]
     pub speed: Option<f64>,
+    /// Hash client addresses in every output (pseudonyms change per run
+    /// unless redact_key is set in the config file).
+    #[arg(long)]
+    pub redact: bool,
     /// TLS certificate chain (PEM); needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -134,6 +141,9 @@ pub struct Config {
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
+    /// Redact client addresses: None = no; Some(None) = random key;
+    /// Some(Some(key)) = pseudonyms stable across restarts.
+    pub redact: Option<Option<String>>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -150,6 +160,8 @@ struct FileConfig {
     source: Option<Spanned<FileSource>>,
     tls_server_config: Option<Spanned<FileTls>>,
     basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
+    redact: Option<bool>,
+    redact_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -264,6 +276,7 @@ impl Config {
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
+            redact: None,
         };
         if let Some(path) = &cli.config {
             let text = std::fs::read_to_string(path)
@@ -376,6 +389,17 @@ impl Config {
                 key: o.path(t.key_file.get_ref()),
             });
         }
+        if let Some(k) = &f.redact_key {
+            if k.get_ref().len() < 16 {
+                return o.err(k.span(), "redact_key must be at least 16 characters");
+            }
+        }
+        match (f.redact, &f.redact_key) {
+            (Some(false), _) => self.redact = None,
+            (_, Some(k)) => self.redact = Some(Some(k.get_ref().clone())),
+            (Some(true), None) => self.redact = Some(None),
+            (None, None) => {}
+        }
         if let Some(users) = &f.basic_auth_users {
             for (user, hash) in users {
                 if user.is_empty() || user.contains(':') {
@@ -398,6 +422,9 @@ impl Config {
         }
         if cli.expose {
             self.expose = true;
+        }
+        if cli.redact && self.redact.is_none() {
+            self.redact = Some(None);
         }
         if let Some(c) = &cli.class_map {
             self.class_map = Some(c.clone());

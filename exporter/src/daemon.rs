@@ -12,6 +12,7 @@ use clap::Parser;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::source::live::LiveOptions;
 use nfsdtop_agent::source::{Source, SourceSpec};
 use tokio::sync::watch;
@@ -122,16 +123,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Pace::Realtime { speed: cfg.speed }
         };
         let interval = cfg.interval;
+        let mut aggregator = Aggregator::new(classmap, Limits::default());
+        match &cfg.redact {
+            Some(Some(key)) => aggregator = aggregator.with_redactor(Redactor::with_key(key)),
+            Some(None) => aggregator = aggregator.with_redactor(Redactor::random()),
+            None => {}
+        }
         std::thread::Builder::new()
             .name("nfsdtopd-pipeline".into())
             .spawn(move || {
                 let pipeline = Pipeline {
                     pace,
-                    ..Pipeline::new(
-                        source,
-                        Aggregator::new(classmap, Limits::default()),
-                        interval,
-                    )
+                    ..Pipeline::new(source, aggregator, interval)
                 };
                 let res = pipeline.run(Some(ctl_rx), move |snap| {
                     state

@@ -672,3 +672,18 @@ fn top_k_folds_the_rest_into_other_and_the_series_add_up() {
         });
     }
 }
+
+#[test]
+fn redact_hides_client_addresses_everywhere() {
+    let d = demo(&["--redact"]);
+    let s = d.snapshot("");
+    let m = d.get("/metrics").body;
+    let json = s.to_string();
+    for out in [&m, &json] {
+        assert!(
+            !out.contains("10.0.0.2") && !out.contains("10.0.0.3"),
+            "{out}"
+        );
+        assert!(out.contains("anon-"), "{out}");
+    }
+}
