@@ -114,8 +114,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let tx = Arc::new(tx);
     let (ctl_tx, ctl_rx) = mpsc::channel::<Control>();
 
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pipeline_thread = {
         let tx = tx.clone();
+        let stopping = stopping.clone();
         let state = metrics_state.clone();
         let pace = if cfg.speed == 0.0 {
             Pace::AsFastAsPossible
@@ -147,6 +149,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Flow::Continue
                 });
                 match res {
+                    Ok(_) if stopping.load(std::sync::atomic::Ordering::SeqCst) => {}
                     Ok(_) => {
                         eprintln!("nfsdtopd: the event source has ended; serving the last snapshot")
                     }
@@ -167,6 +170,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         shutdown: stop_rx,
     };
     let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone(), stop_tx));
+    stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = ctl_tx.send(Control::Stop);
     drop(ctl_tx);
     let _ = pipeline_thread.join();
