@@ -31,11 +31,11 @@ say "$(cargo fuzz --version)"
 # Seeds: real recordings of the demo (one frame, and several).
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
-cargo build --quiet -p nfsdtop
+nfsdtop() { cargo run --quiet -p nfsdtop -- "$@"; }
 for n in 300 9000; do
-    target/debug/nfsdtop record -o "$corpus/movers-$n.nfsdrec" --demo movers --speed 0 --count "$n" 2>/dev/null
+    nfsdtop record -o "$corpus/movers-$n.nfsdrec" --demo movers --speed 0 --count "$n" 2>/dev/null
 done
-target/debug/nfsdtop record -o "$corpus/k4.nfsdrec" --demo seed-k4 --speed 0 --duration 1 2>/dev/null
+nfsdtop record -o "$corpus/k4.nfsdrec" --demo seed-k4 --speed 0 --duration 1 2>/dev/null
 
 # The fuzz build needs no BPF programs (agent/build.rs skips them).
 log="$corpus/fuzz.log"

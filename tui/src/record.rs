@@ -12,8 +12,9 @@ use anyhow::Context as _;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
-use nfsdtop_agent::record::{Header, Writer};
+use nfsdtop_agent::record::{Header, Reader, Writer};
 use nfsdtop_agent::redact::Redactor;
+use nfsdtop_agent::source::SourceSpec;
 
 use crate::cli::RecordArgs;
 use crate::conn;
@@ -46,7 +47,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         eprintln!("nfsdtop: {n}");
     }
     let info = source.info();
-    let header = Header::for_source(&info, &classmap, source.now_ns());
+    let mut header = Header::for_source(&info, &classmap, source.now_ns());
+    if let SourceSpec::Replay { path } = &spec {
+        // Re-recording (e.g. a cut of a longer file): keep saying where
+        // the events came from in the first place.
+        if let Ok(r) = Reader::open(path) {
+            let h = r.header();
+            header.source_kind = h.source_kind;
+            // The same clock as the original: its start times still hold.
+            header.start_unix_ns = h.start_unix_ns;
+            header.source_detail = format!("{} (via {})", h.source_detail, path.display());
+        }
+    }
     let pace = if !source.is_virtual() {
         Pace::Realtime { speed: 1.0 }
     } else if args.source.speed == 0.0 {
