@@ -392,6 +392,8 @@ fn run_guest(
     fs::write(input.join("config"), config)?;
     let in_disk = run_dir.join("input.img");
     make_input_disk(&input, &in_disk)?;
+    let _ = fs::remove_file(&guest_bin); // on the input disk now
+
     let out_disk = run_dir.join("output.img");
     File::create(&out_disk)?.set_len(2 << 30)?;
 
@@ -761,6 +763,11 @@ fn check_measurement(
         return None;
     }
     rep.check(true, format!("{tag}: nfsdtop source is live"));
+    if summary.get(&format!("quiescent.{tag}")).map(String::as_str) == Some("no") {
+        rep.note(format!(
+            "{tag}: warning: the server still had connections when the load ended"
+        ));
+    }
     if let Some(w) = summary.get(&format!("ftrace_entries_while_stopping.{tag}")) {
         if w != "0" {
             rep.note(format!(
