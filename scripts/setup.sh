@@ -14,6 +14,10 @@ if [ "$what" = all ]; then
   # tmux: the TUI end-to-end test; prometheus: promtool and a real server
   # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests.
   for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq; do want "$p"; done
+  # VM tests: debootstrap's keyring and .deb decompression (Recommends/
+  # Suggests, so not pulled in with --no-install-recommends); strip for a
+  # smaller guest binary.
+  for p in debian-archive-keyring xz-utils binutils; do want "$p"; done
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   say "installing Debian packages: ${need_pkgs[*]}"
