@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -312,11 +312,15 @@ async fn stream_handler(State(st): State<AppState>, q: Params) -> Response {
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
+    // A comment line (":") every 15 s when no snapshot came: a client can
+    // tell a quiet stream (long --interval, a finished replay) from a dead
+    // link. SSE clients ignore comments.
     Sse::new(snapshot_events(
         st.latest.clone(),
         st.shutdown.clone(),
         view,
     ))
+    .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
     .into_response()
 }
 
