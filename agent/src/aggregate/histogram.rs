@@ -11,12 +11,33 @@ const SUB: u64 = 1 << SUB_BITS;
 const MAX_POW: u32 = 32;
 pub const BUCKETS: usize = (SUB + (MAX_POW as u64 - SUB_BITS as u64) * SUB) as usize;
 
-/// Sparse on the wire (index, count) and dense in memory.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+/// Sparse on the wire (index, count), and in memory while few buckets are
+/// used (a peer's waits usually fall in a handful): 100k peers must not
+/// cost a kilobyte each. Past `SPARSE_MAX` buckets it turns dense.
+#[derive(Clone, Debug, Default)]
 pub struct WaitHistogram {
-    counts: Vec<u64>,
+    counts: Counts,
     total: u64,
 }
+
+const SPARSE_MAX: usize = 8;
+
+#[derive(Clone, Debug, Default)]
+enum Counts {
+    #[default]
+    Empty,
+    /// Sorted by bucket index.
+    Sparse(Vec<(u8, u64)>),
+    Dense(Vec<u64>),
+}
+
+impl PartialEq for WaitHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.total == other.total && self.nonzero().eq(other.nonzero())
+    }
+}
+
+impl Eq for WaitHistogram {}
 
 pub fn bucket_of(us: u64) -> usize {
     if us < SUB {
@@ -45,11 +66,44 @@ pub fn bucket_bounds(idx: usize) -> (u64, u64) {
 
 impl WaitHistogram {
     pub fn record_us(&mut self, us: u64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS];
+        self.add(bucket_of(us), 1);
+    }
+
+    fn add(&mut self, idx: usize, n: u64) {
+        if n == 0 {
+            return;
         }
-        self.counts[bucket_of(us)] += 1;
-        self.total += 1;
+        self.total += n;
+        match &mut self.counts {
+            Counts::Empty => self.counts = Counts::Sparse(vec![(idx as u8, n)]),
+            Counts::Sparse(v) => match v.binary_search_by_key(&(idx as u8), |e| e.0) {
+                Ok(i) => v[i].1 += n,
+                Err(i) if v.len() < SPARSE_MAX => v.insert(i, (idx as u8, n)),
+                Err(_) => {
+                    let mut dense = vec![0; BUCKETS];
+                    for (i, c) in v.iter() {
+                        dense[*i as usize] = *c;
+                    }
+                    dense[idx] += n;
+                    self.counts = Counts::Dense(dense);
+                }
+            },
+            Counts::Dense(d) => d[idx] += n,
+        }
+    }
+
+    /// Non-empty buckets as (index, count), in index order.
+    fn nonzero(&self) -> Box<dyn Iterator<Item = (usize, u64)> + '_> {
+        match &self.counts {
+            Counts::Empty => Box::new(std::iter::empty()),
+            Counts::Sparse(v) => Box::new(v.iter().map(|(i, c)| (*i as usize, *c))),
+            Counts::Dense(d) => Box::new(
+                d.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(i, c)| (i, *c)),
+            ),
+        }
     }
 
     pub fn count(&self) -> u64 {
@@ -57,39 +111,23 @@ impl WaitHistogram {
     }
 
     /// Empty the histogram and give its memory back: interval histograms
-    /// of 100k mostly idle peers must not keep a kilobyte each.
+    /// of 100k mostly idle peers must not keep memory each.
     pub fn clear(&mut self) {
-        self.counts = Vec::new();
+        self.counts = Counts::Empty;
         self.total = 0;
     }
 
     pub fn merge(&mut self, other: &WaitHistogram) {
-        if other.total == 0 {
-            return;
+        for (i, c) in other.nonzero() {
+            self.add(i, c);
         }
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS];
-        }
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.total += other.total;
     }
 
     /// The midpoint of the bucket holding quantile `q` (0..=1); 0 if empty.
     pub fn quantile_us(&self, q: f64) -> f64 {
-        if self.total == 0 {
-            return 0.0;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Self::midpoint(i);
-            }
-        }
-        Self::midpoint(BUCKETS - 1)
+        self.bucket_index_of_quantile(q)
+            .map(Self::midpoint)
+            .unwrap_or(0.0)
     }
 
     pub fn bucket_index_of_quantile(&self, q: f64) -> Option<usize> {
@@ -98,7 +136,7 @@ impl WaitHistogram {
         }
         let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
+        for (i, c) in self.nonzero() {
             seen += c;
             if seen >= rank {
                 return Some(i);
@@ -114,14 +152,10 @@ impl WaitHistogram {
 
     /// Non-empty buckets as (lower bound µs, upper bound µs, count).
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| {
-                let (lo, hi) = bucket_bounds(i);
-                (lo, hi, *c)
-            })
+        self.nonzero().map(|(i, c)| {
+            let (lo, hi) = bucket_bounds(i);
+            (lo, hi, c)
+        })
     }
 
     /// Cumulative count of samples strictly below `us` microseconds, exact
@@ -136,13 +170,7 @@ impl WaitHistogram {
 
 impl Serialize for WaitHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let sparse: Vec<(usize, u64)> = self
-            .counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (i, *c))
-            .collect();
+        let sparse: Vec<(usize, u64)> = self.nonzero().collect();
         sparse.serialize(s)
     }
 }
@@ -158,11 +186,7 @@ impl<'de> Deserialize<'de> for WaitHistogram {
                     BUCKETS - 1
                 )));
             }
-            if h.counts.is_empty() {
-                h.counts = vec![0; BUCKETS];
-            }
-            h.counts[i] += c;
-            h.total += c;
+            h.add(i, c);
         }
         Ok(h)
     }
@@ -218,5 +242,41 @@ mod tests {
         let back: WaitHistogram = serde_json::from_str(&s).unwrap();
         assert_eq!(back, h);
         assert!(serde_json::from_str::<WaitHistogram>("[[9999,1]]").is_err());
+    }
+}
+
+#[cfg(test)]
+mod sparse_tests {
+    use super::*;
+
+    #[test]
+    fn sparse_and_dense_agree() {
+        let mut sparse = WaitHistogram::default();
+        let mut dense = WaitHistogram::default();
+        let values = [5u64, 5, 900, 17, 1 << 20, 3];
+        for v in values {
+            sparse.record_us(v);
+        }
+        // Force the dense form with many distinct buckets, then compare
+        // the same samples' quantiles by merging into a dense one.
+        for v in 0..200u64 {
+            dense.record_us(v * 37);
+        }
+        assert!(matches!(sparse.counts, Counts::Sparse(_)));
+        assert!(matches!(dense.counts, Counts::Dense(_)));
+        let mut both = dense.clone();
+        both.merge(&sparse);
+        assert_eq!(both.count(), 206);
+        let mut again = WaitHistogram::default();
+        for v in values {
+            again.record_us(v);
+        }
+        for v in 0..200u64 {
+            again.record_us(v * 37);
+        }
+        assert_eq!(both, again);
+        for q in [0.1, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(both.quantile_us(q), again.quantile_us(q));
+        }
     }
 }
