@@ -13,7 +13,7 @@ use super::format::{
     code, encode_preamble, flag, put_endpoint, put_varint, FrameHeader, Header, FRAME_END,
     FRAME_EVENTS, FRAME_HEADER_LEN, FRAME_TARGET_BYTES, FRAME_TARGET_EVENTS, MAX_XPRTS,
 };
-use crate::model::{Event, EventKind, XprtKey};
+use crate::model::{Endpoint, Event, EventKind, XprtKey};
 
 /// What a finished recording holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,11 +39,19 @@ impl Summary {
 pub struct Writer<W: Write> {
     out: W,
     file_id: u64,
-    payload: Vec<u8>,
+    /// The open frame's payload: `frame[..plen]`. Fixed size, so an
+    /// event is encoded in place with no capacity checks or copies.
+    frame: Box<[u8]>,
+    plen: usize,
+    /// Scratch for the rare records (transport definitions, end marker).
+    tmp: Vec<u8>,
     frame_events: u32,
     frame_target: u32,
     seq: u32,
     xprts: FxHashMap<XprtKey, u64>,
+    /// Recently used transports, direct-mapped by client port and address:
+    /// most lookups end here without hashing the whole key.
+    recent: Box<[Option<(XprtKey, u64)>; RECENT]>,
     /// The previous event's transport and id: most consecutive events of a
     /// dispatch share it, and then cost no id at all.
     prev: Option<(XprtKey, u64)>,
@@ -75,11 +83,14 @@ impl<W: Write> Writer<W> {
         Ok(Writer {
             out,
             file_id: header.file_id,
-            payload: Vec::with_capacity(FRAME_TARGET_BYTES + 256),
+            frame: vec![0u8; FRAME_BUF].into_boxed_slice(),
+            plen: 0,
+            tmp: Vec::with_capacity(64),
             frame_events: 0,
             frame_target: FRAME_TARGET_EVENTS,
             seq: 0,
             xprts: FxHashMap::default(),
+            recent: Box::new([None; RECENT]),
             prev: None,
             prev_ts: header.start_mono_ns,
             summary: Summary {
@@ -143,8 +154,12 @@ impl<W: Write> Writer<W> {
             None => (self.prev_ts - ev.ts_ns, flag::TS_BACK),
         };
         self.prev_ts = ev.ts_ns;
-        // Encode on the stack, then one copy into the frame.
-        let mut e = Scratch::new();
+        // Room: the frame closes at FRAME_TARGET_BYTES, and one event
+        // (with its transport definition) adds at most 41 + 51 bytes.
+        let room: &mut [u8; EVENT_MAX] = (&mut self.frame[self.plen..self.plen + EVENT_MAX])
+            .try_into()
+            .expect("a slice of EVENT_MAX bytes");
+        let mut e = Scratch { buf: room, n: 0 };
         e.byte(code | flags | back);
         e.varint(delta);
         if flags & flag::SAME_XPRT == 0 {
@@ -166,33 +181,56 @@ impl<W: Write> Writer<W> {
             }
             EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
         }
-        self.payload.extend_from_slice(e.bytes());
+        self.plen += e.n;
         self.frame_events += 1;
-        if self.frame_events >= self.frame_target || self.payload.len() >= FRAME_TARGET_BYTES {
+        if self.frame_events >= self.frame_target || self.plen >= FRAME_TARGET_BYTES {
             self.end_frame()?;
         }
         Ok(())
     }
 
     /// The id of `key`, defining it in the stream first if it is new.
+    #[inline]
     fn xprt_id(&mut self, key: &XprtKey) -> u64 {
+        let slot = recent_slot(key);
+        if let Some((k, id)) = &self.recent[slot] {
+            if k == key {
+                return *id;
+            }
+        }
+        let id = self.xprt_id_slow(key);
+        self.recent[slot] = Some((*key, id));
+        id
+    }
+
+    fn xprt_id_slow(&mut self, key: &XprtKey) -> u64 {
         if let Some(&id) = self.xprts.get(key) {
             return id;
         }
+        self.tmp.clear();
         if self.xprts.len() >= MAX_XPRTS {
             // Keep memory bounded under a flood of short-lived transports:
             // start the table afresh (readers do the same).
-            self.payload.push(code::RESET_XPRTS);
+            self.tmp.push(code::RESET_XPRTS);
             self.xprts.clear();
+            self.recent.fill(None);
         }
         let id = self.xprts.len() as u64;
-        self.payload.push(code::DEFINE_XPRT);
-        put_varint(&mut self.payload, u64::from(key.netns));
-        put_endpoint(&mut self.payload, &key.server);
-        put_endpoint(&mut self.payload, &key.client);
+        self.tmp.push(code::DEFINE_XPRT);
+        put_varint(&mut self.tmp, u64::from(key.netns));
+        put_endpoint(&mut self.tmp, &key.server);
+        put_endpoint(&mut self.tmp, &key.client);
+        self.append_tmp();
         self.xprts.insert(*key, id);
         self.summary.transports += 1;
         id
+    }
+
+    /// Append `tmp` (at most [`DEF_MAX`] bytes) to the open frame.
+    fn append_tmp(&mut self) {
+        let n = self.tmp.len();
+        self.frame[self.plen..self.plen + n].copy_from_slice(&self.tmp);
+        self.plen += n;
     }
 
     fn emit(&mut self, kind: u8, count: u32) -> io::Result<()> {
@@ -200,14 +238,14 @@ impl<W: Write> Writer<W> {
             kind,
             seq: self.seq,
             count,
-            len: self.payload.len() as u32,
-            payload_crc: super::format::crc32(0, &self.payload),
+            len: self.plen as u32,
+            payload_crc: super::format::crc32(0, &self.frame[..self.plen]),
         };
         self.out.write_all(&h.encode(self.file_id))?;
-        self.out.write_all(&self.payload)?;
-        self.summary.bytes += (FRAME_HEADER_LEN + self.payload.len()) as u64;
+        self.out.write_all(&self.frame[..self.plen])?;
+        self.summary.bytes += (FRAME_HEADER_LEN + self.plen) as u64;
         self.seq = self.seq.wrapping_add(1);
-        self.payload.clear();
+        self.plen = 0;
         Ok(())
     }
 
@@ -235,27 +273,45 @@ impl<W: Write> Writer<W> {
     /// without its end marker still replays; readers say it was cut short.
     pub fn finish(mut self) -> io::Result<(W, Summary)> {
         self.end_frame()?;
-        put_varint(&mut self.payload, self.summary.events);
-        put_varint(&mut self.payload, self.summary.frames);
+        self.tmp.clear();
+        put_varint(&mut self.tmp, self.summary.events);
+        put_varint(&mut self.tmp, self.summary.frames);
+        self.append_tmp();
         self.emit(FRAME_END, 0)?;
         self.out.flush()?;
         Ok((self.out, self.summary))
     }
 }
 
+const RECENT: usize = 64;
+
+#[inline]
+fn recent_slot(key: &XprtKey) -> usize {
+    let h = match key.client {
+        Endpoint::None => key.netns as usize,
+        Endpoint::V4 { ip, port } => usize::from(port) ^ (usize::from(ip[3]) << 3),
+        Endpoint::V6 { ip, port } => usize::from(port) ^ (usize::from(ip[15]) << 3),
+    };
+    (h ^ (h >> 6)) % RECENT
+}
+
 /// One encoded event: tag, delta, id and at most two more varints (or a
 /// byte and a varint) fit in 1 + 4 * 10 bytes.
-struct Scratch {
-    buf: [u8; 41],
+const EVENT_MAX: usize = 41;
+/// A reset and a transport definition: 1 + 1 + 5 + 2 * 19 bytes (the end
+/// marker's two varints are smaller).
+const DEF_MAX: usize = 45;
+/// The open frame's buffer: a frame closes once it reaches
+/// FRAME_TARGET_BYTES, so it never holds more than this.
+const FRAME_BUF: usize = FRAME_TARGET_BYTES + DEF_MAX + EVENT_MAX;
+
+/// Encodes one event in place in the frame buffer.
+struct Scratch<'a> {
+    buf: &'a mut [u8; EVENT_MAX],
     n: usize,
 }
 
-impl Scratch {
-    #[inline]
-    fn new() -> Self {
-        Scratch { buf: [0; 41], n: 0 }
-    }
-
+impl Scratch<'_> {
     #[inline]
     fn byte(&mut self, b: u8) {
         self.buf[self.n] = b;
@@ -269,10 +325,5 @@ impl Scratch {
             v >>= 7;
         }
         self.byte(v as u8);
-    }
-
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        &self.buf[..self.n]
     }
 }
