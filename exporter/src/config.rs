@@ -59,6 +59,12 @@ Without a source flag it watches this host's nfsd and fails when there is none: 
 silently serves the demo. SIGHUP reloads the class map without losing counts."
 )]
 pub struct Cli {
+    /// Print a shell completion script for SHELL and exit.
+    #[arg(long, value_name = "SHELL", hide = true)]
+    pub completions: Option<clap_complete::Shell>,
+    /// Write the nfsdtopd(8) man page into DIR and exit.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub manpage: Option<PathBuf>,
     /// TOML configuration file (flags override it).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

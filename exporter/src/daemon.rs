@@ -24,6 +24,23 @@ use crate::server::{self, AppState, Published};
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(shell) = cli.completions {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(shell, &mut cmd, "nfsdtopd", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = &cli.manpage {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let path = dir.join("nfsdtopd.8");
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::File::create(&path))
+            .and_then(|mut f| clap_mangen::Man::new(cmd).section("8").render(&mut f));
+        if let Err(e) = written {
+            eprintln!("nfsdtopd: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        return ExitCode::SUCCESS;
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
+mod install;
 mod vm;
 
 #[derive(Parser)]
@@ -33,6 +34,11 @@ enum Task {
     VmImage(vm::ImageArgs),
     /// Real-kernel tests: nfsd in QEMU, nfsdtop checked against ftrace.
     VmTest(vm::TestArgs),
+    /// Install binaries, man pages, completions, the systemd unit and an
+    /// example config (`--prefix /usr --destdir DIR` to stage).
+    Install(install::InstallArgs),
+    /// Build a Debian package from the tree (dpkg-deb).
+    Deb(install::DebArgs),
 }
 
 pub(crate) fn root() -> PathBuf {
@@ -122,6 +128,14 @@ fn main() -> anyhow::Result<()> {
         Task::VmTest(args) => {
             setup("all")?;
             vm::test(args)
+        }
+        Task::Install(args) => {
+            setup("build")?;
+            install::install(&args)
+        }
+        Task::Deb(args) => {
+            setup("build")?;
+            install::deb(&args)
         }
     }
 }

@@ -1,0 +1,219 @@
+//! `cargo xtask install` and `cargo xtask deb`: binaries, man pages, shell
+//! completions, the systemd unit and an example config, laid out the way a
+//! Debian system expects; the .deb is the same tree packed by dpkg-deb.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use crate::{cargo, root, run};
+
+#[derive(Args, Debug, Clone)]
+pub struct InstallArgs {
+    /// Installation prefix (binaries in PREFIX/bin).
+    #[arg(long, default_value = "/usr/local")]
+    pub prefix: PathBuf,
+    /// Stage everything below this directory instead of / (packaging).
+    #[arg(long)]
+    pub destdir: Option<PathBuf>,
+    /// Install debug builds (quicker to build; for tests).
+    #[arg(long)]
+    pub debug: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DebArgs {
+    /// Where to write the .deb.
+    #[arg(long, default_value = "target/debian")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub debug: bool,
+}
+
+fn under(destdir: Option<&Path>, p: &Path) -> PathBuf {
+    match destdir {
+        None => p.to_path_buf(),
+        Some(d) => d.join(p.strip_prefix("/").unwrap_or(p)),
+    }
+}
+
+fn write_output(path: &Path, cmd: &mut Command) -> anyhow::Result<()> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    fs::write(path, out.stdout).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn copy_mode(from: &Path, to: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = to.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::copy(from, to)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    fs::set_permissions(to, fs::Permissions::from_mode(mode))?;
+    Ok(())
+}
+
+pub fn install(a: &InstallArgs) -> anyhow::Result<()> {
+    let mut build = cargo();
+    build.args(["build", "-p", "nfsdtop", "-p", "nfsdtop-exporter"]);
+    if !a.debug {
+        build.arg("--release");
+    }
+    run("build nfsdtop and nfsdtopd", &mut build)?;
+    let profile = if a.debug { "debug" } else { "release" };
+    let built = root().join("target").join(profile);
+    let prefix = &a.prefix;
+    let d = a.destdir.as_deref();
+    // /usr installs put configuration in /etc; other prefixes keep it inside.
+    let sysconf = if prefix == Path::new("/usr") {
+        PathBuf::from("/etc")
+    } else {
+        prefix.join("etc")
+    };
+    let unitdir = if prefix == Path::new("/usr") {
+        PathBuf::from("/lib/systemd/system")
+    } else {
+        prefix.join("lib/systemd/system")
+    };
+    let bindir = prefix.join("bin");
+    for bin in ["nfsdtop", "nfsdtopd"] {
+        copy_mode(&built.join(bin), &under(d, &bindir.join(bin)), 0o755)?;
+    }
+    let nfsdtop = under(d, &bindir.join("nfsdtop"));
+    let nfsdtopd = under(d, &bindir.join("nfsdtopd"));
+
+    let man1 = under(d, &prefix.join("share/man/man1"));
+    let man8 = under(d, &prefix.join("share/man/man8"));
+    run(
+        "man pages (nfsdtop)",
+        Command::new(&nfsdtop).arg("manpage").arg(&man1),
+    )?;
+    run(
+        "man page (nfsdtopd)",
+        Command::new(&nfsdtopd).arg("--manpage").arg(&man8),
+    )?;
+
+    let share = under(d, &prefix.join("share"));
+    for (shell, dir, file) in [
+        ("bash", "bash-completion/completions", "{}"),
+        ("zsh", "zsh/site-functions", "_{}"),
+        ("fish", "fish/vendor_completions.d", "{}.fish"),
+    ] {
+        let dir = share.join(dir);
+        fs::create_dir_all(&dir)?;
+        for (bin, flag) in [(&nfsdtop, false), (&nfsdtopd, true)] {
+            let name = bin
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("nfsdtop");
+            let mut cmd = Command::new(bin);
+            if flag {
+                cmd.args(["--completions", shell]);
+            } else {
+                cmd.args(["completions", shell]);
+            }
+            write_output(&dir.join(file.replace("{}", name)), &mut cmd)?;
+        }
+    }
+
+    let unit = fs::read_to_string(root().join("dist/nfsdtopd.service"))?
+        .replace(
+            "/usr/bin/nfsdtopd",
+            &bindir.join("nfsdtopd").display().to_string(),
+        )
+        .replace(
+            "/etc/nfsdtop/nfsdtopd.toml",
+            &sysconf.join("nfsdtop/nfsdtopd.toml").display().to_string(),
+        );
+    let unit_path = under(d, &unitdir.join("nfsdtopd.service"));
+    fs::create_dir_all(unit_path.parent().expect("has a parent"))?;
+    fs::write(&unit_path, unit)?;
+
+    // Never overwrite an administrator's config.
+    let conf = under(d, &sysconf.join("nfsdtop/nfsdtopd.toml"));
+    if !conf.exists() {
+        copy_mode(&root().join("exporter/nfsdtopd.example.toml"), &conf, 0o644)?;
+    }
+    eprintln!(
+        "installed nfsdtop and nfsdtopd into {}",
+        under(d, prefix).display()
+    );
+    Ok(())
+}
+
+pub fn deb(a: &DebArgs) -> anyhow::Result<()> {
+    let out = root().join(&a.out);
+    let stage = out.join("stage");
+    if stage.exists() {
+        fs::remove_dir_all(&stage)?;
+    }
+    install(&InstallArgs {
+        prefix: PathBuf::from("/usr"),
+        destdir: Some(stage.clone()),
+        debug: a.debug,
+    })?;
+    // Packages ship stripped binaries (debug info stays in target/).
+    for bin in ["nfsdtop", "nfsdtopd"] {
+        run(
+            &format!("strip {bin}"),
+            Command::new("strip")
+                .arg("--strip-debug")
+                .arg(stage.join("usr/bin").join(bin)),
+        )?;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let size_kb = dir_size(&stage)? / 1024;
+    let control = format!(
+        "Package: nfsdtop\nVersion: {version}\nArchitecture: {arch}\nMaintainer: nfsdtop developers <dev@nfsdtop.invalid>\n\
+Installed-Size: {size_kb}\nDepends: libc6\nSection: admin\nPriority: optional\n\
+Description: who gets a Linux NFS server's threads, and whether that is fair\n \
+nfsdtop shows per-client and per-class shares of nfsd's RPC dispatch, fair\n \
+shares, queue waits and thread time, from BPF programs on the sunrpc\n \
+tracepoints: a terminal UI (nfsdtop) and a Prometheus agent (nfsdtopd).\n"
+    );
+    let debian = stage.join("DEBIAN");
+    fs::create_dir_all(&debian)?;
+    fs::write(debian.join("control"), control)?;
+    fs::write(debian.join("conffiles"), "/etc/nfsdtop/nfsdtopd.toml\n")?;
+    let postinst = "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n";
+    fs::write(debian.join("postinst"), postinst)?;
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(debian.join("postinst"), fs::Permissions::from_mode(0o755))?;
+    let deb = out.join(format!("nfsdtop_{version}_{arch}.deb"));
+    run(
+        "dpkg-deb --build",
+        Command::new("dpkg-deb")
+            .args(["--root-owner-group", "-Zgzip", "--build"])
+            .arg(&stage)
+            .arg(&deb),
+    )?;
+    eprintln!("wrote {}", deb.display());
+    Ok(())
+}
+
+fn dir_size(p: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for e in fs::read_dir(p)? {
+        let e = e?;
+        let m = e.metadata()?;
+        total += if m.is_dir() {
+            dir_size(&e.path())?
+        } else {
+            m.len()
+        };
+    }
+    Ok(total)
+}
