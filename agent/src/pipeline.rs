@@ -126,6 +126,7 @@ impl<'a> Pipeline<'a> {
                 } else {
                     self.source.now_ns()
                 };
+                let wall = self.source.recorded_wall_clock(now).unwrap_or(wall);
                 let mut snap = self.aggregator.snapshot(now, wall, &info);
                 snap.totals.bpf = self.source.bpf_stats();
                 if sink(snap) == Flow::Stop || finished {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
+use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::record::{Header, Reader, Writer};
@@ -47,7 +48,14 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         eprintln!("nfsdtop: {n}");
     }
     let info = source.info();
-    let mut header = Header::for_source(&info, &classmap, source.now_ns());
+    // A class map can name single hosts (a /32 is a client address), so a
+    // redacted recording carries none: it replays grouped by pseudonym.
+    let recorded_map = if args.source.redact {
+        ClassMap::default()
+    } else {
+        classmap.clone()
+    };
+    let mut header = Header::for_source(&info, &recorded_map, source.now_ns());
     if let SourceSpec::Replay { path } = &spec {
         // Re-recording (e.g. a cut of a longer file): keep saying where
         // the events came from in the first place.

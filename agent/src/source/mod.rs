@@ -38,6 +38,13 @@ pub trait Source: Send {
         None
     }
 
+    /// For recordings: the Unix time (seconds) at which the source clock
+    /// read `now_ns`, so snapshots of a replay carry the recorded time,
+    /// not the time of the replay.
+    fn recorded_wall_clock(&self, _now_ns: u64) -> Option<f64> {
+        None
+    }
+
     /// Per-program statistics of the kernel side (live source only):
     /// hits, records, losses, BUSY drops and, where the kernel keeps them
     /// (`kernel.bpf_stats_enabled`), run time and run count.

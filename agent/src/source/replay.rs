@@ -218,6 +218,12 @@ impl Source for ReplaySource {
     fn notice(&self) -> Option<String> {
         self.damage().map(|d| damage_note(&self.path, d))
     }
+
+    fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
+        let h = self.reader.header();
+        let since = now_ns as i128 - h.start_mono_ns as i128;
+        Some((h.start_unix_ns as i128 + since) as f64 / 1e9)
+    }
 }
 
 #[cfg(test)]
