@@ -71,6 +71,9 @@ pub struct Cli {
     /// Live source: wait up to SECS for nfsd's tracepoints to appear (nfsd started later).
     #[arg(long, value_name = "SECS")]
     pub wait: Option<f64>,
+    /// Live source: tracefs mount point [default: /sys/kernel/tracing].
+    #[arg(long, value_name = "DIR")]
+    pub tracefs: Option<PathBuf>,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -144,6 +147,7 @@ pub struct Config {
     pub speed: f64,
     /// Live source: how long to wait for nfsd's tracepoints.
     pub wait: Option<Duration>,
+    pub tracefs: Option<PathBuf>,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -279,6 +283,7 @@ impl Config {
             interval: Duration::from_secs(1),
             speed: 1.0,
             wait: None,
+            tracefs: None,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -451,6 +456,9 @@ impl Config {
         }
         if let Some(w) = cli.wait {
             self.wait = Some(check_wait(w).map_err(|e| anyhow!("--wait: {e}"))?);
+        }
+        if let Some(t) = &cli.tracefs {
+            self.tracefs = Some(t.clone());
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {

@@ -54,6 +54,7 @@ fn spec_of(cfg: &Config) -> SourceSpec {
     match &cfg.source {
         SourceChoice::Live => SourceSpec::Live(LiveOptions {
             wait_for_nfsd: cfg.wait,
+            tracefs: cfg.tracefs.clone(),
             ..LiveOptions::default()
         }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
