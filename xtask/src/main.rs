@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod install;
 mod vm;
 
@@ -39,6 +40,9 @@ enum Task {
     Install(install::InstallArgs),
     /// Build a Debian package from the tree (dpkg-deb).
     Deb(install::DebArgs),
+    /// Every benchmark in one run, written to BENCHMARKS.md (`--quick`:
+    /// small, no VM, into target/bench-quick.md).
+    Bench(bench::BenchArgs),
 }
 
 pub(crate) fn root() -> PathBuf {
@@ -103,6 +107,7 @@ fn main() -> anyhow::Result<()> {
                 ]),
             )?;
             run("cargo test", cargo().args(["test", "--workspace"]))?;
+            bench::bench(bench::BenchArgs::quick())?;
             // End-to-end checks that drive real components from a shell
             // (each script exits non-zero on failure).
             let mut scripts: Vec<PathBuf> = std::fs::read_dir(root().join("scripts/e2e"))
@@ -136,6 +141,10 @@ fn main() -> anyhow::Result<()> {
         Task::Deb(args) => {
             setup("build")?;
             install::deb(&args)
+        }
+        Task::Bench(args) => {
+            setup("all")?;
+            bench::bench(args)
         }
     }
 }

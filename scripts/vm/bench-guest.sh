@@ -1,0 +1,200 @@
+#!/bin/bash
+# nfsdtop benchmark, guest side (`cargo xtask bench`, xtask/src/bench.rs).
+# The host puts this script (as init.sh), its config and the nfsdtop binary
+# on the input disk; the image's init unpacks them to /vm and execs this.
+#
+# One loopback NFS mount of a tmpfs export; fio 4k randread O_DIRECT in
+# short fixed runs, alternating three modes REPS times (A B C A B C ...):
+#   none    nothing attached
+#   nfsdtop the real binary, live source, batch JSON (attached before fio)
+#   ftrace  the same sunrpc events enabled in the kernel's ftrace
+# With kernel.bpf_stats_enabled=1 and bpftool, each nfsdtop run also gives
+# the BPF programs' run time and run count over the fio run, and the
+# agent's own CPU time (/proc/PID/stat) over it.
+# Results: summary.txt (key=value lines) and fio JSON, as a tar archive on
+# /dev/vdc. Markers "NFSDTOP-VM: ..." on the console; every wait bounded.
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export LANG=C
+exec </dev/null
+
+RUN_ID=unknown
+FIO_RUNTIME=8
+REPS=3
+FILE_MB=64
+NFSD_THREADS=4
+IODEPTH=16
+NCONNECT=1
+GUEST_TIMEOUT=900
+# shellcheck source=/dev/null
+[ -f /vm/config ] && . /vm/config
+
+OUT=/tmp/out
+T=/sys/kernel/tracing
+NFSDTOP=/vm/nfsdtop
+EVENTS="svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free"
+
+up() { cut -d' ' -f1 /proc/uptime; }
+mark() { echo "NFSDTOP-VM: $* (t=$(up))"; }
+summary() { echo "$1=$2" >>"$OUT/summary.txt"; }
+
+finished=0
+finish() {
+  [ "$finished" = 1 ] && return
+  finished=1
+  summary t_end "$(up)"
+  dmesg >"$OUT/dmesg.txt" 2>&1
+  if tar -cf /dev/vdc -C "$OUT" . && sync; then
+    mark "results written"
+  else
+    echo "NFSDTOP-VM: FATAL cannot write the output disk"
+  fi
+  echo "NFSDTOP-VM: done"
+  echo o >/proc/sysrq-trigger
+  while :; do sleep 60; done
+}
+fail() {
+  mark "FAIL: $*"
+  summary error "$*"
+  finish
+}
+trap 'fail "guest watchdog: run exceeded ${GUEST_TIMEOUT}s"' USR1
+watchdog() { sleep "$GUEST_TIMEOUT"; kill -USR1 $$; }
+
+# wait_until TIMEOUT DESCRIPTION COMMAND...: poll a condition, bounded.
+wait_until() {
+  local timeout=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + timeout))
+  until "$@"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      mark "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mkdir -p "$OUT" /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tracefs tracefs $T || fail "cannot mount tracefs"
+mount -t bpf bpf /sys/fs/bpf || fail "cannot mount bpffs"
+ip link set lo up
+hostname nfsdtop-vm
+watchdog &
+WATCHDOG_PID=$!
+: >"$OUT/summary.txt"
+summary run_id "$RUN_ID"
+summary kernel "$(uname -r)"
+summary nproc "$(nproc)"
+summary cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+mark "bench init, kernel $(uname -r)"
+
+# --- nfsd, one loopback mount ------------------------------------------
+modprobe nfsd || fail "modprobe nfsd failed"
+mount -t nfsd nfsd /proc/fs/nfsd || fail "cannot mount the nfsd filesystem"
+mkdir -p /export /run/rpcbind /var/lib/nfs /mnt/nfs
+mount -t tmpfs -o size=$((FILE_MB + 64))m tmpfs /export
+dd if=/dev/zero of=/export/bench.dat bs=1M count="$FILE_MB" status=none
+echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
+timeout 30 rpcbind -w || fail "rpcbind failed"
+timeout 30 exportfs -ra || fail "exportfs failed"
+timeout 60 rpc.nfsd "$NFSD_THREADS" || fail "rpc.nfsd failed"
+timeout 30 rpc.mountd || fail "rpc.mountd failed"
+timeout 120 mount -t nfs -o "vers=3,proto=tcp,nolock,nconnect=$NCONNECT" 127.0.0.1:/export /mnt/nfs ||
+  fail "loopback mount failed"
+sysctl -q -w kernel.bpf_stats_enabled=1 || mark "cannot enable kernel.bpf_stats_enabled"
+summary nfsd_threads "$(cat /proc/fs/nfsd/threads)"
+mark "nfsd and the loopback mount ready"
+
+# --- helpers -----------------------------------------------------------
+pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
+lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+nfsdtop_ready() { [ "$(lines "$1")" -ge 1 ] || pid_gone "$NFSDTOP_PID"; }
+# utime + stime of a process, in clock ticks
+cpu_ticks() { awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# "name run_time_ns run_cnt" for each BPF program whose name starts svc_
+bpf_stats() {
+  bpftool prog show 2>/dev/null | awk '
+    /^[0-9]+: / { name = ""; for (i = 1; i <= NF; i++) if ($i == "name") name = $(i + 1);
+                  rt = 0; rc = 0;
+                  for (i = 1; i <= NF; i++) { if ($i == "run_time_ns") rt = $(i + 1); if ($i == "run_cnt") rc = $(i + 1) }
+                  if (name ~ /^svc_/) print name, rt, rc }'
+}
+ftrace_on() {
+  echo 0 >$T/tracing_on
+  echo nop >$T/current_tracer
+  echo 65536 >$T/buffer_size_kb
+  echo >$T/trace
+  for e in $EVENTS; do
+    [ -f "$T/events/sunrpc/$e/enable" ] && echo 1 >"$T/events/sunrpc/$e/enable"
+  done
+  echo 1 >$T/tracing_on
+}
+ftrace_off() {
+  echo 0 >$T/tracing_on
+  summary "ftrace_entries.$1" "$(cat $T/per_cpu/cpu*/stats | awk '/^entries:/ {n += $2} END {print n + 0}')"
+  summary "ftrace_overrun.$1" "$(cat $T/per_cpu/cpu*/stats | awk '/^overrun:/ {n += $2} END {print n + 0}')"
+  for e in $T/events/sunrpc/*/enable; do echo 0 >"$e"; done
+  echo >$T/trace
+}
+fio_run() {
+  timeout $((FIO_RUNTIME + 120)) fio --name=bench --filename=/mnt/nfs/bench.dat \
+    --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth="$IODEPTH" \
+    --runtime="$FIO_RUNTIME" --time_based --size="${FILE_MB}M" \
+    --output-format=json --output="$OUT/fio-$1.json" >/dev/null 2>"$OUT/fio-$1.err"
+}
+
+# one TAG MODE: one fio run in MODE (none | nfsdtop | ftrace)
+one() {
+  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1
+  summary "mode.$tag" "$mode"
+  case $mode in
+    nfsdtop)
+      "$NFSDTOP" -b --format json -n 100000 -d 1 >"$f" 2>"$OUT/nfsdtop-$tag.err" &
+      NFSDTOP_PID=$!
+      wait_until 180 "nfsdtop's first line" nfsdtop_ready "$f"
+      if pid_gone "$NFSDTOP_PID"; then
+        summary "error.$tag" "nfsdtop exited: $(tail -n 2 "$OUT/nfsdtop-$tag.err" | tr '\n' ' ')"
+        return
+      fi
+      bpf_stats >"$OUT/bpf-before-$tag.txt"
+      c0=$(cpu_ticks "$NFSDTOP_PID")
+      ;;
+    ftrace) ftrace_on ;;
+  esac
+  t0=$(up)
+  fio_run "$tag" || mark "fio failed ($tag)"
+  t1=$(up)
+  summary "fio_wall.$tag" "$(echo "$t0 $t1" | awk '{print $2 - $1}')"
+  case $mode in
+    nfsdtop)
+      c1=$(cpu_ticks "$NFSDTOP_PID")
+      bpf_stats >"$OUT/bpf-after-$tag.txt"
+      summary "agent_cpu_ticks.$tag" "$((c1 - c0))"
+      summary "agent_rss_kib.$tag" "$(rss_kib "$NFSDTOP_PID")"
+      kill -TERM "$NFSDTOP_PID" 2>/dev/null
+      wait_until 30 "nfsdtop to exit" pid_gone "$NFSDTOP_PID"
+      kill -KILL "$NFSDTOP_PID" 2>/dev/null
+      wait "$NFSDTOP_PID" 2>/dev/null
+      ;;
+    ftrace) ftrace_off "$tag" ;;
+  esac
+  mark "run $tag ($mode) done"
+}
+
+summary clk_tck "$(getconf CLK_TCK)"
+one warmup none
+for r in $(seq 1 "$REPS"); do
+  for m in none nfsdtop ftrace; do
+    one "$m-$r" "$m"
+  done
+done
+summary reps "$REPS"
+umount /mnt/nfs
+kill "$WATCHDOG_PID" 2>/dev/null
+finish
