@@ -76,6 +76,7 @@ impl<'a> Pipeline<'a> {
         let wall0 = Instant::now();
         let unix0 = unix_now();
         let src0 = self.source.now_ns();
+        self.aggregator.start_clock(src0);
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut next_snapshot = self.interval;
         let mut last_target = src0;

@@ -34,6 +34,7 @@ fn gen_5_18_to_6_5_enqueue_has_pid_and_is_never_dropped() {
     assert_eq!((e.netns_off, e.netns_size), (24, 4));
     // Real enqueues have BUSY set on these kernels: drop nothing.
     assert_eq!(e.drop_mask, 0);
+    assert_eq!(e.need_mask, 0, "5.18-6.5 traces only real enqueues");
     assert_eq!(l.busy_mask, 1);
     let d = cfg(&l, slot::DEQUEUE);
     assert_eq!(d.value_off, OFF_NONE, "no qtime before 6.16");
@@ -53,6 +54,8 @@ fn gen_6_6_drops_busy_attempts_with_the_6_12_layout() {
         (8, 12, 16, 24)
     );
     assert_eq!(e.drop_mask, 1);
+    // CONN 1, CLOSE 2, DATA 3, DEFERRED 7, HANDSHAKE 14 (from print fmt).
+    assert_eq!(e.need_mask, 1 << 1 | 1 << 2 | 1 << 3 | 1 << 7 | 1 << 14);
     let d = cfg(&l, slot::DEQUEUE);
     assert_eq!(
         (d.server_off, d.client_off, d.flags_off, d.netns_off),
@@ -373,4 +376,30 @@ fn real_debian_kernel_formats() {
         );
     }
     assert_eq!(cfg(&layout("debian-7.2"), slot::DEQUEUE).value_off, 40);
+}
+
+#[test]
+fn enqueue_records_without_work_flags_are_not_enqueues_on_6_6() {
+    // On 6.6+ the tracepoint fires in svc_xprt_ready() before its tests: a
+    // listener with no pending connection (LISTENER only) or a transport
+    // with no data is not enqueued, and must not count as backlogged.
+    for gen in ["6.6+", "debian-6.12", "debian-7.2"] {
+        let l = layout(gen);
+        let e = cfg(&l, slot::ENQUEUE);
+        assert_ne!(e.need_mask, 0, "{gen}");
+        let mut rec = Record::zeroed();
+        rec.slot = slot::ENQUEUE;
+        let listener_bit = 1u32 << 9;
+        rec.flags = listener_bit;
+        assert_eq!(decode::decode(&rec, &l), None, "{gen}: LISTENER alone");
+        rec.flags = listener_bit | (e.need_mask as u32 & (1 << 1)); // + CONN
+        assert!(
+            decode::decode(&rec, &l).is_some(),
+            "{gen}: listener with CONN"
+        );
+        rec.flags = 1 << 3; // DATA
+        assert!(decode::decode(&rec, &l).is_some(), "{gen}: DATA");
+        rec.flags = 1 | 1 << 3; // BUSY + DATA
+        assert_eq!(decode::decode(&rec, &l), None, "{gen}: BUSY");
+    }
 }

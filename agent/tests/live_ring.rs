@@ -94,6 +94,7 @@ fn exec_config(drop_mask: u64) -> SlotConfig {
         class_off: OFF_NONE,
         class_size: 0,
         drop_mask,
+        need_mask: 0,
     }
 }
 

@@ -182,6 +182,14 @@ impl Aggregator {
         }
     }
 
+    /// The first snapshot's interval starts here (a live source's clock
+    /// counts from boot, not from when the agent started).
+    pub fn start_clock(&mut self, now_ns: u64) {
+        if self.last_snapshot_ns.is_none() {
+            self.last_snapshot_ns = Some(now_ns);
+        }
+    }
+
     pub fn wait_source(&self) -> WaitSource {
         if self.saw_qtime {
             WaitSource::Qtime

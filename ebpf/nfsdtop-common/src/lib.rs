@@ -86,6 +86,11 @@ pub struct SlotConfig {
     /// Records whose flags have any of these bits are dropped (counted in
     /// `BUSY`): the BUSY bit on enqueue of 6.6+ kernels, 0 elsewhere.
     pub drop_mask: u64,
+    /// Records whose flags have none of these bits are dropped too
+    /// (counted in `BUSY`); 0 = no requirement. On 6.6+ the enqueue
+    /// tracepoint fires in svc_xprt_ready() before its tests, so a record
+    /// is a real enqueue only with CONN, CLOSE, HANDSHAKE, DATA or DEFERRED.
+    pub need_mask: u64,
 }
 
 impl SlotConfig {
@@ -102,6 +107,7 @@ impl SlotConfig {
         class_off: OFF_NONE,
         class_size: 0,
         drop_mask: 0,
+        need_mask: 0,
     };
 }
 
@@ -207,12 +213,12 @@ impl Record {
 // The layout is part of the kernel/user contract: fail the build, not the
 // decoder, if it drifts.
 const _: () = assert!(Record::SIZE == 88);
-const _: () = assert!(core::mem::size_of::<SlotConfig>() == 32);
+const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 32
+    // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
 }

@@ -41,7 +41,8 @@ pub fn decode(rec: &Record, layout: &Layout) -> Option<Event> {
     let has_value = rec.rflags & rflag::HAS_VALUE != 0;
     let kind = match rec.slot {
         slot::ENQUEUE => {
-            if rec.flags as u64 & cfg.drop_mask != 0 {
+            let f = rec.flags as u64;
+            if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
                 return None;
             }
             EventKind::Enqueue

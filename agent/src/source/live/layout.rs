@@ -171,6 +171,28 @@ impl Layout {
         } else {
             busy_mask
         };
+        // 6.6+: the tracepoint fires in svc_xprt_ready() before its tests;
+        // without one of these flags the transport is not enqueued (a
+        // listener with nothing pending, say). Names from `print fmt`.
+        if generation != Generation::G518 {
+            let need: u64 = ["CONN", "CLOSE", "HANDSHAKE", "DATA", "DEFERRED"]
+                .iter()
+                .filter_map(|n| {
+                    flags
+                        .get(*n)
+                        .or_else(|| flags.get(format!("XPT_{n}").as_str()))
+                        .copied()
+                })
+                .fold(0, |m, b| m | b);
+            if need == 0 {
+                notes.push(
+                    "svc_xprt_enqueue's print fmt names no CONN/DATA flags: every non-BUSY \
+                     enqueue record counts as an enqueue (backlog may be overstated)"
+                        .into(),
+                );
+            }
+            c.need_mask = need;
+        }
         slots[slot::ENQUEUE as usize] = c;
         events[slot::ENQUEUE as usize] = Some(enq_name.into());
 
