@@ -26,6 +26,7 @@ NFSD_THREADS=4
 IODEPTH=16
 NCONNECT=1
 GUEST_TIMEOUT=900
+IDLE_SECS=5
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
 
@@ -162,6 +163,13 @@ one() {
         summary "error.$tag" "nfsdtop exited: $(tail -n 2 "$OUT/nfsdtop-$tag.err" | tr '\n' ' ')"
         return
       fi
+      # The agent attached and idle (no NFS traffic): its fixed cost
+      # (timers, snapshot once a second), measured over IDLE_SECS.
+      c0=$(cpu_ticks "$NFSDTOP_PID")
+      t0=$(up)
+      sleep "$IDLE_SECS"
+      summary "agent_idle_ticks.$tag" "$(($(cpu_ticks "$NFSDTOP_PID") - c0))"
+      summary "agent_idle_wall.$tag" "$(echo "$t0 $(up)" | awk '{print $2 - $1}')"
       bpf_stats >"$OUT/bpf-before-$tag.txt"
       c0=$(cpu_ticks "$NFSDTOP_PID")
       ;;
