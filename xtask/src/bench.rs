@@ -142,6 +142,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         doc,
         "## E. TUI frame time and /metrics encode time\n\n{frames}"
     )?;
+    doc.push_str(FIXES);
     if let Some(dir) = out.parent() {
         fs::create_dir_all(dir)?;
     }
