@@ -40,7 +40,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub vm_only: bool,
     /// fio seconds per run in the guest.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 10)]
     pub fio_secs: u32,
     /// Rounds of (none, nfsdtop, ftrace) in the guest.
     #[arg(long, default_value_t = 4)]
@@ -57,7 +57,7 @@ impl BenchArgs {
             quick: true,
             no_vm: false,
             vm_only: false,
-            fio_secs: 8,
+            fio_secs: 10,
             reps: 4,
             output: None,
         }
