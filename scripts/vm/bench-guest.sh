@@ -202,6 +202,9 @@ for r in $(seq 1 "$REPS"); do
     one "$m-$r" "$m"
   done
 done
+# A last baseline, so every nfsdtop and ftrace run sits between two
+# baselines (the host-side analysis corrects for drift between them).
+one "none-$((REPS + 1))" none
 summary reps "$REPS"
 umount /mnt/nfs
 kill "$WATCHDOG_PID" 2>/dev/null
