@@ -319,7 +319,11 @@ fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
          synthetic stream from memory on one core: per transport an enqueue, \
          then a dequeue and an execution record, for many rounds.\n\n\
          How: `cargo bench -p nfsdtop-agent --bench aggregate` (release; best of 3 \
-         passes, wall clock of the bench thread).\n"
+         passes; rates from the bench thread's CPU time, /proc/thread-self/stat, \
+         with the wall-clock rate alongside). The last case is the worst on \
+         purpose: 100,000 transports visited round-robin, so nearly every \
+         event misses the CPU caches; a real server's events cluster on its \
+         busy transports (the first two cases).\n"
     )?;
     for r in &rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
@@ -375,12 +379,19 @@ fn ring_vs_aggregator(res: &Results) -> String {
         .iter()
         .map(|(_, r)| *r)
         .fold(f64::INFINITY, f64::min);
+    let max_agg = res.agg_rates.iter().map(|(_, r)| *r).fold(0.0, f64::max);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Slowest aggregator case: **{}** (target ≥ 10 M/s on one core): {}.\n",
+        "Aggregator (target ≥ 10 M/s on one core): {} to {} over the cases; \
+         the target is {} for the slowest case ({}).\n",
         fmt_rate(min_agg),
-        if min_agg >= 10e6 { "met" } else { "NOT met" }
+        fmt_rate(max_agg),
+        if min_agg >= 10e6 { "met" } else { "NOT met" },
+        res.agg_rates
+            .iter()
+            .find(|(_, r)| *r == min_agg)
+            .map_or("", |(n, _)| n.as_str())
     );
     if let Some((delivered, lost, table)) = &res.host_ring {
         let _ = writeln!(
@@ -392,8 +403,9 @@ fn ring_vs_aggregator(res: &Results) -> String {
              2 threads call getppid() as fast as they can while the live source \
              (ring reader thread on its timer, decode) is polled as fast as \
              possible. \"delivered\" counts decoded events out of `poll`.\n\n{table}\n\
-             Highest delivered rate: **{}** (lost {}). {} The aggregator's slowest \
-             case is **{:.1}×** that (target ≥ 5×: {}).\n",
+             Highest delivered rate: **{}** (lost {}). {} The aggregator is \
+             **{:.1}×** that in its slowest case and **{:.1}×** in its fastest \
+             (target ≥ 5×: {}).\n",
             fmt_rate(*delivered),
             fmt_rate(*lost),
             if *lost == 0.0 {
@@ -405,8 +417,11 @@ fn ring_vs_aggregator(res: &Results) -> String {
                 "Records were lost: the reader is the limit at this rate."
             },
             min_agg / delivered,
+            max_agg / delivered,
             if min_agg / delivered >= 5.0 {
-                "met"
+                "met in every case"
+            } else if max_agg / delivered >= 5.0 {
+                "met except for the cache-hostile case"
             } else {
                 "NOT met"
             }
