@@ -38,6 +38,8 @@ struct BatchTotals {
     peers: u64,
     classes: u64,
     peers_evicted: u64,
+    transports: u64,
+    transports_evicted: u64,
 }
 
 #[derive(Serialize)]
@@ -94,6 +96,8 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             peers: s.totals.peers,
             classes: s.totals.classes,
             peers_evicted: s.totals.peers_evicted,
+            transports: s.totals.transports,
+            transports_evicted: s.totals.transports_evicted,
         },
         entities: top_entities(s, group, top)
             .iter()

@@ -75,6 +75,12 @@ pub struct SourceArgs {
     /// Size of the live source's BPF ring buffer, e.g. 16M (a power of two, at least 4096 bytes; too small loses events, which are counted and shown).
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size, conflicts_with_all = ["demo", "replay", "connect"])]
     pub ring_size: Option<u32>,
+    /// Most peers the aggregator keeps before it evicts idle ones (tests; default 65536).
+    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
+    pub max_peers: Option<std::num::NonZeroU32>,
+    /// Most transports the aggregator keeps before it evicts idle ones (tests; default 262144).
+    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
+    pub max_transports: Option<std::num::NonZeroU32>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -217,6 +223,13 @@ fn parse_wait(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a number of seconds to wait for nfsd")),
     }
+}
+
+/// A limit of the aggregator's tables (> 0; 4-byte option, so the
+/// arguments stay small).
+fn parse_limit(s: &str) -> Result<std::num::NonZeroU32, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a positive number"))
 }
 
 fn parse_iterations(s: &str) -> Result<u64, String> {

@@ -143,7 +143,17 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
     } else {
         Pace::Realtime { speed: args.speed }
     };
-    let mut aggregator = Aggregator::new(classmap, Limits::default());
+    let defaults = Limits::default();
+    let limits = Limits {
+        max_peers: args
+            .max_peers
+            .map_or(defaults.max_peers, |n| n.get() as usize),
+        max_transports: args
+            .max_transports
+            .map_or(defaults.max_transports, |n| n.get() as usize),
+        ..defaults
+    };
+    let mut aggregator = Aggregator::new(classmap, limits);
     if args.redact {
         aggregator = aggregator.with_redactor(Redactor::random());
     }
