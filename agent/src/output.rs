@@ -40,6 +40,17 @@ struct BatchTotals {
     peers_evicted: u64,
     transports: u64,
     transports_evicted: u64,
+    /// Whole-run p50 of the wait source in use and of the agent's own
+    /// enqueue→dequeue waits, with their histogram bucket indices: on
+    /// 6.16+ the two sources can be compared bucket for bucket.
+    /// Dequeue records the kernel could not hand over (ring full), from
+    /// the per-CPU loss counters: dispatches + lost_dispatches is the
+    /// kernel's dispatch count even when records were lost.
+    lost_dispatches: u64,
+    run_wait_p50_us: f64,
+    run_wait_p50_bucket: Option<usize>,
+    own_wait_p50_us: f64,
+    own_wait_p50_bucket: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -93,6 +104,16 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             wait_p50_us: s.totals.wait_p50_us,
             wait_p99_us: s.totals.wait_p99_us,
             events_lost: s.totals.events_lost,
+            lost_dispatches: s
+                .totals
+                .lost_by_tracepoint
+                .iter()
+                .find(|(t, _)| t == "svc_xprt_dequeue")
+                .map_or(0, |(_, n)| *n),
+            run_wait_p50_us: s.totals.wait_histogram.quantile_us(0.5),
+            run_wait_p50_bucket: s.totals.wait_histogram.bucket_index_of_quantile(0.5),
+            own_wait_p50_us: s.totals.own_wait_histogram.quantile_us(0.5),
+            own_wait_p50_bucket: s.totals.own_wait_histogram.bucket_index_of_quantile(0.5),
             peers: s.totals.peers,
             classes: s.totals.classes,
             peers_evicted: s.totals.peers_evicted,

@@ -895,6 +895,16 @@ fn check_measurement(
                 format!("{tag}: {ip}: nfsdtop {n} dispatches <= ftrace {f}"),
             );
         }
+        // The per-CPU loss counters make the total whole again: every
+        // dequeue record was either delivered or counted as lost.
+        let t = &last["totals"];
+        if let (Some(d), Some(l)) = (t["dispatches"].as_u64(), t["lost_dispatches"].as_u64()) {
+            let ftrace_total = ft.total;
+            rep.check(
+                d + l == ftrace_total,
+                format!("{tag}: delivered {d} + lost {l} dispatches == ftrace {ftrace_total}"),
+            );
+        }
     }
     Some(Measured { lines, peers })
 }
@@ -951,6 +961,22 @@ fn check_main(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repo
     );
     if let Some(g) = last["source"]["generation"].as_str() {
         rep.note(format!("generation {g}"));
+    }
+    // With qtime (6.16+), the agent's own enqueue→dequeue waits must tell
+    // the same story: whole-run p50s within one histogram bucket.
+    if ws == "qtime" {
+        let t = &last["totals"];
+        let (kq, own) = (
+            t["run_wait_p50_bucket"].as_u64(),
+            t["own_wait_p50_bucket"].as_u64(),
+        );
+        rep.check(
+            matches!((kq, own), (Some(a), Some(b)) if a.abs_diff(b) <= 1),
+            format!(
+                "qtime p50 {} us (bucket {kq:?}) and own enqueue-dequeue p50 {} us (bucket {own:?}) within one bucket",
+                t["run_wait_p50_us"], t["own_wait_p50_us"]
+            ),
+        );
     }
     // Fairness: cumulative dispatches / cumulative entitled over the whole
     // run (the last line). Per-interval ratios swing with the 1 s windows

@@ -566,6 +566,7 @@ impl Aggregator {
                 .collect(),
             exec_seconds: self.exec_ns as f64 / 1e9,
             wait_histogram: self.wait_total.clone(),
+            own_wait_histogram: self.own_wait_total.clone(),
             bpf: Vec::new(),
         };
         self.wait_interval.clear();

@@ -140,6 +140,10 @@ pub struct Totals {
     /// Cumulative queue-wait histogram of every dispatch.
     #[serde(default)]
     pub wait_histogram: WaitHistogram,
+    /// The agent's own enqueue→dequeue waits over the whole run, kept
+    /// even when `qtime` is the wait source, so the two can be compared.
+    #[serde(default)]
+    pub own_wait_histogram: WaitHistogram,
     /// The kernel side's own counters, per BPF program (live source only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bpf: Vec<BpfProgramStats>,
