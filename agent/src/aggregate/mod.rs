@@ -153,24 +153,22 @@ impl Aggregator {
     pub fn set_classmap(&mut self, classmap: ClassMap) {
         self.classmap = classmap;
         let peers: Vec<(u32, PeerKey)> = self.peers.iter().map(|(s, k, _)| (s, *k)).collect();
+        // One pass over the transports, grouped by peer: a scan per peer
+        // would be quadratic on a SIGHUP with 100k peers.
+        let mut by_peer: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        for (i, x) in self.xprts.iter().enumerate() {
+            if let Some(x) = x.as_ref().filter(|x| x.kernel_class.is_none()) {
+                by_peer.entry(x.peer).or_default().push(i as u32);
+            }
+        }
+        let ts = self.last_ts;
         for (ps, key) in peers {
             let new_class = self.class_slot_for(&key, None);
             let old_class = self.peers.get(ps).class_slot;
             if new_class == old_class {
                 continue;
             }
-            let ts = self.last_ts;
-            let xs: Vec<u32> = self
-                .xprts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, x)| {
-                    x.as_ref()
-                        .filter(|x| x.peer == ps && x.kernel_class.is_none())
-                        .map(|_| i as u32)
-                })
-                .collect();
-            for xi in xs {
+            for xi in by_peer.remove(&ps).unwrap_or_default() {
                 self.move_xprt_class(xi, new_class, ts);
             }
             self.classes.get_mut(old_class).members -= 1;
