@@ -106,6 +106,7 @@ fn main() {
         let opts = LiveOptions {
             ring_bytes: ring,
             drain_period: Duration::from_millis(period_ms),
+            kernel_stats: true,
             ..LiveOptions::default()
         };
         let mut src = LiveSource::start(&opts, TRACEFS.into(), layout(busy), "syscalls")

@@ -142,9 +142,16 @@ impl<'a> Pipeline<'a> {
                 }
             }
             if let Pace::Realtime { .. } = self.pace {
-                // Pacing, not synchronisation: drain the source every 20 ms.
+                // A live source wakes this as soon as records arrive; the
+                // cap bounds how long a control message (stop, interval)
+                // waits. Virtual sources are polled every 20 ms.
+                let cap = if self.source.is_virtual() {
+                    Duration::from_millis(20)
+                } else {
+                    Duration::from_millis(100)
+                };
                 let until_snapshot = next_snapshot.saturating_sub(wall0.elapsed());
-                std::thread::sleep(until_snapshot.min(Duration::from_millis(20)));
+                self.source.wait(until_snapshot.min(cap));
             }
         }
     }

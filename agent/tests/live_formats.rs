@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nfsdtop_agent::model::{Endpoint, EventKind, WaitSource};
+use nfsdtop_agent::source::live::decode::TraceFields;
 use nfsdtop_agent::source::live::{self, decode, Generation, Layout, LiveError, LiveOptions};
-use nfsdtop_common::{rflag, slot, Record, SlotConfig, OFF_NONE};
+use nfsdtop_common::{slot, Record, RecordView, SlotConfig, OFF_NONE};
 
 fn fixture(gen: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -225,14 +226,14 @@ fn v4(ip: [u8; 4], port: u16) -> Endpoint {
     Endpoint::V4 { ip, port }
 }
 
-fn record(slot: u8, client: Endpoint, server: Endpoint) -> Record {
-    let mut r = Record::zeroed();
-    r.ts_ns = 1_000_000;
-    r.slot = slot;
-    r.netns = 4026531840;
-    (r.client, r.client_len) = decode::sockaddr_bytes(&client);
-    (r.server, r.server_len) = decode::sockaddr_bytes(&server);
-    r
+/// The ring item the BPF program writes for a hit of `slot` on a kernel
+/// with layout `l`.
+fn ring_item(l: &Layout, slot: u8, f: TraceFields) -> [u8; Record::SIZE] {
+    decode::kernel_record(&l.slots[slot as usize], slot, 1_000_000, &f).to_bytes()
+}
+
+fn decode_item(item: &[u8], l: &Layout) -> Option<nfsdtop_agent::model::Event> {
+    decode::decode(&RecordView::new(item).unwrap(), l)
 }
 
 #[test]
@@ -240,14 +241,16 @@ fn decode_raw_record_bytes_to_events() {
     let l616 = layout("6.16+");
     let client = v4([10, 0, 0, 9], 801);
     let server = v4([10, 0, 0, 1], 2049);
+    let base = TraceFields {
+        netns: 4026531840,
+        client,
+        server,
+        ..TraceFields::default()
+    };
 
     // Dequeue with qtime (µs → ns), from raw bytes as the ring gives them.
-    let mut r = record(slot::DEQUEUE, client, server);
-    r.value = 250;
-    r.rflags = rflag::HAS_VALUE;
-    let bytes = r.to_bytes();
-    let back = Record::from_bytes(&bytes).unwrap();
-    let ev = decode::decode(&back, &l616).unwrap();
+    let item = ring_item(&l616, slot::DEQUEUE, TraceFields { value: 250, ..base });
+    let ev = decode_item(&item, &l616).unwrap();
     assert_eq!(ev.ts_ns, 1_000_000);
     assert_eq!(ev.xprt.netns, 4026531840);
     assert_eq!(ev.xprt.client.to_string(), "10.0.0.9:801");
@@ -260,10 +263,11 @@ fn decode_raw_record_bytes_to_events() {
         }
     );
 
-    // Without qtime in the format, no qtime, whatever the record says.
+    // Without qtime in the format, no qtime.
     let l66 = layout("6.6+");
+    let item = ring_item(&l66, slot::DEQUEUE, TraceFields { value: 250, ..base });
     assert_eq!(
-        decode::decode(&back, &l66).unwrap().kind,
+        decode_item(&item, &l66).unwrap().kind,
         EventKind::Dequeue {
             qtime_ns: None,
             class: None
@@ -272,11 +276,17 @@ fn decode_raw_record_bytes_to_events() {
 
     // Kernel class.
     let lc = layout("class");
-    let mut rc = r;
-    rc.class = 0x8000_0003;
-    rc.rflags |= rflag::HAS_CLASS;
+    let item = ring_item(
+        &lc,
+        slot::DEQUEUE,
+        TraceFields {
+            value: 250,
+            class: 0x8000_0003,
+            ..base
+        },
+    );
     assert_eq!(
-        decode::decode(&rc, &lc).unwrap().kind,
+        decode_item(&item, &lc).unwrap().kind,
         EventKind::Dequeue {
             qtime_ns: Some(250_000),
             class: Some(0x8000_0003)
@@ -284,51 +294,86 @@ fn decode_raw_record_bytes_to_events() {
     );
 
     // Enqueue: BUSY attempts are not enqueues on 6.6+, are on 5.18-6.5.
-    let mut e = record(slot::ENQUEUE, client, server);
-    e.flags = 0x1 | 0x2;
-    assert!(decode::decode(&e, &l66).is_none());
+    let busy_conn = TraceFields {
+        flags: 0x1 | 0x2,
+        ..base
+    };
+    assert!(decode_item(&ring_item(&l66, slot::ENQUEUE, busy_conn), &l66).is_none());
+    let l518 = layout("5.18-6.5");
     assert_eq!(
-        decode::decode(&e, &layout("5.18-6.5")).unwrap().kind,
+        decode_item(&ring_item(&l518, slot::ENQUEUE, busy_conn), &l518)
+            .unwrap()
+            .kind,
         EventKind::Enqueue
     );
-    e.flags = 0x2;
-    assert_eq!(decode::decode(&e, &l66).unwrap().kind, EventKind::Enqueue);
+    let conn = TraceFields { flags: 0x2, ..base };
+    assert_eq!(
+        decode_item(&ring_item(&l66, slot::ENQUEUE, conn), &l66)
+            .unwrap()
+            .kind,
+        EventKind::Enqueue
+    );
 
-    // Execution time µs → ns; IPv6 client.
+    // Execution time µs → ns; IPv6 client and server (the longest record).
     let c6 = Endpoint::V6 {
         ip: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
         port: 700,
     };
-    let mut x = record(slot::STATS_LATENCY, c6, server);
-    x.value = 1234;
-    x.rflags = rflag::HAS_VALUE;
-    let ev = decode::decode(&x, &l66).unwrap();
+    let s6 = Endpoint::V6 {
+        ip: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        port: 2049,
+    };
+    let x = TraceFields {
+        value: 1234,
+        client: c6,
+        server: s6,
+        ..base
+    };
+    let ev = decode_item(&ring_item(&l66, slot::STATS_LATENCY, x), &l66).unwrap();
     assert_eq!(ev.kind, EventKind::Executed { exec_ns: 1_234_000 });
     assert_eq!(ev.xprt.client.to_string(), "[fd00::2]:700");
+    assert_eq!(ev.xprt.server.to_string(), "[fd00::1]:2049");
 
     // Listener: zero-length client.
-    let a = record(slot::ACCEPT, Endpoint::None, server);
-    let ev = decode::decode(&a, &l66).unwrap();
+    let a = TraceFields {
+        client: Endpoint::None,
+        ..base
+    };
+    let ev = decode_item(&ring_item(&l66, slot::ACCEPT, a), &l66).unwrap();
     assert_eq!(ev.kind, EventKind::Accepted);
     assert_eq!(ev.xprt.client, Endpoint::None);
     assert!(ev.xprt.peer().is_listener());
 
     assert_eq!(
-        decode::decode(&record(slot::CLOSE, client, server), &l66)
+        decode_item(&ring_item(&l66, slot::CLOSE, base), &l66)
             .unwrap()
             .kind,
         EventKind::Closed
     );
-    // Unknown slot, garbage family, short buffers: no event, no panic.
-    assert!(decode::decode(&record(9, client, server), &l66).is_none());
-    let mut g = record(slot::DEQUEUE, client, server);
-    g.client[0] = 0x7f;
-    g.client_len = 200;
+    // Unknown slot, garbage family, data beyond the copy, short buffers:
+    // no event or no address, never a panic.
+    let mut unknown = ring_item(&l66, slot::CLOSE, base);
+    unknown[8] = 9;
+    assert!(decode_item(&unknown, &l66).is_none());
+    let d = &l66.slots[slot::DEQUEUE as usize];
+    let mut g = decode::kernel_record(&l66.slots[slot::DEQUEUE as usize], slot::DEQUEUE, 1, &base);
+    let client_at = {
+        let loc = u32::from_ne_bytes(g.raw[d.client_off as usize..][..4].try_into().unwrap());
+        (loc & 0xffff) as usize
+    };
+    g.raw[client_at] = 0x7f;
+    g.raw[client_at + 1] = 0x7f;
     assert_eq!(
-        decode::decode(&g, &l66).unwrap().xprt.client,
+        decode_item(&g.to_bytes(), &l66).unwrap().xprt.client,
         Endpoint::None
     );
-    assert!(Record::from_bytes(&bytes[..40]).is_none());
+    let loc = (200u32 << 16) | client_at as u32;
+    g.raw[d.client_off as usize..][..4].copy_from_slice(&loc.to_ne_bytes());
+    assert!(
+        decode_item(&g.to_bytes(), &l66).is_none(),
+        "an address past the copied bytes is not guessed at"
+    );
+    assert!(RecordView::new(&item[..40]).is_none());
 }
 
 /// Format files as Debian's kernels wrote them (captured in the VM tests):
@@ -387,19 +432,27 @@ fn enqueue_records_without_work_flags_are_not_enqueues_on_6_6() {
         let l = layout(gen);
         let e = cfg(&l, slot::ENQUEUE);
         assert_ne!(e.need_mask, 0, "{gen}");
-        let mut rec = Record::zeroed();
-        rec.slot = slot::ENQUEUE;
-        let listener_bit = 1u32 << 9;
-        rec.flags = listener_bit;
-        assert_eq!(decode::decode(&rec, &l), None, "{gen}: LISTENER alone");
-        rec.flags = listener_bit | (e.need_mask as u32 & (1 << 1)); // + CONN
+        let with = |flags: u64| {
+            ring_item(
+                &l,
+                slot::ENQUEUE,
+                TraceFields {
+                    flags,
+                    ..TraceFields::default()
+                },
+            )
+        };
+        let listener_bit = 1u64 << 9;
+        assert_eq!(
+            decode_item(&with(listener_bit), &l),
+            None,
+            "{gen}: LISTENER alone"
+        );
         assert!(
-            decode::decode(&rec, &l).is_some(),
+            decode_item(&with(listener_bit | (e.need_mask & (1 << 1))), &l).is_some(),
             "{gen}: listener with CONN"
         );
-        rec.flags = 1 << 3; // DATA
-        assert!(decode::decode(&rec, &l).is_some(), "{gen}: DATA");
-        rec.flags = 1 | 1 << 3; // BUSY + DATA
-        assert_eq!(decode::decode(&rec, &l), None, "{gen}: BUSY");
+        assert!(decode_item(&with(1 << 3), &l).is_some(), "{gen}: DATA");
+        assert_eq!(decode_item(&with(1 | 1 << 3), &l), None, "{gen}: BUSY");
     }
 }

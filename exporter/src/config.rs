@@ -74,6 +74,9 @@ pub struct Cli {
     /// Live source: tracefs mount point [default: /sys/kernel/tracing].
     #[arg(long, value_name = "DIR")]
     pub tracefs: Option<PathBuf>,
+    /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
+    #[arg(long)]
+    pub bpf_stats: bool,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -148,6 +151,8 @@ pub struct Config {
     /// Live source: how long to wait for nfsd's tracepoints.
     pub wait: Option<Duration>,
     pub tracefs: Option<PathBuf>,
+    /// Live source: kernel BPF run-time statistics on while attached.
+    pub bpf_stats: bool,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -172,6 +177,7 @@ struct FileConfig {
     basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
     redact: Option<bool>,
     redact_key: Option<Spanned<String>>,
+    bpf_stats: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -284,6 +290,7 @@ impl Config {
             speed: 1.0,
             wait: None,
             tracefs: None,
+            bpf_stats: false,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -324,6 +331,9 @@ impl Config {
                 Ok(a) => self.listen = a,
                 Err(e) => return o.err(l.span(), e),
             }
+        }
+        if let Some(x) = f.bpf_stats {
+            self.bpf_stats = x;
         }
         if let Some(x) = f.expose {
             self.expose = x;
@@ -459,6 +469,9 @@ impl Config {
         }
         if let Some(t) = &cli.tracefs {
             self.tracefs = Some(t.clone());
+        }
+        if cli.bpf_stats {
+            self.bpf_stats = true;
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {

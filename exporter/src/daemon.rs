@@ -55,6 +55,7 @@ fn spec_of(cfg: &Config) -> SourceSpec {
         SourceChoice::Live => SourceSpec::Live(LiveOptions {
             wait_for_nfsd: cfg.wait,
             tracefs: cfg.tracefs.clone(),
+            kernel_stats: cfg.bpf_stats,
             ..LiveOptions::default()
         }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {

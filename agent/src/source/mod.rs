@@ -26,6 +26,13 @@ pub trait Source: Send {
     /// first timestamp; live sources read the kernel's monotonic clock.
     fn now_ns(&self) -> u64;
 
+    /// Block until the source may have events, at most `timeout`. The
+    /// default sleeps: simulated and recorded sources make events from
+    /// the clock. Live sources return as soon as records arrive.
+    fn wait(&mut self, timeout: std::time::Duration) {
+        std::thread::sleep(timeout);
+    }
+
     /// True when the source's clock is driven by the pipeline (demo and
     /// replay can run faster than real time); false for live and remote.
     fn is_virtual(&self) -> bool {

@@ -49,17 +49,6 @@ pub mod counter {
     pub const ENTRIES: u32 = super::slot::COUNT as u32 * COUNT;
 }
 
-/// `Record::rflags` bits.
-pub mod rflag {
-    /// `value` holds the slot's value field (dequeue `qtime`, latency
-    /// `execute`).
-    pub const HAS_VALUE: u8 = 1 << 0;
-    /// `class` holds the dequeue tracepoint's `class` field.
-    pub const HAS_CLASS: u8 = 1 << 1;
-    /// An address could not be read (kept, with length 0).
-    pub const ADDR_FAULT: u8 = 1 << 2;
-}
-
 /// A field offset of [`OFF_NONE`] means "this event has no such field".
 pub const OFF_NONE: u16 = u16::MAX;
 
@@ -111,110 +100,132 @@ impl SlotConfig {
     };
 }
 
-/// One ring-buffer record (88 bytes, 8-aligned).
+/// Bytes of the tracepoint record copied into every [`Record`]. The
+/// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,
+/// then two `sockaddr_in6`, then strings it does not read); the agent
+/// refuses a format whose fields it needs lie beyond this.
+pub const RAW_BYTES: usize = 128;
+/// [`RAW_BYTES`] in 8-byte words.
+pub const RAW_WORDS: usize = RAW_BYTES / 8;
+
+/// One ring-buffer record (144 bytes, 8-aligned): the first [`RAW_BYTES`]
+/// of the tracepoint's own record, copied with plain loads, and the time.
+///
+/// Why raw: a helper call (`bpf_probe_read_kernel`) per field and per
+/// address was most of the programs' cost; sixteen constant-offset loads
+/// from the tracepoint context are not. The agent finds the fields with the
+/// offsets it parsed from the format files, exactly as it would have told
+/// the program to.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC.
     pub ts_ns: u64,
-    /// The slot's value field as the kernel wrote it (µs for `qtime` and
-    /// `execute`), valid when `rflags` has `HAS_VALUE`.
-    pub value: u64,
-    /// Low 32 bits of the transport's `xpt_flags`.
-    pub flags: u32,
-    /// The kernel's class word, valid when `rflags` has `HAS_CLASS`.
-    pub class: u32,
-    pub netns: u32,
+    /// Which program wrote it ([`slot`]).
     pub slot: u8,
-    pub rflags: u8,
-    /// Lengths the kernel gave the addresses (0 = none); only the first
-    /// `min(len, ADDR_MAX)` bytes of `client`/`server` are meaningful.
-    pub client_len: u8,
-    pub server_len: u8,
-    /// Raw `struct sockaddr` bytes (family in host order, port and address
-    /// in network order).
-    pub client: [u8; ADDR_MAX],
-    pub server: [u8; ADDR_MAX],
+    pub _pad: [u8; 7],
+    /// The tracepoint record's bytes `0..RAW_BYTES`, at their own offsets.
+    /// Bytes 0..8 (the common fields, which a BPF program may not read)
+    /// are zero. Past the end of a short record the bytes are whatever the
+    /// kernel's per-CPU trace buffer held; the agent reads only what the
+    /// record's own `__data_loc` words and the format's offsets point at.
+    pub raw: [u8; RAW_BYTES],
 }
 
 impl Record {
     pub const SIZE: usize = core::mem::size_of::<Record>();
+    /// Byte offset of `raw` in a record.
+    pub const RAW_AT: usize = 16;
 
-    pub const fn zeroed() -> Record {
+    pub const fn new(ts_ns: u64, slot: u8) -> Record {
         Record {
-            ts_ns: 0,
-            value: 0,
-            flags: 0,
-            class: 0,
-            netns: 0,
-            slot: 0,
-            rflags: 0,
-            client_len: 0,
-            server_len: 0,
-            client: [0; ADDR_MAX],
-            server: [0; ADDR_MAX],
+            ts_ns,
+            slot,
+            _pad: [0; 7],
+            raw: [0; RAW_BYTES],
         }
     }
 
-    /// Serialise in the in-memory (little-endian on BPF targets) layout:
-    /// the agent's tests build raw records with it.
+    /// Serialise in the in-memory layout: the agent's tests build ring
+    /// items with it.
     pub fn to_bytes(&self) -> [u8; Record::SIZE] {
         let mut b = [0u8; Record::SIZE];
         b[0..8].copy_from_slice(&self.ts_ns.to_ne_bytes());
-        b[8..16].copy_from_slice(&self.value.to_ne_bytes());
-        b[16..20].copy_from_slice(&self.flags.to_ne_bytes());
-        b[20..24].copy_from_slice(&self.class.to_ne_bytes());
-        b[24..28].copy_from_slice(&self.netns.to_ne_bytes());
-        b[28] = self.slot;
-        b[29] = self.rflags;
-        b[30] = self.client_len;
-        b[31] = self.server_len;
-        b[32..32 + ADDR_MAX].copy_from_slice(&self.client);
-        b[32 + ADDR_MAX..32 + 2 * ADDR_MAX].copy_from_slice(&self.server);
+        b[8] = self.slot;
+        b[Record::RAW_AT..].copy_from_slice(&self.raw);
         b
     }
+}
 
-    /// The inverse of [`Record::to_bytes`]; `None` if `b` is too short.
-    /// Safe code only: ring items are byte slices of unknown alignment.
-    pub fn from_bytes(b: &[u8]) -> Option<Record> {
-        if b.len() < Record::SIZE {
+/// A ring item read in place (no copy): what the agent decodes.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a>(&'a [u8]);
+
+impl<'a> RecordView<'a> {
+    /// `None` if `b` is not exactly one record.
+    pub fn new(b: &'a [u8]) -> Option<RecordView<'a>> {
+        (b.len() == Record::SIZE).then_some(RecordView(b))
+    }
+
+    pub fn ts_ns(&self) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&self.0[0..8]);
+        u64::from_ne_bytes(a)
+    }
+
+    pub fn slot(&self) -> u8 {
+        self.0[8]
+    }
+
+    /// The tracepoint record's first [`RAW_BYTES`] bytes.
+    pub fn raw(&self) -> &'a [u8] {
+        &self.0[Record::RAW_AT..]
+    }
+
+    /// An unsigned field of 1, 2, 4 or 8 bytes at `off` of the tracepoint
+    /// record, widened; `None` if absent ([`OFF_NONE`]), of another size,
+    /// or beyond the copied bytes.
+    pub fn field(&self, off: u16, size: u16) -> Option<u64> {
+        if off == OFF_NONE {
             return None;
         }
-        let u64_at = |o: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[o..o + 8]);
-            u64::from_ne_bytes(a)
-        };
-        let u32_at = |o: usize| {
-            let mut a = [0u8; 4];
-            a.copy_from_slice(&b[o..o + 4]);
-            u32::from_ne_bytes(a)
-        };
-        let mut client = [0u8; ADDR_MAX];
-        client.copy_from_slice(&b[32..32 + ADDR_MAX]);
-        let mut server = [0u8; ADDR_MAX];
-        server.copy_from_slice(&b[32 + ADDR_MAX..32 + 2 * ADDR_MAX]);
-        Some(Record {
-            ts_ns: u64_at(0),
-            value: u64_at(8),
-            flags: u32_at(16),
-            class: u32_at(20),
-            netns: u32_at(24),
-            slot: b[28],
-            rflags: b[29],
-            client_len: b[30],
-            server_len: b[31],
-            client,
-            server,
+        let at = off as usize;
+        let b = self.raw().get(at..at.checked_add(size as usize)?)?;
+        Some(match size {
+            1 => b[0] as u64,
+            2 => u16::from_ne_bytes([b[0], b[1]]) as u64,
+            4 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u64,
+            8 => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_ne_bytes(a)
+            }
+            _ => return None,
         })
+    }
+
+    /// The bytes a `__data_loc` word at `off` points at (low 16 bits:
+    /// offset from the record start; high 16: length). `Some(&[])` for a
+    /// length of 0 (a listener or UDP transport); `None` if the word is
+    /// absent or the data lies beyond the copied bytes.
+    pub fn data_loc(&self, off: u16) -> Option<&'a [u8]> {
+        let loc = self.field(off, 4)? as u32;
+        let len = (loc >> 16) as usize;
+        if len == 0 {
+            return Some(&[]);
+        }
+        let at = (loc & 0xffff) as usize;
+        self.raw().get(at..at + len)
     }
 }
 
 // The layout is part of the kernel/user contract: fail the build, not the
 // decoder, if it drifts.
-const _: () = assert!(Record::SIZE == 88);
+const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
+const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
+const _: () = assert!(RAW_BYTES.is_multiple_of(8));
 
 #[cfg(feature = "user")]
 mod user {
@@ -228,23 +239,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bytes_round_trip_matches_repr_c_layout() {
-        let mut r = Record::zeroed();
-        r.ts_ns = 0x0102_0304_0506_0708;
-        r.value = 77;
-        r.flags = 0x41;
-        r.class = 3;
-        r.netns = 4026531840;
-        r.slot = slot::DEQUEUE;
-        r.rflags = rflag::HAS_VALUE;
-        r.client_len = 16;
-        r.client[0] = 2;
-        r.server[27] = 9;
+    fn view_reads_what_to_bytes_wrote() {
+        let mut r = Record::new(0x0102_0304_0506_0708, slot::DEQUEUE);
+        r.raw[16..24].copy_from_slice(&0x41u64.to_ne_bytes());
+        r.raw[24..28].copy_from_slice(&4026531840u32.to_ne_bytes());
+        // server: 16 bytes at 40; client: none.
+        r.raw[8..12].copy_from_slice(&((16u32 << 16) | 40).to_ne_bytes());
+        r.raw[40] = 2;
+        r.raw[55] = 9;
         let b = r.to_bytes();
-        assert_eq!(Record::from_bytes(&b), Some(r));
-        assert_eq!(core::mem::offset_of!(Record, client), 32);
-        assert_eq!(core::mem::offset_of!(Record, server), 32 + ADDR_MAX);
-        assert_eq!(core::mem::offset_of!(Record, slot), 28);
-        assert!(Record::from_bytes(&b[..87]).is_none());
+        let v = RecordView::new(&b).unwrap();
+        assert_eq!(v.ts_ns(), 0x0102_0304_0506_0708);
+        assert_eq!(v.slot(), slot::DEQUEUE);
+        assert_eq!(v.field(16, 8), Some(0x41));
+        assert_eq!(v.field(24, 4), Some(4026531840));
+        assert_eq!(v.field(OFF_NONE, 4), None);
+        assert_eq!(v.field(126, 4), None, "beyond the copied bytes");
+        assert_eq!(v.field(16, 3), None, "not a scalar size");
+        let server = v.data_loc(8).unwrap();
+        assert_eq!(server.len(), 16);
+        assert_eq!((server[0], server[15]), (2, 9));
+        assert_eq!(v.data_loc(12), Some(&[][..]), "length 0");
+        assert!(RecordView::new(&b[..Record::SIZE - 1]).is_none());
+    }
+
+    #[test]
+    fn data_loc_beyond_the_copy_is_none() {
+        let mut r = Record::new(1, slot::ENQUEUE);
+        r.raw[8..12].copy_from_slice(&((28u32 << 16) | 110).to_ne_bytes());
+        let b = r.to_bytes();
+        assert_eq!(RecordView::new(&b).unwrap().data_loc(8), None);
     }
 }

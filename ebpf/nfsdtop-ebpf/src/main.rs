@@ -1,11 +1,16 @@
 //! nfsdtop's BPF programs: one classic tracepoint program per sunrpc event,
-//! all sharing one handler that reads the record at the offsets the agent
-//! parsed from the running kernel's format files (`CONFIG`, one
-//! [`SlotConfig`] per slot) and streams a compact [`Record`] into the
-//! `EVENTS` ring buffer without waking the reader (the agent drains on a
-//! timer). Every hit is counted per CPU; every record that does not reach
-//! the ring is counted as lost; enqueue attempts that found the transport
-//! BUSY are counted and dropped here.
+//! all sharing one handler that copies the tracepoint's record (its first
+//! `RAW_BYTES`) into the `EVENTS` ring buffer with the time, in one helper
+//! call, and nothing else: the agent finds the fields in the copy with the
+//! offsets it parsed from the running kernel's format files. Reading each
+//! field and address with its own `bpf_probe_read_kernel` cost several
+//! helper calls per record; the verifier only allows plain loads from the
+//! context within the record's fixed size, which leaves out the addresses.
+//! Records go into the ring without waking the reader (the agent drains on
+//! a timer). Every hit is counted per CPU; every record that does not
+//! reach the ring is counted as lost; enqueue attempts that found the
+//! transport BUSY (or not ready) are counted and dropped here, before a
+//! ring slot is reserved.
 #![no_std]
 #![no_main]
 
@@ -16,7 +21,7 @@ use aya_ebpf::{
     programs::TracePointContext,
     EbpfContext,
 };
-use nfsdtop_common::{counter, rflag, slot, Record, SlotConfig, ADDR_MAX, OFF_NONE};
+use nfsdtop_common::{counter, slot, Record, SlotConfig, RAW_BYTES};
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
 const RB_NO_WAKEUP: u64 = 1;
@@ -40,64 +45,17 @@ fn bump(slot: u8, c: u32) {
     }
 }
 
-/// A field of `size` bytes at `off`, widened to u64 (None if absent or
-/// unreadable).
+/// The low 32 bits of the transport flags at byte `off` of the record
+/// (the BUSY and ready bits are all below 32). A helper read: the
+/// context itself may only be loaded at constant offsets, and within the
+/// record's fixed size, which differs between kernels.
 #[inline(always)]
-fn read_sized(ctx: &TracePointContext, off: u16, size: u16) -> Option<u64> {
-    if off == OFF_NONE {
+fn flags_at(ctx: &TracePointContext, off: u16) -> Option<u32> {
+    if off as usize >= RAW_BYTES {
         return None;
     }
-    let o = off as usize;
     // SAFETY: read_at is bpf_probe_read_kernel, which faults safely at any offset.
-    unsafe {
-        match size {
-            8 => ctx.read_at::<u64>(o).ok(),
-            4 => ctx.read_at::<u32>(o).ok().map(u64::from),
-            2 => ctx.read_at::<u16>(o).ok().map(u64::from),
-            1 => ctx.read_at::<u8>(o).ok().map(u64::from),
-            _ => None,
-        }
-    }
-}
-
-/// Copy a `__data_loc` sockaddr (low 16 bits: offset from the record
-/// start; high 16: length). Length 0 (listener, UDP) is valid and copies
-/// nothing. The copy is always a constant ADDR_MAX (or 16) bytes, so the
-/// verifier has nothing variable to check; the agent uses only `len` bytes.
-#[inline(always)]
-fn read_addr(
-    ctx: &TracePointContext,
-    off: u16,
-    dst: &mut [u8; ADDR_MAX],
-    len_out: &mut u8,
-) -> bool {
-    if off == OFF_NONE {
-        return true;
-    }
-    // SAFETY: bpf_probe_read_kernel of the 4-byte __data_loc word.
-    let loc = match unsafe { ctx.read_at::<u32>(off as usize) } {
-        Ok(v) => v,
-        Err(_) => return false,
-    };
-    let len = loc >> 16;
-    let at = (loc & 0xffff) as usize;
-    *len_out = if len > 255 { 255 } else { len as u8 };
-    if len == 0 {
-        return true;
-    }
-    // SAFETY: only an address computation; it is read with bpf_probe_read_kernel below.
-    let src = unsafe { (ctx.as_ptr() as *const u8).add(at) };
-    // SAFETY: bpf_probe_read_kernel faults safely; the destination is a fixed-size buffer.
-    if unsafe { bpf_probe_read_kernel_buf(src, &mut dst[..]) }.is_ok() {
-        return true;
-    }
-    // The full-size read can only fail at the end of a mapping: retry
-    // with the size of an IPv4 sockaddr.
-    if len >= 16 {
-        // SAFETY: as above, 16 constant bytes.
-        return unsafe { bpf_probe_read_kernel_buf(src, &mut dst[..16]) }.is_ok();
-    }
-    false
+    unsafe { ctx.read_at::<u32>(off as usize) }.ok()
 }
 
 #[inline(always)]
@@ -111,48 +69,45 @@ fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
         bump(slot, counter::DISABLED);
         return 0;
     }
-    // The BUSY check comes before the record is built: on 6.6+ most
-    // enqueue hits are BUSY attempts, and zeroing the 88-byte record (a
-    // memset subprogram) was a quarter of their cost.
-    let flags = read_sized(ctx, cfg.flags_off, cfg.flags_size);
-    if let Some(f) = flags {
-        if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
-            bump(slot, counter::BUSY);
-            return 0;
+    // On 6.6+ most enqueue hits are BUSY attempts: decide before a ring
+    // slot is reserved.
+    if cfg.drop_mask != 0 || cfg.need_mask != 0 {
+        if let Some(f) = flags_at(ctx, cfg.flags_off) {
+            let f = f as u64;
+            if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
+                bump(slot, counter::BUSY);
+                return 0;
+            }
         }
     }
-    let mut rec = Record::zeroed();
-    if let Some(f) = flags {
-        rec.flags = f as u32;
-    }
-    rec.ts_ns = ktime_ns();
-    rec.slot = slot;
-    if let Some(n) = read_sized(ctx, cfg.netns_off, cfg.netns_size) {
-        rec.netns = n as u32;
-    }
-    if let Some(v) = read_sized(ctx, cfg.value_off, cfg.value_size) {
-        rec.value = v;
-        rec.rflags |= rflag::HAS_VALUE;
-    }
-    if let Some(c) = read_sized(ctx, cfg.class_off, cfg.class_size) {
-        rec.class = c as u32;
-        rec.rflags |= rflag::HAS_CLASS;
-    }
-    let mut clen = 0u8;
-    if !read_addr(ctx, cfg.client_off, &mut rec.client, &mut clen) {
-        rec.rflags |= rflag::ADDR_FAULT;
-        clen = 0;
-    }
-    rec.client_len = clen;
-    let mut slen = 0u8;
-    if !read_addr(ctx, cfg.server_off, &mut rec.server, &mut slen) {
-        rec.rflags |= rflag::ADDR_FAULT;
-        slen = 0;
-    }
-    rec.server_len = slen;
-    match EVENTS.output::<Record>(&rec, RB_NO_WAKEUP) {
-        Ok(()) => bump(slot, counter::SUBMITTED),
-        Err(_) => bump(slot, counter::LOST),
+    let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
+        bump(slot, counter::LOST);
+        return 0;
+    };
+    // Written as 8-byte words: field by field, the 7 padding bytes became
+    // a call to a memset subprogram.
+    let words = entry.as_mut_ptr() as *mut u64;
+    // SAFETY: `words` is this program's reserved ring slot, size_of::<Record>() bytes, 8-aligned.
+    let copied = unsafe {
+        words.write(ktime_ns());
+        // bpfel: the slot is byte 8 of the record, its padding zero.
+        words.add(1).write(slot as u64);
+        let raw = words.add(Record::RAW_AT / 8) as *mut u8;
+        (raw as *mut u64).write(0);
+        // One helper call for the whole record after the common fields
+        // (which hold a pt_regs pointer here). A short record is followed
+        // by the rest of the kernel's per-CPU trace buffer (8 KiB), so the
+        // read stays in mapped memory; the agent ignores those bytes.
+        let src = (ctx.as_ptr() as *const u8).add(8);
+        let dst = core::slice::from_raw_parts_mut(raw.add(8), RAW_BYTES - 8);
+        bpf_probe_read_kernel_buf(src, dst).is_ok()
+    };
+    if copied {
+        entry.submit(RB_NO_WAKEUP);
+        bump(slot, counter::SUBMITTED);
+    } else {
+        entry.discard(RB_NO_WAKEUP);
+        bump(slot, counter::LOST);
     }
     0
 }

@@ -1,7 +1,7 @@
 //! Ring-buffer records → [`Event`]s. Pure functions, so raw records can be
 //! tested without a kernel.
 
-use nfsdtop_common::{rflag, slot, Record, ADDR_MAX};
+use nfsdtop_common::{slot, Record, RecordView, SlotConfig, ADDR_MAX, OFF_NONE};
 
 use super::layout::Layout;
 use crate::model::{Endpoint, Event, EventKind, XprtKey};
@@ -9,65 +9,76 @@ use crate::model::{Endpoint, Event, EventKind, XprtKey};
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;
 
-/// A kernel `struct sockaddr` of `len` bytes (only the first
-/// `min(len, ADDR_MAX)` of `raw` are valid). Length 0, an unknown family
-/// or a short address is [`Endpoint::None`].
-pub fn sockaddr(raw: &[u8; ADDR_MAX], len: u8) -> Endpoint {
-    let len = (len as usize).min(ADDR_MAX);
-    if len < 2 {
+/// A kernel `struct sockaddr` as the tracepoint copied it (`len` bytes).
+/// Empty (a listener or UDP transport), an unknown family or a short
+/// address is [`Endpoint::None`].
+pub fn sockaddr(raw: &[u8]) -> Endpoint {
+    if raw.len() < 2 {
         return Endpoint::None;
     }
     let family = u16::from_ne_bytes([raw[0], raw[1]]);
-    let port = u16::from_be_bytes([raw[2], raw[3]]);
+    let port = || u16::from_be_bytes([raw[2], raw[3]]);
     match family {
-        AF_INET if len >= 8 => Endpoint::V4 {
+        AF_INET if raw.len() >= 8 => Endpoint::V4 {
             ip: [raw[4], raw[5], raw[6], raw[7]],
-            port,
+            port: port(),
         },
-        AF_INET6 if len >= 24 => {
+        AF_INET6 if raw.len() >= 24 => {
             let mut ip = [0u8; 16];
             ip.copy_from_slice(&raw[8..24]);
-            Endpoint::V6 { ip, port }
+            Endpoint::V6 { ip, port: port() }
         }
         _ => Endpoint::None,
     }
 }
 
-/// Decode one record. `None` for records that are not events: an enqueue
-/// attempt that found the transport BUSY (the BPF program drops these
-/// already; this is the same rule, for safety) or an unknown slot.
-pub fn decode(rec: &Record, layout: &Layout) -> Option<Event> {
-    let cfg = layout.slots.get(rec.slot as usize)?;
-    let has_value = rec.rflags & rflag::HAS_VALUE != 0;
-    let kind = match rec.slot {
+/// Decode one ring record: its fields are where the slot's format put
+/// them. `None` for records that are not events: an enqueue attempt that
+/// found the transport BUSY or not ready (the BPF program drops these
+/// already; this is the same rule, for safety), an unknown slot, or an
+/// address whose bytes lie beyond the copy (never, for the formats
+/// [`Layout`] accepts).
+pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
+    let s = rec.slot();
+    let cfg = layout.slots.get(s as usize)?;
+    let value = rec.field(cfg.value_off, cfg.value_size);
+    let kind = match s {
         slot::ENQUEUE => {
-            let f = rec.flags as u64;
-            if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
-                return None;
+            if let Some(f) = rec.field(cfg.flags_off, cfg.flags_size) {
+                if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
+                    return None;
+                }
             }
             EventKind::Enqueue
         }
         slot::DEQUEUE => EventKind::Dequeue {
-            qtime_ns: (layout.qtime && has_value).then(|| rec.value.saturating_mul(1000)),
-            class: (layout.kernel_class && rec.rflags & rflag::HAS_CLASS != 0).then_some(rec.class),
+            qtime_ns: value
+                .filter(|_| layout.qtime)
+                .map(|v| v.saturating_mul(1000)),
+            class: rec
+                .field(cfg.class_off, cfg.class_size)
+                .filter(|_| layout.kernel_class)
+                .map(|c| c as u32),
         },
         slot::STATS_LATENCY => EventKind::Executed {
-            exec_ns: if has_value {
-                rec.value.saturating_mul(1000)
-            } else {
-                0
-            },
+            exec_ns: value.unwrap_or(0).saturating_mul(1000),
         },
         slot::ACCEPT => EventKind::Accepted,
         slot::CLOSE => EventKind::Closed,
         _ => return None,
     };
+    let endpoint = |off: u16| -> Option<Endpoint> {
+        if off == OFF_NONE {
+            return Some(Endpoint::None);
+        }
+        rec.data_loc(off).map(sockaddr)
+    };
     Some(Event {
-        ts_ns: rec.ts_ns,
+        ts_ns: rec.ts_ns(),
         xprt: XprtKey {
-            netns: rec.netns,
-            server: sockaddr(&rec.server, rec.server_len),
-            client: sockaddr(&rec.client, rec.client_len),
+            netns: rec.field(cfg.netns_off, cfg.netns_size).unwrap_or(0) as u32,
+            server: endpoint(cfg.server_off)?,
+            client: endpoint(cfg.client_off)?,
         },
         kind,
     })
@@ -92,4 +103,64 @@ pub fn sockaddr_bytes(e: &Endpoint) -> ([u8; ADDR_MAX], u8) {
             (b, 28)
         }
     }
+}
+
+/// The fields of one tracepoint hit, for [`kernel_record`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceFields {
+    pub flags: u64,
+    pub netns: u32,
+    pub value: u64,
+    pub class: u32,
+    pub client: Endpoint,
+    pub server: Endpoint,
+}
+
+/// The ring record the BPF program writes for a hit of a tracepoint laid
+/// out as `cfg` says: each field at its offset, the two sockaddrs after
+/// the fixed fields behind their `__data_loc` words, as the kernel lays
+/// out a record. The inverse of [`decode`], for tests and benchmarks.
+pub fn kernel_record(cfg: &SlotConfig, slot: u8, ts_ns: u64, f: &TraceFields) -> Record {
+    let mut r = Record::new(ts_ns, slot);
+    let mut put = |off: u16, size: u16, v: u64| {
+        if off == OFF_NONE {
+            return;
+        }
+        let (at, n) = (off as usize, size as usize);
+        if let Some(dst) = r.raw.get_mut(at..at + n) {
+            dst.copy_from_slice(&v.to_ne_bytes()[..n]);
+        }
+    };
+    put(cfg.flags_off, cfg.flags_size, f.flags);
+    put(cfg.netns_off, cfg.netns_size, u64::from(f.netns));
+    put(cfg.value_off, cfg.value_size, f.value);
+    put(cfg.class_off, cfg.class_size, u64::from(f.class));
+    let fixed_end = [
+        (cfg.server_off, 4),
+        (cfg.client_off, 4),
+        (cfg.flags_off, cfg.flags_size),
+        (cfg.netns_off, cfg.netns_size),
+        (cfg.value_off, cfg.value_size),
+        (cfg.class_off, cfg.class_size),
+    ]
+    .iter()
+    .filter(|(o, _)| *o != OFF_NONE)
+    .map(|(o, n)| *o as usize + *n as usize)
+    .max()
+    .unwrap_or(8);
+    let mut at = fixed_end.next_multiple_of(4);
+    for (off, ep) in [(cfg.server_off, f.server), (cfg.client_off, f.client)] {
+        if off == OFF_NONE {
+            continue;
+        }
+        let (bytes, len) = sockaddr_bytes(&ep);
+        let len = len as usize;
+        let loc = ((len as u32) << 16) | at as u32;
+        r.raw[off as usize..off as usize + 4].copy_from_slice(&loc.to_ne_bytes());
+        if let Some(dst) = r.raw.get_mut(at..at + len) {
+            dst.copy_from_slice(&bytes[..len]);
+        }
+        at += len;
+    }
+    r
 }

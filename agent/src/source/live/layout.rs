@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nfsdtop_common::{slot, SlotConfig, OFF_NONE};
+use nfsdtop_common::{slot, SlotConfig, ADDR_MAX, OFF_NONE, RAW_BYTES};
 
 use super::error::LiveError;
 use super::format::{Field, Format};
@@ -267,6 +267,7 @@ fn endpoint(ev: &str, f: &Format, unsupported: &Unsupported<'_>) -> Result<SlotC
     c.enabled = 1;
     c.server_off = data_loc(ev, f, "server", unsupported)?;
     c.client_off = data_loc(ev, f, "client", unsupported)?;
+    addresses_fit(ev, f, unsupported)?;
     let (o, s) = scalar(ev, f, "netns_ino", &[4, 8], unsupported)?;
     (c.netns_off, c.netns_size) = (o, s);
     Ok(c)
@@ -290,20 +291,47 @@ fn need<'f>(
     })
 }
 
+/// Where a field is, if it lies within the bytes the BPF programs copy
+/// (`RAW_BYTES` from the record start, common fields excluded).
 fn offset16(ev: &str, fld: &Field, unsupported: &Unsupported<'_>) -> Result<u16, LiveError> {
+    let end = u64::from(fld.offset) + u64::from(fld.size);
     u16::try_from(fld.offset)
         .ok()
-        .filter(|o| *o != OFF_NONE && *o < 4096)
+        .filter(|o| *o != OFF_NONE && *o >= 8 && end <= RAW_BYTES as u64)
         .ok_or_else(|| {
             unsupported(
                 ev,
                 Some(&fld.name),
                 format!(
-                    "`{}` is at offset {}, past any record",
+                    "`{}` is at bytes {}..{end} of the record, outside the bytes 8..{RAW_BYTES} \
+                     that nfsdtop's BPF programs copy",
                     fld.name, fld.offset
                 ),
             )
         })
+}
+
+/// The two sockaddrs follow the fixed fields: with the largest
+/// (`sockaddr_in6`) both must still fit in the copy.
+fn addresses_fit(ev: &str, f: &Format, unsupported: &Unsupported<'_>) -> Result<(), LiveError> {
+    let fixed_end = f
+        .fields
+        .iter()
+        .map(|fl| u64::from(fl.offset) + u64::from(fl.size))
+        .max()
+        .unwrap_or(0);
+    let need = fixed_end + 2 * ADDR_MAX as u64;
+    if need > RAW_BYTES as u64 {
+        return Err(unsupported(
+            ev,
+            None,
+            format!(
+                "its fixed fields end at byte {fixed_end}, so two IPv6 addresses after them \
+                 would end at byte {need}, beyond the {RAW_BYTES} bytes nfsdtop's BPF programs copy"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn data_loc(

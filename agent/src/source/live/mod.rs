@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
-use nfsdtop_common::{slot, Record};
+use nfsdtop_common::{slot, Record, RecordView};
 
 pub use error::LiveError;
 pub use layout::{Generation, Layout};
@@ -42,10 +42,15 @@ pub struct LiveOptions {
     /// Wait this long for nfsd's tracepoints to appear (`--wait`);
     /// `Duration::MAX` waits for ever.
     pub wait_for_nfsd: Option<Duration>,
-    /// How often the ring is drained.
+    /// The longest the ring waits to be drained (the reader drains more
+    /// often while records arrive fast; see `bpf::next_wait`).
     pub drain_period: Duration,
     /// Seed connections from the socket table under this /proc.
     pub proc_root: PathBuf,
+    /// Turn on the kernel's BPF run-time statistics while attached
+    /// (`--bpf-stats`): the per-program run time in the output, at the cost
+    /// of two clock reads on every tracepoint hit, so off by default.
+    pub kernel_stats: bool,
 }
 
 impl Default for LiveOptions {
@@ -54,8 +59,9 @@ impl Default for LiveOptions {
             tracefs: None,
             ring_bytes: bpf::DEFAULT_RING_BYTES,
             wait_for_nfsd: None,
-            drain_period: Duration::from_millis(10),
+            drain_period: bpf::DEFAULT_DRAIN_PERIOD,
             proc_root: PathBuf::from("/proc"),
+            kernel_stats: false,
         }
     }
 }
@@ -138,6 +144,8 @@ pub struct LiveSource {
     seeded: Vec<Event>,
     lost_seen: [u64; slot::COUNT],
     last_counters: Option<Instant>,
+    /// A chunk `wait` received, for the next `poll`.
+    pending: Option<Vec<u8>>,
 }
 
 /// Slot → model tracepoint (for `Lost` events).
@@ -172,10 +180,15 @@ impl LiveSource {
             });
         }
         let mut ebpf = bpf::open(opts.ring_bytes)?;
-        // Kernel run-time statistics per program, where the kernel allows.
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        // Kernel run-time statistics per program, where the kernel allows
+        // and the user asked (they cost every hit two clock reads).
+        let stats = if opts.kernel_stats {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
         let counters = bpf::Counters::take(&mut ebpf)?;
-        let drain = bpf::Drain::start(&mut ebpf, opts.drain_period)?;
+        let drain = bpf::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
         bpf::write_config(&mut ebpf, &layout.slots)?;
         for (i, ev) in layout.events.iter().enumerate() {
             if let (Some(ev), 1) = (ev, layout.slots[i].enabled) {
@@ -196,6 +209,7 @@ impl LiveSource {
             seeded,
             lost_seen: [0; slot::COUNT],
             last_counters: None,
+            pending: None,
         })
     }
 
@@ -256,7 +270,11 @@ impl Source for LiveSource {
     fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
         out.append(&mut self.seeded);
         loop {
-            let chunk = match self.drain.try_recv() {
+            let next = match self.pending.take() {
+                Some(c) => Ok(c),
+                None => self.drain.try_recv(),
+            };
+            let chunk = match next {
                 Ok(c) => c,
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
@@ -265,11 +283,12 @@ impl Source for LiveSource {
             };
             for raw in chunk.chunks_exact(Record::SIZE) {
                 if let Some(ev) =
-                    Record::from_bytes(raw).and_then(|r| decode::decode(&r, &self.layout))
+                    RecordView::new(raw).and_then(|r| decode::decode(&r, &self.layout))
                 {
                     out.push(ev);
                 }
             }
+            self.drain.recycle(chunk);
         }
         // Loss counters: a few syscalls, so at most every 100 ms.
         if self
@@ -284,6 +303,14 @@ impl Source for LiveSource {
 
     fn now_ns(&self) -> u64 {
         host::monotonic_ns()
+    }
+
+    /// Sleep until the ring reader hands over records, or `timeout`: the
+    /// pipeline wakes for data, not on a fixed tick.
+    fn wait(&mut self, timeout: Duration) {
+        if self.pending.is_none() {
+            self.pending = self.drain.recv_timeout(timeout).ok();
+        }
     }
 
     fn bpf_stats(&self) -> Vec<BpfProgramStats> {
