@@ -1,7 +1,7 @@
 //! The ring buffer's delivery rate at saturation, on this machine's real
 //! kernel (no nfsd needed): nfsdtop's BPF program is attached, with a
 //! hand-made slot config as in agent/tests/live_ring.rs, to
-//! `syscalls/sys_enter_getppid`, a thread calls getppid() as fast as it
+//! `syscalls/sys_enter_fcntl`, a thread calls fcntl() as fast as it
 //! can, and the live source is polled as fast as possible (its drain
 //! thread on its normal 10 ms timer). Prints records produced, delivered
 //! (decoded events out of `poll`) and lost per second.
@@ -22,30 +22,39 @@ use nfsdtop_agent::source::Source;
 use nfsdtop_common::{slot, SlotConfig};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-const EVENT: &str = "events/syscalls/sys_enter_getppid/format";
+const EVENT: &str = "events/syscalls/sys_enter_fcntl/format";
 const REEXEC: &str = "NFSDTOP_BENCH_IN_PRIVATE_MOUNTNS";
 
 /// `busy`: every hit is dropped in the program as a BUSY enqueue would be
-/// (flags = `__syscall_nr`, 110 for getppid, against a mask with bit 1).
+/// (flags = `fd`, 2 for the producer's fcntl(stderr), against a mask with
+/// bit 1). sys_enter_fcntl, not a syscall without arguments: the programs
+/// load the flags word from the record itself, which the kernel allows only
+/// within the record's fixed fields (fcntl's end at byte 40, as nfsd's do
+/// at 28 or later; getppid's at 12).
 fn layout(busy: bool) -> Layout {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
     let mut l = Layout::from_tracefs(&fixture).expect("fixture layout");
     l.slots = [SlotConfig::DISABLED; slot::COUNT];
     l.events = Default::default();
-    // common_pid as netns and value; no addresses, no flags.
+    // __syscall_nr as netns, cmd as value, fd as flags; no addresses.
     l.slots[slot::DEQUEUE as usize] = SlotConfig {
         enabled: 1,
-        netns_off: 4,
+        netns_off: 8,
         netns_size: 4,
-        value_off: 8,
-        value_size: 4,
-        flags_off: 8,
+        value_off: 24,
+        value_size: 8,
+        flags_off: 16,
         flags_size: 4,
         drop_mask: if busy { 0x2 } else { 0 },
         ..SlotConfig::DISABLED
     };
-    l.events[slot::DEQUEUE as usize] = Some("sys_enter_getppid".into());
+    l.events[slot::DEQUEUE as usize] = Some("sys_enter_fcntl".into());
     l
+}
+
+/// One tracepoint hit: fcntl(2, F_GETFD), a syscall that does nothing.
+fn produce() {
+    let _ = std::hint::black_box(rustix::io::fcntl_getfd(std::io::stderr()));
 }
 
 /// utime + stime in clock ticks from a /proc stat file.
@@ -110,7 +119,7 @@ fn main() {
             ..LiveOptions::default()
         };
         let mut src = LiveSource::start(&opts, TRACEFS.into(), layout(busy), "syscalls")
-            .expect("attach to sys_enter_getppid");
+            .expect("attach to sys_enter_fcntl");
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let producer_ticks = Arc::new(AtomicU64::new(0));
@@ -123,7 +132,7 @@ fn main() {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..256 {
-                            std::hint::black_box(std::os::unix::process::parent_id());
+                            produce();
                         }
                         n += 256;
                     }
@@ -190,4 +199,110 @@ fn main() {
         );
         assert!(busy || delivered > 0, "nothing delivered");
     }
+    steady(quick);
+}
+
+/// The whole agent at a steady record rate, as nfsdtop runs it: the live
+/// source in the real pipeline (woken by the ring reader, a snapshot a
+/// second, each turned into a JSON line), with a producer calling
+/// fcntl() at a fixed rate. Agent CPU = the process's CPU minus the
+/// producer thread's (whose syscalls run the BPF program).
+fn steady(quick: bool) {
+    use nfsdtop_agent::aggregate::Aggregator;
+    use nfsdtop_agent::model::EntityKind;
+    use nfsdtop_agent::output::json_line;
+    use nfsdtop_agent::pipeline::{Control, Flow, Pipeline};
+
+    let secs = if quick { 1.0 } else { 5.0 };
+    println!();
+    println!("| records/s (paced) | dispatches/s in the snapshots | agent CPU s/s | agent CPU per record | JSON lines |");
+    println!("|---|---|---|---|---|");
+    let rates: &[u64] = if quick {
+        &[30_000]
+    } else {
+        &[3_000, 30_000, 300_000]
+    };
+    for &rate in rates {
+        let src = LiveSource::start(
+            &LiveOptions::default(),
+            TRACEFS.into(),
+            layout(false),
+            "syscalls",
+        )
+        .expect("attach to sys_enter_fcntl");
+        let (ctl_tx, ctl_rx) = std::sync::mpsc::channel();
+        let lines = Arc::new(AtomicU64::new(0));
+        let dispatches = Arc::new(AtomicU64::new(0));
+        let last_at_ms = Arc::new(AtomicU64::new(0));
+        let (l2, d2, at2) = (lines.clone(), dispatches.clone(), last_at_ms.clone());
+        let t0 = Instant::now();
+        let pipeline = std::thread::spawn(move || {
+            let p = Pipeline::new(Box::new(src), Aggregator::default(), Duration::from_secs(1));
+            p.run(Some(ctl_rx), |snap| {
+                let line = json_line(&snap, EntityKind::Peer, None);
+                std::hint::black_box(&line);
+                l2.fetch_add(1, Ordering::Relaxed);
+                d2.store(snap.totals.dispatches, Ordering::Relaxed);
+                at2.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+                Flow::Continue
+            })
+            .expect("pipeline");
+        });
+        let p0 = process_runtime_ns();
+        // Batches of 100 calls at fixed deadlines.
+        let batch = 100u64;
+        let period = Duration::from_secs_f64(batch as f64 / rate as f64);
+        let mut next = Instant::now();
+        let mut calls = 0u64;
+        let producer0 = runtime_ns("/proc/thread-self/schedstat");
+        while t0.elapsed().as_secs_f64() < secs {
+            for _ in 0..batch {
+                produce();
+            }
+            calls += batch;
+            next += period;
+            if let Some(d) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+        let producer = runtime_ns("/proc/thread-self/schedstat") - producer0;
+        let el = t0.elapsed().as_secs_f64();
+        let agent = process_runtime_ns()
+            .saturating_sub(p0)
+            .saturating_sub(producer);
+        let _ = ctl_tx.send(Control::Stop);
+        pipeline.join().expect("pipeline thread");
+        let agent_s = agent as f64 / 1e9;
+        println!(
+            "| {:.0} k | {:.0} k | {:.4} | {:.0} ns | {} |",
+            calls as f64 / el / 1e3,
+            dispatches.load(Ordering::Relaxed) as f64
+                / (last_at_ms.load(Ordering::Relaxed).max(1) as f64 / 1e3)
+                / 1e3,
+            agent_s / el,
+            agent_s / calls.max(1) as f64 * 1e9,
+            lines.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Time on CPU in ns from a schedstat file (its first field): exact, where
+/// /proc's stat counts 10 ms ticks.
+fn runtime_ns(path: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// All of this process's threads (the agent's reader and pipeline threads
+/// are alive while it is read).
+fn process_runtime_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| runtime_ns(&format!("{}/schedstat", e.path().display())))
+                .sum()
+        })
+        .unwrap_or(0)
 }

@@ -331,7 +331,7 @@ def overview():
                      [(rate("nfsdtop_events_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
                      "cps", minv=0), 5, 7)
     b.add(timeseries("BPF CPU time", "CPU seconds per second spent in nfsdtop's BPF programs "
-                     "(needs kernel.bpf_stats_enabled=1; empty otherwise).",
+                     "(needs nfsdtopd --bpf-stats or kernel.bpf_stats_enabled=1; empty otherwise).",
                      [(rate("nfsdtop_bpf_run_seconds_total", INST, "instance, program"), "{{program}}")],
                      "percentunit", minv=0), 5, 7)
     b.add(timeseries("Tracked entities", "Peers, classes and transports nfsdtopd tracks; peers "

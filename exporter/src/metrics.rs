@@ -640,13 +640,13 @@ impl MetricsState {
             let fams: [BpfFamily; 4] = [
                 (
                     "nfsdtop_bpf_run",
-                    "Kernel-reported run time of nfsdtop's BPF programs (0 unless kernel.bpf_stats_enabled=1).",
+                    "Kernel-reported run time of nfsdtop's BPF programs (0 unless nfsdtopd runs with --bpf-stats or kernel.bpf_stats_enabled=1).",
                     Some(&Unit::Seconds),
                     |b| CV::F(b.run_time_ns as f64 / 1e9),
                 ),
                 (
                     "nfsdtop_bpf_runs",
-                    "Kernel-reported runs of nfsdtop's BPF programs (0 unless kernel.bpf_stats_enabled=1).",
+                    "Kernel-reported runs of nfsdtop's BPF programs (0 unless nfsdtopd runs with --bpf-stats or kernel.bpf_stats_enabled=1).",
                     None,
                     |b| CV::U(b.runs),
                 ),

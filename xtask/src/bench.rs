@@ -342,15 +342,21 @@ fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
 }
 
 /// The ring's delivery rate on this host: nfsdtop's program on
-/// sys_enter_getppid driven by busy threads (agent/benches/ring.rs).
+/// sys_enter_fcntl driven by busy threads, and the whole agent at steady
+/// rates (agent/benches/ring.rs).
 fn part_ring(quick: bool) -> anyhow::Result<Option<(f64, f64, String)>> {
     let mut cmd = cargo();
     cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", "ring"]);
     if quick {
         cmd.args(["--", "--quick"]);
     }
-    let text = capture("ring delivery bench", &mut cmd)?;
-    let rows = table_rows(&text);
+    let all = capture("ring delivery bench", &mut cmd)?;
+    // Two tables: the saturation cases, then the whole agent at steady rates.
+    let (text, steady) = match all.find("| records/s (paced)") {
+        Some(i) => (&all[..i], Some(all[i..].trim().to_string())),
+        None => (all.as_str(), None),
+    };
+    let rows = table_rows(text);
     if rows.len() < 2 {
         eprintln!("bench: ring bench skipped: {}", text.trim());
         return Ok(None);
@@ -370,6 +376,20 @@ fn part_ring(quick: bool) -> anyhow::Result<Option<(f64, f64, String)>> {
         }
     }
     ensure!(best.0 > 0.0, "ring bench: no delivery rate parsed:\n{text}");
+    if let Some(st) = steady {
+        table.push_str(&format!(
+            "\nThe whole agent at a steady rate (same program and tracepoint, \
+             in the real pipeline: the live source woken by the ring reader, a \
+             snapshot a second turned into a JSON line, as `nfsdtop -b` runs); \
+             a producer thread calls fcntl() in batches of 100 at fixed \
+             deadlines, and the agent's CPU is the process's (all threads, \
+             /proc/self/task/*/schedstat, exact ns) minus the producer's:\n\n{st}\n\n\
+             At the guest's rate in part A (about 33 k records/s) the agent \
+             takes a third of a percent of one of this host's cores; the \
+             fixed part (ring drained every 50 ms when quiet, snapshot and \
+             JSON once a second) is about 2 ms of CPU a second.\n"
+        ));
+    }
     Ok(Some((best.0, best.1, table)))
 }
 
@@ -399,10 +419,15 @@ fn ring_vs_aggregator(res: &Results) -> String {
             "Ring delivery rate at saturation, on this host (it has BPF but no \
              nfsd): `cargo bench -p nfsdtop-agent --bench ring` attaches \
              nfsdtop's real BPF program, with a hand-made slot config as \
-             agent/tests/live_ring.rs does, to `syscalls/sys_enter_getppid`; 1 or \
-             2 threads call getppid() as fast as they can while the live source \
-             (ring reader thread on its timer, decode) is polled as fast as \
-             possible. \"delivered\" counts decoded events out of `poll`.\n\n{table}\n\
+             agent/tests/live_ring.rs does, to `syscalls/sys_enter_fcntl` (a \
+             syscall with arguments: the program loads the flags word from the \
+             record, which the kernel allows only within a record's fixed \
+             fields); 1 or 2 threads call fcntl(2, F_GETFD) as fast as they can \
+             while the live source (ring reader thread on its timer, decode) is \
+             polled as fast as possible. \"delivered\" counts decoded events out \
+             of `poll`. With two producers the programs' time per run grows: \
+             both CPUs reserve space in the one ring (its producer lock) while \
+             the reader and the poll loop share the same two cores.\n\n{table}\n\
              Highest delivered rate: **{}** (lost {}). {} The aggregator is \
              **{:.1}×** that in its slowest case and **{:.1}×** in its fastest \
              (target ≥ 5×: {}).\n",
@@ -432,15 +457,16 @@ fn ring_vs_aggregator(res: &Results) -> String {
             let _ = writeln!(
                 s,
                 "Ring delivery rate: the heaviest load the guest could produce \
-                 (part A, fio through nfsd under TCG) made the BPF programs run \
+                 (part A, fio through nfsd, emulated) made the BPF programs run \
                  **{}** (sum of the kernel's run counts over all programs during \
                  the fio run; every record the ring delivers is one of these \
                  runs, so this bounds the records/s from above). The aggregator's \
                  slowest case is **{:.0}×** that (target ≥ 5×: {}).\n\n\
-                 That is the rate a loaded nfsd produced under TCG, far below \
-                 the ring's ceiling (above): the reader copies records out of \
-                 the mmap'd ring on a 10 ms timer, with no syscall and no \
-                 wake-up per record (`BPF_RB_NO_WAKEUP`).\n",
+                 That is the rate a loaded nfsd produced in the emulated guest, \
+                 far below the ring's ceiling (above): the reader copies records \
+                 out of the mmap'd ring on a timer (50 ms when quiet, shorter \
+                 while the ring fills), with no syscall and no wake-up per \
+                 record (`BPF_RB_NO_WAKEUP`).\n",
                 fmt_rate(ring),
                 min_agg / ring,
                 if min_agg / ring >= 5.0 {
@@ -1059,17 +1085,34 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         "What: what watching nfsd costs the NFS workload itself, for nfsdtop \
          and for the kernel's own ftrace, on a real nfsd.\n\n\
          How: one QEMU guest (Debian trixie, kernel {kernel}, TCG software \
-         emulation ({}-threaded), 2 vCPUs; `scripts/vm/bench-guest.sh`): nfsd with {} threads \
+         emulation ({}-threaded), 2 vCPUs, {}; `scripts/vm/bench-guest.sh`): nfsd with {} threads \
          exports a tmpfs, mounted over loopback TCP (NFSv3); fio 4k randread, \
          O_DIRECT, libaio, iodepth 16, {} s per run, after one warm-up run. \
          Modes alternate in rounds (none, nfsdtop, ftrace) × {}: **none** = \
          nothing attached; **nfsdtop** = the real binary, live source \
-         (`nfsdtop -b --format json -d 1`, attached before fio starts); \
+         (`nfsdtop -b --format json -d 1`, attached before fio starts, as users \
+         run it: without the kernel's BPF statistics); \
          **ftrace** = the same five sunrpc events (svc_xprt_enqueue, \
          svc_xprt_dequeue, svc_stats_latency, svc_xprt_accept, svc_xprt_free) \
-         enabled in tracefs with a 64 MiB per-CPU buffer. \
-         `kernel.bpf_stats_enabled=1` for the whole run.\n",
+         enabled in tracefs with a 64 MiB per-CPU buffer. After the rounds, one \
+         more nfsdtop run (\"timed\") with `kernel.bpf_stats_enabled=1` gives \
+         the programs' own cost (below).\n\n\
+         Why the guest's clock counts instructions: on this shared 2-core host, \
+         wall-clock IOPS under TCG moved by 40% between identical baseline runs \
+         (other builds ran beside it), which hid any cost below that. With \
+         `-icount shift=0,sleep=off` the guest's time advances 1 ns per emulated \
+         instruction, so IOPS are I/Os per instruction budget: the host's load \
+         cannot move them, and a cost measured here is the share of the guest's \
+         instructions an observer takes. The guest is CPU-bound (fio, the NFS \
+         client and nfsd share its two vCPUs), so every instruction an observer \
+         adds comes out of IOPS. (`-cpu max,-cx16`: with icount, QEMU 10.0's \
+         cmpxchg16b double-faulted the guest in SLUB; without cx16 SLUB takes \
+         its locked path, the same in every mode.)\n",
         std::env::var("NFSDTOP_VM_TCG").unwrap_or_else(|_| "single".into()),
+        match icount_arg() {
+            Some(i) => format!("`-icount {i}`"),
+            None => "on the host's wall clock (NFSDTOP_BENCH_ICOUNT=off)".into(),
+        },
         summary
             .get("nfsd_threads")
             .map(String::as_str)
@@ -1188,24 +1231,15 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         },
         if below_noise {
             format!(
-                "Honestly: under TCG emulation the noise (ratios of one mode \
-                 spreading by {:.1}%) is of the size of these differences, so \
-                 this run cannot resolve a 1% cost or rank nfsdtop against \
-                 ftrace with confidence. Under single-threaded TCG the guest is \
-                 CPU-bound (fio, the NFS client and nfsd share one emulated \
-                 host thread), so every emulated instruction an observer adds \
-                 comes straight out of IOPS; the per-event costs below (and \
-                 part C's native BPF numbers) are the direct measurement.",
+                "The noise (ratios of one mode spreading by {:.1}%) is of the \
+                 size of these differences, so this run cannot rank them with \
+                 confidence.",
                 ratio_spread * 100.0
             )
         } else {
             format!(
-                "The difference is larger than the spread of the ratios ({:.1}%). \
-                 Under single-threaded TCG the guest is CPU-bound (fio, the NFS \
-                 client and nfsd share one emulated host thread), so every \
-                 emulated instruction an observer adds comes straight out of \
-                 IOPS, amplified by emulation; the per-event costs below (and \
-                 part C's native BPF numbers) are the direct measurement.",
+                "Both differences are larger than the spread of the ratios \
+                 ({:.1}%): these are measurements, not noise.",
                 ratio_spread * 100.0
             )
         }
@@ -1218,12 +1252,11 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         "### BPF run time per event (kernel BPF statistics)\n\n\
          What: the in-kernel cost of each nfsdtop program per tracepoint hit, \
          from `kernel.bpf_stats_enabled=1` (`bpftool prog show`: run_time_ns \
-         and run_cnt, before and after each nfsdtop run's fio; program names \
-         truncated to 15 characters by the kernel). Under TCG every \
-         instruction is emulated, so absolute times are several times a real \
-         CPU's; compare programs with each other and with the agent's CPU. \
-         The native cost of the same program is in part C's ring table \
-         (column \"BPF ns per run\", this host's kernel).\n"
+         and run_cnt, before and after the timed run's fio; program names \
+         truncated to 15 characters by the kernel). With the guest's clock \
+         counting instructions, \"ns\" here are emulated instructions; the \
+         native time of the same programs is in part C's ring table (column \
+         \"BPF ns per run\", this host's kernel).\n"
     )?;
     writeln!(
         s,
@@ -1335,6 +1368,34 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
          100 ms, a snapshot and a JSON line a second). Under load minus idle: {:.2} µs of \
          agent CPU per BPF event (emulated).\n",
         (busy - idle).max(0.0) * rounds_wall / round_runs * 1e6
+    )?;
+    // Where the cost goes, as shares of the guest's two vCPUs (what a
+    // CPU-bound guest's IOPS lose).
+    let vcpus: f64 = summary
+        .get("nproc")
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(2.0);
+    let bpf_share = all_rt as f64 / 1e9 / fio_wall.max(1e-9) / vcpus;
+    let agent_share = busy / vcpus;
+    let rest = cost_n - bpf_share - agent_share;
+    writeln!(
+        s,
+        "Where nfsdtop's {:.1}% goes, as shares of the guest's {vcpus:.0} vCPUs: its BPF \
+         programs **{:.1}%** (the timed run's run time over its fio time), the agent \
+         **{:.1}%** (its CPU in the rounds), and **{:.1}%** not in either: the \
+         tracepoints themselves. With a program attached, every hit of a classic \
+         tracepoint builds the event's record (the addresses copied in, as ftrace \
+         does) in a per-CPU buffer and calls into BPF; ftrace builds the same records \
+         into its own ring, and its whole cost here is {:.1}%. So nfsdtop costs about \
+         what ftrace costs plus its programs and its agent; to cost less than ftrace \
+         it must not make the kernel build these records at all (raw tracepoints, \
+         reading the transport's fields at offsets from the kernel's BTF: not done \
+         yet).\n",
+        cost_n * 100.0,
+        bpf_share * 100.0,
+        agent_share * 100.0,
+        rest * 100.0,
+        cost_f * 100.0
     )?;
     res.ring_rate = Some(ring_max);
     Ok(s)
