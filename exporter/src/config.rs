@@ -77,6 +77,9 @@ pub struct Cli {
     /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Live source: watch every event through its classic tracepoint, even where the kernel's BTF allows the cheaper raw ones.
+    #[arg(long)]
+    pub classic_tracepoints: bool,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -153,6 +156,8 @@ pub struct Config {
     pub tracefs: Option<PathBuf>,
     /// Live source: kernel BPF run-time statistics on while attached.
     pub bpf_stats: bool,
+    /// Live source: classic tracepoints only.
+    pub classic_tracepoints: bool,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -178,6 +183,7 @@ struct FileConfig {
     redact: Option<bool>,
     redact_key: Option<Spanned<String>>,
     bpf_stats: Option<bool>,
+    classic_tracepoints: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -291,6 +297,7 @@ impl Config {
             wait: None,
             tracefs: None,
             bpf_stats: false,
+            classic_tracepoints: false,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -334,6 +341,9 @@ impl Config {
         }
         if let Some(x) = f.bpf_stats {
             self.bpf_stats = x;
+        }
+        if let Some(x) = f.classic_tracepoints {
+            self.classic_tracepoints = x;
         }
         if let Some(x) = f.expose {
             self.expose = x;
@@ -472,6 +482,9 @@ impl Config {
         }
         if cli.bpf_stats {
             self.bpf_stats = true;
+        }
+        if cli.classic_tracepoints {
+            self.classic_tracepoints = true;
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {

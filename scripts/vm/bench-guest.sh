@@ -4,9 +4,10 @@
 # on the input disk; the image's init unpacks them to /vm and execs this.
 #
 # One loopback NFS mount of a tmpfs export; fio 4k randread O_DIRECT in
-# short fixed runs, alternating three modes REPS times (A B C A B C ...):
+# short fixed runs, alternating four modes REPS times (A B C D A B C D ...):
 #   none    nothing attached
 #   nfsdtop the real binary, live source, batch JSON (attached before fio)
+#   classic the same with --classic-tracepoints
 #   ftrace  the same sunrpc events enabled in the kernel's ftrace
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
@@ -152,13 +153,19 @@ fio_run() {
     --output-format=json --output="$OUT/fio-$1.json" >/dev/null 2>"$OUT/fio-$1.err"
 }
 
-# one TAG MODE: one fio run in MODE (none | nfsdtop | ftrace)
+# one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace);
+# classic = nfsdtop on the classic tracepoints only.
 one() {
-  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1
+  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra=""
   summary "mode.$tag" "$mode"
+  if [ "$mode" = classic ]; then
+    extra=--classic-tracepoints
+    mode=nfsdtop
+  fi
   case $mode in
     nfsdtop)
-      "$NFSDTOP" -b --format json -n 100000 -d 1 >"$f" 2>"$OUT/nfsdtop-$tag.err" &
+      # shellcheck disable=SC2086
+      "$NFSDTOP" -b --format json -n 100000 -d 1 $extra >"$f" 2>"$OUT/nfsdtop-$tag.err" &
       NFSDTOP_PID=$!
       wait_until 180 "nfsdtop's first line" nfsdtop_ready "$f"
       if pid_gone "$NFSDTOP_PID"; then
@@ -200,7 +207,7 @@ one() {
 summary clk_tck "$(getconf CLK_TCK)"
 one warmup none
 for r in $(seq 1 "$REPS"); do
-  for m in none nfsdtop ftrace; do
+  for m in none nfsdtop classic ftrace; do
     one "$m-$r" "$m"
   done
 done

@@ -56,6 +56,14 @@ pub fn text(d: &Diagnosis) -> String {
         d.wait_source.clone().unwrap_or_else(|| "-".into()),
     );
     line("kernel classes", yes_no(d.kernel_class).into());
+    line(
+        "raw tracepoints",
+        if d.raw_tracepoints.is_empty() {
+            "none (classic tracepoints)".into()
+        } else {
+            d.raw_tracepoints.join(", ")
+        },
+    );
     for (name, ev) in &d.events {
         let v = if ev.present {
             format!("present: {}", ev.fields.join(", "))

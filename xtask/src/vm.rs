@@ -701,11 +701,27 @@ fn check_measurement(
     rep: &mut Report,
     exact: bool,
 ) -> Option<Measured> {
+    check_nfsdtop_run(results, tag, tag, summary, rep, exact)
+}
+
+/// One nfsdtop run (`nfsdtop-RUN.jsonl`) against the ftrace of measurement
+/// `tag` (`trace-TAG.txt`): a measurement can have two nfsdtop runs beside
+/// each other (raw and classic tracepoints).
+fn check_nfsdtop_run(
+    results: &Path,
+    run: &str,
+    trace_tag: &str,
+    summary: &BTreeMap<String, String>,
+    rep: &mut Report,
+    exact: bool,
+) -> Option<Measured> {
+    let tag = run;
     rep.note(format!("-- measurement {tag:?}"));
-    let trace = fs::read_to_string(results.join(format!("trace-{tag}.txt"))).unwrap_or_default();
+    let trace =
+        fs::read_to_string(results.join(format!("trace-{trace_tag}.txt"))).unwrap_or_default();
     let ft = parse_trace(&trace);
-    let stats =
-        fs::read_to_string(results.join(format!("ftrace-stats-{tag}.txt"))).unwrap_or_default();
+    let stats = fs::read_to_string(results.join(format!("ftrace-stats-{trace_tag}.txt")))
+        .unwrap_or_default();
     let lost = ftrace_losses(&stats);
     rep.check(
         lost == Some(0),
@@ -772,12 +788,16 @@ fn check_measurement(
         return None;
     }
     rep.check(true, format!("{tag}: nfsdtop source is live"));
-    if summary.get(&format!("quiescent.{tag}")).map(String::as_str) == Some("no") {
+    if summary
+        .get(&format!("quiescent.{trace_tag}"))
+        .map(String::as_str)
+        == Some("no")
+    {
         rep.note(format!(
             "{tag}: warning: the server still had connections when the load ended"
         ));
     }
-    if let Some(w) = summary.get(&format!("ftrace_entries_while_stopping.{tag}")) {
+    if let Some(w) = summary.get(&format!("ftrace_entries_while_stopping.{trace_tag}")) {
         if w != "0" {
             rep.note(format!(
                 "{tag}: warning: ftrace recorded {w} records while nfsdtop was being stopped"
@@ -952,6 +972,29 @@ fn check_main(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repo
     let Some(m) = check_measurement(results, "main", summary, rep, true) else {
         return;
     };
+    // Every Debian kernel here has BTF for vmlinux and its modules: the
+    // main run must have used raw tracepoints for the three hot events, and
+    // the classic run beside it the classic ones; both match ftrace.
+    let detail = m.last()["source"]["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    rep.check(
+        detail.contains(
+            "raw tracepoints (BTF offsets) for svc_xprt_enqueue, svc_xprt_dequeue, svc_stats_latency",
+        ),
+        format!("main: raw tracepoints in use ({detail})"),
+    );
+    if let Some(c) = check_nfsdtop_run(results, "main-classic", "main", summary, rep, true) {
+        let cd = c.last()["source"]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        rep.check(
+            cd.contains("classic tracepoints (asked for)"),
+            format!("main-classic: classic tracepoints in use ({cd})"),
+        );
+    }
     let last = m.last();
     let ws = last["source"]["wait_source"].as_str().unwrap_or("?");
     let want_ws = expected_wait_source(&kernel);

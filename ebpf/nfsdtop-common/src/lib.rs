@@ -100,6 +100,64 @@ impl SlotConfig {
     };
 }
 
+/// The raw-tracepoint programs' side: they get the tracepoint's arguments
+/// (pointers to nfsd's `struct svc_xprt` or `struct svc_rqst`) instead of
+/// a record the kernel built, read the fields at offsets the agent found
+/// in the kernel's BTF, and write a [`Record`] laid out as a tracepoint
+/// record would be, at these offsets, so one decoder reads both kinds.
+pub mod rawrec {
+    /// `__data_loc` words of the server (local) and client (remote) address.
+    pub const SERVER_LOC: u16 = 8;
+    pub const CLIENT_LOC: u16 = 12;
+    /// `xpt_flags`, 8 bytes.
+    pub const FLAGS: u16 = 16;
+    /// The network namespace's inode number, 4 bytes.
+    pub const NETNS: u16 = 24;
+    /// qtime or execute in µs (as the tracepoints give them), 8 bytes.
+    pub const VALUE: u16 = 32;
+    /// The sockaddrs themselves, `ADDR_MAX` bytes each.
+    pub const SERVER_AT: u16 = 40;
+    pub const CLIENT_AT: u16 = 68;
+    /// What `RawConfig::value` asks for.
+    pub const VALUE_NONE: u32 = 0;
+    /// now - `xprt->xpt_qtime` (svc_xprt_dequeue's `qtime`, 6.16+).
+    pub const VALUE_QTIME: u32 = 1;
+    /// now - `rqst->rq_stime` (svc_stats_latency's `execute`).
+    pub const VALUE_EXECUTE: u32 = 2;
+    /// `struct svc_xprt` has `xpt_local`, `xpt_locallen`, `xpt_remote`,
+    /// `xpt_remotelen` in a row (two `sockaddr_storage` and two `size_t`):
+    /// one read of this many bytes from `xpt_local` gets all four.
+    pub const ADDRS_SPAN: usize = 272;
+    pub const LOCALLEN_REL: usize = 128;
+    pub const REMOTE_REL: usize = 136;
+    pub const REMOTELEN_REL: usize = 264;
+}
+
+/// Where the raw-tracepoint program of one slot finds its fields (byte
+/// offsets from the kernel's BTF).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawConfig {
+    /// 0: the program returns at once.
+    pub enabled: u32,
+    /// 1: argument 0 is a `struct svc_rqst *` (dequeue, svc_stats_latency);
+    /// 0: a `struct svc_xprt *`.
+    pub arg_is_rqst: u32,
+    pub rq_xprt: u32,
+    pub rq_stime: u32,
+    pub xpt_flags: u32,
+    pub xpt_net: u32,
+    /// `ns.inum` inside `struct net`.
+    pub net_ns_inum: u32,
+    pub xpt_local: u32,
+    pub xpt_qtime: u32,
+    /// `rawrec::VALUE_*`.
+    pub value: u32,
+    /// As [`SlotConfig::drop_mask`] and [`SlotConfig::need_mask`].
+    pub drop_mask: u64,
+    pub need_mask: u64,
+}
+
 /// Bytes of the tracepoint record copied into every [`Record`]. The
 /// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,
 /// then two `sockaddr_in6`, then strings it does not read); the agent
@@ -224,6 +282,8 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 56);
+const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= RAW_BYTES);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
 const _: () = assert!(RAW_BYTES.is_multiple_of(8));
 
@@ -232,6 +292,9 @@ mod user {
     // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
+    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 56
+    // = sum of its fields) and every bit pattern is a valid value.
+    unsafe impl aya::Pod for super::RawConfig {}
 }
 
 #[cfg(test)]

@@ -15,19 +15,28 @@
 #![no_main]
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel_buf},
-    macros::{map, tracepoint},
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
+    macros::{map, raw_tracepoint, tracepoint},
     maps::{Array, PerCpuArray, RingBuf},
-    programs::TracePointContext,
+    programs::{RawTracePointContext, TracePointContext},
     EbpfContext,
 };
-use nfsdtop_common::{counter, slot, Record, SlotConfig, RAW_BYTES};
+use nfsdtop_common::{counter, rawrec, slot, RawConfig, Record, SlotConfig, ADDR_MAX, RAW_BYTES};
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
 const RB_NO_WAKEUP: u64 = 1;
 
 #[map]
 static CONFIG: Array<SlotConfig> = Array::with_max_entries(slot::COUNT as u32, 0);
+
+/// The raw-tracepoint programs' offsets, one per slot.
+#[map]
+static RAWCONFIG: Array<RawConfig> = Array::with_max_entries(slot::COUNT as u32, 0);
+
+/// Per-CPU room for the transport's two addresses and lengths, read in one
+/// helper call (too big for the 512-byte BPF stack with the rest).
+#[map]
+static SCRATCH: PerCpuArray<[u64; rawrec::ADDRS_SPAN / 8]> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::ENTRIES, 0);
@@ -164,6 +173,139 @@ pub fn svc_xprt_accept(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn svc_xprt_free(ctx: TracePointContext) -> u32 {
     handle(&ctx, slot::CLOSE)
+}
+
+/// A kernel value of type `T` at `addr` (None if unreadable).
+#[inline(always)]
+fn kread<T>(addr: u64) -> Option<T> {
+    // SAFETY: bpf_probe_read_kernel faults safely at any address.
+    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
+}
+
+/// The raw-tracepoint programs: no record is built by the kernel (that
+/// is most of what a classic tracepoint costs, for ftrace too); the program
+/// reads the transport's fields itself and writes the record a classic
+/// program would have copied, at the `rawrec` offsets.
+#[inline(always)]
+fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
+    bump(slot, counter::SEEN);
+    let cfg = match RAWCONFIG.get(slot as u32) {
+        Some(c) => c,
+        None => return 0,
+    };
+    if cfg.enabled == 0 {
+        bump(slot, counter::DISABLED);
+        return 0;
+    }
+    let arg0: u64 = ctx.arg(0);
+    let xprt = if cfg.arg_is_rqst != 0 {
+        kread::<u64>(arg0 + cfg.rq_xprt as u64).unwrap_or(0)
+    } else {
+        arg0
+    };
+    if xprt == 0 {
+        bump(slot, counter::LOST);
+        return 0;
+    }
+    let flags = kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0);
+    if flags & cfg.drop_mask != 0 || (cfg.need_mask != 0 && flags & cfg.need_mask == 0) {
+        bump(slot, counter::BUSY);
+        return 0;
+    }
+    let now = ktime_ns();
+    let since = match cfg.value {
+        rawrec::VALUE_QTIME => kread::<u64>(xprt + cfg.xpt_qtime as u64),
+        rawrec::VALUE_EXECUTE => kread::<u64>(arg0 + cfg.rq_stime as u64),
+        _ => None,
+    };
+    let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
+    let netns = kread::<u64>(xprt + cfg.xpt_net as u64)
+        .and_then(|net| kread::<u32>(net + cfg.net_ns_inum as u64))
+        .unwrap_or(0);
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        bump(slot, counter::LOST);
+        return 0;
+    };
+    // SAFETY: this CPU's scratch slot (programs do not nest); the helper faults safely.
+    let span = unsafe { &mut *scratch };
+    // SAFETY: a byte view of the same fixed-size scratch buffer.
+    let bytes = unsafe {
+        core::slice::from_raw_parts_mut(span.as_mut_ptr() as *mut u8, rawrec::ADDRS_SPAN)
+    };
+    // SAFETY: bpf_probe_read_kernel into a fixed-size buffer.
+    if unsafe { bpf_probe_read_kernel_buf((xprt + cfg.xpt_local as u64) as *const u8, bytes) }
+        .is_err()
+    {
+        bump(slot, counter::LOST);
+        return 0;
+    }
+    let clamp = |n: u64| {
+        if n > ADDR_MAX as u64 {
+            ADDR_MAX as u64
+        } else {
+            n
+        }
+    };
+    let local_len = clamp(span[rawrec::LOCALLEN_REL / 8]);
+    let remote_len = clamp(span[rawrec::REMOTELEN_REL / 8]);
+    let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
+        bump(slot, counter::LOST);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr() as *mut u8;
+    // SAFETY: `rec` is this program's reserved ring slot of size_of::<Record>() bytes, 8-aligned; every byte is written before submit.
+    unsafe {
+        let words = rec as *mut u64;
+        words.write(now);
+        words.add(1).write(slot as u64);
+        let raw = rec.add(Record::RAW_AT);
+        let raw_words = raw as *mut u64;
+        raw_words.write(0);
+        let server_loc = (local_len << 16) | rawrec::SERVER_AT as u64;
+        let client_loc = (remote_len << 16) | rawrec::CLIENT_AT as u64;
+        raw_words.add(1).write(server_loc | (client_loc << 32));
+        raw_words.add(2).write(flags);
+        raw_words.add(3).write(netns as u64);
+        raw_words.add(4).write(value_us);
+        // The two sockaddrs, 28 bytes each, as 4-byte words (the server's
+        // lands 8-aligned, the client's 4-aligned).
+        let src = span.as_ptr() as *const u32;
+        let dst = raw as *mut u32;
+        let (server, client) = (
+            rawrec::SERVER_AT as usize / 4,
+            rawrec::CLIENT_AT as usize / 4,
+        );
+        let remote = rawrec::REMOTE_REL / 4;
+        for i in 0..ADDR_MAX / 4 {
+            dst.add(server + i).write(src.add(i).read());
+            dst.add(client + i).write(src.add(remote + i).read());
+        }
+        // Volatile: plain stores were merged into a memset subprogram call.
+        for w in 12..RAW_BYTES / 8 {
+            core::ptr::write_volatile(raw_words.add(w), 0);
+        }
+    }
+    entry.submit(RB_NO_WAKEUP);
+    bump(slot, counter::SUBMITTED);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_enqueue")]
+pub fn raw_svc_xprt_enqueue(ctx: RawTracePointContext) -> i32 {
+    raw_handle(&ctx, slot::ENQUEUE);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
+pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
+    raw_handle(&ctx, slot::DEQUEUE);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_stats_latency")]
+pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
+    raw_handle(&ctx, slot::STATS_LATENCY);
+    0
 }
 
 #[cfg(not(test))]

@@ -6,9 +6,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
-use aya::programs::TracePoint;
+use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
-use nfsdtop_common::{counter, slot, Record, SlotConfig};
+use nfsdtop_common::{counter, slot, RawConfig, Record, SlotConfig};
 
 use super::error::LiveError;
 
@@ -22,6 +22,15 @@ pub const PROGRAMS: [&str; slot::COUNT] = [
     "svc_stats_latency",
     "svc_xprt_accept",
     "svc_xprt_free",
+];
+
+/// The raw-tracepoint program of each slot that has one.
+pub const RAW_PROGRAMS: [Option<&str>; slot::COUNT] = [
+    Some("raw_svc_xprt_enqueue"),
+    Some("raw_svc_xprt_dequeue"),
+    Some("raw_svc_stats_latency"),
+    None,
+    None,
 ];
 
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
@@ -91,21 +100,83 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, Liv
         .map_err(|e| bpf_err(&format!("program {name} is not a tracepoint program"), &e))
 }
 
+fn raw_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut RawTracePoint, LiveError> {
+    let p = ebpf.program_mut(name).ok_or_else(|| LiveError::Bpf {
+        context: "the BPF object".into(),
+        detail: format!("it has no program {name}"),
+    })?;
+    p.try_into().map_err(|e| {
+        bpf_err(
+            &format!("program {name} is not a raw tracepoint program"),
+            &e,
+        )
+    })
+}
+
 /// Load every program into the kernel (the verifier runs) without
 /// attaching anything: what `nfsdtop doctor` checks.
 pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
     let mut ebpf = open(ring_bytes)?;
     let mut ok = Vec::new();
+    let rejected = |name: &str, e: &aya::programs::ProgramError| {
+        bpf_err(
+            &format!("the kernel's verifier rejected BPF program {name}"),
+            e,
+        )
+    };
     for name in PROGRAMS {
-        program(&mut ebpf, name)?.load().map_err(|e| {
-            bpf_err(
-                &format!("the kernel's verifier rejected BPF program {name}"),
-                &e,
-            )
-        })?;
+        program(&mut ebpf, name)?
+            .load()
+            .map_err(|e| rejected(name, &e))?;
+        ok.push(name.to_string());
+    }
+    for name in RAW_PROGRAMS.into_iter().flatten() {
+        raw_program(&mut ebpf, name)?
+            .load()
+            .map_err(|e| rejected(name, &e))?;
         ok.push(name.to_string());
     }
     Ok(ok)
+}
+
+/// Fill the `RAWCONFIG` map (one [`RawConfig`] per slot).
+pub fn write_raw_config(
+    ebpf: &mut Ebpf,
+    slots: &[RawConfig; slot::COUNT],
+) -> Result<(), LiveError> {
+    let map = ebpf.map_mut("RAWCONFIG").ok_or_else(|| LiveError::Bpf {
+        context: "the BPF object".into(),
+        detail: "it has no RAWCONFIG map".into(),
+    })?;
+    let mut cfg: Array<&mut MapData, RawConfig> =
+        Array::try_from(map).map_err(|e| bpf_err("the RAWCONFIG map", &e))?;
+    for (i, c) in slots.iter().enumerate() {
+        cfg.set(i as u32, *c, 0)
+            .map_err(|e| bpf_err("cannot write the RAWCONFIG map", &e))?;
+    }
+    Ok(())
+}
+
+/// Load slot `slot`'s raw program and attach it to raw tracepoint `event`.
+pub fn attach_raw(ebpf: &mut Ebpf, slot: usize, event: &str) -> Result<(), LiveError> {
+    let name = RAW_PROGRAMS
+        .get(slot)
+        .copied()
+        .flatten()
+        .ok_or_else(|| LiveError::Bpf {
+            context: "attach".into(),
+            detail: format!("no raw program for slot {slot}"),
+        })?;
+    let p = raw_program(ebpf, name)?;
+    p.load().map_err(|e| {
+        bpf_err(
+            &format!("the kernel's verifier rejected BPF program {name}"),
+            &e,
+        )
+    })?;
+    p.attach(event)
+        .map_err(|e| bpf_err(&format!("cannot attach to raw tracepoint {event}"), &e))?;
+    Ok(())
 }
 
 /// Fill the `CONFIG` map (one [`SlotConfig`] per slot).

@@ -30,6 +30,9 @@ pub struct Diagnosis {
     pub generation: Option<String>,
     pub wait_source: Option<String>,
     pub kernel_class: bool,
+    /// Events the live source would watch through raw tracepoints (the
+    /// kernel's BTF gives the fields' offsets); the others use classic ones.
+    pub raw_tracepoints: Vec<String>,
     pub events: BTreeMap<String, EventReport>,
     pub bpf_object: bool,
     pub bpf_programs_verified: bool,
@@ -107,6 +110,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
         );
     }
     let (mut generation, mut wait_source, mut kernel_class) = (None, None, false);
+    let mut raw_tracepoints = Vec::new();
     match (&tracefs_path, sunrpc_loaded) {
         (None, _) => match super::locate_tracefs(opts) {
             Err(e) => problems.push(e.to_string()),
@@ -127,6 +131,22 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                 wait_source = Some(l.wait_source().as_str().to_string());
                 kernel_class = l.kernel_class;
                 notes.extend(l.notes.iter().cloned());
+                match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
+                    Ok(k) => {
+                        let p = super::raw::plan(&l, &k);
+                        for (s, ev) in super::raw::RAW_SLOTS {
+                            if p.is_raw(s as usize) {
+                                raw_tracepoints.push(ev.to_string());
+                            }
+                        }
+                        for why in p.kept_classic {
+                            notes.push(format!("classic tracepoint for {why}"));
+                        }
+                    }
+                    Err(why) => notes.push(format!(
+                        "classic tracepoints only (they cost more per event): {why}"
+                    )),
+                }
             }
             Err(e) => problems.push(e.to_string()),
         },
@@ -143,7 +163,8 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
             (Vec::new(), Some(e.to_string()))
         }
     };
-    let bpf_programs_verified = bpf_error.is_none() && bpf_programs.len() == bpf::PROGRAMS.len();
+    let all_programs = bpf::PROGRAMS.len() + bpf::RAW_PROGRAMS.iter().flatten().count();
+    let bpf_programs_verified = bpf_error.is_none() && bpf_programs.len() == all_programs;
 
     Diagnosis {
         tracefs: tracefs_path.is_some(),
@@ -153,6 +174,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
         generation,
         wait_source,
         kernel_class,
+        raw_tracepoints,
         events,
         bpf_object,
         bpf_programs_verified,

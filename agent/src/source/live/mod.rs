@@ -11,12 +11,14 @@
 //! counters into `Lost` events.
 
 pub mod bpf;
+pub mod btf;
 pub mod decode;
 pub mod doctor;
 pub mod error;
 pub mod format;
 pub mod host;
 pub mod layout;
+pub mod raw;
 pub mod seed;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +53,12 @@ pub struct LiveOptions {
     /// (`--bpf-stats`): the per-program run time in the output, at the cost
     /// of two clock reads on every tracepoint hit, so off by default.
     pub kernel_stats: bool,
+    /// Use the classic tracepoints for every event, even where the
+    /// kernel's BTF allows raw ones (`--classic-tracepoints`; benchmarks
+    /// compare the two).
+    pub classic_only: bool,
+    /// Where the kernel's BTF is (tests point it elsewhere).
+    pub btf_dir: PathBuf,
 }
 
 impl Default for LiveOptions {
@@ -62,6 +70,8 @@ impl Default for LiveOptions {
             drain_period: bpf::DEFAULT_DRAIN_PERIOD,
             proc_root: PathBuf::from("/proc"),
             kernel_stats: false,
+            classic_only: false,
+            btf_dir: PathBuf::from(raw::BTF_DIR),
         }
     }
 }
@@ -132,7 +142,13 @@ pub fn probe(opts: &LiveOptions) -> Result<(PathBuf, Layout), LiveError> {
 }
 
 pub struct LiveSource {
+    /// The layout the decoder reads records with (raw slots at `rawrec`
+    /// offsets).
     layout: Layout,
+    /// How each event is watched, for the user.
+    access: String,
+    /// Slots on a raw tracepoint (their program has another name).
+    raw_slots: [bool; slot::COUNT],
     kernel: String,
     tracefs: PathBuf,
     // Field order is drop order: stop the reader before the programs go.
@@ -146,6 +162,77 @@ pub struct LiveSource {
     last_counters: Option<Instant>,
     /// A chunk `wait` received, for the next `poll`.
     pending: Option<Vec<u8>>,
+}
+
+/// Configure and attach every slot in use: raw tracepoints where the
+/// kernel's BTF allows (see `raw`), classic ones elsewhere or when a raw
+/// attach fails. Returns the decoder's layout and a line for the user.
+fn attach_all(
+    ebpf: &mut aya::Ebpf,
+    opts: &LiveOptions,
+    layout: &Layout,
+    category: &str,
+) -> Result<(Layout, String, [bool; slot::COUNT]), LiveError> {
+    let mut plan = if opts.classic_only || category != "sunrpc" {
+        None
+    } else {
+        match raw::KernelOffsets::from_sys(&opts.btf_dir) {
+            Ok(k) => Some(raw::plan(layout, &k)),
+            Err(why) => Some(raw::RawPlan::classic(layout, why)),
+        }
+    };
+    // Raw first: a slot whose raw attach fails goes back to classic.
+    if let Some(p) = plan.as_mut() {
+        bpf::write_raw_config(ebpf, &p.configs)?;
+        for (s, event) in raw::RAW_SLOTS {
+            let i = s as usize;
+            if !p.is_raw(i) {
+                continue;
+            }
+            if let Err(e) = bpf::attach_raw(ebpf, i, event) {
+                p.revert(i, layout, format!("{event}: {e}"));
+                bpf::write_raw_config(ebpf, &p.configs)?;
+            }
+        }
+    }
+    let is_raw = |i: usize| plan.as_ref().is_some_and(|p| p.is_raw(i));
+    let mut classic = layout.slots;
+    for (i, c) in classic.iter_mut().enumerate() {
+        if is_raw(i) {
+            *c = nfsdtop_common::SlotConfig::DISABLED;
+        }
+    }
+    bpf::write_config(ebpf, &classic)?;
+    for (i, ev) in layout.events.iter().enumerate() {
+        if let (Some(ev), 1) = (ev, classic[i].enabled) {
+            bpf::attach_slot(ebpf, i, category, ev)?;
+        }
+    }
+    let raw_events: Vec<&str> = raw::RAW_SLOTS
+        .iter()
+        .filter(|(s, _)| is_raw(*s as usize))
+        .map(|(_, e)| *e)
+        .collect();
+    let mut access = if raw_events.is_empty() {
+        "classic tracepoints".to_string()
+    } else {
+        format!(
+            "raw tracepoints (BTF offsets) for {}",
+            raw_events.join(", ")
+        )
+    };
+    if opts.classic_only {
+        access.push_str(" (asked for)");
+    }
+    if let Some(p) = &plan {
+        for why in &p.kept_classic {
+            access.push_str("; classic: ");
+            access.push_str(why);
+        }
+    }
+    let raw_slots = std::array::from_fn(is_raw);
+    let decode = plan.map_or_else(|| layout.clone(), |p| p.decode);
+    Ok((decode, access, raw_slots))
 }
 
 /// Slot → model tracepoint (for `Lost` events).
@@ -189,17 +276,14 @@ impl LiveSource {
         };
         let counters = bpf::Counters::take(&mut ebpf)?;
         let drain = bpf::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
-        bpf::write_config(&mut ebpf, &layout.slots)?;
-        for (i, ev) in layout.events.iter().enumerate() {
-            if let (Some(ev), 1) = (ev, layout.slots[i].enabled) {
-                bpf::attach_slot(&mut ebpf, i, category, ev)?;
-            }
-        }
+        let (decode, access, raw_slots) = attach_all(&mut ebpf, opts, &layout, category)?;
         // Seed after attaching: a connection accepted in between is seen
         // twice, which is idempotent; one seen by neither is impossible.
         let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
         Ok(LiveSource {
-            layout,
+            layout: decode,
+            access,
+            raw_slots,
             kernel: host::kernel_release(),
             tracefs,
             drain,
@@ -246,7 +330,7 @@ impl LiveSource {
 
 impl Source for LiveSource {
     fn info(&self) -> SourceInfo {
-        let mut detail = format!("tracefs {}", self.tracefs.display());
+        let mut detail = format!("tracefs {}; {}", self.tracefs.display(), self.access);
         if self.layout.kernel_class {
             detail.push_str("; kernel classes");
         }
@@ -321,10 +405,11 @@ impl Source for LiveSource {
             if self.layout.slots[i].enabled == 0 {
                 continue;
             }
-            let info = self
-                .ebpf
-                .program(bpf::PROGRAMS[i])
-                .and_then(|p| p.info().ok());
+            let name = match bpf::RAW_PROGRAMS[i] {
+                Some(raw) if self.raw_slots[i] => raw,
+                _ => bpf::PROGRAMS[i],
+            };
+            let info = self.ebpf.program(name).and_then(|p| p.info().ok());
             let c = counts[i];
             out.push(BpfProgramStats {
                 program: ev.clone(),

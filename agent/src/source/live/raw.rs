@@ -1,0 +1,348 @@
+//! Raw tracepoints for the three hot events (enqueue, dequeue,
+//! svc_stats_latency), where the kernel's BTF says where nfsd's fields are.
+//!
+//! Why: a classic tracepoint with a program attached makes the kernel build
+//! the event's record (addresses copied, strings formatted) on every hit
+//! before the program runs; that is most of what watching nfsd costs, and
+//! it is what ftrace pays too. A raw tracepoint hands the program the
+//! tracepoint's arguments (the transport or request pointer) and nothing
+//! else; the program reads the few fields nfsdtop needs at offsets found
+//! here, and writes a record laid out as `rawrec` says, which the same
+//! decoder reads through the synthetic slot configs made here.
+//!
+//! Anything missing (no BTF, a field renamed, an unexpected struct layout)
+//! leaves that slot on its classic tracepoint: raw is an optimisation,
+//! never a requirement.
+
+use std::path::Path;
+
+use nfsdtop_common::{rawrec, slot, RawConfig, SlotConfig, OFF_NONE};
+
+use super::btf::Btf;
+use super::layout::Layout;
+
+pub const BTF_DIR: &str = "/sys/kernel/btf";
+
+/// The slots that have a raw program, and the tracepoint each attaches to.
+pub const RAW_SLOTS: [(u8, &str); 3] = [
+    (slot::ENQUEUE, "svc_xprt_enqueue"),
+    (slot::DEQUEUE, "svc_xprt_dequeue"),
+    (slot::STATS_LATENCY, "svc_stats_latency"),
+];
+
+/// Where nfsd's fields are in this kernel (byte offsets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOffsets {
+    pub rq_xprt: u32,
+    pub rq_stime: u32,
+    pub xpt_flags: u32,
+    pub xpt_net: u32,
+    pub net_ns_inum: u32,
+    pub xpt_local: u32,
+    /// 6.16+ (the transport's enqueue time, for `qtime`).
+    pub xpt_qtime: Option<u32>,
+}
+
+impl KernelOffsets {
+    pub fn from_btf(btf: &Btf) -> Result<KernelOffsets, String> {
+        let need = |s: &str, path: &[&str]| {
+            btf.offset_of(s, path)
+                .ok_or_else(|| format!("the kernel's BTF has no {s}.{}", path.join(".")))
+        };
+        let local = need("svc_xprt", &["xpt_local"])?;
+        // The programs read both addresses and lengths in one go, so they
+        // must be where they have always been: in a row after xpt_local.
+        for (field, rel) in [
+            ("xpt_locallen", rawrec::LOCALLEN_REL),
+            ("xpt_remote", rawrec::REMOTE_REL),
+            ("xpt_remotelen", rawrec::REMOTELEN_REL),
+        ] {
+            let at = need("svc_xprt", &[field])?;
+            if at != local + rel as u32 {
+                return Err(format!(
+                    "svc_xprt.{field} is at byte {at}, not xpt_local + {rel} where nfsdtop reads it"
+                ));
+            }
+        }
+        Ok(KernelOffsets {
+            rq_xprt: need("svc_rqst", &["rq_xprt"])?,
+            rq_stime: need("svc_rqst", &["rq_stime"])?,
+            xpt_flags: need("svc_xprt", &["xpt_flags"])?,
+            xpt_net: need("svc_xprt", &["xpt_net"])?,
+            net_ns_inum: need("net", &["ns", "inum"])?,
+            xpt_local: local,
+            xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
+        })
+    }
+
+    /// From `/sys/kernel/btf` (vmlinux, plus the sunrpc module's split BTF
+    /// when sunrpc is a module).
+    pub fn from_sys(dir: &Path) -> Result<KernelOffsets, String> {
+        let module = dir.join("sunrpc").exists().then_some("sunrpc");
+        let btf = Btf::load(dir, module).map_err(|e| e.to_string())?;
+        KernelOffsets::from_btf(&btf)
+    }
+}
+
+/// Which slots go raw, their programs' configs, and the layout the decoder
+/// uses (classic slots unchanged, raw slots with `rawrec` offsets).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawPlan {
+    pub configs: [RawConfig; slot::COUNT],
+    pub decode: Layout,
+    /// Why a slot that could have been raw is not (for the user).
+    pub kept_classic: Vec<String>,
+}
+
+impl RawPlan {
+    /// Every slot classic, for `why`.
+    pub fn classic(layout: &Layout, why: String) -> RawPlan {
+        RawPlan {
+            configs: [RawConfig::default(); slot::COUNT],
+            decode: layout.clone(),
+            kept_classic: vec![why],
+        }
+    }
+
+    pub fn is_raw(&self, s: usize) -> bool {
+        self.configs[s].enabled == 1
+    }
+
+    /// Put slot `s` back on its classic tracepoint (its raw attach failed).
+    pub fn revert(&mut self, s: usize, classic: &Layout, why: String) {
+        self.configs[s] = RawConfig::default();
+        self.decode.slots[s] = classic.slots[s];
+        self.kept_classic.push(why);
+    }
+}
+
+/// The record layout of a raw slot, for the decoder.
+fn synthetic(classic: &SlotConfig, has_value: bool) -> SlotConfig {
+    SlotConfig {
+        enabled: 1,
+        server_off: rawrec::SERVER_LOC,
+        client_off: rawrec::CLIENT_LOC,
+        flags_off: rawrec::FLAGS,
+        flags_size: 8,
+        netns_off: rawrec::NETNS,
+        netns_size: 4,
+        value_off: if has_value { rawrec::VALUE } else { OFF_NONE },
+        value_size: if has_value { 8 } else { 0 },
+        class_off: OFF_NONE,
+        class_size: 0,
+        drop_mask: classic.drop_mask,
+        need_mask: classic.need_mask,
+    }
+}
+
+pub fn plan(layout: &Layout, k: &KernelOffsets) -> RawPlan {
+    let mut p = RawPlan {
+        configs: [RawConfig::default(); slot::COUNT],
+        decode: layout.clone(),
+        kept_classic: Vec::new(),
+    };
+    for (s, event) in RAW_SLOTS {
+        let i = s as usize;
+        let classic = &layout.slots[i];
+        if classic.enabled == 0 || layout.events[i].as_deref() != Some(event) {
+            continue;
+        }
+        let value = match s {
+            slot::DEQUEUE if layout.kernel_class => {
+                p.kept_classic.push(format!(
+                    "{event}: the kernel's class field is in its record only"
+                ));
+                continue;
+            }
+            slot::DEQUEUE if layout.qtime => match k.xpt_qtime {
+                Some(_) => rawrec::VALUE_QTIME,
+                None => {
+                    p.kept_classic.push(format!(
+                        "{event}: it has qtime but the kernel's BTF has no svc_xprt.xpt_qtime"
+                    ));
+                    continue;
+                }
+            },
+            slot::STATS_LATENCY => rawrec::VALUE_EXECUTE,
+            _ => rawrec::VALUE_NONE,
+        };
+        p.configs[i] = RawConfig {
+            enabled: 1,
+            arg_is_rqst: u32::from(s != slot::ENQUEUE),
+            rq_xprt: k.rq_xprt,
+            rq_stime: k.rq_stime,
+            xpt_flags: k.xpt_flags,
+            xpt_net: k.xpt_net,
+            net_ns_inum: k.net_ns_inum,
+            xpt_local: k.xpt_local,
+            xpt_qtime: k.xpt_qtime.unwrap_or(0),
+            value,
+            drop_mask: classic.drop_mask,
+            need_mask: classic.need_mask,
+        };
+        p.decode.slots[i] = synthetic(classic, value != rawrec::VALUE_NONE);
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Endpoint, EventKind};
+    use crate::source::live::btf::tests::Builder;
+    use crate::source::live::decode::{self, TraceFields};
+    use nfsdtop_common::RecordView;
+
+    fn fixture(gen: &str) -> Layout {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats");
+        Layout::from_tracefs(&dir.join(gen)).unwrap()
+    }
+
+    /// A kernel's BTF as the test needs it: svc_xprt with the address
+    /// block at `local`, svc_rqst, net with ns.inum.
+    fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
+        let mut b = Builder::new();
+        let u32t = b.int("unsigned int", 4);
+        let u64t = b.int("long unsigned int", 8);
+        let ns = b.composite(false, "ns_common", 24, false, &[("inum", u32t, 8 * 16)]);
+        let net = b.composite(false, "net", 200, false, &[("ns", ns, 8 * 120)]);
+        let netp = b.ptr(net);
+        let mut xprt_members = vec![
+            ("xpt_flags", u64t, 8 * 72),
+            ("xpt_local", u64t, 8 * local),
+            ("xpt_locallen", u64t, 8 * (local + 128)),
+            ("xpt_remote", u64t, 8 * (local + remote_rel)),
+            ("xpt_remotelen", u64t, 8 * (local + 264)),
+            ("xpt_net", netp, 8 * 700),
+        ];
+        if qtime {
+            xprt_members.push(("xpt_qtime", u64t, 8 * 24));
+        }
+        let xprt = b.composite(false, "svc_xprt", 800, false, &xprt_members);
+        let xprtp = b.ptr(xprt);
+        b.composite(
+            false,
+            "svc_rqst",
+            900,
+            false,
+            &[("rq_xprt", xprtp, 8 * 40), ("rq_stime", u64t, 8 * 300)],
+        );
+        Btf::parse(&b.build(), None).unwrap()
+    }
+
+    #[test]
+    fn offsets_from_btf_and_the_address_block_check() {
+        let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+        assert_eq!(
+            k,
+            KernelOffsets {
+                rq_xprt: 40,
+                rq_stime: 300,
+                xpt_flags: 72,
+                xpt_net: 700,
+                net_ns_inum: 136,
+                xpt_local: 160,
+                xpt_qtime: Some(24),
+            }
+        );
+        assert_eq!(
+            KernelOffsets::from_btf(&btf(160, 136, false))
+                .unwrap()
+                .xpt_qtime,
+            None
+        );
+        let e = KernelOffsets::from_btf(&btf(160, 144, true)).unwrap_err();
+        assert!(e.contains("xpt_remote is at byte 304"), "{e}");
+        let empty = Builder::new();
+        let e = KernelOffsets::from_btf(&Btf::parse(&empty.build(), None).unwrap()).unwrap_err();
+        assert!(e.contains("no svc_xprt.xpt_local"), "{e}");
+    }
+
+    #[test]
+    fn plan_per_generation() {
+        let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+        // 6.6+: the three hot slots raw, accept and free classic.
+        let l = fixture("6.6+");
+        let p = plan(&l, &k);
+        for (s, _) in RAW_SLOTS {
+            assert!(p.is_raw(s as usize), "slot {s}");
+        }
+        assert!(!p.is_raw(slot::ACCEPT as usize) && !p.is_raw(slot::CLOSE as usize));
+        assert_eq!(
+            p.decode.slots[slot::CLOSE as usize],
+            l.slots[slot::CLOSE as usize]
+        );
+        let enq = p.configs[slot::ENQUEUE as usize];
+        assert_eq!((enq.arg_is_rqst, enq.value), (0, rawrec::VALUE_NONE));
+        assert_eq!(enq.drop_mask, l.slots[slot::ENQUEUE as usize].drop_mask);
+        assert_ne!(enq.need_mask, 0);
+        assert_eq!(p.configs[slot::DEQUEUE as usize].value, rawrec::VALUE_NONE);
+        assert_eq!(
+            p.configs[slot::STATS_LATENCY as usize].value,
+            rawrec::VALUE_EXECUTE
+        );
+        // 6.16+: dequeue's qtime from xpt_qtime; without it, classic.
+        let l = fixture("6.16+");
+        assert_eq!(
+            plan(&l, &k).configs[slot::DEQUEUE as usize].value,
+            rawrec::VALUE_QTIME
+        );
+        let no_qtime = KernelOffsets {
+            xpt_qtime: None,
+            ..k
+        };
+        let p = plan(&l, &no_qtime);
+        assert!(!p.is_raw(slot::DEQUEUE as usize));
+        assert!(
+            p.kept_classic[0].contains("xpt_qtime"),
+            "{:?}",
+            p.kept_classic
+        );
+        // The proposed class field exists only in the record: classic.
+        assert!(!plan(&fixture("class"), &k).is_raw(slot::DEQUEUE as usize));
+    }
+
+    /// What a raw program writes decodes to the event the classic record
+    /// of the same hit does.
+    #[test]
+    fn raw_records_decode_like_classic_ones() {
+        let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+        let l = fixture("6.16+");
+        let p = plan(&l, &k);
+        let f = TraceFields {
+            flags: 1 << 3,
+            netns: 4026531840,
+            value: 250,
+            class: 0,
+            client: Endpoint::V6 {
+                ip: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                port: 700,
+            },
+            server: Endpoint::V4 {
+                ip: [10, 0, 0, 1],
+                port: 2049,
+            },
+        };
+        for s in [slot::ENQUEUE, slot::DEQUEUE, slot::STATS_LATENCY] {
+            let i = s as usize;
+            let classic = decode::kernel_record(&l.slots[i], s, 7, &f).to_bytes();
+            let raw = decode::kernel_record(&p.decode.slots[i], s, 7, &f).to_bytes();
+            let a = decode::decode(&RecordView::new(&classic).unwrap(), &l);
+            let b = decode::decode(&RecordView::new(&raw).unwrap(), &p.decode);
+            assert_eq!(a, b, "slot {s}");
+            assert!(a.is_some());
+        }
+        // The synthetic layout puts the addresses where the program does.
+        let raw = decode::kernel_record(&p.decode.slots[1], slot::DEQUEUE, 7, &f);
+        let loc = u32::from_ne_bytes(raw.raw[8..12].try_into().unwrap());
+        assert_eq!(loc & 0xffff, rawrec::SERVER_AT as u32);
+        let ev = decode::decode(&RecordView::new(&raw.to_bytes()).unwrap(), &p.decode).unwrap();
+        assert!(matches!(
+            ev.kind,
+            EventKind::Dequeue {
+                qtime_ns: Some(250_000),
+                ..
+            }
+        ));
+    }
+}
