@@ -72,7 +72,6 @@ impl<'a> Pipeline<'a> {
         control: Option<Receiver<Control>>,
         mut sink: impl FnMut(Snapshot) -> Flow,
     ) -> anyhow::Result<Aggregator> {
-        let info = self.source.info();
         let wall0 = Instant::now();
         let unix0 = unix_now();
         let src0 = self.source.now_ns();
@@ -128,6 +127,9 @@ impl<'a> Pipeline<'a> {
                     self.source.now_ns()
                 };
                 let wall = self.source.recorded_wall_clock(now).unwrap_or(wall);
+                // Asked each time: a live source can change how it watches
+                // an event while it runs (a raw tracepoint handed over).
+                let info = self.source.info();
                 let mut snap = self.aggregator.snapshot(now, wall, &info);
                 snap.totals.bpf = self.source.bpf_stats();
                 if sink(snap) == Flow::Stop || finished {

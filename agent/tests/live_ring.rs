@@ -332,3 +332,72 @@ fn live_source_reports_ring_overflow_as_lost_events() {
     drop(src);
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+/// The raw-tracepoint program on this machine's kernel, without nfsd: it is
+/// attached to the raw tracepoint `sched_process_exec` (argument 0: the
+/// task), with offsets into `struct task_struct` from this kernel's BTF
+/// standing in for nfsd's: "flags" = the task's pid, "netns" = its
+/// parent's (the forking thread's) pid through `real_parent`, as the
+/// program goes through `xpt_net`, the "address block" = from its `comm`.
+#[test]
+fn raw_program_reads_fields_at_btf_offsets() {
+    if !ready("raw_program_reads_fields_at_btf_offsets") {
+        return;
+    }
+    use nfsdtop_agent::source::live::btf::Btf;
+    use nfsdtop_common::RawConfig;
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        println!("skipped: no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let btf = Btf::load(dir, None).expect("this kernel's BTF");
+    let off = |path: &[&str]| {
+        btf.offset_of("task_struct", path)
+            .expect("task_struct field")
+    };
+    let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
+    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
+    let mut raw = [RawConfig::default(); slot::COUNT];
+    raw[slot::DEQUEUE as usize] = RawConfig {
+        enabled: 1,
+        xpt_flags: off(&["pid"]),
+        xpt_net: off(&["real_parent"]),
+        net_ns_inum: off(&["pid"]),
+        xpt_local: off(&["comm"]),
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    bpf::attach_raw(&mut ebpf, slot::DEQUEUE as usize, "sched_process_exec").unwrap();
+
+    // The forking thread is the children's real_parent: its tid.
+    let me: u64 = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .expect("/proc/thread-self names this thread");
+    let pids = spawn_true(10);
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < pids.len() && Instant::now() < deadline {
+        let Ok(chunk) = drain.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        for item in chunk.chunks_exact(Record::SIZE) {
+            let r = RecordView::new(item).unwrap();
+            assert!(r.is_raw(), "written by the raw program");
+            assert_eq!(r.slot(), slot::DEQUEUE);
+            let pid = r.field(16, 4).unwrap() as u32;
+            if !pids.contains(&pid) {
+                continue; // another process exec'd meanwhile
+            }
+            assert_eq!(r.field(24, 4), Some(me), "the parent's pid, two reads deep");
+            assert_eq!(&r.raw()[40..45], b"true\0", "comm, from the address block");
+            seen.insert(pid);
+        }
+    }
+    assert_eq!(seen, pids, "every exec reached the ring");
+    let d = stable(|| counters.read())[slot::DEQUEUE as usize];
+    assert_eq!(d.lost, 0, "{d:?}");
+    assert!(d.submitted >= 10, "{d:?}");
+}

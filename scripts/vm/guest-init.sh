@@ -332,6 +332,8 @@ measure() {
   NFSDTOP_PID=$main_pid
   load "$tag"
   if [ "$ok" = 1 ]; then
+    # The programs' own counters (run counts, recursion misses).
+    bpftool prog show >"$OUT/bpf-progs-$tag.txt" 2>&1
     before=$(ftrace_entries)
     nfsdtop_stop "$f"
     if [ -n "$classic_pid" ]; then

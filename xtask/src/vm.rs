@@ -969,7 +969,20 @@ fn check_main(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repo
             ),
         }
     }
-    let Some(m) = check_measurement(results, "main", summary, rep, true) else {
+    // Where the kernel preempts tracepoint programs (7.x), a raw program
+    // can miss hits; nfsdtop then counts them as lost and hands the event
+    // to its classic tracepoint. The counts are then checked as delivered
+    // + lost == ftrace instead of exactly.
+    let handed_over = fs::read_to_string(results.join("nfsdtop-main.jsonl"))
+        .ok()
+        .and_then(|t| t.lines().last().map(str::to_string))
+        .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+        .and_then(|v| v["source"]["detail"].as_str().map(str::to_string))
+        .is_some_and(|d| d.contains("moved to its classic tracepoint"));
+    if handed_over {
+        rep.note("main: a raw tracepoint missed hits and was handed over to its classic one");
+    }
+    let Some(m) = check_measurement(results, "main", summary, rep, !handed_over) else {
         return;
     };
     // Every Debian kernel here has BTF for vmlinux and its modules: the

@@ -181,7 +181,10 @@ pub struct Record {
     pub ts_ns: u64,
     /// Which program wrote it ([`slot`]).
     pub slot: u8,
-    pub _pad: [u8; 7],
+    /// 1: written by a raw-tracepoint program (fields at the `rawrec`
+    /// offsets); 0: a copy of the tracepoint's own record.
+    pub raw_kind: u8,
+    pub _pad: [u8; 6],
     /// The tracepoint record's bytes `0..RAW_BYTES`, at their own offsets.
     /// Bytes 0..8 (the common fields, which a BPF program may not read)
     /// are zero. Past the end of a short record the bytes are whatever the
@@ -199,7 +202,8 @@ impl Record {
         Record {
             ts_ns,
             slot,
-            _pad: [0; 7],
+            raw_kind: 0,
+            _pad: [0; 6],
             raw: [0; RAW_BYTES],
         }
     }
@@ -210,6 +214,7 @@ impl Record {
         let mut b = [0u8; Record::SIZE];
         b[0..8].copy_from_slice(&self.ts_ns.to_ne_bytes());
         b[8] = self.slot;
+        b[9] = self.raw_kind;
         b[Record::RAW_AT..].copy_from_slice(&self.raw);
         b
     }
@@ -233,6 +238,11 @@ impl<'a> RecordView<'a> {
 
     pub fn slot(&self) -> u8 {
         self.0[8]
+    }
+
+    /// Written by a raw-tracepoint program (see [`Record::raw_kind`]).
+    pub fn is_raw(&self) -> bool {
+        self.0[9] == 1
     }
 
     /// The tracepoint record's first [`RAW_BYTES`] bytes.

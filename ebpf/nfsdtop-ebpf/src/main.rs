@@ -92,6 +92,12 @@ fn flags_at(ctx: &TracePointContext, off: u16) -> Option<u32> {
 
 #[inline(always)]
 fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
+    // While the slot's raw program owns it, this one (attached only while
+    // the agent hands the slot over to it) does nothing: one map word
+    // decides, for every hit, which of the two records it.
+    if RAWCONFIG.get(slot as u32).is_some_and(|r| r.enabled == 1) {
+        return 0;
+    }
     bump(slot, counter::SEEN);
     let cfg = match CONFIG.get(slot as u32) {
         Some(c) => c,
@@ -188,15 +194,13 @@ fn kread<T>(addr: u64) -> Option<T> {
 /// program would have copied, at the `rawrec` offsets.
 #[inline(always)]
 fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
-    bump(slot, counter::SEEN);
+    // Disabled: the slot was handed over to its classic program, which
+    // counts the hits from then on.
     let cfg = match RAWCONFIG.get(slot as u32) {
-        Some(c) => c,
-        None => return 0,
+        Some(c) if c.enabled == 1 => c,
+        _ => return 0,
     };
-    if cfg.enabled == 0 {
-        bump(slot, counter::DISABLED);
-        return 0;
-    }
+    bump(slot, counter::SEEN);
     let arg0: u64 = ctx.arg(0);
     let xprt = if cfg.arg_is_rqst != 0 {
         kread::<u64>(arg0 + cfg.rq_xprt as u64).unwrap_or(0)
@@ -257,7 +261,8 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
     unsafe {
         let words = rec as *mut u64;
         words.write(now);
-        words.add(1).write(slot as u64);
+        // The slot, and raw_kind = 1 (byte 9).
+        words.add(1).write(slot as u64 | 1 << 8);
         let raw = rec.add(Record::RAW_AT);
         let raw_words = raw as *mut u64;
         raw_words.write(0);

@@ -158,7 +158,11 @@ pub fn write_raw_config(
 }
 
 /// Load slot `slot`'s raw program and attach it to raw tracepoint `event`.
-pub fn attach_raw(ebpf: &mut Ebpf, slot: usize, event: &str) -> Result<(), LiveError> {
+pub fn attach_raw(
+    ebpf: &mut Ebpf,
+    slot: usize,
+    event: &str,
+) -> Result<aya::programs::raw_trace_point::RawTracePointLinkId, LiveError> {
     let name = RAW_PROGRAMS
         .get(slot)
         .copied()
@@ -175,8 +179,21 @@ pub fn attach_raw(ebpf: &mut Ebpf, slot: usize, event: &str) -> Result<(), LiveE
         )
     })?;
     p.attach(event)
-        .map_err(|e| bpf_err(&format!("cannot attach to raw tracepoint {event}"), &e))?;
-    Ok(())
+        .map_err(|e| bpf_err(&format!("cannot attach to raw tracepoint {event}"), &e))
+}
+
+/// Detach slot `slot`'s raw program.
+pub fn detach_raw(
+    ebpf: &mut Ebpf,
+    slot: usize,
+    link: aya::programs::raw_trace_point::RawTracePointLinkId,
+) -> Result<(), LiveError> {
+    let Some(name) = RAW_PROGRAMS.get(slot).copied().flatten() else {
+        return Ok(());
+    };
+    raw_program(ebpf, name)?
+        .detach(link)
+        .map_err(|e| bpf_err(&format!("cannot detach {name}"), &e))
 }
 
 /// Fill the `CONFIG` map (one [`SlotConfig`] per slot).
@@ -219,6 +236,19 @@ pub fn attach_slot(
         )
     })?;
     Ok(())
+}
+
+/// Runs of program `name` the kernel skipped because the program was
+/// already running on that CPU (`recursion_misses` in its fdinfo): a raw
+/// tracepoint program preempted mid-run on kernels whose tracepoints are
+/// preemptible. None where the kernel does not say.
+pub fn recursion_misses(ebpf: &Ebpf, name: &str) -> Option<u64> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = ebpf.program(name)?.fd().ok()?.as_fd().as_raw_fd();
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("recursion_misses:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Per-slot totals summed over CPUs.

@@ -142,13 +142,19 @@ pub fn probe(opts: &LiveOptions) -> Result<(PathBuf, Layout), LiveError> {
 }
 
 pub struct LiveSource {
-    /// The layout the decoder reads records with (raw slots at `rawrec`
-    /// offsets).
+    /// The kernel's layout: classic programs' records are read with it.
     layout: Layout,
+    /// Raw programs' records are read with this one (`rawrec` offsets).
+    raw_layout: Layout,
     /// How each event is watched, for the user.
     access: String,
-    /// Slots on a raw tracepoint (their program has another name).
+    /// Slots whose raw program records now (their program has another
+    /// name); a slot goes back to classic when its raw program misses hits.
     raw_slots: [bool; slot::COUNT],
+    raw_configs: [nfsdtop_common::RawConfig; slot::COUNT],
+    misses_seen: [u64; slot::COUNT],
+    raw_links: [Option<RawLink>; slot::COUNT],
+    category: String,
     kernel: String,
     tracefs: PathBuf,
     // Field order is drop order: stop the reader before the programs go.
@@ -164,6 +170,8 @@ pub struct LiveSource {
     pending: Option<Vec<u8>>,
 }
 
+type RawLink = aya::programs::raw_trace_point::RawTracePointLinkId;
+
 /// Configure and attach every slot in use: raw tracepoints where the
 /// kernel's BTF allows (see `raw`), classic ones elsewhere or when a raw
 /// attach fails. Returns the decoder's layout and a line for the user.
@@ -172,7 +180,7 @@ fn attach_all(
     opts: &LiveOptions,
     layout: &Layout,
     category: &str,
-) -> Result<(Layout, String, [bool; slot::COUNT]), LiveError> {
+) -> Result<(raw::RawPlan, String, [Option<RawLink>; slot::COUNT]), LiveError> {
     let mut plan = if opts.classic_only || category != "sunrpc" {
         None
     } else {
@@ -182,6 +190,7 @@ fn attach_all(
         }
     };
     // Raw first: a slot whose raw attach fails goes back to classic.
+    let mut links: [Option<RawLink>; slot::COUNT] = Default::default();
     if let Some(p) = plan.as_mut() {
         bpf::write_raw_config(ebpf, &p.configs)?;
         for (s, event) in raw::RAW_SLOTS {
@@ -189,9 +198,12 @@ fn attach_all(
             if !p.is_raw(i) {
                 continue;
             }
-            if let Err(e) = bpf::attach_raw(ebpf, i, event) {
-                p.revert(i, layout, format!("{event}: {e}"));
-                bpf::write_raw_config(ebpf, &p.configs)?;
+            match bpf::attach_raw(ebpf, i, event) {
+                Ok(link) => links[i] = Some(link),
+                Err(e) => {
+                    p.revert(i, layout, format!("{event}: {e}"));
+                    bpf::write_raw_config(ebpf, &p.configs)?;
+                }
             }
         }
     }
@@ -230,9 +242,8 @@ fn attach_all(
             access.push_str(why);
         }
     }
-    let raw_slots = std::array::from_fn(is_raw);
-    let decode = plan.map_or_else(|| layout.clone(), |p| p.decode);
-    Ok((decode, access, raw_slots))
+    let plan = plan.unwrap_or_else(|| raw::RawPlan::classic(layout, String::new()));
+    Ok((plan, access, links))
 }
 
 /// Slot → model tracepoint (for `Lost` events).
@@ -276,14 +287,20 @@ impl LiveSource {
         };
         let counters = bpf::Counters::take(&mut ebpf)?;
         let drain = bpf::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
-        let (decode, access, raw_slots) = attach_all(&mut ebpf, opts, &layout, category)?;
+        let (plan, access, raw_links) = attach_all(&mut ebpf, opts, &layout, category)?;
+        let raw_slots = std::array::from_fn(|i| plan.is_raw(i));
         // Seed after attaching: a connection accepted in between is seen
         // twice, which is idempotent; one seen by neither is impossible.
         let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
         Ok(LiveSource {
-            layout: decode,
+            raw_layout: plan.decode,
+            raw_configs: plan.configs,
+            layout,
             access,
             raw_slots,
+            misses_seen: [0; slot::COUNT],
+            raw_links,
+            category: category.to_string(),
             kernel: host::kernel_release(),
             tracefs,
             drain,
@@ -328,6 +345,91 @@ impl LiveSource {
     }
 }
 
+impl LiveSource {
+    /// A raw tracepoint program that missed hits (the kernel skips a
+    /// program's run while the same program is preempted mid-run on that
+    /// CPU, on kernels whose tracepoints are preemptible) hands its slot to
+    /// the classic program: the misses are reported as lost, and from then
+    /// on the classic program records every hit. The hand-over is one map
+    /// word that both programs read on every hit.
+    fn hand_over_missing_raw(&mut self, now: u64, out: &mut Vec<Event>) {
+        for (s, event) in raw::RAW_SLOTS {
+            let i = s as usize;
+            if !self.raw_slots[i] {
+                continue;
+            }
+            let Some(name) = bpf::RAW_PROGRAMS[i] else {
+                continue;
+            };
+            let Some(misses) = bpf::recursion_misses(&self.ebpf, name) else {
+                continue;
+            };
+            let delta = misses.saturating_sub(self.misses_seen[i]);
+            if delta == 0 {
+                continue;
+            }
+            self.misses_seen[i] = misses;
+            out.push(Event {
+                ts_ns: now,
+                xprt: Default::default(),
+                kind: EventKind::Lost {
+                    tracepoint: slot_tracepoint(i),
+                    count: delta,
+                },
+            });
+            let moved = self.move_to_classic(i);
+            // Misses between the reading above and the hand-over: lost too.
+            let late = bpf::recursion_misses(&self.ebpf, name)
+                .unwrap_or(misses)
+                .saturating_sub(misses);
+            self.misses_seen[i] = misses + late;
+            if late > 0 {
+                out.push(Event {
+                    ts_ns: now,
+                    xprt: Default::default(),
+                    kind: EventKind::Lost {
+                        tracepoint: slot_tracepoint(i),
+                        count: late,
+                    },
+                });
+            }
+            if let Some(link) = self.raw_links[i].take() {
+                let _ = bpf::detach_raw(&mut self.ebpf, i, link);
+            }
+            match moved {
+                Ok(()) => self.access.push_str(&format!(
+                    "; {event} moved to its classic tracepoint (its raw one missed {} \
+                     hits: this kernel preempts tracepoint programs)",
+                    delta + late
+                )),
+                Err(e) => self
+                    .access
+                    .push_str(&format!("; {event}: raw tracepoint misses hits, {e}")),
+            }
+        }
+    }
+
+    fn move_to_classic(&mut self, i: usize) -> Result<(), LiveError> {
+        let Some(event) = self.layout.events[i].clone() else {
+            return Ok(());
+        };
+        // The classic program first (it yields while the raw one owns the
+        // slot), then the flip.
+        let mut classic = [nfsdtop_common::SlotConfig::DISABLED; slot::COUNT];
+        for (j, c) in classic.iter_mut().enumerate() {
+            if !self.raw_slots[j] || j == i {
+                *c = self.layout.slots[j];
+            }
+        }
+        bpf::write_config(&mut self.ebpf, &classic)?;
+        bpf::attach_slot(&mut self.ebpf, i, &self.category, &event)?;
+        self.raw_configs[i].enabled = 0;
+        bpf::write_raw_config(&mut self.ebpf, &self.raw_configs)?;
+        self.raw_slots[i] = false;
+        Ok(())
+    }
+}
+
 impl Source for LiveSource {
     fn info(&self) -> SourceInfo {
         let mut detail = format!("tracefs {}; {}", self.tracefs.display(), self.access);
@@ -366,9 +468,14 @@ impl Source for LiveSource {
                 }
             };
             for raw in chunk.chunks_exact(Record::SIZE) {
-                if let Some(ev) =
-                    RecordView::new(raw).and_then(|r| decode::decode(&r, &self.layout))
-                {
+                if let Some(ev) = RecordView::new(raw).and_then(|r| {
+                    let l = if r.is_raw() {
+                        &self.raw_layout
+                    } else {
+                        &self.layout
+                    };
+                    decode::decode(&r, l)
+                }) {
                     out.push(ev);
                 }
             }
@@ -381,6 +488,7 @@ impl Source for LiveSource {
         {
             self.last_counters = Some(Instant::now());
             self.lost_events(host::monotonic_ns(), out);
+            self.hand_over_missing_raw(host::monotonic_ns(), out);
         }
         Ok(Poll::Pending)
     }
