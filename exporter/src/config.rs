@@ -77,9 +77,9 @@ pub struct Cli {
     /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
     #[arg(long)]
     pub bpf_stats: bool,
-    /// Live source: watch every event through its classic tracepoint, even where the kernel's BTF allows the cheaper raw ones.
+    /// Live source: watch enqueue, dequeue and svc_stats_latency through raw tracepoints where the kernel's BTF allows (experimental).
     #[arg(long)]
-    pub classic_tracepoints: bool,
+    pub raw_tracepoints: bool,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -156,8 +156,8 @@ pub struct Config {
     pub tracefs: Option<PathBuf>,
     /// Live source: kernel BPF run-time statistics on while attached.
     pub bpf_stats: bool,
-    /// Live source: classic tracepoints only.
-    pub classic_tracepoints: bool,
+    /// Live source: raw tracepoints where the kernel's BTF allows.
+    pub raw_tracepoints: bool,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -183,7 +183,7 @@ struct FileConfig {
     redact: Option<bool>,
     redact_key: Option<Spanned<String>>,
     bpf_stats: Option<bool>,
-    classic_tracepoints: Option<bool>,
+    raw_tracepoints: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -297,7 +297,7 @@ impl Config {
             wait: None,
             tracefs: None,
             bpf_stats: false,
-            classic_tracepoints: false,
+            raw_tracepoints: false,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -342,8 +342,8 @@ impl Config {
         if let Some(x) = f.bpf_stats {
             self.bpf_stats = x;
         }
-        if let Some(x) = f.classic_tracepoints {
-            self.classic_tracepoints = x;
+        if let Some(x) = f.raw_tracepoints {
+            self.raw_tracepoints = x;
         }
         if let Some(x) = f.expose {
             self.expose = x;
@@ -483,8 +483,8 @@ impl Config {
         if cli.bpf_stats {
             self.bpf_stats = true;
         }
-        if cli.classic_tracepoints {
-            self.classic_tracepoints = true;
+        if cli.raw_tracepoints {
+            self.raw_tracepoints = true;
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {

@@ -7,7 +7,7 @@
 # short fixed runs, alternating four modes REPS times (A B C D A B C D ...):
 #   none    nothing attached
 #   nfsdtop the real binary, live source, batch JSON (attached before fio)
-#   classic the same with --classic-tracepoints
+#   raw     the same with --raw-tracepoints
 #   ftrace  the same sunrpc events enabled in the kernel's ftrace
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
@@ -119,7 +119,10 @@ pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *
 lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 nfsdtop_ready() { [ "$(lines "$1")" -ge 1 ] || pid_gone "$NFSDTOP_PID"; }
 # utime + stime of a process, in clock ticks
-cpu_ticks() { awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU time of a process in ns: the sum over its threads of schedstat's
+# first field (exact; /proc/PID/stat counts 4 ms ticks, and a thread woken
+# by a timer and done before the next tick is never counted there).
+cpu_ticks() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ n += $1 } END { printf "%d\n", n }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # "name run_time_ns run_cnt" for each BPF program whose name starts svc_
 bpf_stats() {
@@ -127,7 +130,7 @@ bpf_stats() {
     /^[0-9]+: / { name = ""; for (i = 1; i <= NF; i++) if ($i == "name") name = $(i + 1);
                   rt = 0; rc = 0;
                   for (i = 1; i <= NF; i++) { if ($i == "run_time_ns") rt = $(i + 1); if ($i == "run_cnt") rc = $(i + 1) }
-                  if (name ~ /^svc_/) print name, rt, rc }'
+                  if (name ~ /^(raw_)?svc_/) print name, rt, rc }'
 }
 ftrace_on() {
   echo 0 >$T/tracing_on
@@ -153,13 +156,13 @@ fio_run() {
     --output-format=json --output="$OUT/fio-$1.json" >/dev/null 2>"$OUT/fio-$1.err"
 }
 
-# one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace);
-# classic = nfsdtop on the classic tracepoints only.
+# one TAG MODE: one fio run in MODE (none | nfsdtop | raw | ftrace);
+# raw = nfsdtop with --raw-tracepoints.
 one() {
   local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra=""
   summary "mode.$tag" "$mode"
-  if [ "$mode" = classic ]; then
-    extra=--classic-tracepoints
+  if [ "$mode" = raw ]; then
+    extra=--raw-tracepoints
     mode=nfsdtop
   fi
   case $mode in
@@ -177,7 +180,7 @@ one() {
       c0=$(cpu_ticks "$NFSDTOP_PID")
       t0=$(up)
       sleep "$IDLE_SECS"
-      summary "agent_idle_ticks.$tag" "$(($(cpu_ticks "$NFSDTOP_PID") - c0))"
+      summary "agent_idle_ns.$tag" "$(($(cpu_ticks "$NFSDTOP_PID") - c0))"
       summary "agent_idle_wall.$tag" "$(echo "$t0 $(up)" | awk '{print $2 - $1}')"
       bpf_stats >"$OUT/bpf-before-$tag.txt"
       c0=$(cpu_ticks "$NFSDTOP_PID")
@@ -192,7 +195,7 @@ one() {
     nfsdtop)
       c1=$(cpu_ticks "$NFSDTOP_PID")
       bpf_stats >"$OUT/bpf-after-$tag.txt"
-      summary "agent_cpu_ticks.$tag" "$((c1 - c0))"
+      summary "agent_cpu_ns.$tag" "$((c1 - c0))"
       summary "agent_rss_kib.$tag" "$(rss_kib "$NFSDTOP_PID")"
       kill -TERM "$NFSDTOP_PID" 2>/dev/null
       wait_until 30 "nfsdtop to exit" pid_gone "$NFSDTOP_PID"
@@ -207,7 +210,7 @@ one() {
 summary clk_tck "$(getconf CLK_TCK)"
 one warmup none
 for r in $(seq 1 "$REPS"); do
-  for m in none nfsdtop classic ftrace; do
+  for m in none nfsdtop raw ftrace; do
     one "$m-$r" "$m"
   done
 done
@@ -217,6 +220,7 @@ one "none-$((REPS + 1))" none
 # The programs' own cost, from the kernel's statistics (not in the rounds).
 sysctl -q -w kernel.bpf_stats_enabled=1 || mark "cannot enable kernel.bpf_stats_enabled"
 one nfsdtop-timed nfsdtop
+one raw-timed raw
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"
 umount /mnt/nfs

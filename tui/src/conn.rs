@@ -74,7 +74,7 @@ pub fn live_options(args: &SourceArgs) -> LiveOptions {
         }),
         ring_bytes: args.ring_size.unwrap_or(LiveOptions::default().ring_bytes),
         kernel_stats: args.bpf_stats,
-        classic_only: args.classic_tracepoints,
+        raw: args.raw_tracepoints,
         ..LiveOptions::default()
     }
 }

@@ -59,7 +59,7 @@ pub fn text(d: &Diagnosis) -> String {
     line(
         "raw tracepoints",
         if d.raw_tracepoints.is_empty() {
-            "none (classic tracepoints)".into()
+            "none possible (classic tracepoints)".into()
         } else {
             d.raw_tracepoints.join(", ")
         },

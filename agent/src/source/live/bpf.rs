@@ -144,15 +144,21 @@ pub fn write_raw_config(
     ebpf: &mut Ebpf,
     slots: &[RawConfig; slot::COUNT],
 ) -> Result<(), LiveError> {
-    let map = ebpf.map_mut("RAWCONFIG").ok_or_else(|| LiveError::Bpf {
+    write_array(ebpf, "RAWCONFIG", slots)
+}
+
+/// Fill the array map `name`, entry `i` = `values[i]`.
+fn write_array<T: aya::Pod>(ebpf: &mut Ebpf, name: &str, values: &[T]) -> Result<(), LiveError> {
+    let map = ebpf.map_mut(name).ok_or_else(|| LiveError::Bpf {
         context: "the BPF object".into(),
-        detail: "it has no RAWCONFIG map".into(),
+        detail: format!("it has no {name} map"),
     })?;
-    let mut cfg: Array<&mut MapData, RawConfig> =
-        Array::try_from(map).map_err(|e| bpf_err("the RAWCONFIG map", &e))?;
-    for (i, c) in slots.iter().enumerate() {
-        cfg.set(i as u32, *c, 0)
-            .map_err(|e| bpf_err("cannot write the RAWCONFIG map", &e))?;
+    let mut array: Array<&mut MapData, T> =
+        Array::try_from(map).map_err(|e| bpf_err(&format!("the {name} map"), &e))?;
+    for (i, v) in values.iter().enumerate() {
+        array
+            .set(i as u32, *v, 0)
+            .map_err(|e| bpf_err(&format!("cannot write the {name} map"), &e))?;
     }
     Ok(())
 }
@@ -198,17 +204,7 @@ pub fn detach_raw(
 
 /// Fill the `CONFIG` map (one [`SlotConfig`] per slot).
 pub fn write_config(ebpf: &mut Ebpf, slots: &[SlotConfig; slot::COUNT]) -> Result<(), LiveError> {
-    let map = ebpf.map_mut("CONFIG").ok_or_else(|| LiveError::Bpf {
-        context: "the BPF object".into(),
-        detail: "it has no CONFIG map".into(),
-    })?;
-    let mut cfg: Array<&mut MapData, SlotConfig> =
-        Array::try_from(map).map_err(|e| bpf_err("the CONFIG map", &e))?;
-    for (i, c) in slots.iter().enumerate() {
-        cfg.set(i as u32, *c, 0)
-            .map_err(|e| bpf_err("cannot write the CONFIG map", &e))?;
-    }
-    Ok(())
+    write_array(ebpf, "CONFIG", slots)
 }
 
 /// Load slot `slot`'s program and attach it to tracepoint `category/event`.

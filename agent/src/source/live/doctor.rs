@@ -30,8 +30,8 @@ pub struct Diagnosis {
     pub generation: Option<String>,
     pub wait_source: Option<String>,
     pub kernel_class: bool,
-    /// Events the live source would watch through raw tracepoints (the
-    /// kernel's BTF gives the fields' offsets); the others use classic ones.
+    /// Events `--raw-tracepoints` would watch through raw tracepoints (the
+    /// kernel's BTF gives the fields' offsets).
     pub raw_tracepoints: Vec<String>,
     pub events: BTreeMap<String, EventReport>,
     pub bpf_object: bool,
@@ -140,12 +140,12 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                             }
                         }
                         for why in p.kept_classic {
-                            notes.push(format!("classic tracepoint for {why}"));
+                            notes.push(format!("--raw-tracepoints keeps {why}"));
                         }
                     }
-                    Err(why) => notes.push(format!(
-                        "classic tracepoints only (they cost more per event): {why}"
-                    )),
+                    Err(why) => {
+                        notes.push(format!("no raw tracepoints (--raw-tracepoints): {why}"))
+                    }
                 }
             }
             Err(e) => problems.push(e.to_string()),

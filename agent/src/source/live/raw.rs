@@ -1,18 +1,19 @@
 //! Raw tracepoints for the three hot events (enqueue, dequeue,
-//! svc_stats_latency), where the kernel's BTF says where nfsd's fields are.
+//! svc_stats_latency), where the kernel's BTF says where nfsd's fields are
+//! (`--raw-tracepoints`; off by default).
 //!
-//! Why: a classic tracepoint with a program attached makes the kernel build
-//! the event's record (addresses copied, strings formatted) on every hit
-//! before the program runs; that is most of what watching nfsd costs, and
-//! it is what ftrace pays too. A raw tracepoint hands the program the
-//! tracepoint's arguments (the transport or request pointer) and nothing
-//! else; the program reads the few fields nfsdtop needs at offsets found
-//! here, and writes a record laid out as `rawrec` says, which the same
-//! decoder reads through the synthetic slot configs made here.
+//! A classic tracepoint with a program attached makes the kernel build the
+//! event's record (addresses copied, strings formatted) on every hit before
+//! the program runs. A raw tracepoint hands the program the tracepoint's
+//! arguments (the transport or request pointer) and nothing else; the
+//! program reads the few fields nfsdtop needs at offsets found here, and
+//! writes a record laid out as `rawrec` says, which the same decoder reads
+//! through the synthetic slot configs made here. Measured in the benchmark
+//! guest (BENCHMARKS.md) the programs' own reads cost what the record
+//! building saved, so this stays opt-in.
 //!
 //! Anything missing (no BTF, a field renamed, an unexpected struct layout)
-//! leaves that slot on its classic tracepoint: raw is an optimisation,
-//! never a requirement.
+//! leaves that slot on its classic tracepoint.
 
 use std::path::Path;
 
