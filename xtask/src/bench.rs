@@ -489,7 +489,7 @@ fn ring_vs_aggregator(res: &Results) -> String {
             if *lost == 0.0 {
                 "Nothing was lost in any case: the reader delivered every record \
                  the kernel produced, so the producer (a syscall plus the BPF \
-                 program, about 1 µs per event here) is the limit, and this rate \
+                 program) is the limit, and this rate \
                  bounds what the ring is ever asked to deliver on this machine."
             } else {
                 "Records were lost: the reader is the limit at this rate."

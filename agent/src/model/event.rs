@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A socket address as the kernel's tracepoints report it. `None` is the
 /// zero-length sockaddr of listener and UDP transports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Endpoint {
     #[default]
     None,
@@ -68,6 +68,26 @@ impl fmt::Display for Endpoint {
             None => f.write_str("(listener)"),
             Some(ip) if self.port() == 0 => write!(f, "{ip}"),
             Some(ip) => write!(f, "{}", SocketAddr::new(ip, self.port())),
+        }
+    }
+}
+
+/// Hashed as one or three words (family and port in the first): the
+/// aggregator looks a transport up on every event, and the derived hash
+/// fed the address bytes and an array length in separately.
+impl std::hash::Hash for Endpoint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match *self {
+            Endpoint::None => state.write_u64(0),
+            Endpoint::V4 { ip, port } => {
+                state.write_u64(1 << 48 | u64::from(port) << 32 | u64::from(u32::from_ne_bytes(ip)))
+            }
+            Endpoint::V6 { ip, port } => {
+                let (hi, lo) = ip.split_at(8);
+                state.write_u64(2 << 48 | u64::from(port) << 32);
+                state.write_u64(u64::from_ne_bytes(hi.try_into().unwrap_or_default()));
+                state.write_u64(u64::from_ne_bytes(lo.try_into().unwrap_or_default()));
+            }
         }
     }
 }
