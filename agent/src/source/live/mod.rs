@@ -153,6 +153,7 @@ pub struct LiveSource {
     raw_slots: [bool; slot::COUNT],
     raw_configs: [nfsdtop_common::RawConfig; slot::COUNT],
     misses_seen: [u64; slot::COUNT],
+    classic_misses_seen: [u64; slot::COUNT],
     raw_links: [Option<RawLink>; slot::COUNT],
     category: String,
     kernel: String,
@@ -299,6 +300,7 @@ impl LiveSource {
             access,
             raw_slots,
             misses_seen: [0; slot::COUNT],
+            classic_misses_seen: [0; slot::COUNT],
             raw_links,
             category: category.to_string(),
             kernel: host::kernel_release(),
@@ -346,15 +348,31 @@ impl LiveSource {
 }
 
 impl LiveSource {
-    /// A raw tracepoint program that missed hits (the kernel skips a
-    /// program's run while the same program is preempted mid-run on that
-    /// CPU, on kernels whose tracepoints are preemptible) hands its slot to
-    /// the classic program: the misses are reported as lost, and from then
-    /// on the classic program records every hit. The hand-over is one map
-    /// word that both programs read on every hit.
+    /// Runs the kernel skipped (`recursion_misses`: the program, or on
+    /// classic tracepoints any BPF program, was already running on that
+    /// CPU; kernels that preempt tracepoint programs make this happen)
+    /// are events nfsdtop never saw: reported as lost, like a full ring.
+    /// A raw program that misses hits also hands its slot to the classic
+    /// program, which records every hit from then on (one map word, read
+    /// by both programs on every hit, decides).
     fn hand_over_missing_raw(&mut self, now: u64, out: &mut Vec<Event>) {
-        for (s, event) in raw::RAW_SLOTS {
-            let i = s as usize;
+        for i in 0..slot::COUNT {
+            let lost = |count: u64| Event {
+                ts_ns: now,
+                xprt: Default::default(),
+                kind: EventKind::Lost {
+                    tracepoint: slot_tracepoint(i),
+                    count,
+                },
+            };
+            // The classic program, where it is loaded.
+            if let Some(m) = bpf::recursion_misses(&self.ebpf, bpf::PROGRAMS[i]) {
+                let delta = m.saturating_sub(self.classic_misses_seen[i]);
+                self.classic_misses_seen[i] = m;
+                if delta > 0 {
+                    out.push(lost(delta));
+                }
+            }
             if !self.raw_slots[i] {
                 continue;
             }
@@ -369,14 +387,11 @@ impl LiveSource {
                 continue;
             }
             self.misses_seen[i] = misses;
-            out.push(Event {
-                ts_ns: now,
-                xprt: Default::default(),
-                kind: EventKind::Lost {
-                    tracepoint: slot_tracepoint(i),
-                    count: delta,
-                },
-            });
+            out.push(lost(delta));
+            let event = raw::RAW_SLOTS
+                .iter()
+                .find(|(s, _)| *s as usize == i)
+                .map_or("?", |(_, e)| *e);
             let moved = self.move_to_classic(i);
             // Misses between the reading above and the hand-over: lost too.
             let late = bpf::recursion_misses(&self.ebpf, name)
@@ -384,14 +399,7 @@ impl LiveSource {
                 .saturating_sub(misses);
             self.misses_seen[i] = misses + late;
             if late > 0 {
-                out.push(Event {
-                    ts_ns: now,
-                    xprt: Default::default(),
-                    kind: EventKind::Lost {
-                        tracepoint: slot_tracepoint(i),
-                        count: late,
-                    },
-                });
+                out.push(lost(late));
             }
             if let Some(link) = self.raw_links[i].take() {
                 let _ = bpf::detach_raw(&mut self.ebpf, i, link);
