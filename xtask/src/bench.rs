@@ -1288,16 +1288,18 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         "| program | runs | runs/s (during fio) | run time | ns per run |\n|---|---|---|---|---|"
     )?;
     let mut tot: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let (mut default_rt, mut default_runs) = (0u64, 0u64);
+    // The default (classic) programs' totals, from nfsdtop-timed.
+    let (mut all_rt, mut all_runs) = (0u64, 0u64);
     let mut fio_wall = 0.0;
     let mut ring_max: f64 = 0.0;
     let mut agent_ns = 0.0;
     let mut idle_ns = 0.0;
     let mut idle_wall = 0.0;
     let mut rss = vec![];
-    let fio_wall_of = |tag: &str| -> f64 {
+    // A number the guest wrote into summary.txt (0 where it wrote none).
+    let value = |key: String| -> f64 {
         summary
-            .get(&format!("fio_wall.{tag}"))
+            .get(&key)
             .and_then(|x| x.parse().ok())
             .unwrap_or(0.0)
     };
@@ -1308,7 +1310,7 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
     for tag in ["nfsdtop-timed", "raw-timed"] {
         let b = bpf_file(&results.join(format!("bpf-before-{tag}.txt")));
         let a = bpf_file(&results.join(format!("bpf-after-{tag}.txt")));
-        let wall = fio_wall_of(tag);
+        let wall = value(format!("fio_wall.{tag}"));
         let mut runs_this = 0u64;
         let mut rt_this = 0u64;
         for (name, (rt, rc)) in &a {
@@ -1327,32 +1329,22 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         if tag == "nfsdtop-timed" && wall > 0.0 {
             fio_wall += wall;
             ring_max = ring_max.max(runs_this as f64 / wall);
-            default_rt = rt_this;
-            default_runs = runs_this;
+            all_rt = rt_this;
+            all_runs = runs_this;
         }
     }
     // The agent's CPU: the rounds (statistics off, as users run it).
     let mut rounds_wall = 0.0;
     for r in 1..=args.reps {
         let tag = format!("nfsdtop-{r}");
-        rounds_wall += fio_wall_of(&tag);
-        agent_ns += summary
-            .get(&format!("agent_cpu_ns.{tag}"))
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        idle_ns += summary
-            .get(&format!("agent_idle_ns.{tag}"))
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        idle_wall += summary
-            .get(&format!("agent_idle_wall.{tag}"))
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(0.0);
+        rounds_wall += value(format!("fio_wall.{tag}"));
+        agent_ns += value(format!("agent_cpu_ns.{tag}"));
+        idle_ns += value(format!("agent_idle_ns.{tag}"));
+        idle_wall += value(format!("agent_idle_wall.{tag}"));
         if let Some(k) = summary.get(&format!("agent_rss_kib.{tag}")) {
             rss.push(k.clone());
         }
     }
-    let (all_runs, all_rt) = (default_runs, default_rt);
     for (name, (rt, rc)) in &tot {
         let wall = prog_wall.get(name).copied().unwrap_or(fio_wall);
         writeln!(

@@ -82,6 +82,15 @@ pub struct SlotConfig {
     pub need_mask: u64,
 }
 
+/// The enqueue rule, shared by the BPF programs and the agent's decoder:
+/// true when a record whose transport flags are `flags` is not an enqueue
+/// (a bit of `drop_mask` is set, or `need_mask` is given and none of its
+/// bits is). See [`SlotConfig::drop_mask`] and [`SlotConfig::need_mask`].
+#[inline(always)]
+pub const fn not_enqueued(flags: u64, drop_mask: u64, need_mask: u64) -> bool {
+    flags & drop_mask != 0 || (need_mask != 0 && flags & need_mask == 0)
+}
+
 impl SlotConfig {
     pub const DISABLED: SlotConfig = SlotConfig {
         enabled: 0,

@@ -21,7 +21,9 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
     EbpfContext,
 };
-use nfsdtop_common::{counter, rawrec, slot, RawConfig, Record, SlotConfig, ADDR_MAX, RAW_BYTES};
+use nfsdtop_common::{
+    counter, not_enqueued, rawrec, slot, RawConfig, Record, SlotConfig, ADDR_MAX, RAW_BYTES,
+};
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
 const RB_NO_WAKEUP: u64 = 1;
@@ -112,7 +114,7 @@ fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
     if cfg.drop_mask != 0 || cfg.need_mask != 0 {
         if let Some(f) = flags_at(ctx, cfg.flags_off) {
             let f = f as u64;
-            if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
+            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
                 bump(slot, counter::BUSY);
                 return 0;
             }
@@ -212,7 +214,7 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
         return 0;
     }
     let flags = kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0);
-    if flags & cfg.drop_mask != 0 || (cfg.need_mask != 0 && flags & cfg.need_mask == 0) {
+    if not_enqueued(flags, cfg.drop_mask, cfg.need_mask) {
         bump(slot, counter::BUSY);
         return 0;
     }

@@ -113,17 +113,19 @@ fn raw_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut RawTracePoi
     })
 }
 
+/// A program the kernel's verifier would not load.
+fn rejected(name: &str, e: &aya::programs::ProgramError) -> LiveError {
+    bpf_err(
+        &format!("the kernel's verifier rejected BPF program {name}"),
+        e,
+    )
+}
+
 /// Load every program into the kernel (the verifier runs) without
 /// attaching anything: what `nfsdtop doctor` checks.
 pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
     let mut ebpf = open(ring_bytes)?;
     let mut ok = Vec::new();
-    let rejected = |name: &str, e: &aya::programs::ProgramError| {
-        bpf_err(
-            &format!("the kernel's verifier rejected BPF program {name}"),
-            e,
-        )
-    };
     for name in PROGRAMS {
         program(&mut ebpf, name)?
             .load()
@@ -178,12 +180,7 @@ pub fn attach_raw(
             detail: format!("no raw program for slot {slot}"),
         })?;
     let p = raw_program(ebpf, name)?;
-    p.load().map_err(|e| {
-        bpf_err(
-            &format!("the kernel's verifier rejected BPF program {name}"),
-            &e,
-        )
-    })?;
+    p.load().map_err(|e| rejected(name, &e))?;
     p.attach(event)
         .map_err(|e| bpf_err(&format!("cannot attach to raw tracepoint {event}"), &e))
 }
@@ -219,12 +216,7 @@ pub fn attach_slot(
         detail: format!("no program for slot {slot}"),
     })?;
     let p = program(ebpf, name)?;
-    p.load().map_err(|e| {
-        bpf_err(
-            &format!("the kernel's verifier rejected BPF program {name}"),
-            &e,
-        )
-    })?;
+    p.load().map_err(|e| rejected(name, &e))?;
     p.attach(category, event).map_err(|e| {
         bpf_err(
             &format!("cannot attach to tracepoint {category}/{event}"),

@@ -45,7 +45,7 @@ pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
     let kind = match s {
         slot::ENQUEUE => {
             if let Some(f) = rec.field(cfg.flags_off, cfg.flags_size) {
-                if f & cfg.drop_mask != 0 || (cfg.need_mask != 0 && f & cfg.need_mask == 0) {
+                if nfsdtop_common::not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
                     return None;
                 }
             }

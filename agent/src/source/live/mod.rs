@@ -144,14 +144,12 @@ pub fn probe(opts: &LiveOptions) -> Result<(PathBuf, Layout), LiveError> {
 pub struct LiveSource {
     /// The kernel's layout: classic programs' records are read with it.
     layout: Layout,
-    /// Raw programs' records are read with this one (`rawrec` offsets).
-    raw_layout: Layout,
+    /// The raw programs' configs (a slot is raw while its config is
+    /// enabled; it goes back to classic when its raw program misses hits)
+    /// and the layout their records are read with (`rawrec` offsets).
+    raw: raw::RawPlan,
     /// How each event is watched, for the user.
     access: String,
-    /// Slots whose raw program records now (their program has another
-    /// name); a slot goes back to classic when its raw program misses hits.
-    raw_slots: [bool; slot::COUNT],
-    raw_configs: [nfsdtop_common::RawConfig; slot::COUNT],
     misses_seen: [u64; slot::COUNT],
     classic_misses_seen: [u64; slot::COUNT],
     raw_links: [Option<RawLink>; slot::COUNT],
@@ -183,38 +181,30 @@ fn attach_all(
     category: &str,
 ) -> Result<(raw::RawPlan, String, [Option<RawLink>; slot::COUNT]), LiveError> {
     let mut plan = if !opts.raw || category != "sunrpc" {
-        None
+        raw::RawPlan::none(layout)
     } else {
         match raw::KernelOffsets::from_sys(&opts.btf_dir) {
-            Ok(k) => Some(raw::plan(layout, &k)),
-            Err(why) => Some(raw::RawPlan::classic(layout, why)),
+            Ok(k) => raw::plan(layout, &k),
+            Err(why) => raw::RawPlan::classic(layout, why),
         }
     };
     // Raw first: a slot whose raw attach fails goes back to classic.
     let mut links: [Option<RawLink>; slot::COUNT] = Default::default();
-    if let Some(p) = plan.as_mut() {
-        bpf::write_raw_config(ebpf, &p.configs)?;
-        for (s, event) in raw::RAW_SLOTS {
-            let i = s as usize;
-            if !p.is_raw(i) {
-                continue;
-            }
-            match bpf::attach_raw(ebpf, i, event) {
-                Ok(link) => links[i] = Some(link),
-                Err(e) => {
-                    p.revert(i, layout, format!("{event}: {e}"));
-                    bpf::write_raw_config(ebpf, &p.configs)?;
-                }
+    bpf::write_raw_config(ebpf, &plan.configs)?;
+    for (s, event) in raw::RAW_SLOTS {
+        let i = s as usize;
+        if !plan.is_raw(i) {
+            continue;
+        }
+        match bpf::attach_raw(ebpf, i, event) {
+            Ok(link) => links[i] = Some(link),
+            Err(e) => {
+                plan.revert(i, layout, format!("{event}: {e}"));
+                bpf::write_raw_config(ebpf, &plan.configs)?;
             }
         }
     }
-    let is_raw = |i: usize| plan.as_ref().is_some_and(|p| p.is_raw(i));
-    let mut classic = layout.slots;
-    for (i, c) in classic.iter_mut().enumerate() {
-        if is_raw(i) {
-            *c = nfsdtop_common::SlotConfig::DISABLED;
-        }
-    }
+    let classic = plan.classic_configs(layout);
     bpf::write_config(ebpf, &classic)?;
     for (i, ev) in layout.events.iter().enumerate() {
         if let (Some(ev), 1) = (ev, classic[i].enabled) {
@@ -223,7 +213,7 @@ fn attach_all(
     }
     let raw_events: Vec<&str> = raw::RAW_SLOTS
         .iter()
-        .filter(|(s, _)| is_raw(*s as usize))
+        .filter(|(s, _)| plan.is_raw(*s as usize))
         .map(|(_, e)| *e)
         .collect();
     let mut access = if raw_events.is_empty() {
@@ -237,14 +227,23 @@ fn attach_all(
     if !opts.raw {
         access.push_str(" (the default)");
     }
-    if let Some(p) = &plan {
-        for why in &p.kept_classic {
-            access.push_str("; classic: ");
-            access.push_str(why);
-        }
+    for why in &plan.kept_classic {
+        access.push_str("; classic: ");
+        access.push_str(why);
     }
-    let plan = plan.unwrap_or_else(|| raw::RawPlan::classic(layout, String::new()));
     Ok((plan, access, links))
+}
+
+/// `count` events of slot `s` that never reached the agent.
+fn lost_event(now: u64, s: usize, count: u64) -> Event {
+    Event {
+        ts_ns: now,
+        xprt: Default::default(),
+        kind: EventKind::Lost {
+            tracepoint: slot_tracepoint(s),
+            count,
+        },
+    }
 }
 
 /// Slot → model tracepoint (for `Lost` events).
@@ -288,17 +287,14 @@ impl LiveSource {
         };
         let counters = bpf::Counters::take(&mut ebpf)?;
         let drain = bpf::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
-        let (plan, access, raw_links) = attach_all(&mut ebpf, opts, &layout, category)?;
-        let raw_slots = std::array::from_fn(|i| plan.is_raw(i));
+        let (raw, access, raw_links) = attach_all(&mut ebpf, opts, &layout, category)?;
         // Seed after attaching: a connection accepted in between is seen
         // twice, which is idempotent; one seen by neither is impossible.
         let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
         Ok(LiveSource {
-            raw_layout: plan.decode,
-            raw_configs: plan.configs,
+            raw,
             layout,
             access,
-            raw_slots,
             misses_seen: [0; slot::COUNT],
             classic_misses_seen: [0; slot::COUNT],
             raw_links,
@@ -334,14 +330,7 @@ impl LiveSource {
             let delta = c.lost.saturating_sub(self.lost_seen[s]);
             if delta > 0 {
                 self.lost_seen[s] = c.lost;
-                out.push(Event {
-                    ts_ns: now,
-                    xprt: Default::default(),
-                    kind: EventKind::Lost {
-                        tracepoint: slot_tracepoint(s),
-                        count: delta,
-                    },
-                });
+                out.push(lost_event(now, s, delta));
             }
         }
     }
@@ -355,25 +344,17 @@ impl LiveSource {
     /// A raw program that misses hits also hands its slot to the classic
     /// program, which records every hit from then on (one map word, read
     /// by both programs on every hit, decides).
-    fn hand_over_missing_raw(&mut self, now: u64, out: &mut Vec<Event>) {
+    fn count_skipped_runs(&mut self, now: u64, out: &mut Vec<Event>) {
         for i in 0..slot::COUNT {
-            let lost = |count: u64| Event {
-                ts_ns: now,
-                xprt: Default::default(),
-                kind: EventKind::Lost {
-                    tracepoint: slot_tracepoint(i),
-                    count,
-                },
-            };
             // The classic program, where it is loaded.
             if let Some(m) = bpf::recursion_misses(&self.ebpf, bpf::PROGRAMS[i]) {
                 let delta = m.saturating_sub(self.classic_misses_seen[i]);
                 self.classic_misses_seen[i] = m;
                 if delta > 0 {
-                    out.push(lost(delta));
+                    out.push(lost_event(now, i, delta));
                 }
             }
-            if !self.raw_slots[i] {
+            if !self.raw.is_raw(i) {
                 continue;
             }
             let Some(name) = bpf::RAW_PROGRAMS[i] else {
@@ -387,53 +368,52 @@ impl LiveSource {
                 continue;
             }
             self.misses_seen[i] = misses;
-            out.push(lost(delta));
-            let event = raw::RAW_SLOTS
-                .iter()
-                .find(|(s, _)| *s as usize == i)
-                .map_or("?", |(_, e)| *e);
-            let moved = self.move_to_classic(i);
-            // Misses between the reading above and the hand-over: lost too.
-            let late = bpf::recursion_misses(&self.ebpf, name)
-                .unwrap_or(misses)
-                .saturating_sub(misses);
-            self.misses_seen[i] = misses + late;
-            if late > 0 {
-                out.push(lost(late));
-            }
-            if let Some(link) = self.raw_links[i].take() {
-                let _ = bpf::detach_raw(&mut self.ebpf, i, link);
-            }
-            match moved {
-                Ok(()) => self.access.push_str(&format!(
-                    "; {event} moved to its classic tracepoint (its raw one missed {} \
-                     hits: this kernel preempts tracepoint programs)",
-                    delta + late
-                )),
-                Err(e) => self
-                    .access
-                    .push_str(&format!("; {event}: raw tracepoint misses hits, {e}")),
+            out.push(lost_event(now, i, delta));
+            let event = self.layout.events[i].clone().unwrap_or_default();
+            match self.move_to_classic(i, &event) {
+                Ok(()) => {
+                    // Misses between the reading above and the hand-over:
+                    // lost too.
+                    let late = bpf::recursion_misses(&self.ebpf, name)
+                        .unwrap_or(misses)
+                        .saturating_sub(misses);
+                    self.misses_seen[i] = misses + late;
+                    if late > 0 {
+                        out.push(lost_event(now, i, late));
+                    }
+                    if let Some(link) = self.raw_links[i].take() {
+                        let _ = bpf::detach_raw(&mut self.ebpf, i, link);
+                    }
+                    self.access.push_str(&format!(
+                        "; {event} moved to its classic tracepoint (its raw one missed {} \
+                         hits: this kernel preempts tracepoint programs)",
+                        delta + late
+                    ));
+                }
+                // The raw program stays attached and owns the slot: its
+                // misses go on being counted as lost (the hand-over is
+                // tried again at the next miss; the user is told once).
+                Err(e) => {
+                    let note = format!("; {event}: raw tracepoint misses hits, {e}");
+                    if !self.access.contains(&note) {
+                        self.access.push_str(&note);
+                    }
+                }
             }
         }
     }
 
-    fn move_to_classic(&mut self, i: usize) -> Result<(), LiveError> {
-        let Some(event) = self.layout.events[i].clone() else {
-            return Ok(());
-        };
-        // The classic program first (it yields while the raw one owns the
-        // slot), then the flip.
-        let mut classic = [nfsdtop_common::SlotConfig::DISABLED; slot::COUNT];
-        for (j, c) in classic.iter_mut().enumerate() {
-            if !self.raw_slots[j] || j == i {
-                *c = self.layout.slots[j];
-            }
-        }
+    /// Attach slot `i`'s classic program (it yields while the raw one owns
+    /// the slot), then flip the slot's owner.
+    fn move_to_classic(&mut self, i: usize, event: &str) -> Result<(), LiveError> {
+        let mut classic = self.raw.classic_configs(&self.layout);
+        classic[i] = self.layout.slots[i];
         bpf::write_config(&mut self.ebpf, &classic)?;
-        bpf::attach_slot(&mut self.ebpf, i, &self.category, &event)?;
-        self.raw_configs[i].enabled = 0;
-        bpf::write_raw_config(&mut self.ebpf, &self.raw_configs)?;
-        self.raw_slots[i] = false;
+        bpf::attach_slot(&mut self.ebpf, i, &self.category, event)?;
+        let mut configs = self.raw.configs;
+        configs[i].enabled = 0;
+        bpf::write_raw_config(&mut self.ebpf, &configs)?;
+        self.raw.configs = configs;
         Ok(())
     }
 }
@@ -478,7 +458,7 @@ impl Source for LiveSource {
             for raw in chunk.chunks_exact(Record::SIZE) {
                 if let Some(ev) = RecordView::new(raw).and_then(|r| {
                     let l = if r.is_raw() {
-                        &self.raw_layout
+                        &self.raw.decode
                     } else {
                         &self.layout
                     };
@@ -496,7 +476,7 @@ impl Source for LiveSource {
         {
             self.last_counters = Some(Instant::now());
             self.lost_events(host::monotonic_ns(), out);
-            self.hand_over_missing_raw(host::monotonic_ns(), out);
+            self.count_skipped_runs(host::monotonic_ns(), out);
         }
         Ok(Poll::Pending)
     }
@@ -522,7 +502,7 @@ impl Source for LiveSource {
                 continue;
             }
             let name = match bpf::RAW_PROGRAMS[i] {
-                Some(raw) if self.raw_slots[i] => raw,
+                Some(raw) if self.raw.is_raw(i) => raw,
                 _ => bpf::PROGRAMS[i],
             };
             let info = self.ebpf.program(name).and_then(|p| p.info().ok());

@@ -99,14 +99,34 @@ impl RawPlan {
     /// Every slot classic, for `why`.
     pub fn classic(layout: &Layout, why: String) -> RawPlan {
         RawPlan {
+            kept_classic: vec![why],
+            ..RawPlan::none(layout)
+        }
+    }
+
+    /// No raw slot (raw tracepoints not asked for).
+    pub fn none(layout: &Layout) -> RawPlan {
+        RawPlan {
             configs: [RawConfig::default(); slot::COUNT],
             decode: layout.clone(),
-            kept_classic: vec![why],
+            kept_classic: Vec::new(),
         }
     }
 
     pub fn is_raw(&self, s: usize) -> bool {
         self.configs[s].enabled == 1
+    }
+
+    /// The classic programs' configs: `classic`'s, with the slots a raw
+    /// program owns disabled.
+    pub fn classic_configs(&self, classic: &Layout) -> [SlotConfig; slot::COUNT] {
+        std::array::from_fn(|i| {
+            if self.is_raw(i) {
+                SlotConfig::DISABLED
+            } else {
+                classic.slots[i]
+            }
+        })
     }
 
     /// Put slot `s` back on its classic tracepoint (its raw attach failed).
