@@ -37,6 +37,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _};
 use clap::Parser;
 use nfsdtop_agent::source::demo::Policy;
+use nfsdtop_agent::source::live::Tracepoints;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -77,9 +78,12 @@ pub struct Cli {
     /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
     #[arg(long)]
     pub bpf_stats: bool,
-    /// Live source: watch enqueue, dequeue and svc_stats_latency through raw tracepoints where the kernel's BTF allows (experimental).
-    #[arg(long)]
+    /// Live source: raw tracepoints where the kernel's BTF allows (the default; kept for scripts that pass it).
+    #[arg(long, hide = true, conflicts_with = "classic_tracepoints")]
     pub raw_tracepoints: bool,
+    /// Live source: watch every event through its classic tracepoint instead of the default raw tracepoints (which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once).
+    #[arg(long)]
+    pub classic_tracepoints: bool,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
@@ -156,8 +160,8 @@ pub struct Config {
     pub tracefs: Option<PathBuf>,
     /// Live source: kernel BPF run-time statistics on while attached.
     pub bpf_stats: bool,
-    /// Live source: raw tracepoints where the kernel's BTF allows.
-    pub raw_tracepoints: bool,
+    /// Live source: which events go on raw tracepoints.
+    pub tracepoints: Tracepoints,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -297,7 +301,7 @@ impl Config {
             wait: None,
             tracefs: None,
             bpf_stats: false,
-            raw_tracepoints: false,
+            tracepoints: Tracepoints::Raw,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -343,7 +347,11 @@ impl Config {
             self.bpf_stats = x;
         }
         if let Some(x) = f.raw_tracepoints {
-            self.raw_tracepoints = x;
+            self.tracepoints = if x {
+                Tracepoints::Raw
+            } else {
+                Tracepoints::Classic
+            };
         }
         if let Some(x) = f.expose {
             self.expose = x;
@@ -484,7 +492,10 @@ impl Config {
             self.bpf_stats = true;
         }
         if cli.raw_tracepoints {
-            self.raw_tracepoints = true;
+            self.tracepoints = Tracepoints::Raw;
+        }
+        if cli.classic_tracepoints {
+            self.tracepoints = Tracepoints::Classic;
         }
         if let Some(d) = &cli.demo {
             self.source = SourceChoice::Demo {
@@ -572,5 +583,28 @@ mod tests {
             }
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tracepoint_choice_from_file_and_flags() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        let choice = |text: &str| Config::from_file_text(path, text).map(|c| c.tracepoints);
+        assert_eq!(choice("").unwrap(), Tracepoints::Raw);
+        assert_eq!(choice("raw_tracepoints = true").unwrap(), Tracepoints::Raw);
+        assert_eq!(
+            choice("raw_tracepoints = false").unwrap(),
+            Tracepoints::Classic
+        );
+        let e = choice("raw_tracepoints = 1").unwrap_err().to_string();
+        assert!(e.contains("/etc/nfsdtopd.toml"), "{e}");
+        let cli = Cli::parse_from(["nfsdtopd", "--classic-tracepoints"]);
+        assert_eq!(
+            Config::resolve(&cli).unwrap().tracepoints,
+            Tracepoints::Classic
+        );
+        assert!(
+            Cli::try_parse_from(["nfsdtopd", "--classic-tracepoints", "--raw-tracepoints"])
+                .is_err()
+        );
     }
 }

@@ -56,7 +56,7 @@ fn spec_of(cfg: &Config) -> SourceSpec {
             wait_for_nfsd: cfg.wait,
             tracefs: cfg.tracefs.clone(),
             kernel_stats: cfg.bpf_stats,
-            raw: cfg.raw_tracepoints,
+            tracepoints: cfg.tracepoints,
             ..LiveOptions::default()
         }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {

@@ -7,7 +7,7 @@
 # short fixed runs, alternating four modes REPS times (A B C D A B C D ...):
 #   none    nothing attached
 #   nfsdtop the real binary, live source, batch JSON (attached before fio)
-#   raw     the same with --raw-tracepoints
+#   classic the same with --classic-tracepoints
 #   ftrace  the same sunrpc events enabled in the kernel's ftrace
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
@@ -156,13 +156,13 @@ fio_run() {
     --output-format=json --output="$OUT/fio-$1.json" >/dev/null 2>"$OUT/fio-$1.err"
 }
 
-# one TAG MODE: one fio run in MODE (none | nfsdtop | raw | ftrace);
-# raw = nfsdtop with --raw-tracepoints.
+# one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace);
+# classic = nfsdtop with --classic-tracepoints.
 one() {
   local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra=""
   summary "mode.$tag" "$mode"
-  if [ "$mode" = raw ]; then
-    extra=--raw-tracepoints
+  if [ "$mode" = classic ]; then
+    extra=--classic-tracepoints
     mode=nfsdtop
   fi
   case $mode in
@@ -210,7 +210,7 @@ one() {
 summary clk_tck "$(getconf CLK_TCK)"
 one warmup none
 for r in $(seq 1 "$REPS"); do
-  for m in none nfsdtop raw ftrace; do
+  for m in none nfsdtop classic ftrace; do
     one "$m-$r" "$m"
   done
 done
@@ -220,7 +220,7 @@ one "none-$((REPS + 1))" none
 # The programs' own cost, from the kernel's statistics (not in the rounds).
 sysctl -q -w kernel.bpf_stats_enabled=1 || mark "cannot enable kernel.bpf_stats_enabled"
 one nfsdtop-timed nfsdtop
-one raw-timed raw
+one classic-timed classic
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"
 umount /mnt/nfs

@@ -320,14 +320,14 @@ measure() {
     summary "t_nfsdtop_attached.$tag" "$(up)"
     mark "nfsdtop attached ($tag)"
   fi
-  # The main measurement also runs a second nfsdtop with raw tracepoints
-  # (where the kernel's BTF allows) beside the first (classic ones): both
-  # are compared with ftrace.
-  local main_pid=${NFSDTOP_PID:-} raw_pid=""
+  # The main measurement also runs nfsdtop with every event on its classic
+  # tracepoint beside the default (raw tracepoints where the kernel's BTF
+  # allows): both are compared with the same ftrace.
+  local main_pid=${NFSDTOP_PID:-} classic_pid=""
   if [ "$tag" = main ] && [ "$ok" = 1 ] &&
-    nfsdtop_start "$OUT/nfsdtop-$tag-raw.jsonl" --raw-tracepoints; then
-    raw_pid=$NFSDTOP_PID
-    mark "raw nfsdtop attached ($tag)"
+    nfsdtop_start "$OUT/nfsdtop-$tag-classic.jsonl" --classic-tracepoints; then
+    classic_pid=$NFSDTOP_PID
+    mark "classic nfsdtop attached ($tag)"
   fi
   NFSDTOP_PID=$main_pid
   load "$tag"
@@ -336,9 +336,9 @@ measure() {
     bpftool prog show >"$OUT/bpf-progs-$tag.txt" 2>&1
     before=$(ftrace_entries)
     nfsdtop_stop "$f"
-    if [ -n "$raw_pid" ]; then
-      NFSDTOP_PID=$raw_pid
-      nfsdtop_stop "$OUT/nfsdtop-$tag-raw.jsonl"
+    if [ -n "$classic_pid" ]; then
+      NFSDTOP_PID=$classic_pid
+      nfsdtop_stop "$OUT/nfsdtop-$tag-classic.jsonl"
     fi
     after=$(ftrace_entries)
     summary "ftrace_entries_while_stopping.$tag" "$((after - before))"

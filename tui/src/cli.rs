@@ -75,9 +75,12 @@ pub struct SourceArgs {
     /// Size of the live source's BPF ring buffer, e.g. 16M (a power of two, at least 4096 bytes; too small loses events, which are counted and shown).
     #[arg(long, value_name = "BYTES", value_parser = parse_ring_size, conflicts_with_all = ["demo", "replay", "connect"])]
     pub ring_size: Option<u32>,
-    /// Watch enqueue, dequeue and svc_stats_latency through raw tracepoints where the kernel's BTF allows: the kernel builds no record per hit, the programs read nfsd's structs themselves (experimental: no cheaper in the benchmark guest).
-    #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
+    /// Raw tracepoints where the kernel's BTF allows: the default (kept for scripts that pass it).
+    #[arg(long, hide = true, conflicts_with_all = ["demo", "replay", "connect", "classic_tracepoints"])]
     pub raw_tracepoints: bool,
+    /// Watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
+    #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
+    pub classic_tracepoints: bool,
     /// Have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
     #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
     pub bpf_stats: bool,

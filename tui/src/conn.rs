@@ -16,7 +16,7 @@ use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::redact::Redactor;
-use nfsdtop_agent::source::live::{LiveError, LiveOptions};
+use nfsdtop_agent::source::live::{LiveError, LiveOptions, Tracepoints};
 use nfsdtop_agent::source::{Source, SourceSpec};
 
 use crate::cli::SourceArgs;
@@ -74,7 +74,11 @@ pub fn live_options(args: &SourceArgs) -> LiveOptions {
         }),
         ring_bytes: args.ring_size.unwrap_or(LiveOptions::default().ring_bytes),
         kernel_stats: args.bpf_stats,
-        raw: args.raw_tracepoints,
+        tracepoints: if args.classic_tracepoints {
+            Tracepoints::Classic
+        } else {
+            Tracepoints::Raw
+        },
         ..LiveOptions::default()
     }
 }

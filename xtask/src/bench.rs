@@ -384,6 +384,7 @@ fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
             s.push_str(&format!("|{}\n", "---|".repeat(r.len())));
         }
     }
+    s.push_str(&part_decode(quick)?);
     res.host_ring = part_ring(quick)?;
     for r in rows.iter().skip(1) {
         let rate = r.get(3).and_then(|c| first_num(c)).unwrap_or(0.0) * 1e6;
@@ -392,6 +393,88 @@ fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
             .push((format!("{} peers, {} transports", r[0], r[1]), rate));
     }
     Ok(s)
+}
+
+/// The agent's work per ring record (decode and aggregate) from
+/// agent/benches/decode.rs: time on this host, and instructions counted by
+/// callgrind where valgrind is installed (the benchmark guest's clock
+/// counts instructions, so those are what the agent costs there).
+fn part_decode(quick: bool) -> anyhow::Result<String> {
+    let mut cmd = cargo();
+    cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", "decode"]);
+    if quick {
+        cmd.args(["--", "--quick"]);
+    }
+    let text = capture("decode bench", &mut cmd)?;
+    let rows = table_rows(&text);
+    ensure!(rows.len() >= 3, "decode bench printed no table:\n{text}");
+    let mut s = String::from(
+        "\nThe agent's work per ring record, before the aggregator: `cargo bench -p \
+         nfsdtop-agent --bench decode` decodes a chunk of 4,095 records (per request an \
+         enqueue, a dequeue and a svc_stats_latency record, 64 transports in turn) as \
+         the live source does, classic tracepoint records or the default raw programs' \
+         (each transport in full once, then short), and aggregates them.\n\n\
+         | records | ns per record (this host) | instructions per record (callgrind) |\n|---|---|---|\n",
+    );
+    let exe = decode_bench_exe();
+    for r in rows.iter().skip(1) {
+        let case = r[0].split(':').next().unwrap_or("").trim().to_string();
+        let instr = match (&exe, quick) {
+            (Some(exe), false) => {
+                callgrind_per_record(exe, &case).map_or("–".into(), |i| format!("{i:.0}"))
+            }
+            (None, false) => "valgrind not installed".into(),
+            (_, true) => "(not in quick mode)".into(),
+        };
+        s.push_str(&format!("| {} | {} | {instr} |\n", r[0], r[1]));
+    }
+    Ok(s)
+}
+
+/// The decode bench's executable (cargo prints it for `--no-run`), if
+/// valgrind is there to run it.
+fn decode_bench_exe() -> Option<PathBuf> {
+    Command::new("valgrind").arg("--version").output().ok()?;
+    let out = cargo()
+        .args([
+            "bench",
+            "-p",
+            "nfsdtop-agent",
+            "--bench",
+            "decode",
+            "--no-run",
+        ])
+        .current_dir(root())
+        .output()
+        .ok()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| l.contains("Executable"))?;
+    let path = line.rsplit_once('(')?.1.trim_end_matches(')');
+    Some(root().join(path))
+}
+
+/// Instructions per record for one case: two callgrind runs of different
+/// lengths, so the set-up cancels out.
+fn callgrind_per_record(exe: &Path, case: &str) -> Option<f64> {
+    let count = |passes: u32| -> Option<f64> {
+        let out = Command::new("valgrind")
+            .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            .arg(exe)
+            .env("DECODE_ONLY", case)
+            .env("DECODE_PASSES", passes.to_string())
+            .output()
+            .ok()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        let refs = err.lines().find(|l| l.contains("refs:"))?;
+        refs.rsplit(':')
+            .next()?
+            .trim()
+            .replace(',', "")
+            .parse()
+            .ok()
+    };
+    let (a, b) = (count(10)?, count(60)?);
+    Some((b - a) / (50.0 * 4095.0))
 }
 
 /// The ring's delivery rate on this host: nfsdtop's program on
@@ -1096,31 +1179,35 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         "What: what watching nfsd costs the NFS workload itself, for nfsdtop \
          and for the kernel's own ftrace, on a real nfsd.\n\n\
          How: one QEMU guest (Debian trixie, kernel {kernel}, TCG software \
-         emulation ({}-threaded), 2 vCPUs, {}; `scripts/vm/bench-guest.sh`): nfsd with {} threads \
-         exports a tmpfs, mounted over loopback TCP (NFSv3); fio 4k randread, \
+         emulation ({}), 2 vCPUs, {}; `scripts/vm/bench-guest.sh`): nfsd with {} threads \
+         exports a tmpfs, mounted over loopback TCP (NFSv3, one connection); fio 4k randread, \
          O_DIRECT, libaio, iodepth 16, {} s per run, after one warm-up run. \
-         Modes alternate in rounds (none, nfsdtop, raw, ftrace) × {}: **none** = \
+         Modes alternate in rounds (none, nfsdtop, classic, ftrace) × {}: **none** = \
          nothing attached; **nfsdtop** = the real binary, live source \
          (`nfsdtop -b --format json -d 1`, attached before fio starts, as users \
-         run it: classic tracepoints, without the kernel's BPF statistics); \
-         **raw** = the same with `--raw-tracepoints` (the three hot events on \
-         raw tracepoints, fields read at offsets from the kernel's BTF); \
-         **ftrace** = the same five sunrpc events (svc_xprt_enqueue, \
-         svc_xprt_dequeue, svc_stats_latency, svc_xprt_accept, svc_xprt_free) \
-         enabled in tracefs with a 64 MiB per-CPU buffer. After the rounds, one \
-         more run of each nfsdtop mode (\"timed\") with `kernel.bpf_stats_enabled=1` \
-         gives the programs' own cost (below).\n\n\
+         run it: the default, raw tracepoints for enqueue, dequeue, \
+         svc_stats_latency and svc_xprt_free with nfsd's fields read at offsets \
+         from the kernel's BTF, short records for known transports, without the \
+         kernel's BPF statistics); **classic** = the same with \
+         `--classic-tracepoints` (the kernel builds every hit's record, the \
+         program copies it); **ftrace** = the same five sunrpc events \
+         (svc_xprt_enqueue, svc_xprt_dequeue, svc_stats_latency, svc_xprt_accept, \
+         svc_xprt_free) enabled in tracefs with a 64 MiB per-CPU buffer. After the \
+         rounds, one more run of each nfsdtop mode (\"timed\") with \
+         `kernel.bpf_stats_enabled=1` gives the programs' own cost (below).\n\n\
          Why the guest's clock counts instructions: on this shared 2-core host, \
          wall-clock IOPS under TCG moved by 40% between identical baseline runs \
          (other builds ran beside it), which hid any cost below that. With \
          `-icount shift=0,sleep=off` the guest's time advances 1 ns per emulated \
-         instruction, so IOPS are I/Os per instruction budget: the host's load \
-         cannot move them, and a cost measured here is the share of the guest's \
-         instructions an observer takes. The guest is CPU-bound (fio, the NFS \
-         client and nfsd share its two vCPUs), so every instruction an observer \
-         adds comes out of IOPS. (`-cpu max,-cx16`: with icount, QEMU 10.0's \
-         cmpxchg16b double-faulted the guest in SLUB; without cx16 SLUB takes \
-         its locked path, the same in every mode.)\n",
+         instruction, so IOPS are I/Os per instruction budget and the host's load \
+         cannot move them. QEMU keeps one instruction count for both vCPUs (TCG \
+         runs them in turn), so a guest second is about 10^9 instructions shared by \
+         the two: an observer's instructions come out of that budget, and a \
+         thread's CPU time in the guest (schedstat) also runs on while the other \
+         vCPU has its turn, so it is an upper bound on the thread's own \
+         instructions. (`-cpu max,-cx16`: with icount, QEMU 10.0's cmpxchg16b \
+         double-faulted the guest in SLUB; without cx16 SLUB takes its locked \
+         path, the same in every mode.)\n",
         std::env::var("NFSDTOP_VM_TCG").unwrap_or_else(|_| "single".into()),
         match icount_arg() {
             Some(i) => format!("`-icount {i}`"),
@@ -1133,48 +1220,43 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
         args.fio_secs,
         args.reps
     )?;
+    const MODES: [&str; 3] = ["nfsdtop", "classic", "ftrace"];
     writeln!(
         s,
-        "| round | none IOPS | nfsdtop IOPS | raw IOPS | ftrace IOPS | next none IOPS | nfsdtop / baseline | raw / baseline | ftrace / baseline |\n|---|---|---|---|---|---|---|---|---|"
+        "| round | none IOPS | nfsdtop IOPS | classic IOPS | ftrace IOPS | next none IOPS | nfsdtop / baseline | classic / baseline | ftrace / baseline |\n|---|---|---|---|---|---|---|---|---|"
     )?;
     let iops = |tag: String| fio_iops(&results.join(format!("fio-{tag}.json")));
     let mut none = vec![];
-    let (mut corr_n, mut corr_c, mut corr_f) = (vec![], vec![], vec![]);
-    let (mut all_n, mut all_c, mut all_f) = (vec![], vec![], vec![]);
+    // Per mode: IOPS and drift-corrected ratios.
+    let mut all: [Vec<f64>; 3] = Default::default();
+    let mut corr: [Vec<f64>; 3] = Default::default();
     let cell = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
     let ratio = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.3}"));
     for r in 1..=args.reps {
         let b0 = iops(format!("none-{r}"));
-        let n = iops(format!("nfsdtop-{r}"));
-        let c = iops(format!("raw-{r}"));
-        let f = iops(format!("ftrace-{r}"));
         let b1 = iops(format!("none-{}", r + 1));
         none.extend(b0);
-        all_n.extend(n);
-        all_c.extend(c);
-        all_f.extend(f);
         // The baseline at the time of the run: between the round's own
-        // baseline and the next one (runs are evenly spaced: nfsdtop at
-        // 1/4, raw at 2/4, ftrace at 3/4); without a next baseline,
-        // the round's own.
+        // baseline and the next one (runs are evenly spaced, mode i at
+        // (i+1)/4 of the round); without a next baseline, the round's own.
         let at = |k: f64| b0.map(|b| b + (b1.unwrap_or(b) - b) * k);
-        let rn = n.zip(at(0.25)).map(|(x, b)| x / b);
-        let rc = c.zip(at(0.5)).map(|(x, b)| x / b);
-        let rf = f.zip(at(0.75)).map(|(x, b)| x / b);
-        corr_n.extend(rn);
-        corr_c.extend(rc);
-        corr_f.extend(rf);
+        let mut cells = vec![];
+        let mut ratios = vec![];
+        for (i, m) in MODES.iter().enumerate() {
+            let v = iops(format!("{m}-{r}"));
+            let rv = v.zip(at((i + 1) as f64 / 4.0)).map(|(x, b)| x / b);
+            all[i].extend(v);
+            corr[i].extend(rv);
+            cells.push(cell(v));
+            ratios.push(ratio(rv));
+        }
         writeln!(
             s,
-            "| {r} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {r} | {} | {} | {} | {} |",
             cell(b0),
-            cell(n),
-            cell(c),
-            cell(f),
+            cells.join(" | "),
             cell(b1),
-            ratio(rn),
-            ratio(rc),
-            ratio(rf)
+            ratios.join(" | ")
         )?;
     }
     if let Some(last) = iops(format!("none-{}", args.reps + 1)) {
@@ -1182,7 +1264,7 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
     }
     let mn = mean(&none);
     ensure!(
-        mn > 0.0 && !corr_n.is_empty() && !corr_c.is_empty() && !corr_f.is_empty(),
+        mn > 0.0 && corr.iter().all(|c| !c.is_empty()),
         "fio results missing in {}",
         results.display()
     );
@@ -1196,12 +1278,12 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
     writeln!(
         s,
         "| mean | {mn:.0} | {:.0} | {:.0} | {:.0} | | **{:.3}** | **{:.3}** | **{:.3}** |\n",
-        mean(&all_n),
-        mean(&all_c),
-        mean(&all_f),
-        mean(&corr_n),
-        mean(&corr_c),
-        mean(&corr_f)
+        mean(&all[0]),
+        mean(&all[1]),
+        mean(&all[2]),
+        mean(&corr[0]),
+        mean(&corr[1]),
+        mean(&corr[2])
     )?;
     writeln!(
         s,
@@ -1210,10 +1292,10 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
          last baseline run follows the last round), so a drift of the whole \
          guest's speed during the run does not count as cost.\n"
     )?;
-    let cost_n = 1.0 - mean(&corr_n);
-    let cost_c = 1.0 - mean(&corr_c);
-    let cost_f = 1.0 - mean(&corr_f);
-    let ratio_spread = spread(&corr_n).max(spread(&corr_c)).max(spread(&corr_f));
+    let cost_n = 1.0 - mean(&corr[0]);
+    let cost_c = 1.0 - mean(&corr[1]);
+    let cost_f = 1.0 - mean(&corr[2]);
+    let ratio_spread = corr.iter().map(|c| spread(c)).fold(0.0, f64::max);
     let mut entries = vec![];
     for r in 1..=args.reps {
         if let Some(e) = summary.get(&format!("ftrace_entries.ftrace-{r}")) {
@@ -1238,8 +1320,8 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
     )?;
     let below_noise = (cost_n - cost_f).abs() < ratio_spread || cost_n.abs() < ratio_spread;
     let verdict = format!(
-        "Verdict: nfsdtop costs **{:+.1}%** of fio IOPS in this run, nfsdtop on raw \
-         tracepoints {:+.1}%, ftrace **{:+.1}%** (positive = fewer IOPS than \
+        "Verdict: nfsdtop costs **{:+.1}%** of fio IOPS in this run, nfsdtop on \
+         classic tracepoints {:+.1}%, ftrace **{:+.1}%** (positive = fewer IOPS than \
          with nothing attached). {} {} {}",
         cost_n * 100.0,
         cost_c * 100.0,
@@ -1263,7 +1345,7 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
             )
         } else {
             format!(
-                "Both differences are larger than the spread of the ratios \
+                "The differences are larger than the spread of the ratios \
                  ({:.1}%): these are measurements, not noise.",
                 ratio_spread * 100.0
             )
@@ -1279,23 +1361,15 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
          from `kernel.bpf_stats_enabled=1` (`bpftool prog show`: run_time_ns \
          and run_cnt, before and after the timed run's fio; program names \
          truncated to 15 characters by the kernel). With the guest's clock \
-         counting instructions, \"ns\" here are emulated instructions; the \
-         native time of the same programs is in part C's ring table (column \
-         \"BPF ns per run\", this host's kernel).\n"
+         counting instructions, \"ns\" here are emulated instructions (and a \
+         classic program's run time leaves out the record the kernel built \
+         before it ran); the native time of the classic program is in part C's \
+         ring table (column \"BPF ns per run\", this host's kernel).\n"
     )?;
     writeln!(
         s,
-        "| program | runs | runs/s (during fio) | run time | ns per run |\n|---|---|---|---|---|"
+        "| run | program | runs | runs/s (during fio) | run time | ns per run |\n|---|---|---|---|---|---|"
     )?;
-    let mut tot: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    // The default (classic) programs' totals, from nfsdtop-timed.
-    let (mut all_rt, mut all_runs) = (0u64, 0u64);
-    let mut fio_wall = 0.0;
-    let mut ring_max: f64 = 0.0;
-    let mut agent_ns = 0.0;
-    let mut idle_ns = 0.0;
-    let mut idle_wall = 0.0;
-    let mut rss = vec![];
     // A number the guest wrote into summary.txt (0 where it wrote none).
     let value = |key: String| -> f64 {
         summary
@@ -1303,129 +1377,110 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
             .and_then(|x| x.parse().ok())
             .unwrap_or(0.0)
     };
-    // Run time and counts: the "timed" runs, with the kernel's statistics
-    // on (classic programs from nfsdtop-timed, raw ones from raw-timed);
-    // the rate and the breakdown below are the default (classic) run's.
-    let mut prog_wall: BTreeMap<String, f64> = BTreeMap::new();
-    for tag in ["nfsdtop-timed", "raw-timed"] {
+    // Per timed run: (run time, runs, dequeue runs, fio wall).
+    let mut timed: BTreeMap<&str, (u64, u64, u64, f64)> = BTreeMap::new();
+    for run in ["nfsdtop", "classic"] {
+        let tag = format!("{run}-timed");
         let b = bpf_file(&results.join(format!("bpf-before-{tag}.txt")));
         let a = bpf_file(&results.join(format!("bpf-after-{tag}.txt")));
         let wall = value(format!("fio_wall.{tag}"));
-        let mut runs_this = 0u64;
-        let mut rt_this = 0u64;
+        let (mut rt_all, mut runs_all, mut deq) = (0u64, 0u64, 0u64);
         for (name, (rt, rc)) in &a {
             let (rt0, rc0) = b.get(name).copied().unwrap_or((0, 0));
-            // The other mode's programs (accept, free: both) count once.
-            if tag == "raw-timed" && !name.starts_with("raw_") {
+            let (rt, rc) = (rt.saturating_sub(rt0), rc.saturating_sub(rc0));
+            if rc == 0 {
                 continue;
             }
-            let e = tot.entry(name.clone()).or_default();
-            e.0 += rt.saturating_sub(rt0);
-            e.1 += rc.saturating_sub(rc0);
-            prog_wall.insert(name.clone(), wall);
-            runs_this += rc.saturating_sub(rc0);
-            rt_this += rt.saturating_sub(rt0);
+            rt_all += rt;
+            runs_all += rc;
+            if name.ends_with("svc_xprt_deque") || name.ends_with("svc_xprt_dequeue") {
+                deq += rc;
+            }
+            writeln!(
+                s,
+                "| {run} | {name} | {rc} | {} | {:.1} ms | {:.0} |",
+                fmt_rate(rc as f64 / wall.max(1e-9)),
+                rt as f64 / 1e6,
+                rt as f64 / rc as f64
+            )?;
         }
-        if tag == "nfsdtop-timed" && wall > 0.0 {
-            fio_wall += wall;
-            ring_max = ring_max.max(runs_this as f64 / wall);
-            all_rt = rt_this;
-            all_runs = runs_this;
-        }
+        timed.insert(run, (rt_all, runs_all, deq, wall));
     }
-    // The agent's CPU: the rounds (statistics off, as users run it).
-    let mut rounds_wall = 0.0;
-    for r in 1..=args.reps {
-        let tag = format!("nfsdtop-{r}");
-        rounds_wall += value(format!("fio_wall.{tag}"));
-        agent_ns += value(format!("agent_cpu_ns.{tag}"));
-        idle_ns += value(format!("agent_idle_ns.{tag}"));
-        idle_wall += value(format!("agent_idle_wall.{tag}"));
-        if let Some(k) = summary.get(&format!("agent_rss_kib.{tag}")) {
-            rss.push(k.clone());
-        }
-    }
-    for (name, (rt, rc)) in &tot {
-        let wall = prog_wall.get(name).copied().unwrap_or(fio_wall);
+    for (run, (rt, runs, deq, wall)) in &timed {
         writeln!(
             s,
-            "| {name} | {rc} | {} | {:.1} ms | {} |",
-            fmt_rate(*rc as f64 / wall.max(1e-9)),
+            "| {run} | all | {runs} | {} | {:.1} ms | {:.0} ({:.0} per dispatch) |",
+            fmt_rate(*runs as f64 / wall.max(1e-9)),
             *rt as f64 / 1e6,
-            if *rc > 0 {
-                format!("{:.0}", *rt as f64 / *rc as f64)
-            } else {
-                "–".into()
-            }
+            *rt as f64 / (*runs).max(1) as f64,
+            *rt as f64 / (*deq).max(1) as f64
         )?;
     }
-    ensure!(all_runs > 0, "no BPF run counts in {}", results.display());
-    let agent_cpu = agent_ns / 1e9;
+    let (n_rt, n_runs, n_deq, n_wall) = timed.get("nfsdtop").copied().unwrap_or_default();
+    ensure!(n_runs > 0, "no BPF run counts in {}", results.display());
+    writeln!(s)?;
+
+    // The agent's CPU: the rounds (statistics off, as users run it).
+    let agent = |m: &str| {
+        let (mut cpu, mut wall, mut idle, mut idle_wall, mut rss) = (0.0, 0.0, 0.0, 0.0, vec![]);
+        for r in 1..=args.reps {
+            let tag = format!("{m}-{r}");
+            wall += value(format!("fio_wall.{tag}"));
+            cpu += value(format!("agent_cpu_ns.{tag}")) / 1e9;
+            idle += value(format!("agent_idle_ns.{tag}")) / 1e9;
+            idle_wall += value(format!("agent_idle_wall.{tag}"));
+            if let Some(k) = summary.get(&format!("agent_rss_kib.{tag}")) {
+                rss.push(k.clone());
+            }
+        }
+        (cpu, wall, idle, idle_wall, rss)
+    };
+    let (cpu_n, wall_n, idle_n, idle_wall_n, rss_n) = agent("nfsdtop");
+    let (cpu_c, wall_c, ..) = agent("classic");
+    let dispatch_rate = n_deq as f64 / n_wall.max(1e-9);
     writeln!(
         s,
-        "| all (the default, classic programs) | {all_runs} | {} | {:.1} ms | {:.0} |\n",
-        fmt_rate(all_runs as f64 / fio_wall),
-        all_rt as f64 / 1e6,
-        all_rt as f64 / all_runs as f64
+        "The agent process (ring reader, decode, aggregator, JSON once a second), \
+         CPU time from schedstat over the rounds: nfsdtop {cpu_n:.2} CPU s in {wall_n:.0} s \
+         = **{:.3} CPU s/s** (RSS {} KiB), classic {:.3} CPU s/s; at {} dispatches/s \
+         that is {:.0} and {:.0} ns per dispatch (emulated instructions, an upper \
+         bound, see above). Attached but idle (no NFS traffic, {idle_wall_n:.0} s in \
+         all): **{:.3} CPU s/s** (the ring drained every 50 ms when quiet, the \
+         pipeline woken by records or every 100 ms, a snapshot and a JSON line a \
+         second).\n",
+        cpu_n / wall_n.max(1e-9),
+        rss_n.join(" / "),
+        cpu_c / wall_c.max(1e-9),
+        fmt_rate(dispatch_rate),
+        cpu_n / wall_n.max(1e-9) / dispatch_rate.max(1e-9) * 1e9,
+        cpu_c / wall_c.max(1e-9) / dispatch_rate.max(1e-9) * 1e9,
+        idle_n / idle_wall_n.max(1e-9)
     )?;
-    // The rounds ran without statistics: their BPF runs are estimated
-    // from the timed run's rate (the same fio load).
-    let runs_per_s = all_runs as f64 / fio_wall.max(1e-9);
-    let round_runs = (runs_per_s * rounds_wall).max(1.0);
+    // Where the cost goes, per dispatch, in the guest's instructions: one
+    // fio I/O is one dispatch, and with nothing attached it takes
+    // 10^9 / IOPS of the shared instruction budget.
+    let per_io = 1e9 / mn;
+    let (c_rt, _, c_deq, _) = timed.get("classic").copied().unwrap_or_default();
     writeln!(
         s,
-        "The agent process (ring reader, decode, aggregator, JSON once a \
-         second) over the rounds' nfsdtop runs: {agent_cpu:.2} CPU s in {rounds_wall:.0} s \
-         = **{:.3} CPU s/s**, {:.1} µs per BPF event (at the timed run's {} BPF runs/s; \
-         RSS {} KiB). Per event, kernel side {:.2} µs + agent {:.2} µs (both emulated).\n",
-        agent_cpu / rounds_wall.max(1e-9),
-        agent_cpu / round_runs * 1e6,
-        fmt_rate(runs_per_s),
-        rss.join(" / "),
-        all_rt as f64 / all_runs as f64 / 1e3,
-        agent_cpu / round_runs * 1e6
-    )?;
-    let idle = idle_ns / 1e9 / idle_wall.max(1e-9);
-    let busy = agent_cpu / rounds_wall.max(1e-9);
-    writeln!(
-        s,
-        "Attached but idle (no NFS traffic, {idle_wall:.0} s in all): **{idle:.3} CPU s/s** \
-         (the ring drained every 50 ms when quiet, the pipeline woken by records or every \
-         100 ms, a snapshot and a JSON line a second). Under load minus idle: {:.2} µs of \
-         agent CPU per BPF event (emulated).\n",
-        (busy - idle).max(0.0) * rounds_wall / round_runs * 1e6
-    )?;
-    // Where the cost goes, as shares of the guest's two vCPUs (what a
-    // CPU-bound guest's IOPS lose).
-    let vcpus: f64 = summary
-        .get("nproc")
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(2.0);
-    let bpf_share = all_rt as f64 / 1e9 / fio_wall.max(1e-9) / vcpus;
-    let agent_share = busy / vcpus;
-    let rest = cost_n - bpf_share - agent_share;
-    writeln!(
-        s,
-        "Where nfsdtop's {:.1}% goes, as shares of the guest's {vcpus:.0} vCPUs: its BPF \
-         programs **{:.1}%** (the timed run's run time over its fio time), the agent \
-         **{:.1}%** (its CPU in the rounds, from schedstat), and **{:.1}%** in neither: \
-         what having these five tracepoints enabled costs the kernel whoever listens \
-         (the calls into the tracepoint and into BPF, and the work nfsd does for them), \
-         which ftrace pays too: its whole cost here is {:.1}%, about {:.1} points beyond \
-         that, where nfsdtop's programs and agent take {:.1}. With raw tracepoints ({:.1}% in this run) the kernel builds no \
-         record per hit, but the programs read the transport's fields themselves \
-         (six helper reads instead of one copy of the record), and in the emulated \
-         guest the two come out even: see the raw programs' run time per event above.\n",
+        "Per dispatch (one fio I/O takes about {per_io:.0} of the guest's instructions \
+         with nothing attached, so 1% is {:.0}): nfsdtop costs {:.0} (its {:.1}%), of \
+         which its BPF programs run {:.0} (timed run) and its agent at most {:.0} \
+         (schedstat); the rest is the kernel's own part of the tracepoints (the \
+         calls into them and, for classic ones, the record built before the \
+         program runs). On classic tracepoints: {:.0} in all, programs {:.0}, agent \
+         at most {:.0}. ftrace: {:.0} in all.\n",
+        per_io / 100.0,
+        cost_n * per_io,
         cost_n * 100.0,
-        bpf_share * 100.0,
-        agent_share * 100.0,
-        rest * 100.0,
-        cost_f * 100.0,
-        (cost_f - rest) * 100.0,
-        (bpf_share + agent_share) * 100.0,
-        cost_c * 100.0
+        n_rt as f64 / n_deq.max(1) as f64,
+        cpu_n / wall_n.max(1e-9) / dispatch_rate.max(1e-9) * 1e9,
+        cost_c * per_io,
+        c_rt as f64 / c_deq.max(1) as f64,
+        cpu_c / wall_c.max(1e-9) / dispatch_rate.max(1e-9) * 1e9,
+        cost_f * per_io,
     )?;
-    res.ring_rate = Some(ring_max);
+    res.ring_rate = Some(n_runs as f64 / n_wall.max(1e-9));
     Ok(s)
 }
 

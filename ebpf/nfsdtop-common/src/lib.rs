@@ -29,22 +29,22 @@ pub mod slot {
 }
 
 /// Per-slot counters in the per-CPU `COUNTERS` array, at
-/// `slot * counter::COUNT + counter::X`. Loss is always counted: every
-/// record either reaches the ring or is counted in `LOST`.
+/// `slot * counter::COUNT + counter::X`. Every hit a program handles lands
+/// in exactly one of them, so their sum is the hits (not counted apart:
+/// one more map update on every hit). Loss is always counted: every record
+/// either reaches the ring or is counted in `LOST`.
 pub mod counter {
-    /// Times the program ran (every tracepoint hit).
-    pub const SEEN: u32 = 0;
     /// Records submitted to the ring.
-    pub const SUBMITTED: u32 = 1;
+    pub const SUBMITTED: u32 = 0;
     /// Ring reservations that failed (ring full) or records that could
     /// not be read: records the agent never sees.
-    pub const LOST: u32 = 2;
+    pub const LOST: u32 = 1;
     /// Enqueue attempts dropped in the kernel because the transport was
     /// already BUSY (6.6+ kernels): counted, never streamed.
-    pub const BUSY: u32 = 3;
+    pub const BUSY: u32 = 2;
     /// Hits ignored because the slot was not configured (disabled).
-    pub const DISABLED: u32 = 4;
-    pub const COUNT: u32 = 5;
+    pub const DISABLED: u32 = 3;
+    pub const COUNT: u32 = 4;
     /// Entries in the `COUNTERS` map.
     pub const ENTRIES: u32 = super::slot::COUNT as u32 * COUNT;
 }
@@ -127,6 +127,15 @@ pub mod rawrec {
     /// The sockaddrs themselves, `ADDR_MAX` bytes each.
     pub const SERVER_AT: u16 = 40;
     pub const CLIENT_AT: u16 = 68;
+    /// The `struct svc_xprt` pointer, 8 bytes: the transport's identity
+    /// between its first record and its svc_xprt_free.
+    pub const XPRT: u16 = 96;
+    /// [`super::Record::raw_kind`]: every field written.
+    pub const FULL: u8 = 1;
+    /// [`super::Record::raw_kind`]: a transport this program already sent
+    /// in full (and not freed since): only [`FLAGS`], [`VALUE`] and
+    /// [`XPRT`] are written; the agent has the addresses and namespace.
+    pub const SHORT: u8 = 2;
     /// What `RawConfig::value` asks for.
     pub const VALUE_NONE: u32 = 0;
     /// now - `xprt->xpt_qtime` (svc_xprt_dequeue's `qtime`, 6.16+).
@@ -162,6 +171,14 @@ pub struct RawConfig {
     pub xpt_qtime: u32,
     /// `rawrec::VALUE_*`.
     pub value: u32,
+    /// 1: the tracepoint's argument 1 is the transport's flags word as the
+    /// kernel tested it (svc_xprt_enqueue on 6.6+), so a BUSY attempt is
+    /// dropped without reading the transport at all.
+    pub flags_arg: u32,
+    /// 1: send a transport's addresses once, then short records (see
+    /// [`rawrec::SHORT`]); only while svc_xprt_free is watched by its raw
+    /// program, which forgets a freed transport's pointer.
+    pub short_records: u32,
     /// As [`SlotConfig::drop_mask`] and [`SlotConfig::need_mask`].
     pub drop_mask: u64,
     pub need_mask: u64,
@@ -190,8 +207,9 @@ pub struct Record {
     pub ts_ns: u64,
     /// Which program wrote it ([`slot`]).
     pub slot: u8,
-    /// 1: written by a raw-tracepoint program (fields at the `rawrec`
-    /// offsets); 0: a copy of the tracepoint's own record.
+    /// 0: a copy of the tracepoint's own record; [`rawrec::FULL`] or
+    /// [`rawrec::SHORT`]: written by a raw-tracepoint program (fields at
+    /// the `rawrec` offsets).
     pub raw_kind: u8,
     pub _pad: [u8; 6],
     /// The tracepoint record's bytes `0..RAW_BYTES`, at their own offsets.
@@ -235,26 +253,37 @@ pub struct RecordView<'a>(&'a [u8]);
 
 impl<'a> RecordView<'a> {
     /// `None` if `b` is not exactly one record.
+    #[inline]
     pub fn new(b: &'a [u8]) -> Option<RecordView<'a>> {
         (b.len() == Record::SIZE).then_some(RecordView(b))
     }
 
+    #[inline]
     pub fn ts_ns(&self) -> u64 {
         let mut a = [0u8; 8];
         a.copy_from_slice(&self.0[0..8]);
         u64::from_ne_bytes(a)
     }
 
+    #[inline]
     pub fn slot(&self) -> u8 {
         self.0[8]
     }
 
     /// Written by a raw-tracepoint program (see [`Record::raw_kind`]).
+    #[inline]
     pub fn is_raw(&self) -> bool {
-        self.0[9] == 1
+        self.0[9] != 0
+    }
+
+    /// [`Record::raw_kind`].
+    #[inline]
+    pub fn raw_kind(&self) -> u8 {
+        self.0[9]
     }
 
     /// The tracepoint record's first [`RAW_BYTES`] bytes.
+    #[inline]
     pub fn raw(&self) -> &'a [u8] {
         &self.0[Record::RAW_AT..]
     }
@@ -262,6 +291,7 @@ impl<'a> RecordView<'a> {
     /// An unsigned field of 1, 2, 4 or 8 bytes at `off` of the tracepoint
     /// record, widened; `None` if absent ([`OFF_NONE`]), of another size,
     /// or beyond the copied bytes.
+    #[inline]
     pub fn field(&self, off: u16, size: u16) -> Option<u64> {
         if off == OFF_NONE {
             return None;
@@ -285,6 +315,7 @@ impl<'a> RecordView<'a> {
     /// offset from the record start; high 16: length). `Some(&[])` for a
     /// length of 0 (a listener or UDP transport); `None` if the word is
     /// absent or the data lies beyond the copied bytes.
+    #[inline]
     pub fn data_loc(&self, off: u16) -> Option<&'a [u8]> {
         let loc = self.field(off, 4)? as u32;
         let len = (loc >> 16) as usize;
@@ -301,8 +332,9 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 56);
-const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= RAW_BYTES);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 64);
+const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as usize);
+const _: () = assert!(rawrec::XPRT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
 const _: () = assert!(RAW_BYTES.is_multiple_of(8));
 
@@ -311,7 +343,7 @@ mod user {
     // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
-    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 56
+    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 64
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::RawConfig {}
 }

@@ -1,16 +1,18 @@
-//! nfsdtop's BPF programs: one classic tracepoint program per sunrpc event,
-//! all sharing one handler that copies the tracepoint's record (its first
-//! `RAW_BYTES`) into the `EVENTS` ring buffer with the time, in one helper
-//! call, and nothing else: the agent finds the fields in the copy with the
-//! offsets it parsed from the running kernel's format files. Reading each
-//! field and address with its own `bpf_probe_read_kernel` cost several
-//! helper calls per record; the verifier only allows plain loads from the
-//! context within the record's fixed size, which leaves out the addresses.
-//! Records go into the ring without waking the reader (the agent drains on
-//! a timer). Every hit is counted per CPU; every record that does not
-//! reach the ring is counted as lost; enqueue attempts that found the
-//! transport BUSY (or not ready) are counted and dropped here, before a
-//! ring slot is reserved.
+//! nfsdtop's BPF programs. By default the raw-tracepoint programs watch
+//! svc_xprt_free, enqueue, dequeue and svc_stats_latency: they get the
+//! tracepoint's arguments, drop enqueue attempts that found the transport
+//! BUSY on the flags argument (6.6+) or its flags, read the few fields
+//! nfsdtop needs at offsets from the kernel's BTF, and send a transport's
+//! addresses and namespace once: later records of the same `struct
+//! svc_xprt` are short. The classic tracepoint programs (svc_xprt_accept,
+//! and every event with `--classic-tracepoints` or where a raw program
+//! cannot be used) copy the record the kernel built, its first `RAW_BYTES`
+//! in one helper call; the agent finds the fields in the copy with the
+//! offsets it parsed from the running kernel's format files.
+//! Records go into the `EVENTS` ring buffer without waking the reader (the
+//! agent drains on a timer). Every hit is counted per CPU once, by outcome
+//! (submitted, lost, BUSY, disabled); every record that does not reach the
+//! ring is counted as lost.
 #![no_std]
 #![no_main]
 
@@ -42,6 +44,25 @@ static SCRATCH: PerCpuArray<[u64; rawrec::ADDRS_SPAN / 8]> = PerCpuArray::with_m
 
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::ENTRIES, 0);
+
+/// Transports whose addresses the raw programs have sent (`struct svc_xprt`
+/// pointers), direct-mapped by pointer bits: their later records are
+/// short. A plain array, not a hash map: its lookup is a few inlined
+/// instructions on every hit. A pointer that shares its entry with
+/// another transport's only costs more full records; the raw
+/// svc_xprt_free program clears a freed pointer's entry before the memory
+/// can be reused.
+#[map]
+static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(KNOWN_SLOTS, 0);
+const KNOWN_SLOTS: u32 = 1 << 16;
+
+/// The KNOWN_XPRTS entry of a transport: `struct svc_xprt` lives inside
+/// a larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
+/// low bits say little.
+#[inline(always)]
+fn known_slot(xprt: u64) -> u32 {
+    ((xprt >> 6) ^ (xprt >> 22)) as u32 & (KNOWN_SLOTS - 1)
+}
 
 /// Resized by the agent at load time (`EbpfLoader::set_max_entries`).
 #[map]
@@ -100,10 +121,12 @@ fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
     if RAWCONFIG.get(slot as u32).is_some_and(|r| r.enabled == 1) {
         return 0;
     }
-    bump(slot, counter::SEEN);
     let cfg = match CONFIG.get(slot as u32) {
         Some(c) => c,
-        None => return 0,
+        None => {
+            bump(slot, counter::DISABLED);
+            return 0;
+        }
     };
     if cfg.enabled == 0 {
         bump(slot, counter::DISABLED);
@@ -190,19 +213,35 @@ fn kread<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
 }
 
-/// The raw-tracepoint programs: no record is built by the kernel (that
-/// is most of what a classic tracepoint costs, for ftrace too); the program
-/// reads the transport's fields itself and writes the record a classic
-/// program would have copied, at the `rawrec` offsets.
+/// The raw-tracepoint programs: no record is built by the kernel; the
+/// program reads the transport's fields itself and writes, at the `rawrec`
+/// offsets, the record a classic program would have copied (with the
+/// transport's pointer), or a short one for a transport it already sent.
+///
+/// `FLAGS_ARG`: the program may read argument 1 (only the enqueue one: the
+/// kernel refuses to attach a program that reads past the tracepoint's
+/// arguments, and dequeue and svc_stats_latency have one).
 #[inline(always)]
-fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
+fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u32 {
     // Disabled: the slot was handed over to its classic program, which
     // counts the hits from then on.
     let cfg = match RAWCONFIG.get(slot as u32) {
         Some(c) if c.enabled == 1 => c,
         _ => return 0,
     };
-    bump(slot, counter::SEEN);
+    // Where the kernel passes the flags it tested (svc_xprt_enqueue on
+    // 6.6+, which fires on every attempt, most of them BUSY), an attempt
+    // is dropped on an argument: no read of the transport, no record.
+    let flags_arg = if FLAGS_ARG && cfg.flags_arg != 0 {
+        let f: u64 = ctx.arg(1);
+        if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
+            bump(slot, counter::BUSY);
+            return 0;
+        }
+        Some(f)
+    } else {
+        None
+    };
     let arg0: u64 = ctx.arg(0);
     let xprt = if cfg.arg_is_rqst != 0 {
         kread::<u64>(arg0 + cfg.rq_xprt as u64).unwrap_or(0)
@@ -213,11 +252,20 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
         bump(slot, counter::LOST);
         return 0;
     }
-    let flags = kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0);
-    if not_enqueued(flags, cfg.drop_mask, cfg.need_mask) {
-        bump(slot, counter::BUSY);
-        return 0;
-    }
+    let flags = match flags_arg {
+        Some(f) => f,
+        // Dequeue, svc_stats_latency, free: nothing is dropped on the
+        // flags, and the agent does not read them.
+        None if cfg.drop_mask == 0 && cfg.need_mask == 0 => 0,
+        None => {
+            let f = kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0);
+            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
+                bump(slot, counter::BUSY);
+                return 0;
+            }
+            f
+        }
+    };
     let now = ktime_ns();
     let since = match cfg.value {
         rawrec::VALUE_QTIME => kread::<u64>(xprt + cfg.xpt_qtime as u64),
@@ -225,6 +273,39 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
         _ => None,
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
+    let short = cfg.short_records != 0;
+    let known = KNOWN_XPRTS.get_ptr_mut(known_slot(xprt));
+    if slot == nfsdtop_common::slot::CLOSE {
+        // Forgotten before the memory can be reused for another transport.
+        if let Some(k) = known {
+            // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
+            unsafe {
+                if *k == xprt {
+                    *k = 0;
+                }
+            }
+        }
+    // SAFETY: an 8-byte aligned array value, read once.
+    } else if short && known.is_some_and(|k| unsafe { *k } == xprt) {
+        // Sent in full before: the agent has its addresses and namespace.
+        let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
+            bump(slot, counter::LOST);
+            return 0;
+        };
+        let words = entry.as_mut_ptr() as *mut u64;
+        // SAFETY: `words` is this program's reserved ring slot of size_of::<Record>() bytes, 8-aligned; the agent reads only these words of a short record.
+        unsafe {
+            words.write(now);
+            words.add(1).write(slot as u64 | (rawrec::SHORT as u64) << 8);
+            let raw = words.add(Record::RAW_AT / 8);
+            raw.add(rawrec::FLAGS as usize / 8).write(flags);
+            raw.add(rawrec::VALUE as usize / 8).write(value_us);
+            raw.add(rawrec::XPRT as usize / 8).write(xprt);
+        }
+        entry.submit(RB_NO_WAKEUP);
+        bump(slot, counter::SUBMITTED);
+        return 0;
+    }
     let netns = kread::<u64>(xprt + cfg.xpt_net as u64)
         .and_then(|net| kread::<u32>(net + cfg.net_ns_inum as u64))
         .unwrap_or(0);
@@ -263,8 +344,8 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
     unsafe {
         let words = rec as *mut u64;
         words.write(now);
-        // The slot, and raw_kind = 1 (byte 9).
-        words.add(1).write(slot as u64 | 1 << 8);
+        // The slot, and raw_kind (byte 9).
+        words.add(1).write(slot as u64 | (rawrec::FULL as u64) << 8);
         let raw = rec.add(Record::RAW_AT);
         let raw_words = raw as *mut u64;
         raw_words.write(0);
@@ -287,31 +368,46 @@ fn raw_handle(ctx: &RawTracePointContext, slot: u8) -> u32 {
             dst.add(server + i).write(src.add(i).read());
             dst.add(client + i).write(src.add(remote + i).read());
         }
+        raw_words.add(rawrec::XPRT as usize / 8).write(xprt);
         // Volatile: plain stores were merged into a memset subprogram call.
-        for w in 12..RAW_BYTES / 8 {
+        for w in rawrec::XPRT as usize / 8 + 1..RAW_BYTES / 8 {
             core::ptr::write_volatile(raw_words.add(w), 0);
         }
     }
     entry.submit(RB_NO_WAKEUP);
     bump(slot, counter::SUBMITTED);
+    // Known from now on (not before: a record that never reached the ring
+    // must not leave the agent without the addresses).
+    if short && slot != nfsdtop_common::slot::CLOSE {
+        if let Some(k) = known {
+            // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
+            unsafe { *k = xprt };
+        }
+    }
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_enqueue")]
 pub fn raw_svc_xprt_enqueue(ctx: RawTracePointContext) -> i32 {
-    raw_handle(&ctx, slot::ENQUEUE);
+    raw_handle::<true>(&ctx, slot::ENQUEUE);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
 pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
-    raw_handle(&ctx, slot::DEQUEUE);
+    raw_handle::<false>(&ctx, slot::DEQUEUE);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_stats_latency")]
 pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
-    raw_handle(&ctx, slot::STATS_LATENCY);
+    raw_handle::<false>(&ctx, slot::STATS_LATENCY);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_free")]
+pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<false>(&ctx, slot::CLOSE);
     0
 }
 

@@ -30,7 +30,7 @@ pub const RAW_PROGRAMS: [Option<&str>; slot::COUNT] = [
     Some("raw_svc_xprt_dequeue"),
     Some("raw_svc_stats_latency"),
     None,
-    None,
+    Some("raw_svc_xprt_free"),
 ];
 
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
@@ -274,11 +274,17 @@ impl Counters {
         let mut out = [SlotCounts::default(); slot::COUNT];
         for (s, o) in out.iter_mut().enumerate() {
             let base = s as u32 * counter::COUNT;
+            let (submitted, lost, busy) = (
+                self.sum(base + counter::SUBMITTED),
+                self.sum(base + counter::LOST),
+                self.sum(base + counter::BUSY),
+            );
             *o = SlotCounts {
-                seen: self.sum(base + counter::SEEN),
-                submitted: self.sum(base + counter::SUBMITTED),
-                lost: self.sum(base + counter::LOST),
-                busy: self.sum(base + counter::BUSY),
+                // Every handled hit is counted in exactly one of these.
+                seen: submitted + lost + busy + self.sum(base + counter::DISABLED),
+                submitted,
+                lost,
+                busy,
             };
         }
         out

@@ -36,8 +36,30 @@ enum Type {
         name_off: u32,
         members: Vec<Member>,
     },
-    /// TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG: look through.
+    /// VOLATILE, CONST, RESTRICT, TYPE_TAG: look through.
     Alias(u32),
+    /// TYPEDEF: looked through too, and found by name.
+    Typedef {
+        name_off: u32,
+        ty: u32,
+    },
+    Ptr(u32),
+    Int {
+        size: u32,
+    },
+    /// The parameters' types.
+    FuncProto(Vec<u32>),
+    Other,
+}
+
+/// One argument of a tracepoint, as its BTF prototype declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    /// A pointer to the struct or union of that name ("" for any other
+    /// pointee).
+    Ptr(String),
+    /// An integer of that many bytes.
+    Int(u32),
     Other,
 }
 
@@ -119,7 +141,18 @@ impl Btf {
                     }
                     Type::Composite { name_off, members }
                 }
-                8 | 9 | 10 | 11 | 18 => Type::Alias(size_or_type),
+                8 => Type::Typedef {
+                    name_off,
+                    ty: size_or_type,
+                },
+                9 | 10 | 11 | 18 => Type::Alias(size_or_type),
+                2 => Type::Ptr(size_or_type),
+                1 => Type::Int { size: size_or_type },
+                13 => Type::FuncProto(
+                    body.chunks_exact(8)
+                        .map(|p| u32_at(p, 4))
+                        .collect::<Result<_, _>>()?,
+                ),
                 _ => Type::Other,
             };
             types.push(t);
@@ -177,10 +210,43 @@ impl Btf {
         }
     }
 
+    /// The id of the typedef named `name` (this BTF first, then its base).
+    fn typedef(&self, name: &str) -> Option<u32> {
+        let own = self.types.iter().position(
+            |t| matches!(t, Type::Typedef { name_off, .. } if self.name(*name_off) == name),
+        );
+        match own {
+            Some(i) => Some(self.first_id + i as u32),
+            None => self.base.as_ref()?.typedef(name),
+        }
+    }
+
+    /// The arguments a raw tracepoint program gets for `event`, from the
+    /// kernel's `btf_trace_<event>` typedef (a pointer to a prototype whose
+    /// first parameter, the context, is left out).
+    pub fn tracepoint_args(&self, event: &str) -> Option<Vec<Arg>> {
+        let def = self.typedef(&format!("btf_trace_{event}"))?;
+        let Some(Type::Ptr(proto)) = self.ty(self.resolve(def)) else {
+            return None;
+        };
+        let Some(Type::FuncProto(params)) = self.ty(self.resolve(*proto)) else {
+            return None;
+        };
+        let arg = |ty: u32| match self.ty(self.resolve(ty)) {
+            Some(Type::Int { size }) => Arg::Int(*size),
+            Some(Type::Ptr(to)) => match self.ty(self.resolve(*to)) {
+                Some(Type::Composite { name_off, .. }) => Arg::Ptr(self.name(*name_off).into()),
+                _ => Arg::Ptr(String::new()),
+            },
+            _ => Arg::Other,
+        };
+        Some(params.iter().skip(1).map(|&t| arg(t)).collect())
+    }
+
     fn resolve(&self, mut id: u32) -> u32 {
         for _ in 0..32 {
             match self.ty(id) {
-                Some(Type::Alias(next)) => id = *next,
+                Some(Type::Alias(next) | Type::Typedef { ty: next, .. }) => id = *next,
                 _ => break,
             }
         }
@@ -283,6 +349,31 @@ pub(crate) mod tests {
 
         pub(crate) fn typedef(&mut self, name: &str, to: u32) -> u32 {
             self.head(name, 8, 0, false, to)
+        }
+
+        pub(crate) fn konst(&mut self, to: u32) -> u32 {
+            self.head("", 10, 0, false, to)
+        }
+
+        /// A prototype (returning void) with these parameter types.
+        pub(crate) fn func_proto(&mut self, params: &[u32]) -> u32 {
+            let id = self.head("", 13, params.len() as u32, false, 0);
+            for p in params {
+                self.types.extend_from_slice(&0u32.to_le_bytes());
+                self.types.extend_from_slice(&p.to_le_bytes());
+            }
+            id
+        }
+
+        /// `btf_trace_<event>`: a pointer to a prototype taking the
+        /// context pointer, then `args`.
+        pub(crate) fn tracepoint(&mut self, event: &str, args: &[u32]) -> u32 {
+            let void_ptr = self.ptr(0);
+            let mut params = vec![void_ptr];
+            params.extend_from_slice(args);
+            let proto = self.func_proto(&params);
+            let ptr = self.ptr(proto);
+            self.typedef(&format!("btf_trace_{event}"), ptr)
         }
 
         /// kind_flag set: offsets carry a bitfield size in the top byte.
@@ -396,6 +487,35 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn tracepoint_arguments_from_the_btf_trace_typedef() {
+        let mut base = Builder::new();
+        let ulong = base.int("long unsigned int", 8);
+        let b = Btf::parse(&base.build(), None).unwrap();
+        // The module's prototypes: 6.6+ (xprt, flags) and 6.1 (xprt, rqst).
+        let mut m = Builder::split(base.last_id(), base.str_len());
+        let xprt = m.composite(false, "svc_xprt", 600, false, &[("xpt_flags", ulong, 0)]);
+        let rqst = m.composite(false, "svc_rqst", 600, false, &[("rq_flags", ulong, 0)]);
+        let cxprt = m.konst(xprt);
+        let xprtp = m.ptr(cxprt);
+        let rqstp = m.ptr(rqst);
+        m.tracepoint("svc_xprt_enqueue", &[xprtp, ulong]);
+        m.tracepoint("svc_xprt_do_enqueue", &[xprtp, rqstp]);
+        let s = Btf::parse(&m.build(), Some(b)).unwrap();
+        assert_eq!(
+            s.tracepoint_args("svc_xprt_enqueue"),
+            Some(vec![Arg::Ptr("svc_xprt".into()), Arg::Int(8)])
+        );
+        assert_eq!(
+            s.tracepoint_args("svc_xprt_do_enqueue"),
+            Some(vec![
+                Arg::Ptr("svc_xprt".into()),
+                Arg::Ptr("svc_rqst".into())
+            ])
+        );
+        assert_eq!(s.tracepoint_args("svc_xprt_dequeue"), None);
+    }
+
+    #[test]
     fn bad_input_is_an_error_not_a_panic() {
         assert_eq!(Btf::parse(b"", None).err(), Some(BtfError::NotBtf));
         assert_eq!(Btf::parse(&[0u8; 64], None).err(), Some(BtfError::NotBtf));
@@ -428,5 +548,8 @@ pub(crate) mod tests {
         assert!(inum > 0 && inum < 4096, "{inum}");
         let pid = b.offset_of("task_struct", &["pid"]).unwrap();
         assert!(pid > 0 && pid < 16384, "{pid}");
+        // sched_switch(bool preempt, prev, next, prev_state) since 5.18.
+        let args = b.tracepoint_args("sched_switch").unwrap();
+        assert!(args.contains(&Arg::Ptr("task_struct".into())), "{args:?}");
     }
 }

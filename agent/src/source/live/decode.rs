@@ -1,7 +1,8 @@
 //! Ring-buffer records → [`Event`]s. Pure functions, so raw records can be
 //! tested without a kernel.
 
-use nfsdtop_common::{slot, Record, RecordView, SlotConfig, ADDR_MAX, OFF_NONE};
+use nfsdtop_common::{rawrec, slot, Record, RecordView, SlotConfig, ADDR_MAX, OFF_NONE};
+use rustc_hash::FxHashMap;
 
 use super::layout::Layout;
 use crate::model::{Endpoint, Event, EventKind, XprtKey};
@@ -12,6 +13,7 @@ const AF_INET6: u16 = 10;
 /// A kernel `struct sockaddr` as the tracepoint copied it (`len` bytes).
 /// Empty (a listener or UDP transport), an unknown family or a short
 /// address is [`Endpoint::None`].
+#[inline]
 pub fn sockaddr(raw: &[u8]) -> Endpoint {
     if raw.len() < 2 {
         return Endpoint::None;
@@ -32,6 +34,44 @@ pub fn sockaddr(raw: &[u8]) -> Endpoint {
     }
 }
 
+/// An unsigned field of `size` bytes at `off` of the copied record.
+/// Inlined here (not `RecordView::field`): this runs for every record, and
+/// the agent's cost in the benchmark guest is counted in instructions.
+#[inline(always)]
+fn field(raw: &[u8], off: u16, size: u16) -> Option<u64> {
+    let at = off as usize;
+    match size {
+        4 => raw
+            .get(at..at + 4)
+            .map(|b| u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))),
+        8 => raw
+            .get(at..at + 8)
+            .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+        2 => raw
+            .get(at..at + 2)
+            .map(|b| u64::from(u16::from_ne_bytes([b[0], b[1]]))),
+        1 => raw.get(at).map(|b| u64::from(*b)),
+        _ => None,
+    }
+}
+
+/// The address a `__data_loc` word at `off` points at; `Endpoint::None`
+/// for an absent field or a zero length (a listener or UDP transport),
+/// `None` if the bytes lie beyond the copy.
+#[inline(always)]
+fn endpoint_at(raw: &[u8], off: u16) -> Option<Endpoint> {
+    if off == OFF_NONE {
+        return Some(Endpoint::None);
+    }
+    let loc = field(raw, off, 4)? as u32;
+    let len = (loc >> 16) as usize;
+    if len == 0 {
+        return Some(Endpoint::None);
+    }
+    let at = (loc & 0xffff) as usize;
+    raw.get(at..at + len).map(sockaddr)
+}
+
 /// Decode one ring record: its fields are where the slot's format put
 /// them. `None` for records that are not events: an enqueue attempt that
 /// found the transport BUSY or not ready (the BPF program drops these
@@ -41,10 +81,26 @@ pub fn sockaddr(raw: &[u8]) -> Endpoint {
 pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
     let s = rec.slot();
     let cfg = layout.slots.get(s as usize)?;
-    let value = rec.field(cfg.value_off, cfg.value_size);
-    let kind = match s {
+    let raw = rec.raw();
+    let kind = kind(raw, s, cfg, layout)?;
+    Some(Event {
+        ts_ns: rec.ts_ns(),
+        xprt: XprtKey {
+            netns: field(raw, cfg.netns_off, cfg.netns_size).unwrap_or(0) as u32,
+            server: endpoint_at(raw, cfg.server_off)?,
+            client: endpoint_at(raw, cfg.client_off)?,
+        },
+        kind,
+    })
+}
+
+/// What a record of slot `s` says happened; `None` for an enqueue attempt
+/// that did not enqueue, or an unknown slot.
+#[inline(always)]
+fn kind(raw: &[u8], s: u8, cfg: &SlotConfig, layout: &Layout) -> Option<EventKind> {
+    Some(match s {
         slot::ENQUEUE => {
-            if let Some(f) = rec.field(cfg.flags_off, cfg.flags_size) {
+            if let Some(f) = field(raw, cfg.flags_off, cfg.flags_size) {
                 if nfsdtop_common::not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
                     return None;
                 }
@@ -52,36 +108,86 @@ pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
             EventKind::Enqueue
         }
         slot::DEQUEUE => EventKind::Dequeue {
-            qtime_ns: value
-                .filter(|_| layout.qtime)
-                .map(|v| v.saturating_mul(1000)),
-            class: rec
-                .field(cfg.class_off, cfg.class_size)
-                .filter(|_| layout.kernel_class)
-                .map(|c| c as u32),
+            qtime_ns: if layout.qtime {
+                field(raw, cfg.value_off, cfg.value_size).map(|v| v.saturating_mul(1000))
+            } else {
+                None
+            },
+            class: if layout.kernel_class {
+                field(raw, cfg.class_off, cfg.class_size).map(|c| c as u32)
+            } else {
+                None
+            },
         },
         slot::STATS_LATENCY => EventKind::Executed {
-            exec_ns: value.unwrap_or(0).saturating_mul(1000),
+            exec_ns: field(raw, cfg.value_off, cfg.value_size)
+                .unwrap_or(0)
+                .saturating_mul(1000),
         },
         slot::ACCEPT => EventKind::Accepted,
         slot::CLOSE => EventKind::Closed,
         _ => return None,
-    };
-    let endpoint = |off: u16| -> Option<Endpoint> {
-        if off == OFF_NONE {
-            return Some(Endpoint::None);
-        }
-        rec.data_loc(off).map(sockaddr)
-    };
-    Some(Event {
-        ts_ns: rec.ts_ns(),
-        xprt: XprtKey {
-            netns: rec.field(cfg.netns_off, cfg.netns_size).unwrap_or(0) as u32,
-            server: endpoint(cfg.server_off)?,
-            client: endpoint(cfg.client_off)?,
-        },
-        kind,
     })
+}
+
+/// The transports the raw programs have sent in full, by their `struct
+/// svc_xprt` pointer: a short record (`rawrec::SHORT`) names its transport
+/// by pointer only. A raw svc_xprt_free record forgets the pointer (the
+/// BPF side forgets it first, so a reused address starts with a full
+/// record again).
+#[derive(Default)]
+pub struct KnownXprts {
+    keys: FxHashMap<u64, XprtKey>,
+    /// Short records whose pointer was never sent in full, per slot (never
+    /// expected: counted as lost events, not guessed at).
+    pub unknown: [u64; slot::COUNT],
+}
+
+impl KnownXprts {
+    /// Decode a raw program's record (full or short) with the raw layout.
+    pub fn decode(&mut self, rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
+        let raw = rec.raw();
+        let ptr = field(raw, rawrec::XPRT, 8).unwrap_or(0);
+        if rec.raw_kind() == rawrec::SHORT {
+            let s = rec.slot();
+            let cfg = layout.slots.get(s as usize)?;
+            let Some(key) = self.keys.get(&ptr) else {
+                if let Some(n) = self.unknown.get_mut(s as usize) {
+                    *n += 1;
+                }
+                return None;
+            };
+            return Some(Event {
+                ts_ns: rec.ts_ns(),
+                xprt: *key,
+                kind: kind(raw, s, cfg, layout)?,
+            });
+        }
+        let ev = decode(rec, layout)?;
+        if ptr != 0 {
+            if ev.kind == EventKind::Closed {
+                self.keys.remove(&ptr);
+            } else {
+                self.keys.insert(ptr, ev.xprt);
+            }
+        }
+        Some(ev)
+    }
+
+    /// Forget every transport: after a run of the raw svc_xprt_free
+    /// program was skipped, a pointer may name a new transport; its short
+    /// records are then counted as lost, never put on the old one.
+    pub fn forget_all(&mut self) {
+        self.keys.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
 }
 
 /// Build the sockaddr bytes the kernel would put in a record (tests and

@@ -30,8 +30,8 @@ pub struct Diagnosis {
     pub generation: Option<String>,
     pub wait_source: Option<String>,
     pub kernel_class: bool,
-    /// Events `--raw-tracepoints` would watch through raw tracepoints (the
-    /// kernel's BTF gives the fields' offsets).
+    /// Events nfsdtop watches through raw tracepoints (the kernel's BTF
+    /// gives the fields' offsets); the others go on classic ones.
     pub raw_tracepoints: Vec<String>,
     pub events: BTreeMap<String, EventReport>,
     pub bpf_object: bool,
@@ -133,19 +133,19 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                 notes.extend(l.notes.iter().cloned());
                 match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
                     Ok(k) => {
-                        let p = super::raw::plan(&l, &k);
+                        let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
                         for (s, ev) in super::raw::RAW_SLOTS {
                             if p.is_raw(s as usize) {
                                 raw_tracepoints.push(ev.to_string());
                             }
                         }
                         for why in p.kept_classic {
-                            notes.push(format!("--raw-tracepoints keeps {why}"));
+                            notes.push(format!("classic tracepoint kept for {why}"));
                         }
                     }
-                    Err(why) => {
-                        notes.push(format!("no raw tracepoints (--raw-tracepoints): {why}"))
-                    }
+                    Err(why) => notes.push(format!(
+                        "no raw tracepoints, classic ones for every event: {why}"
+                    )),
                 }
             }
             Err(e) => problems.push(e.to_string()),

@@ -29,6 +29,7 @@ use nfsdtop_common::{slot, Record, RecordView};
 
 pub use error::LiveError;
 pub use layout::{Generation, Layout};
+pub use raw::Tracepoints;
 
 use super::{BpfProgramStats, Poll, Source};
 use crate::model::{Event, EventKind, SourceInfo, SourceKind, Tracepoint};
@@ -53,10 +54,9 @@ pub struct LiveOptions {
     /// (`--bpf-stats`): the per-program run time in the output, at the cost
     /// of two clock reads on every tracepoint hit, so off by default.
     pub kernel_stats: bool,
-    /// Watch the three hot events through raw tracepoints where the
-    /// kernel's BTF allows (`--raw-tracepoints`); off by default: measured
-    /// in the benchmark guest they cost no less than the classic ones.
-    pub raw: bool,
+    /// Raw tracepoints where the kernel's BTF allows (the default), or
+    /// every event classic (see `raw`).
+    pub tracepoints: Tracepoints,
     /// Where the kernel's BTF is (tests point it elsewhere).
     pub btf_dir: PathBuf,
 }
@@ -70,7 +70,7 @@ impl Default for LiveOptions {
             drain_period: bpf::DEFAULT_DRAIN_PERIOD,
             proc_root: PathBuf::from("/proc"),
             kernel_stats: false,
-            raw: false,
+            tracepoints: Tracepoints::Raw,
             btf_dir: PathBuf::from(raw::BTF_DIR),
         }
     }
@@ -167,6 +167,9 @@ pub struct LiveSource {
     last_counters: Option<Instant>,
     /// A chunk `wait` received, for the next `poll`.
     pending: Option<Vec<u8>>,
+    /// The raw programs' transports, for their short records.
+    known: decode::KnownXprts,
+    unknown_seen: [u64; slot::COUNT],
 }
 
 type RawLink = aya::programs::raw_trace_point::RawTracePointLinkId;
@@ -180,11 +183,11 @@ fn attach_all(
     layout: &Layout,
     category: &str,
 ) -> Result<(raw::RawPlan, String, [Option<RawLink>; slot::COUNT]), LiveError> {
-    let mut plan = if !opts.raw || category != "sunrpc" {
+    let mut plan = if opts.tracepoints == raw::Tracepoints::Classic || category != "sunrpc" {
         raw::RawPlan::none(layout)
     } else {
         match raw::KernelOffsets::from_sys(&opts.btf_dir) {
-            Ok(k) => raw::plan(layout, &k),
+            Ok(k) => raw::plan(layout, &k, opts.tracepoints),
             Err(why) => raw::RawPlan::classic(layout, why),
         }
     };
@@ -224,7 +227,7 @@ fn attach_all(
             raw_events.join(", ")
         )
     };
-    if !opts.raw {
+    if opts.tracepoints == raw::Tracepoints::Raw {
         access.push_str(" (the default)");
     }
     for why in &plan.kept_classic {
@@ -309,6 +312,8 @@ impl LiveSource {
             lost_seen: [0; slot::COUNT],
             last_counters: None,
             pending: None,
+            known: decode::KnownXprts::default(),
+            unknown_seen: [0; slot::COUNT],
         })
     }
 
@@ -331,6 +336,12 @@ impl LiveSource {
             if delta > 0 {
                 self.lost_seen[s] = c.lost;
                 out.push(lost_event(now, s, delta));
+            }
+            // Short records of a transport never sent in full.
+            let unknown = self.known.unknown[s] - self.unknown_seen[s];
+            if unknown > 0 {
+                self.unknown_seen[s] = self.known.unknown[s];
+                out.push(lost_event(now, s, unknown));
             }
         }
     }
@@ -369,6 +380,11 @@ impl LiveSource {
             }
             self.misses_seen[i] = misses;
             out.push(lost_event(now, i, delta));
+            if i == slot::CLOSE as usize {
+                // A skipped svc_xprt_free: some freed pointer may still be
+                // known in the kernel (short records turn off below).
+                self.known.forget_all();
+            }
             let event = self.layout.events[i].clone().unwrap_or_default();
             match self.move_to_classic(i, &event) {
                 Ok(()) => {
@@ -412,6 +428,13 @@ impl LiveSource {
         bpf::attach_slot(&mut self.ebpf, i, &self.category, event)?;
         let mut configs = self.raw.configs;
         configs[i].enabled = 0;
+        if i == slot::CLOSE as usize {
+            // No raw program forgets freed transports any more: every
+            // record full from now on.
+            for c in &mut configs {
+                c.short_records = 0;
+            }
+        }
         bpf::write_raw_config(&mut self.ebpf, &configs)?;
         self.raw.configs = configs;
         Ok(())
@@ -456,14 +479,15 @@ impl Source for LiveSource {
                 }
             };
             for raw in chunk.chunks_exact(Record::SIZE) {
-                if let Some(ev) = RecordView::new(raw).and_then(|r| {
-                    let l = if r.is_raw() {
-                        &self.raw.decode
-                    } else {
-                        &self.layout
-                    };
-                    decode::decode(&r, l)
-                }) {
+                let Some(r) = RecordView::new(raw) else {
+                    continue;
+                };
+                let ev = if r.is_raw() {
+                    self.known.decode(&r, &self.raw.decode)
+                } else {
+                    decode::decode(&r, &self.layout)
+                };
+                if let Some(ev) = ev {
                     out.push(ev);
                 }
             }

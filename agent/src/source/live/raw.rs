@@ -1,6 +1,6 @@
-//! Raw tracepoints for the three hot events (enqueue, dequeue,
-//! svc_stats_latency), where the kernel's BTF says where nfsd's fields are
-//! (`--raw-tracepoints`; off by default).
+//! Raw tracepoints, where the kernel's BTF says where nfsd's fields are:
+//! how nfsdtop watches enqueue, dequeue, svc_stats_latency and
+//! svc_xprt_free by default.
 //!
 //! A classic tracepoint with a program attached makes the kernel build the
 //! event's record (addresses copied, strings formatted) on every hit before
@@ -8,28 +8,50 @@
 //! arguments (the transport or request pointer) and nothing else; the
 //! program reads the few fields nfsdtop needs at offsets found here, and
 //! writes a record laid out as `rawrec` says, which the same decoder reads
-//! through the synthetic slot configs made here. Measured in the benchmark
-//! guest (BENCHMARKS.md) the programs' own reads cost what the record
-//! building saved, so this stays opt-in.
+//! through the synthetic slot configs made here. Two things make it the
+//! cheaper way (measured in the benchmark guest, BENCHMARKS.md):
+//! svc_xprt_enqueue's BUSY attempts (most hits on 6.6+) are dropped on the
+//! flags argument without reading anything, and a transport's addresses
+//! and namespace are read and sent once: later records of the same
+//! `struct svc_xprt` are short (its pointer, the flags and the time), until
+//! svc_xprt_free, whose raw program forgets the pointer before the memory
+//! can be reused.
 //!
 //! Anything missing (no BTF, a field renamed, an unexpected struct layout)
-//! leaves that slot on its classic tracepoint.
+//! leaves that slot on its classic tracepoint; `--classic-tracepoints`
+//! puts every slot there.
 
 use std::path::Path;
 
 use nfsdtop_common::{rawrec, slot, RawConfig, SlotConfig, OFF_NONE};
 
-use super::btf::Btf;
+use super::btf::{Arg, Btf};
 use super::layout::Layout;
 
 pub const BTF_DIR: &str = "/sys/kernel/btf";
 
-/// The slots that have a raw program, and the tracepoint each attaches to.
-pub const RAW_SLOTS: [(u8, &str); 3] = [
+/// The slots that have a raw program, and the tracepoint each attaches to,
+/// in attach order: svc_xprt_free first, so that no transport the others
+/// send in full can be freed unseen (its pointer would stay known, and a
+/// new transport at the same address would get short records).
+pub const RAW_SLOTS: [(u8, &str); 4] = [
+    (slot::CLOSE, "svc_xprt_free"),
     (slot::ENQUEUE, "svc_xprt_enqueue"),
     (slot::DEQUEUE, "svc_xprt_dequeue"),
     (slot::STATS_LATENCY, "svc_stats_latency"),
 ];
+
+/// How nfsdtop watches the sunrpc events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tracepoints {
+    /// Raw tracepoints for svc_xprt_free, enqueue, dequeue and
+    /// svc_stats_latency where the kernel's BTF allows, classic ones for
+    /// the rest (the default).
+    #[default]
+    Raw,
+    /// Every event on its classic tracepoint (`--classic-tracepoints`).
+    Classic,
+}
 
 /// Where nfsd's fields are in this kernel (byte offsets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +64,9 @@ pub struct KernelOffsets {
     pub xpt_local: u32,
     /// 6.16+ (the transport's enqueue time, for `qtime`).
     pub xpt_qtime: Option<u32>,
+    /// svc_xprt_enqueue's arguments are `(xprt, flags)` (6.6+), not
+    /// `(xprt, rqst)`.
+    pub enqueue_flags_arg: bool,
 }
 
 impl KernelOffsets {
@@ -73,6 +98,8 @@ impl KernelOffsets {
             net_ns_inum: need("net", &["ns", "inum"])?,
             xpt_local: local,
             xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
+            enqueue_flags_arg: btf.tracepoint_args("svc_xprt_enqueue")
+                == Some(vec![Arg::Ptr("svc_xprt".into()), Arg::Int(8)]),
         })
     }
 
@@ -134,6 +161,17 @@ impl RawPlan {
         self.configs[s] = RawConfig::default();
         self.decode.slots[s] = classic.slots[s];
         self.kept_classic.push(why);
+        if s == slot::CLOSE as usize {
+            self.full_records_only();
+        }
+    }
+
+    /// Short records need the raw svc_xprt_free program to forget freed
+    /// transports; without it every record is sent in full.
+    fn full_records_only(&mut self) {
+        for c in &mut self.configs {
+            c.short_records = 0;
+        }
     }
 }
 
@@ -156,16 +194,17 @@ fn synthetic(classic: &SlotConfig, has_value: bool) -> SlotConfig {
     }
 }
 
-pub fn plan(layout: &Layout, k: &KernelOffsets) -> RawPlan {
-    let mut p = RawPlan {
-        configs: [RawConfig::default(); slot::COUNT],
-        decode: layout.clone(),
-        kept_classic: Vec::new(),
-    };
+/// Which slots go raw for `choice` on this kernel.
+pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan {
+    let mut p = RawPlan::none(layout);
     for (s, event) in RAW_SLOTS {
         let i = s as usize;
         let classic = &layout.slots[i];
         if classic.enabled == 0 || layout.events[i].as_deref() != Some(event) {
+            continue;
+        }
+        let flags_arg = s == slot::ENQUEUE && k.enqueue_flags_arg;
+        if choice == Tracepoints::Classic {
             continue;
         }
         let value = match s {
@@ -189,7 +228,7 @@ pub fn plan(layout: &Layout, k: &KernelOffsets) -> RawPlan {
         };
         p.configs[i] = RawConfig {
             enabled: 1,
-            arg_is_rqst: u32::from(s != slot::ENQUEUE),
+            arg_is_rqst: u32::from(s == slot::DEQUEUE || s == slot::STATS_LATENCY),
             rq_xprt: k.rq_xprt,
             rq_stime: k.rq_stime,
             xpt_flags: k.xpt_flags,
@@ -200,8 +239,15 @@ pub fn plan(layout: &Layout, k: &KernelOffsets) -> RawPlan {
             value,
             drop_mask: classic.drop_mask,
             need_mask: classic.need_mask,
+            flags_arg: u32::from(flags_arg),
+            short_records: 0,
         };
         p.decode.slots[i] = synthetic(classic, value != rawrec::VALUE_NONE);
+    }
+    if p.is_raw(slot::CLOSE as usize) {
+        for c in p.configs.iter_mut().filter(|c| c.enabled == 1) {
+            c.short_records = 1;
+        }
     }
     p
 }
@@ -264,6 +310,7 @@ mod tests {
                 net_ns_inum: 136,
                 xpt_local: 160,
                 xpt_qtime: Some(24),
+                enqueue_flags_arg: false,
             }
         );
         assert_eq!(
@@ -282,17 +329,27 @@ mod tests {
     #[test]
     fn plan_per_generation() {
         let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
-        // 6.6+: the three hot slots raw, accept and free classic.
+        // 6.6+: the three hot slots and svc_xprt_free raw, accept classic;
+        // with free raw, every raw slot sends short records.
         let l = fixture("6.6+");
-        let p = plan(&l, &k);
+        let p = plan(&l, &k, Tracepoints::Raw);
         for (s, _) in RAW_SLOTS {
             assert!(p.is_raw(s as usize), "slot {s}");
+            assert_eq!(p.configs[s as usize].short_records, 1, "slot {s}");
         }
-        assert!(!p.is_raw(slot::ACCEPT as usize) && !p.is_raw(slot::CLOSE as usize));
+        assert!(!p.is_raw(slot::ACCEPT as usize));
         assert_eq!(
-            p.decode.slots[slot::CLOSE as usize],
-            l.slots[slot::CLOSE as usize]
+            p.decode.slots[slot::ACCEPT as usize],
+            l.slots[slot::ACCEPT as usize]
         );
+        let free = p.configs[slot::CLOSE as usize];
+        assert_eq!((free.arg_is_rqst, free.value), (0, rawrec::VALUE_NONE));
+        // svc_xprt_free back on its classic tracepoint (its attach
+        // failed) turns short records off.
+        let mut q = p.clone();
+        q.revert(slot::CLOSE as usize, &l, "test".into());
+        assert!(q.configs.iter().all(|c| c.short_records == 0));
+        assert!(q.is_raw(slot::DEQUEUE as usize));
         let enq = p.configs[slot::ENQUEUE as usize];
         assert_eq!((enq.arg_is_rqst, enq.value), (0, rawrec::VALUE_NONE));
         assert_eq!(enq.drop_mask, l.slots[slot::ENQUEUE as usize].drop_mask);
@@ -305,14 +362,14 @@ mod tests {
         // 6.16+: dequeue's qtime from xpt_qtime; without it, classic.
         let l = fixture("6.16+");
         assert_eq!(
-            plan(&l, &k).configs[slot::DEQUEUE as usize].value,
+            plan(&l, &k, Tracepoints::Raw).configs[slot::DEQUEUE as usize].value,
             rawrec::VALUE_QTIME
         );
         let no_qtime = KernelOffsets {
             xpt_qtime: None,
             ..k
         };
-        let p = plan(&l, &no_qtime);
+        let p = plan(&l, &no_qtime, Tracepoints::Raw);
         assert!(!p.is_raw(slot::DEQUEUE as usize));
         assert!(
             p.kept_classic[0].contains("xpt_qtime"),
@@ -320,7 +377,109 @@ mod tests {
             p.kept_classic
         );
         // The proposed class field exists only in the record: classic.
-        assert!(!plan(&fixture("class"), &k).is_raw(slot::DEQUEUE as usize));
+        assert!(!plan(&fixture("class"), &k, Tracepoints::Raw).is_raw(slot::DEQUEUE as usize));
+    }
+
+    /// svc_xprt_enqueue's BUSY attempts are dropped on the flags argument
+    /// where the prototype has one (6.6+), read from the transport before.
+    #[test]
+    fn enqueue_flags_argument_by_prototype() {
+        let k = KernelOffsets {
+            enqueue_flags_arg: true,
+            ..KernelOffsets::from_btf(&btf(160, 136, true)).unwrap()
+        };
+        for gen in ["6.6+", "6.16+", "debian-6.12", "debian-7.2"] {
+            let p = plan(&fixture(gen), &k, Tracepoints::Raw);
+            let enq = p.configs[slot::ENQUEUE as usize];
+            assert_eq!(
+                (enq.enabled, enq.flags_arg, enq.arg_is_rqst),
+                (1, 1, 0),
+                "{gen}"
+            );
+            assert_ne!(enq.drop_mask, 0, "{gen}");
+            assert_eq!(p.configs[slot::DEQUEUE as usize].flags_arg, 0, "{gen}");
+        }
+        // 5.18-6.5: enqueue fires only on real enqueues, (xprt, rqst).
+        let old = KernelOffsets {
+            enqueue_flags_arg: false,
+            ..k
+        };
+        for gen in ["5.18-6.5", "debian-6.1"] {
+            let p = plan(&fixture(gen), &old, Tracepoints::Raw);
+            let enq = p.configs[slot::ENQUEUE as usize];
+            assert_eq!((enq.enabled, enq.flags_arg), (1, 0), "{gen}");
+        }
+        // --classic-tracepoints: nothing raw, the kernel's layout as is.
+        let p = plan(&fixture("6.6+"), &k, Tracepoints::Classic);
+        assert!((0..slot::COUNT).all(|i| !p.is_raw(i)));
+        assert_eq!(p.decode, fixture("6.6+"));
+    }
+
+    /// Short records name their transport by pointer: known after its
+    /// full record, forgotten at its svc_xprt_free, never guessed.
+    #[test]
+    fn short_records_need_a_full_one_first() {
+        let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+        let l = fixture("6.16+");
+        let p = plan(&l, &k, Tracepoints::Raw);
+        let f = TraceFields {
+            flags: 1 << 3,
+            netns: 7,
+            value: 250,
+            class: 0,
+            client: Endpoint::V4 {
+                ip: [10, 0, 0, 2],
+                port: 700,
+            },
+            server: Endpoint::V4 {
+                ip: [10, 0, 0, 1],
+                port: 2049,
+            },
+        };
+        let ptr: u64 = 0xffff_8880_1234_5600;
+        let full = |s: u8, ts: u64| {
+            let mut r = decode::kernel_record(&p.decode.slots[s as usize], s, ts, &f);
+            r.raw_kind = rawrec::FULL;
+            r.raw[rawrec::XPRT as usize..][..8].copy_from_slice(&ptr.to_ne_bytes());
+            r.to_bytes()
+        };
+        let short = |s: u8, ts: u64, value: u64| {
+            let mut r = nfsdtop_common::Record::new(ts, s);
+            r.raw_kind = rawrec::SHORT;
+            r.raw[rawrec::FLAGS as usize..][..8].copy_from_slice(&f.flags.to_ne_bytes());
+            r.raw[rawrec::VALUE as usize..][..8].copy_from_slice(&value.to_ne_bytes());
+            r.raw[rawrec::XPRT as usize..][..8].copy_from_slice(&ptr.to_ne_bytes());
+            r.to_bytes()
+        };
+        let mut known = decode::KnownXprts::default();
+        let mut run = |b: [u8; nfsdtop_common::Record::SIZE]| {
+            known.decode(&RecordView::new(&b).unwrap(), &p.decode)
+        };
+        // Unknown pointer: no event (counted by the caller as lost).
+        assert_eq!(run(short(slot::DEQUEUE, 1, 9)), None);
+        let enq = run(full(slot::ENQUEUE, 2)).unwrap();
+        assert_eq!(enq.kind, EventKind::Enqueue);
+        let deq = run(short(slot::DEQUEUE, 3, 40)).unwrap();
+        assert_eq!(deq.xprt, enq.xprt, "the transport of the full record");
+        assert_eq!(
+            deq.kind,
+            EventKind::Dequeue {
+                qtime_ns: Some(40_000),
+                class: None
+            }
+        );
+        assert_eq!(deq.ts_ns, 3);
+        let exec = run(short(slot::STATS_LATENCY, 4, 12)).unwrap();
+        assert_eq!(exec.kind, EventKind::Executed { exec_ns: 12_000 });
+        // A BUSY attempt is not an enqueue, short or not.
+        let mut busy = short(slot::ENQUEUE, 5, 0);
+        busy[nfsdtop_common::Record::RAW_AT + rawrec::FLAGS as usize] |= 1;
+        assert_eq!(run(busy), None);
+        let closed = run(full(slot::CLOSE, 6)).unwrap();
+        assert_eq!((closed.kind, closed.xprt), (EventKind::Closed, enq.xprt));
+        assert_eq!(run(short(slot::DEQUEUE, 7, 1)), None, "forgotten at free");
+        assert_eq!(known.unknown[slot::DEQUEUE as usize], 2);
+        assert!(known.is_empty());
     }
 
     /// What a raw program writes decodes to the event the classic record
@@ -329,7 +488,7 @@ mod tests {
     fn raw_records_decode_like_classic_ones() {
         let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
         let l = fixture("6.16+");
-        let p = plan(&l, &k);
+        let p = plan(&l, &k, Tracepoints::Raw);
         let f = TraceFields {
             flags: 1 << 3,
             netns: 4026531840,
