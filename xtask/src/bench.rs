@@ -160,6 +160,47 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
 /// after a change), so it is text here, not re-measured on every run.
 const FIXES: &str = "## Made faster where the numbers said so
 
+The third round (November 30, later the same day). Guest numbers are % of
+fio IOPS from short runs of part A (`cargo xtask bench --vm-only --reps 2
+--fio-secs 8`, the same guest and `-icount`; ratios of one mode spread by
+0.4–0.9% in these runs), one change at a time.
+
+**Where the cost really was.** The second round (below) divided the
+programs' and the agent's time by the guest's two vCPUs, but QEMU keeps
+one instruction count for both: their shares were twice what it said, and
+most of its \"6% in neither\" was nfsdtop's own. Two experiments placed
+it: an agent that drained the ring and threw the records away cost 5.1%
+where the whole agent cost 7.8% (ftrace 5.9%, same run), so decoding and
+aggregating was 2.7 points; `perf` in the guest put the agent's time in
+decode, the transport lookup and the wait histograms, and callgrind on a
+new bench of exactly that path (`--bench decode`, part C) counted 614
+instructions per record.
+
+**Agent, per record:** field reads inlined in the decoder, the server-wide
+wait histograms dense (an add is an index, not a search), histogram adds
+inlined: 614 → 519 instructions per record (callgrind, classic records),
+467 for the default's short records.
+
+**Raw tracepoints again, and now the default.** Step by step (nfsdtop /
+classic / ftrace):
+
+| change | nfsdtop | nfsdtop `--classic-tracepoints` | ftrace |
+|---|---|---|---|
+| before: classic tracepoints (full run, commit 858b317) | 8.6% | (the same) | 6.2% |
+| svc_xprt_enqueue raw, BUSY attempts dropped on its `flags` argument (6.6+) | 8.1% | 8.6% | 6.4% |
+| enqueue, dequeue, svc_stats_latency and svc_xprt_free raw, a transport's addresses sent once, then short records (known pointers in an LRU hash) | 6.4% | 8.2% | 6.4% |
+| known pointers in a direct-mapped array; dequeue and svc_stats_latency skip the flags read; hits counted by outcome only | 5.6% | 8.0% | 6.1% |
+| svc_xprt_accept raw too (it forgets a reused pointer as well, so a skipped free can no longer put a new transport's short records on the old one): the full run, part A above | | | |
+
+The programs' own run time per dispatch went from 2444 emulated
+instructions (classic) to 1788. The second round's \"raw: no cheaper\"
+was right for full records: reading the namespace and the address block
+(three helper calls and a 272-byte copy) on every hit cost what the
+kernel's record building saved. Reading them once per transport is what
+made the difference.
+
+### The second round
+
 The second round (November 30), each step measured before and after on
 the same machine; the guest numbers are from QEMU with `-icount` (part A),
 the native ones from `cargo bench -p nfsdtop-agent --bench ring` (part C)
@@ -170,9 +211,10 @@ between identical baseline runs on this shared host, which hid everything.
 With the guest's clock counting instructions (`-icount shift=0,sleep=off`)
 the spread fell to 0.3–0.6%, and the first precise reading was: nfsdtop
 +9.5%, ftrace +5.9% of IOPS, with nfsdtop's programs at 1.5% and its agent
-at 1.9% of the guest's CPU, and about 6% in neither.
+at 1.9% of the guest's CPU, and about 6% in neither (shares halved by
+mistake: see the third round).
 
-**Raw tracepoints, tried and kept opt-in** (`--raw-tracepoints`;
+**Raw tracepoints, tried and kept opt-in then** (`--raw-tracepoints`;
 agent/src/source/live/raw.rs and btf.rs). The guess was that the 6% was
 the kernel building each classic tracepoint's record. With raw tracepoints
 the kernel builds none and the programs read `xpt_flags`, the namespace and
@@ -1185,10 +1227,9 @@ fn part_vm(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
          Modes alternate in rounds (none, nfsdtop, classic, ftrace) × {}: **none** = \
          nothing attached; **nfsdtop** = the real binary, live source \
          (`nfsdtop -b --format json -d 1`, attached before fio starts, as users \
-         run it: the default, raw tracepoints for enqueue, dequeue, \
-         svc_stats_latency and svc_xprt_free with nfsd's fields read at offsets \
-         from the kernel's BTF, short records for known transports, without the \
-         kernel's BPF statistics); **classic** = the same with \
+         run it: the default, raw tracepoints for every event with nfsd's \
+         fields read at offsets from the kernel's BTF, short records for known \
+         transports, without the kernel's BPF statistics); **classic** = the same with \
          `--classic-tracepoints` (the kernel builds every hit's record, the \
          program copies it); **ftrace** = the same five sunrpc events \
          (svc_xprt_enqueue, svc_xprt_dequeue, svc_stats_latency, svc_xprt_accept, \

@@ -856,6 +856,23 @@ fn check_nfsdtop_run(
     let lost = last["totals"]["events_lost"].as_u64();
     let all: BTreeSet<IpAddr> = peers.keys().chain(ft.per_client.keys()).copied().collect();
     let total = last["totals"]["dispatches"].as_u64().unwrap_or(0);
+    // A kernel that preempts tracepoint programs (Debian's 7.x) makes any
+    // BPF program skip a run now and then (recursion misses, counted as
+    // lost, classic programs too): there counted loss is checked as
+    // delivered + lost == ftrace.
+    let preempts = summary
+        .get("kernel")
+        .is_some_and(|k| kernel_version(k).is_some_and(|v| v >= (7, 0)));
+    let exact = if exact && preempts && lost.is_some_and(|l| l > 0) {
+        rep.note(format!(
+            "{tag}: {} events counted lost on a kernel that preempts tracepoint programs: \
+             checked as delivered + lost",
+            lost.unwrap_or(0)
+        ));
+        false
+    } else {
+        exact
+    };
     if exact {
         rep.check(
             lost == Some(0),
@@ -950,11 +967,22 @@ fn check_nfsdtop_run(
         // dequeue record was either delivered or counted as lost.
         let t = &last["totals"];
         if let (Some(d), Some(l)) = (t["dispatches"].as_u64(), t["lost_dispatches"].as_u64()) {
-            let ftrace_total = ft.total;
-            rep.check(
-                d + l == ftrace_total,
-                format!("{tag}: delivered {d} + lost {l} dispatches == ftrace {ftrace_total}"),
-            );
+            if tag == "wait" {
+                // Listener records are not comparable here (see above).
+                let (real, ft_real) = (d.saturating_sub(listener), ft.total - ft.listener);
+                rep.check(
+                    real <= ft_real && real + l >= ft_real,
+                    format!(
+                        "{tag}: client dispatches delivered {real} <= ftrace {ft_real} <= delivered + lost {l}"
+                    ),
+                );
+            } else {
+                let ftrace_total = ft.total;
+                rep.check(
+                    d + l == ftrace_total,
+                    format!("{tag}: delivered {d} + lost {l} dispatches == ftrace {ftrace_total}"),
+                );
+            }
         }
     }
     Some(Measured { lines, peers })
@@ -1005,7 +1033,7 @@ fn check_main(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repo
     // to its classic tracepoint, and that run's counts are checked as
     // delivered + lost == ftrace instead of exactly.
     fn handed_over(rep: &mut Report, run: &str, detail: &str) -> bool {
-        let h = detail.contains("moved to its classic tracepoint");
+        let h = detail.contains("moved to classic tracepoints");
         if h {
             rep.note(format!(
                 "{run}: a raw tracepoint missed hits and was handed over to its classic one"
@@ -1013,16 +1041,15 @@ fn check_main(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repo
         }
         h
     }
-    // The default: raw tracepoints for svc_xprt_free, enqueue, dequeue and
-    // svc_stats_latency (every Debian kernel here has BTF for vmlinux and
-    // its modules), accept on its classic one.
+    // The default: raw tracepoints for every event (every Debian kernel
+    // here has BTF for vmlinux and its modules).
     let detail = run_detail(results, "main");
     let exact = !handed_over(rep, "main", &detail);
     let Some(m) = check_measurement(results, "main", summary, rep, exact) else {
         return;
     };
-    let want = "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_enqueue, \
-                svc_xprt_dequeue, svc_stats_latency (the default)";
+    let want = "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, \
+                svc_xprt_enqueue, svc_xprt_dequeue, svc_stats_latency (the default)";
     rep.check(detail.contains(want), format!("main: {want} ({detail})"));
     // Beside it, every event classic (--classic-tracepoints).
     let classic_detail = run_detail(results, "main-classic");

@@ -1,14 +1,14 @@
 //! nfsdtop's BPF programs. By default the raw-tracepoint programs watch
-//! svc_xprt_free, enqueue, dequeue and svc_stats_latency: they get the
-//! tracepoint's arguments, drop enqueue attempts that found the transport
-//! BUSY on the flags argument (6.6+) or its flags, read the few fields
-//! nfsdtop needs at offsets from the kernel's BTF, and send a transport's
-//! addresses and namespace once: later records of the same `struct
-//! svc_xprt` are short. The classic tracepoint programs (svc_xprt_accept,
-//! and every event with `--classic-tracepoints` or where a raw program
-//! cannot be used) copy the record the kernel built, its first `RAW_BYTES`
-//! in one helper call; the agent finds the fields in the copy with the
-//! offsets it parsed from the running kernel's format files.
+//! every event (free, accept, enqueue, dequeue, svc_stats_latency): they
+//! get the tracepoint's arguments, drop enqueue attempts that found the
+//! transport BUSY on the flags argument (6.6+) or its flags, read the few
+//! fields nfsdtop needs at offsets from the kernel's BTF, and send a
+//! transport's addresses and namespace once: later records of the same
+//! `struct svc_xprt` are short. The classic tracepoint programs (every
+//! event with `--classic-tracepoints`, or where a raw program cannot be
+//! used) copy the record the kernel built, its first `RAW_BYTES` in one
+//! helper call; the agent finds the fields in the copy with the offsets it
+//! parsed from the running kernel's format files.
 //! Records go into the `EVENTS` ring buffer without waking the reader (the
 //! agent drains on a timer). Every hit is counted per CPU once, by outcome
 //! (submitted, lost, BUSY, disabled); every record that does not reach the
@@ -275,8 +275,10 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
     let short = cfg.short_records != 0;
     let known = KNOWN_XPRTS.get_ptr_mut(known_slot(xprt));
-    if slot == nfsdtop_common::slot::CLOSE {
-        // Forgotten before the memory can be reused for another transport.
+    if slot == nfsdtop_common::slot::CLOSE || slot == nfsdtop_common::slot::ACCEPT {
+        // Forgotten when it is freed, before the memory can be reused for
+        // another transport, and again when a transport is accepted at that
+        // address (in case the kernel skipped this program at the free).
         if let Some(k) = known {
             // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
             unsafe {
@@ -402,6 +404,12 @@ pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "svc_stats_latency")]
 pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
     raw_handle::<false>(&ctx, slot::STATS_LATENCY);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_accept")]
+pub fn raw_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<false>(&ctx, slot::ACCEPT);
     0
 }
 

@@ -29,7 +29,7 @@ pub const RAW_PROGRAMS: [Option<&str>; slot::COUNT] = [
     Some("raw_svc_xprt_enqueue"),
     Some("raw_svc_xprt_dequeue"),
     Some("raw_svc_stats_latency"),
-    None,
+    Some("raw_svc_xprt_accept"),
     Some("raw_svc_xprt_free"),
 ];
 
@@ -216,13 +216,29 @@ pub fn attach_slot(
         detail: format!("no program for slot {slot}"),
     })?;
     let p = program(ebpf, name)?;
-    p.load().map_err(|e| rejected(name, &e))?;
+    if p.fd().is_err() {
+        p.load().map_err(|e| rejected(name, &e))?;
+    }
     p.attach(category, event).map_err(|e| {
         bpf_err(
             &format!("cannot attach to tracepoint {category}/{event}"),
             &e,
         )
     })?;
+    Ok(())
+}
+
+/// Load (verify) slot `slot`'s classic program without attaching it: a
+/// raw slot's fallback, loaded at start so that a hand-over under load
+/// only attaches (verifying allocates the verifier's log buffers).
+pub fn load_classic(ebpf: &mut Ebpf, slot: usize) -> Result<(), LiveError> {
+    let Some(name) = PROGRAMS.get(slot) else {
+        return Ok(());
+    };
+    let p = program(ebpf, name)?;
+    if p.fd().is_err() {
+        p.load().map_err(|e| rejected(name, &e))?;
+    }
     Ok(())
 }
 
@@ -309,6 +325,9 @@ pub struct Drain {
 const QUEUED_CHUNKS: usize = 64;
 const SPARE_CHUNKS: usize = 4;
 const CHUNK_BYTES: usize = 1 << 20;
+/// The largest buffer kept for reuse: a 50 ms drain at 30 k records/s
+/// fills about 230 KB.
+const SPARE_MAX_BYTES: usize = 512 << 10;
 
 impl Drain {
     /// `period` is the longest wait between drains; `ring_bytes` the size
@@ -346,8 +365,12 @@ impl Drain {
     }
 
     /// Give a consumed chunk's buffer back to the reader (dropped if it
-    /// has enough spares).
+    /// has enough spares, or if a burst grew it past `SPARE_MAX_BYTES`:
+    /// kept, such buffers would hold the burst's memory for good).
     pub fn recycle(&self, mut chunk: Vec<u8>) {
+        if chunk.capacity() > SPARE_MAX_BYTES {
+            return;
+        }
         chunk.clear();
         let _ = self.spare.try_send(chunk);
     }

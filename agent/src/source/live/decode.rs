@@ -132,9 +132,10 @@ fn kind(raw: &[u8], s: u8, cfg: &SlotConfig, layout: &Layout) -> Option<EventKin
 
 /// The transports the raw programs have sent in full, by their `struct
 /// svc_xprt` pointer: a short record (`rawrec::SHORT`) names its transport
-/// by pointer only. A raw svc_xprt_free record forgets the pointer (the
-/// BPF side forgets it first, so a reused address starts with a full
-/// record again).
+/// by pointer only. A raw svc_xprt_free record forgets the pointer; the
+/// BPF side forgets it at the free and again at svc_xprt_accept, so a
+/// transport at a reused address starts with a full record, which
+/// replaces the old one here.
 #[derive(Default)]
 pub struct KnownXprts {
     keys: FxHashMap<u64, XprtKey>,
@@ -172,13 +173,6 @@ impl KnownXprts {
             }
         }
         Some(ev)
-    }
-
-    /// Forget every transport: after a run of the raw svc_xprt_free
-    /// program was skipped, a pointer may name a new transport; its short
-    /// records are then counted as lost, never put on the old one.
-    pub fn forget_all(&mut self) {
-        self.keys.clear();
     }
 
     pub fn len(&self) -> usize {

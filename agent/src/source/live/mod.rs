@@ -207,6 +207,13 @@ fn attach_all(
             }
         }
     }
+    // The raw slots' classic fallbacks, verified now rather than during a
+    // hand-over under load.
+    for (s, _) in raw::RAW_SLOTS {
+        if plan.is_raw(s as usize) {
+            bpf::load_classic(ebpf, s as usize)?;
+        }
+    }
     let classic = plan.classic_configs(layout);
     bpf::write_config(ebpf, &classic)?;
     for (i, ev) in layout.events.iter().enumerate() {
@@ -356,6 +363,7 @@ impl LiveSource {
     /// program, which records every hit from then on (one map word, read
     /// by both programs on every hit, decides).
     fn count_skipped_runs(&mut self, now: u64, out: &mut Vec<Event>) {
+        let mut missed = 0;
         for i in 0..slot::COUNT {
             // The classic program, where it is loaded.
             if let Some(m) = bpf::recursion_misses(&self.ebpf, bpf::PROGRAMS[i]) {
@@ -365,46 +373,36 @@ impl LiveSource {
                     out.push(lost_event(now, i, delta));
                 }
             }
+            if let Some(delta) = self.raw_misses(i) {
+                if delta > 0 {
+                    out.push(lost_event(now, i, delta));
+                    missed += delta;
+                }
+            }
+        }
+        if missed == 0 {
+            return;
+        }
+        // A kernel that makes one raw program miss makes them all miss:
+        // every raw slot goes to its classic tracepoint at once.
+        let mut moved = Vec::new();
+        for i in 0..slot::COUNT {
             if !self.raw.is_raw(i) {
                 continue;
-            }
-            let Some(name) = bpf::RAW_PROGRAMS[i] else {
-                continue;
-            };
-            let Some(misses) = bpf::recursion_misses(&self.ebpf, name) else {
-                continue;
-            };
-            let delta = misses.saturating_sub(self.misses_seen[i]);
-            if delta == 0 {
-                continue;
-            }
-            self.misses_seen[i] = misses;
-            out.push(lost_event(now, i, delta));
-            if i == slot::CLOSE as usize {
-                // A skipped svc_xprt_free: some freed pointer may still be
-                // known in the kernel (short records turn off below).
-                self.known.forget_all();
             }
             let event = self.layout.events[i].clone().unwrap_or_default();
             match self.move_to_classic(i, &event) {
                 Ok(()) => {
                     // Misses between the reading above and the hand-over:
                     // lost too.
-                    let late = bpf::recursion_misses(&self.ebpf, name)
-                        .unwrap_or(misses)
-                        .saturating_sub(misses);
-                    self.misses_seen[i] = misses + late;
-                    if late > 0 {
+                    if let Some(late) = self.raw_misses(i).filter(|&d| d > 0) {
                         out.push(lost_event(now, i, late));
+                        missed += late;
                     }
                     if let Some(link) = self.raw_links[i].take() {
                         let _ = bpf::detach_raw(&mut self.ebpf, i, link);
                     }
-                    self.access.push_str(&format!(
-                        "; {event} moved to its classic tracepoint (its raw one missed {} \
-                         hits: this kernel preempts tracepoint programs)",
-                        delta + late
-                    ));
+                    moved.push(event);
                 }
                 // The raw program stays attached and owns the slot: its
                 // misses go on being counted as lost (the hand-over is
@@ -417,6 +415,25 @@ impl LiveSource {
                 }
             }
         }
+        if !moved.is_empty() {
+            self.access.push_str(&format!(
+                "; moved to classic tracepoints: {} (raw ones missed {missed} hits: this \
+                 kernel preempts tracepoint programs)",
+                moved.join(", ")
+            ));
+        }
+    }
+
+    /// Runs slot `i`'s raw program skipped since the last call (None if it
+    /// is not watching through one).
+    fn raw_misses(&mut self, i: usize) -> Option<u64> {
+        if !self.raw.is_raw(i) && self.raw_links[i].is_none() {
+            return None;
+        }
+        let misses = bpf::recursion_misses(&self.ebpf, bpf::RAW_PROGRAMS[i]?)?;
+        let delta = misses.saturating_sub(self.misses_seen[i]);
+        self.misses_seen[i] = misses;
+        Some(delta)
     }
 
     /// Attach slot `i`'s classic program (it yields while the raw one owns

@@ -31,11 +31,13 @@ use super::layout::Layout;
 pub const BTF_DIR: &str = "/sys/kernel/btf";
 
 /// The slots that have a raw program, and the tracepoint each attaches to,
-/// in attach order: svc_xprt_free first, so that no transport the others
-/// send in full can be freed unseen (its pointer would stay known, and a
-/// new transport at the same address would get short records).
-pub const RAW_SLOTS: [(u8, &str); 4] = [
+/// in attach order: svc_xprt_free and svc_xprt_accept first, so that no
+/// transport the others send in full can be freed unseen (its pointer
+/// would stay known, and a new transport at the same address would get
+/// short records). Both make the kernel side forget the pointer.
+pub const RAW_SLOTS: [(u8, &str); 5] = [
     (slot::CLOSE, "svc_xprt_free"),
+    (slot::ACCEPT, "svc_xprt_accept"),
     (slot::ENQUEUE, "svc_xprt_enqueue"),
     (slot::DEQUEUE, "svc_xprt_dequeue"),
     (slot::STATS_LATENCY, "svc_stats_latency"),
@@ -44,9 +46,9 @@ pub const RAW_SLOTS: [(u8, &str); 4] = [
 /// How nfsdtop watches the sunrpc events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Tracepoints {
-    /// Raw tracepoints for svc_xprt_free, enqueue, dequeue and
-    /// svc_stats_latency where the kernel's BTF allows, classic ones for
-    /// the rest (the default).
+    /// Raw tracepoints for every event (svc_xprt_free, accept, enqueue,
+    /// dequeue, svc_stats_latency) where the kernel's BTF allows, classic
+    /// ones for the rest (the default).
     #[default]
     Raw,
     /// Every event on its classic tracepoint (`--classic-tracepoints`).
@@ -329,21 +331,23 @@ mod tests {
     #[test]
     fn plan_per_generation() {
         let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
-        // 6.6+: the three hot slots and svc_xprt_free raw, accept classic;
-        // with free raw, every raw slot sends short records.
+        // 6.6+: every slot raw; with free raw, every raw slot sends short
+        // records.
         let l = fixture("6.6+");
         let p = plan(&l, &k, Tracepoints::Raw);
+        assert_eq!(RAW_SLOTS.len(), slot::COUNT);
         for (s, _) in RAW_SLOTS {
             assert!(p.is_raw(s as usize), "slot {s}");
             assert_eq!(p.configs[s as usize].short_records, 1, "slot {s}");
         }
-        assert!(!p.is_raw(slot::ACCEPT as usize));
-        assert_eq!(
-            p.decode.slots[slot::ACCEPT as usize],
-            l.slots[slot::ACCEPT as usize]
-        );
-        let free = p.configs[slot::CLOSE as usize];
-        assert_eq!((free.arg_is_rqst, free.value), (0, rawrec::VALUE_NONE));
+        for s in [slot::CLOSE, slot::ACCEPT] {
+            let c = p.configs[s as usize];
+            assert_eq!(
+                (c.arg_is_rqst, c.value),
+                (0, rawrec::VALUE_NONE),
+                "slot {s}"
+            );
+        }
         // svc_xprt_free back on its classic tracepoint (its attach
         // failed) turns short records off.
         let mut q = p.clone();
