@@ -94,6 +94,8 @@ fn main() {
         xpt_local: 48,
         xpt_qtime: None,
         enqueue_flags_arg: true,
+        arg0: ["svc_xprt", "svc_rqst", "svc_rqst", "svc_xprt", "svc_xprt"]
+            .map(|n| Some(n.to_string())),
     };
     let raw = raw::plan(&classic, &k, Tracepoints::Raw).decode;
     let passes = std::env::var("DECODE_PASSES")

@@ -56,7 +56,7 @@ pub enum Tracepoints {
 }
 
 /// Where nfsd's fields are in this kernel (byte offsets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelOffsets {
     pub rq_xprt: u32,
     pub rq_stime: u32,
@@ -69,6 +69,9 @@ pub struct KernelOffsets {
     /// svc_xprt_enqueue's arguments are `(xprt, flags)` (6.6+), not
     /// `(xprt, rqst)`.
     pub enqueue_flags_arg: bool,
+    /// Per slot: the struct its tracepoint's first argument points to, as
+    /// the kernel's BTF declares it (a raw program reads it as that).
+    pub arg0: [Option<String>; slot::COUNT],
 }
 
 impl KernelOffsets {
@@ -102,6 +105,13 @@ impl KernelOffsets {
             xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
             enqueue_flags_arg: btf.tracepoint_args("svc_xprt_enqueue")
                 == Some(vec![Arg::Ptr("svc_xprt".into()), Arg::Int(8)]),
+            arg0: std::array::from_fn(|i| {
+                let (_, event) = RAW_SLOTS.iter().find(|(s, _)| *s as usize == i)?;
+                match btf.tracepoint_args(event)?.first()? {
+                    Arg::Ptr(name) => Some(name.clone()),
+                    _ => None,
+                }
+            }),
         })
     }
 
@@ -209,6 +219,17 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
         if choice == Tracepoints::Classic {
             continue;
         }
+        let wants = if s == slot::DEQUEUE || s == slot::STATS_LATENCY {
+            "svc_rqst"
+        } else {
+            "svc_xprt"
+        };
+        if k.arg0[i].as_deref() != Some(wants) {
+            p.kept_classic.push(format!(
+                "{event}: the kernel's BTF does not declare its first argument a struct {wants} *"
+            ));
+            continue;
+        }
         let value = match s {
             slot::DEQUEUE if layout.kernel_class => {
                 p.kept_classic.push(format!(
@@ -289,13 +310,20 @@ mod tests {
         }
         let xprt = b.composite(false, "svc_xprt", 800, false, &xprt_members);
         let xprtp = b.ptr(xprt);
-        b.composite(
+        let rqst = b.composite(
             false,
             "svc_rqst",
             900,
             false,
             &[("rq_xprt", xprtp, 8 * 40), ("rq_stime", u64t, 8 * 300)],
         );
+        let rqstp = b.ptr(rqst);
+        // The raw tracepoints' prototypes, as 6.1 declares them.
+        b.tracepoint("svc_xprt_enqueue", &[xprtp, rqstp]);
+        b.tracepoint("svc_xprt_dequeue", &[rqstp]);
+        b.tracepoint("svc_stats_latency", &[rqstp]);
+        b.tracepoint("svc_xprt_accept", &[xprtp, xprtp]);
+        b.tracepoint("svc_xprt_free", &[xprtp]);
         Btf::parse(&b.build(), None).unwrap()
     }
 
@@ -313,6 +341,8 @@ mod tests {
                 xpt_local: 160,
                 xpt_qtime: Some(24),
                 enqueue_flags_arg: false,
+                arg0: ["svc_xprt", "svc_rqst", "svc_rqst", "svc_xprt", "svc_xprt"]
+                    .map(|n| Some(n.to_string())),
             }
         );
         assert_eq!(
@@ -348,6 +378,17 @@ mod tests {
                 "slot {s}"
             );
         }
+        // A prototype that is not what the raw program reads (here a
+        // dequeue taking the pool first): that slot stays classic.
+        let mut odd = k.clone();
+        odd.arg0[slot::DEQUEUE as usize] = Some("svc_pool".into());
+        let q = plan(&l, &odd, Tracepoints::Raw);
+        assert!(!q.is_raw(slot::DEQUEUE as usize) && q.is_raw(slot::STATS_LATENCY as usize));
+        assert!(
+            q.kept_classic[0].contains("struct svc_rqst"),
+            "{:?}",
+            q.kept_classic
+        );
         // svc_xprt_free back on its classic tracepoint (its attach
         // failed) turns short records off.
         let mut q = p.clone();
@@ -371,7 +412,7 @@ mod tests {
         );
         let no_qtime = KernelOffsets {
             xpt_qtime: None,
-            ..k
+            ..k.clone()
         };
         let p = plan(&l, &no_qtime, Tracepoints::Raw);
         assert!(!p.is_raw(slot::DEQUEUE as usize));
@@ -406,7 +447,7 @@ mod tests {
         // 5.18-6.5: enqueue fires only on real enqueues, (xprt, rqst).
         let old = KernelOffsets {
             enqueue_flags_arg: false,
-            ..k
+            ..k.clone()
         };
         for gen in ["5.18-6.5", "debian-6.1"] {
             let p = plan(&fixture(gen), &old, Tracepoints::Raw);
