@@ -226,17 +226,14 @@ fn attach_all(
         .filter(|(s, _)| plan.is_raw(*s as usize))
         .map(|(_, e)| *e)
         .collect();
-    let mut access = if raw_events.is_empty() {
-        "classic tracepoints".to_string()
-    } else {
-        format!(
-            "raw tracepoints (BTF offsets) for {}",
+    let mut access = match (raw_events.is_empty(), opts.tracepoints) {
+        (true, raw::Tracepoints::Classic) => "classic tracepoints".to_string(),
+        (true, raw::Tracepoints::Raw) => "classic tracepoints (raw ones not possible here)".into(),
+        (false, _) => format!(
+            "raw tracepoints (BTF offsets) for {} (the default)",
             raw_events.join(", ")
-        )
+        ),
     };
-    if opts.tracepoints == raw::Tracepoints::Raw {
-        access.push_str(" (the default)");
-    }
     for why in &plan.kept_classic {
         access.push_str("; classic: ");
         access.push_str(why);
