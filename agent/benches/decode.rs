@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use nfsdtop_agent::aggregate::Aggregator;
 use nfsdtop_agent::model::{Endpoint, Event};
+use nfsdtop_agent::source::live::btf::Arg;
 use nfsdtop_agent::source::live::decode::{self, KnownXprts, TraceFields};
 use nfsdtop_agent::source::live::raw::{self, KernelOffsets};
 use nfsdtop_agent::source::live::{Layout, Tracepoints};
@@ -79,6 +80,10 @@ fn chunk(layout: &Layout, raw: bool) -> Vec<u8> {
     chunk
 }
 
+fn ptr(name: &str) -> Arg {
+    Arg::Ptr(name.into())
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
@@ -93,9 +98,15 @@ fn main() {
         net_ns_inum: 40,
         xpt_local: 48,
         xpt_qtime: None,
-        enqueue_flags_arg: true,
-        arg0: ["svc_xprt", "svc_rqst", "svc_rqst", "svc_xprt", "svc_xprt"]
-            .map(|n| Some(n.to_string())),
+        // The 6.6+ prototypes.
+        args: [
+            vec![ptr("svc_xprt"), Arg::Int(8)],
+            vec![ptr("svc_rqst")],
+            vec![ptr("svc_rqst")],
+            vec![ptr("svc_xprt"), ptr("")],
+            vec![ptr("svc_xprt")],
+        ]
+        .map(Some),
     };
     let raw = raw::plan(&classic, &k, Tracepoints::Raw).decode;
     let passes = std::env::var("DECODE_PASSES")

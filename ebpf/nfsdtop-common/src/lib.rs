@@ -291,31 +291,32 @@ impl<'a> RecordView<'a> {
     /// An unsigned field of 1, 2, 4 or 8 bytes at `off` of the tracepoint
     /// record, widened; `None` if absent ([`OFF_NONE`]), of another size,
     /// or beyond the copied bytes.
-    #[inline]
+    #[inline(always)]
     pub fn field(&self, off: u16, size: u16) -> Option<u64> {
-        if off == OFF_NONE {
-            return None;
+        // Size first, then one bounds check of a fixed width: the agent
+        // reads several fields of every record. An absent field
+        // (`OFF_NONE`, 65535) fails that check too.
+        let (raw, at) = (self.raw(), off as usize);
+        match size {
+            4 => raw
+                .get(at..at + 4)
+                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u64),
+            8 => raw
+                .get(at..at + 8)
+                .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+            2 => raw
+                .get(at..at + 2)
+                .map(|b| u16::from_ne_bytes([b[0], b[1]]) as u64),
+            1 => raw.get(at).map(|b| *b as u64),
+            _ => None,
         }
-        let at = off as usize;
-        let b = self.raw().get(at..at.checked_add(size as usize)?)?;
-        Some(match size {
-            1 => b[0] as u64,
-            2 => u16::from_ne_bytes([b[0], b[1]]) as u64,
-            4 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u64,
-            8 => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                u64::from_ne_bytes(a)
-            }
-            _ => return None,
-        })
     }
 
     /// The bytes a `__data_loc` word at `off` points at (low 16 bits:
     /// offset from the record start; high 16: length). `Some(&[])` for a
     /// length of 0 (a listener or UDP transport); `None` if the word is
     /// absent or the data lies beyond the copied bytes.
-    #[inline]
+    #[inline(always)]
     pub fn data_loc(&self, off: u16) -> Option<&'a [u8]> {
         let loc = self.field(off, 4)? as u32;
         let len = (loc >> 16) as usize;
@@ -337,6 +338,7 @@ const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as u
 const _: () = assert!(rawrec::XPRT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
 const _: () = assert!(RAW_BYTES.is_multiple_of(8));
+const _: () = assert!(OFF_NONE as usize >= RAW_BYTES);
 
 #[cfg(feature = "user")]
 mod user {

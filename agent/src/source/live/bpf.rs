@@ -215,11 +215,8 @@ pub fn attach_slot(
         context: "attach".into(),
         detail: format!("no program for slot {slot}"),
     })?;
-    let p = program(ebpf, name)?;
-    if p.fd().is_err() {
-        p.load().map_err(|e| rejected(name, &e))?;
-    }
-    p.attach(category, event).map_err(|e| {
+    load_classic(ebpf, slot)?;
+    program(ebpf, name)?.attach(category, event).map_err(|e| {
         bpf_err(
             &format!("cannot attach to tracepoint {category}/{event}"),
             &e,
@@ -228,9 +225,10 @@ pub fn attach_slot(
     Ok(())
 }
 
-/// Load (verify) slot `slot`'s classic program without attaching it: a
-/// raw slot's fallback, loaded at start so that a hand-over under load
-/// only attaches (verifying allocates the verifier's log buffers).
+/// Load (verify) slot `slot`'s classic program unless it is loaded: before
+/// its attach, and at start for a raw slot's fallback, so that a hand-over
+/// under load only attaches (verifying allocates the verifier's log
+/// buffers).
 pub fn load_classic(ebpf: &mut Ebpf, slot: usize) -> Result<(), LiveError> {
     let Some(name) = PROGRAMS.get(slot) else {
         return Ok(());

@@ -34,42 +34,15 @@ pub fn sockaddr(raw: &[u8]) -> Endpoint {
     }
 }
 
-/// An unsigned field of `size` bytes at `off` of the copied record.
-/// Inlined here (not `RecordView::field`): this runs for every record, and
-/// the agent's cost in the benchmark guest is counted in instructions.
-#[inline(always)]
-fn field(raw: &[u8], off: u16, size: u16) -> Option<u64> {
-    let at = off as usize;
-    match size {
-        4 => raw
-            .get(at..at + 4)
-            .map(|b| u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))),
-        8 => raw
-            .get(at..at + 8)
-            .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
-        2 => raw
-            .get(at..at + 2)
-            .map(|b| u64::from(u16::from_ne_bytes([b[0], b[1]]))),
-        1 => raw.get(at).map(|b| u64::from(*b)),
-        _ => None,
-    }
-}
-
 /// The address a `__data_loc` word at `off` points at; `Endpoint::None`
 /// for an absent field or a zero length (a listener or UDP transport),
 /// `None` if the bytes lie beyond the copy.
 #[inline(always)]
-fn endpoint_at(raw: &[u8], off: u16) -> Option<Endpoint> {
+fn endpoint_at(rec: &RecordView<'_>, off: u16) -> Option<Endpoint> {
     if off == OFF_NONE {
         return Some(Endpoint::None);
     }
-    let loc = field(raw, off, 4)? as u32;
-    let len = (loc >> 16) as usize;
-    if len == 0 {
-        return Some(Endpoint::None);
-    }
-    let at = (loc & 0xffff) as usize;
-    raw.get(at..at + len).map(sockaddr)
+    rec.data_loc(off).map(sockaddr)
 }
 
 /// Decode one ring record: its fields are where the slot's format put
@@ -81,14 +54,13 @@ fn endpoint_at(raw: &[u8], off: u16) -> Option<Endpoint> {
 pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
     let s = rec.slot();
     let cfg = layout.slots.get(s as usize)?;
-    let raw = rec.raw();
-    let kind = kind(raw, s, cfg, layout)?;
+    let kind = kind(rec, s, cfg, layout)?;
     Some(Event {
         ts_ns: rec.ts_ns(),
         xprt: XprtKey {
-            netns: field(raw, cfg.netns_off, cfg.netns_size).unwrap_or(0) as u32,
-            server: endpoint_at(raw, cfg.server_off)?,
-            client: endpoint_at(raw, cfg.client_off)?,
+            netns: rec.field(cfg.netns_off, cfg.netns_size).unwrap_or(0) as u32,
+            server: endpoint_at(rec, cfg.server_off)?,
+            client: endpoint_at(rec, cfg.client_off)?,
         },
         kind,
     })
@@ -97,10 +69,10 @@ pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
 /// What a record of slot `s` says happened; `None` for an enqueue attempt
 /// that did not enqueue, or an unknown slot.
 #[inline(always)]
-fn kind(raw: &[u8], s: u8, cfg: &SlotConfig, layout: &Layout) -> Option<EventKind> {
+fn kind(rec: &RecordView<'_>, s: u8, cfg: &SlotConfig, layout: &Layout) -> Option<EventKind> {
     Some(match s {
         slot::ENQUEUE => {
-            if let Some(f) = field(raw, cfg.flags_off, cfg.flags_size) {
+            if let Some(f) = rec.field(cfg.flags_off, cfg.flags_size) {
                 if nfsdtop_common::not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
                     return None;
                 }
@@ -109,18 +81,20 @@ fn kind(raw: &[u8], s: u8, cfg: &SlotConfig, layout: &Layout) -> Option<EventKin
         }
         slot::DEQUEUE => EventKind::Dequeue {
             qtime_ns: if layout.qtime {
-                field(raw, cfg.value_off, cfg.value_size).map(|v| v.saturating_mul(1000))
+                rec.field(cfg.value_off, cfg.value_size)
+                    .map(|v| v.saturating_mul(1000))
             } else {
                 None
             },
             class: if layout.kernel_class {
-                field(raw, cfg.class_off, cfg.class_size).map(|c| c as u32)
+                rec.field(cfg.class_off, cfg.class_size).map(|c| c as u32)
             } else {
                 None
             },
         },
         slot::STATS_LATENCY => EventKind::Executed {
-            exec_ns: field(raw, cfg.value_off, cfg.value_size)
+            exec_ns: rec
+                .field(cfg.value_off, cfg.value_size)
                 .unwrap_or(0)
                 .saturating_mul(1000),
         },
@@ -147,8 +121,7 @@ pub struct KnownXprts {
 impl KnownXprts {
     /// Decode a raw program's record (full or short) with the raw layout.
     pub fn decode(&mut self, rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
-        let raw = rec.raw();
-        let ptr = field(raw, rawrec::XPRT, 8).unwrap_or(0);
+        let ptr = rec.field(rawrec::XPRT, 8).unwrap_or(0);
         if rec.raw_kind() == rawrec::SHORT {
             let s = rec.slot();
             let cfg = layout.slots.get(s as usize)?;
@@ -161,7 +134,7 @@ impl KnownXprts {
             return Some(Event {
                 ts_ns: rec.ts_ns(),
                 xprt: *key,
-                kind: kind(raw, s, cfg, layout)?,
+                kind: kind(rec, s, cfg, layout)?,
             });
         }
         let ev = decode(rec, layout)?;
@@ -173,10 +146,6 @@ impl KnownXprts {
             }
         }
         Some(ev)
-    }
-
-    pub fn len(&self) -> usize {
-        self.keys.len()
     }
 
     pub fn is_empty(&self) -> bool {

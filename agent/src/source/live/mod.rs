@@ -241,6 +241,15 @@ fn attach_all(
     Ok((plan, access, links))
 }
 
+/// Runs of program `name` the kernel skipped since `seen` was last
+/// updated (None where it does not say).
+fn new_misses(ebpf: &aya::Ebpf, name: &str, seen: &mut u64) -> Option<u64> {
+    let misses = bpf::recursion_misses(ebpf, name)?;
+    let delta = misses.saturating_sub(*seen);
+    *seen = misses;
+    Some(delta)
+}
+
 /// `count` events of slot `s` that never reached the agent.
 fn lost_event(now: u64, s: usize, count: u64) -> Event {
     Event {
@@ -363,9 +372,8 @@ impl LiveSource {
         let mut missed = 0;
         for i in 0..slot::COUNT {
             // The classic program, where it is loaded.
-            if let Some(m) = bpf::recursion_misses(&self.ebpf, bpf::PROGRAMS[i]) {
-                let delta = m.saturating_sub(self.classic_misses_seen[i]);
-                self.classic_misses_seen[i] = m;
+            let seen = &mut self.classic_misses_seen[i];
+            if let Some(delta) = new_misses(&self.ebpf, bpf::PROGRAMS[i], seen) {
                 if delta > 0 {
                     out.push(lost_event(now, i, delta));
                 }
@@ -427,10 +435,7 @@ impl LiveSource {
         if !self.raw.is_raw(i) && self.raw_links[i].is_none() {
             return None;
         }
-        let misses = bpf::recursion_misses(&self.ebpf, bpf::RAW_PROGRAMS[i]?)?;
-        let delta = misses.saturating_sub(self.misses_seen[i]);
-        self.misses_seen[i] = misses;
-        Some(delta)
+        new_misses(&self.ebpf, bpf::RAW_PROGRAMS[i]?, &mut self.misses_seen[i])
     }
 
     /// Attach slot `i`'s classic program (it yields while the raw one owns
@@ -440,17 +445,10 @@ impl LiveSource {
         classic[i] = self.layout.slots[i];
         bpf::write_config(&mut self.ebpf, &classic)?;
         bpf::attach_slot(&mut self.ebpf, i, &self.category, event)?;
-        let mut configs = self.raw.configs;
-        configs[i].enabled = 0;
-        if i == slot::CLOSE as usize {
-            // No raw program forgets freed transports any more: every
-            // record full from now on.
-            for c in &mut configs {
-                c.short_records = 0;
-            }
-        }
-        bpf::write_raw_config(&mut self.ebpf, &configs)?;
-        self.raw.configs = configs;
+        let mut raw = self.raw.clone();
+        raw.hand_over(i);
+        bpf::write_raw_config(&mut self.ebpf, &raw.configs)?;
+        self.raw = raw;
         Ok(())
     }
 }

@@ -1,6 +1,5 @@
 //! Raw tracepoints, where the kernel's BTF says where nfsd's fields are:
-//! how nfsdtop watches enqueue, dequeue, svc_stats_latency and
-//! svc_xprt_free by default.
+//! how nfsdtop watches every sunrpc event it reads by default.
 //!
 //! A classic tracepoint with a program attached makes the kernel build the
 //! event's record (addresses copied, strings formatted) on every hit before
@@ -15,7 +14,7 @@
 //! and namespace are read and sent once: later records of the same
 //! `struct svc_xprt` are short (its pointer, the flags and the time), until
 //! svc_xprt_free, whose raw program forgets the pointer before the memory
-//! can be reused.
+//! can be reused (svc_xprt_accept's forgets it too, for a reused address).
 //!
 //! Anything missing (no BTF, a field renamed, an unexpected struct layout)
 //! leaves that slot on its classic tracepoint; `--classic-tracepoints`
@@ -66,12 +65,9 @@ pub struct KernelOffsets {
     pub xpt_local: u32,
     /// 6.16+ (the transport's enqueue time, for `qtime`).
     pub xpt_qtime: Option<u32>,
-    /// svc_xprt_enqueue's arguments are `(xprt, flags)` (6.6+), not
-    /// `(xprt, rqst)`.
-    pub enqueue_flags_arg: bool,
-    /// Per slot: the struct its tracepoint's first argument points to, as
-    /// the kernel's BTF declares it (a raw program reads it as that).
-    pub arg0: [Option<String>; slot::COUNT],
+    /// Per slot: its tracepoint's arguments, as the kernel's BTF declares
+    /// them (a raw program reads them as `plan` says).
+    pub args: [Option<Vec<Arg>>; slot::COUNT],
 }
 
 impl KernelOffsets {
@@ -103,16 +99,26 @@ impl KernelOffsets {
             net_ns_inum: need("net", &["ns", "inum"])?,
             xpt_local: local,
             xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
-            enqueue_flags_arg: btf.tracepoint_args("svc_xprt_enqueue")
-                == Some(vec![Arg::Ptr("svc_xprt".into()), Arg::Int(8)]),
-            arg0: std::array::from_fn(|i| {
+            args: std::array::from_fn(|i| {
                 let (_, event) = RAW_SLOTS.iter().find(|(s, _)| *s as usize == i)?;
-                match btf.tracepoint_args(event)?.first()? {
-                    Arg::Ptr(name) => Some(name.clone()),
-                    _ => None,
-                }
+                btf.tracepoint_args(event)
             }),
         })
+    }
+
+    /// svc_xprt_enqueue's arguments are `(xprt, flags)` (6.6+), not
+    /// `(xprt, rqst)`.
+    pub fn enqueue_flags_arg(&self) -> bool {
+        self.args[slot::ENQUEUE as usize].as_deref()
+            == Some(&[Arg::Ptr("svc_xprt".into()), Arg::Int(8)])
+    }
+
+    /// Slot `s`'s tracepoint's first argument points to struct `name`.
+    fn first_arg_is(&self, s: usize, name: &str) -> bool {
+        matches!(
+            self.args[s].as_deref().and_then(<[Arg]>::first),
+            Some(Arg::Ptr(n)) if n == name
+        )
     }
 
     /// From `/sys/kernel/btf` (vmlinux, plus the sunrpc module's split BTF
@@ -178,6 +184,15 @@ impl RawPlan {
         }
     }
 
+    /// Slot `s`'s classic program records from now on (its raw one
+    /// missed hits); the decoder's layout stays, for records in flight.
+    pub fn hand_over(&mut self, s: usize) {
+        self.configs[s].enabled = 0;
+        if s == slot::CLOSE as usize {
+            self.full_records_only();
+        }
+    }
+
     /// Short records need the raw svc_xprt_free program to forget freed
     /// transports; without it every record is sent in full.
     fn full_records_only(&mut self) {
@@ -215,16 +230,16 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
         if classic.enabled == 0 || layout.events[i].as_deref() != Some(event) {
             continue;
         }
-        let flags_arg = s == slot::ENQUEUE && k.enqueue_flags_arg;
         if choice == Tracepoints::Classic {
             continue;
         }
+        let flags_arg = s == slot::ENQUEUE && k.enqueue_flags_arg();
         let wants = if s == slot::DEQUEUE || s == slot::STATS_LATENCY {
             "svc_rqst"
         } else {
             "svc_xprt"
         };
-        if k.arg0[i].as_deref() != Some(wants) {
+        if !k.first_arg_is(i, wants) {
             p.kept_classic.push(format!(
                 "{event}: the kernel's BTF does not declare its first argument a struct {wants} *"
             ));
@@ -288,6 +303,22 @@ mod tests {
         Layout::from_tracefs(&dir.join(gen)).unwrap()
     }
 
+    fn ptr(name: &str) -> Arg {
+        Arg::Ptr(name.into())
+    }
+
+    /// The raw tracepoints' arguments as 6.1 declares them (and `btf`).
+    fn args_61() -> [Option<Vec<Arg>>; slot::COUNT] {
+        let (x, r) = (ptr("svc_xprt"), ptr("svc_rqst"));
+        [
+            Some(vec![x.clone(), r.clone()]),
+            Some(vec![r.clone()]),
+            Some(vec![r]),
+            Some(vec![x.clone(), x.clone()]),
+            Some(vec![x]),
+        ]
+    }
+
     /// A kernel's BTF as the test needs it: svc_xprt with the address
     /// block at `local`, svc_rqst, net with ns.inum.
     fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
@@ -340,9 +371,7 @@ mod tests {
                 net_ns_inum: 136,
                 xpt_local: 160,
                 xpt_qtime: Some(24),
-                enqueue_flags_arg: false,
-                arg0: ["svc_xprt", "svc_rqst", "svc_rqst", "svc_xprt", "svc_xprt"]
-                    .map(|n| Some(n.to_string())),
+                args: args_61(),
             }
         );
         assert_eq!(
@@ -381,7 +410,7 @@ mod tests {
         // A prototype that is not what the raw program reads (here a
         // dequeue taking the pool first): that slot stays classic.
         let mut odd = k.clone();
-        odd.arg0[slot::DEQUEUE as usize] = Some("svc_pool".into());
+        odd.args[slot::DEQUEUE as usize] = Some(vec![ptr("svc_pool"), ptr("svc_rqst")]);
         let q = plan(&l, &odd, Tracepoints::Raw);
         assert!(!q.is_raw(slot::DEQUEUE as usize) && q.is_raw(slot::STATS_LATENCY as usize));
         assert!(
@@ -429,10 +458,11 @@ mod tests {
     /// where the prototype has one (6.6+), read from the transport before.
     #[test]
     fn enqueue_flags_argument_by_prototype() {
-        let k = KernelOffsets {
-            enqueue_flags_arg: true,
-            ..KernelOffsets::from_btf(&btf(160, 136, true)).unwrap()
-        };
+        let old = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+        assert!(!old.enqueue_flags_arg());
+        let mut k = old.clone();
+        k.args[slot::ENQUEUE as usize] = Some(vec![ptr("svc_xprt"), Arg::Int(8)]);
+        assert!(k.enqueue_flags_arg());
         for gen in ["6.6+", "6.16+", "debian-6.12", "debian-7.2"] {
             let p = plan(&fixture(gen), &k, Tracepoints::Raw);
             let enq = p.configs[slot::ENQUEUE as usize];
@@ -445,10 +475,6 @@ mod tests {
             assert_eq!(p.configs[slot::DEQUEUE as usize].flags_arg, 0, "{gen}");
         }
         // 5.18-6.5: enqueue fires only on real enqueues, (xprt, rqst).
-        let old = KernelOffsets {
-            enqueue_flags_arg: false,
-            ..k.clone()
-        };
         for gen in ["5.18-6.5", "debian-6.1"] {
             let p = plan(&fixture(gen), &old, Tracepoints::Raw);
             let enq = p.configs[slot::ENQUEUE as usize];
