@@ -398,13 +398,19 @@ fn fmt_rate(x: f64) -> String {
 // ---------------------------------------------------------------------------
 // C. Aggregator
 
-fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
+/// The output of `cargo bench -p nfsdtop-agent --bench NAME` (with
+/// `-- --quick` in quick mode).
+fn agent_bench(name: &str, step: &str, quick: bool) -> anyhow::Result<String> {
     let mut cmd = cargo();
-    cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", "aggregate"]);
+    cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", name]);
     if quick {
         cmd.args(["--", "--quick"]);
     }
-    let text = capture("aggregator bench", &mut cmd)?;
+    capture(step, &mut cmd)
+}
+
+fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
+    let text = agent_bench("aggregate", "aggregator bench", quick)?;
     let rows = table_rows(&text);
     ensure!(rows.len() >= 2, "aggregate bench printed no table:\n{text}");
     let mut s = String::new();
@@ -442,12 +448,7 @@ fn part_aggregator(quick: bool, res: &mut Results) -> anyhow::Result<String> {
 /// callgrind where valgrind is installed (the benchmark guest's clock
 /// counts instructions, so those are what the agent costs there).
 fn part_decode(quick: bool) -> anyhow::Result<String> {
-    let mut cmd = cargo();
-    cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", "decode"]);
-    if quick {
-        cmd.args(["--", "--quick"]);
-    }
-    let text = capture("decode bench", &mut cmd)?;
+    let text = agent_bench("decode", "decode bench", quick)?;
     let rows = table_rows(&text);
     ensure!(rows.len() >= 3, "decode bench printed no table:\n{text}");
     let mut s = String::from(
@@ -523,12 +524,7 @@ fn callgrind_per_record(exe: &Path, case: &str) -> Option<f64> {
 /// sys_enter_fcntl driven by busy threads, and the whole agent at steady
 /// rates (agent/benches/ring.rs).
 fn part_ring(quick: bool) -> anyhow::Result<Option<(f64, f64, String)>> {
-    let mut cmd = cargo();
-    cmd.args(["bench", "-q", "-p", "nfsdtop-agent", "--bench", "ring"]);
-    if quick {
-        cmd.args(["--", "--quick"]);
-    }
-    let all = capture("ring delivery bench", &mut cmd)?;
+    let all = agent_bench("ring", "ring delivery bench", quick)?;
     // Two tables: the saturation cases, then the whole agent at steady rates.
     let (text, steady) = match all.find("| records/s (paced)") {
         Some(i) => (&all[..i], Some(all[i..].trim().to_string())),
