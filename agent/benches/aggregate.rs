@@ -51,7 +51,10 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
             out.push(Event {
                 ts_ns: ts,
                 xprt: *k,
-                kind: EventKind::Executed { exec_ns: 5_000 },
+                kind: EventKind::Executed {
+                    exec_ns: 5_000,
+                    requests: 1,
+                },
             });
         }
     }

@@ -130,12 +130,9 @@ fn main() {
                 let Some(r) = RecordView::new(item) else {
                     continue;
                 };
-                let ev = if r.is_raw() {
-                    known.decode(&r, layout)
-                } else {
-                    decode::decode(&r, layout)
-                };
-                if let Some(ev) = ev {
+                if r.is_raw() {
+                    known.decode(&r, layout, &mut buf);
+                } else if let Some(ev) = decode::decode(&r, layout) {
                     buf.push(ev);
                 }
             }

@@ -111,6 +111,7 @@ fn churn(n_peers: u32) -> Vec<Event> {
                 xprt: k,
                 kind: EventKind::Executed {
                     exec_ns: 100_000 + rng % 4_000_000,
+                    requests: 1,
                 },
             });
         }

@@ -70,6 +70,7 @@ struct BatchEntity<'a> {
     fair_share: f64,
     backlogged_seconds: f64,
     exec_seconds: f64,
+    executions: u64,
 }
 
 #[derive(Serialize)]
@@ -138,6 +139,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 fair_share: e.fair_share,
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
+                executions: e.executions,
             })
             .collect(),
     };

@@ -330,7 +330,13 @@ fn decode_raw_record_bytes_to_events() {
         ..base
     };
     let ev = decode_item(&ring_item(&l66, slot::STATS_LATENCY, x), &l66).unwrap();
-    assert_eq!(ev.kind, EventKind::Executed { exec_ns: 1_234_000 });
+    assert_eq!(
+        ev.kind,
+        EventKind::Executed {
+            exec_ns: 1_234_000,
+            requests: 1
+        }
+    );
     assert_eq!(ev.xprt.client.to_string(), "[fd00::2]:700");
     assert_eq!(ev.xprt.server.to_string(), "[fd00::1]:2049");
 

@@ -15,7 +15,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::{Endpoint, EventKind, SourceKind, Tracepoint, WaitSource};
-use nfsdtop_agent::source::live::{bpf, format::Format, host, Layout, LiveOptions, LiveSource};
+use nfsdtop_agent::source::live::{
+    bpf, format::Format, host, BenchStage, Layout, LiveOptions, LiveSource,
+};
 use nfsdtop_agent::source::Source;
 use nfsdtop_common::{slot, Record, RecordView, SlotConfig, OFF_NONE};
 
@@ -331,6 +333,48 @@ fn live_source_reports_ring_overflow_as_lost_events() {
     assert!(t.elapsed() < Duration::from_secs(5));
 }
 
+/// The benchmark's partial pipelines: `Hooked` attaches the program but
+/// it records nothing (every hit counted as disabled); `Discard` streams
+/// and drains the records but decodes none.
+#[test]
+fn bench_stages_stop_where_they_say() {
+    if !ready("bench_stages_stop_where_they_say") {
+        return;
+    }
+    let hooked = LiveOptions {
+        stage: BenchStage::Hooked,
+        ..LiveOptions::default()
+    };
+    let src = LiveSource::start(&hooked, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    assert!(src.info().detail.contains("benchmark"), "{:?}", src.info());
+    spawn_true(20);
+    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
+    assert!(c.seen >= 20 && c.submitted == 0 && c.lost == 0, "{c:?}");
+    drop(src);
+
+    let discard = LiveOptions {
+        stage: BenchStage::Discard,
+        ..LiveOptions::default()
+    };
+    let mut src = LiveSource::start(&discard, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    spawn_true(20);
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while src.records_discarded() < 20 && Instant::now() < deadline {
+        // Returns when the ring reader hands records over.
+        src.wait(Duration::from_millis(100));
+        src.poll(0, &mut out).unwrap();
+    }
+    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
+    assert!(c.submitted >= 20, "{c:?}");
+    assert!(src.records_discarded() >= 20, "{}", src.records_discarded());
+    assert!(
+        !out.iter()
+            .any(|e| matches!(e.kind, EventKind::Dequeue { .. })),
+        "discarded records were decoded: {out:?}"
+    );
+}
+
 /// The raw-tracepoint programs on this machine's kernel, without nfsd:
 /// attached to the raw tracepoint `sched_process_exec` (argument 0: the
 /// task, argument 1: its pid before the exec), with offsets into `struct
@@ -576,4 +620,122 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
             );
         }
     }
+}
+
+/// Execution times folded in the kernel, on this machine's kernel: the
+/// raw svc_stats_latency program on the raw tracepoint `sched_wakeup`
+/// (argument 0, the woken task, stands in for the transport, its
+/// `start_time` for `rq_stime`, so each hit's "execute" is the task's
+/// age) sends each task in full once and then adds its hits to the task's
+/// entry of the memory-mapped totals. Every hit reaches the agent exactly
+/// once: as a record (a task's first), through the sweeps of the mapped
+/// totals, or in the record that settles an entry another task's full
+/// record claims.
+#[test]
+fn folded_execution_times_reach_the_agent_once() {
+    if !ready("folded_execution_times_reach_the_agent_once") {
+        return;
+    }
+    use nfsdtop_agent::source::live::btf::Btf;
+    use nfsdtop_agent::source::live::decode::KnownXprts;
+    use nfsdtop_agent::source::live::raw;
+    use nfsdtop_common::{rawrec, RawConfig};
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        println!("skipped: no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let btf = Btf::load(dir, None).expect("this kernel's BTF");
+    let off = |path: &[&str]| {
+        btf.offset_of("task_struct", path)
+            .expect("task_struct field")
+    };
+    let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
+    let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
+    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
+    let s = slot::STATS_LATENCY;
+    let mut raw = [RawConfig::default(); slot::COUNT];
+    raw[s as usize] = RawConfig {
+        enabled: 1,
+        short_records: 1,
+        fold_exec: 1,
+        value: rawrec::VALUE_EXECUTE,
+        rq_stime: off(&["start_time"]),
+        xpt_flags: off(&["pid"]),
+        xpt_net: off(&["real_parent"]),
+        net_ns_inum: off(&["pid"]),
+        xpt_local: off(&["comm"]),
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    bpf::attach_raw(&mut ebpf, s as usize, "sched_wakeup").unwrap();
+
+    // The raw layout of the slot, as the live source decodes it.
+    let mut layout = exec_layout();
+    layout.slots[s as usize] = raw::raw_record_layout(&SlotConfig::DISABLED, true);
+    let mut known = KnownXprts::default();
+    let mut events = Vec::new();
+    // Records decoded.
+    let mut records = 0u64;
+    let mut take = |chunk: Vec<u8>, known: &mut KnownXprts, events: &mut Vec<_>| {
+        for item in chunk.chunks_exact(Record::SIZE) {
+            known.decode(&RecordView::new(item).unwrap(), &layout, events);
+            records += 1;
+        }
+        drain.recycle(chunk);
+        records
+    };
+    // Wake-ups until enough hits were folded (the ring reader alone is
+    // woken every 5 ms), sweeping as the live source does.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut decoded = 0;
+    while counters.read()[s as usize].folded < 2_000 && Instant::now() < deadline {
+        if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
+            decoded = take(chunk, &mut known, &mut events);
+        }
+        known.sweep(|i| totals.read(i), 0, &mut events);
+    }
+    // Stop the program, then take what is left in the ring: every record
+    // the counters say was submitted.
+    raw[s as usize].enabled = 0;
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    let c = stable(|| counters.read())[s as usize];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while decoded < c.submitted && Instant::now() < deadline {
+        if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
+            decoded = take(chunk, &mut known, &mut events);
+        }
+    }
+    assert_eq!(decoded, c.submitted, "every submitted record decoded");
+    known.sweep(|i| totals.read(i), 0, &mut events);
+
+    let requests: u64 = events
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Executed { requests, .. } => requests,
+            _ => 0,
+        })
+        .sum();
+    let folded_events = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Executed { requests, .. } if requests != 1))
+        .count();
+    println!("{c:?}: {requests} requests in {} events", events.len());
+    assert!(c.folded >= 2_000 && c.lost == 0, "{c:?}");
+    assert!(folded_events > 0, "some totals came as sums");
+    assert_eq!(
+        known.unknown[s as usize], 0,
+        "every settled claim was known"
+    );
+    // A hit folded into an entry while another task's full record takes
+    // it over can be lost (the program reads the totals, then resets
+    // them): allow one in a thousand.
+    let sent = c.submitted + c.folded;
+    assert!(
+        requests <= sent && requests * 1000 >= sent * 999,
+        "hits {sent} (records {} + folded {}), reported {requests}",
+        c.submitted,
+        c.folded
+    );
 }

@@ -4,11 +4,16 @@
 # on the input disk; the image's init unpacks them to /vm and execs this.
 #
 # One loopback NFS mount of a tmpfs export; fio 4k randread O_DIRECT in
-# short fixed runs, alternating four modes REPS times (A B C D A B C D ...):
+# short fixed runs, alternating six modes REPS times (A B C D E F A B ...):
 #   none    nothing attached
 #   nfsdtop the real binary, live source, batch JSON (attached before fio)
 #   classic the same with --classic-tracepoints
 #   ftrace  the same sunrpc events enabled in the kernel's ftrace
+#   hooked  nfsdtop's programs attached but returning at once, its agent
+#           stopped (SIGSTOP) during fio: what the kernel's calls into
+#           BPF programs on these tracepoints cost, whatever they do
+#   discard nfsdtop streaming records that its agent drains and throws
+#           away undecoded (the kernel side and the ring reader)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). One
@@ -156,15 +161,17 @@ fio_run() {
     --output-format=json --output="$OUT/fio-$1.json" >/dev/null 2>"$OUT/fio-$1.err"
 }
 
-# one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace);
-# classic = nfsdtop with --classic-tracepoints.
+# one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace |
+# hooked | discard); classic, hooked and discard are nfsdtop with
+# --classic-tracepoints, --bench-stage hooked, --bench-stage discard.
 one() {
-  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra=""
+  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent=""
   summary "mode.$tag" "$mode"
-  if [ "$mode" = classic ]; then
-    extra=--classic-tracepoints
-    mode=nfsdtop
-  fi
+  case $mode in
+    classic) extra=--classic-tracepoints mode=nfsdtop ;;
+    hooked) extra="--bench-stage hooked" mode=nfsdtop stop_agent=1 ;;
+    discard) extra="--bench-stage discard" mode=nfsdtop ;;
+  esac
   case $mode in
     nfsdtop)
       # shellcheck disable=SC2086
@@ -184,6 +191,9 @@ one() {
       summary "agent_idle_wall.$tag" "$(echo "$t0 $(up)" | awk '{print $2 - $1}')"
       bpf_stats >"$OUT/bpf-before-$tag.txt"
       c0=$(cpu_ticks "$NFSDTOP_PID")
+      # Nothing to drain: the agent's idle cost (measured above) stays
+      # out of the hooks' cost.
+      [ -n "$stop_agent" ] && kill -STOP "$NFSDTOP_PID"
       ;;
     ftrace) ftrace_on ;;
   esac
@@ -193,6 +203,7 @@ one() {
   summary "fio_wall.$tag" "$(echo "$t0 $t1" | awk '{print $2 - $1}')"
   case $mode in
     nfsdtop)
+      [ -n "$stop_agent" ] && kill -CONT "$NFSDTOP_PID"
       c1=$(cpu_ticks "$NFSDTOP_PID")
       bpf_stats >"$OUT/bpf-after-$tag.txt"
       summary "agent_cpu_ns.$tag" "$((c1 - c0))"
@@ -210,7 +221,7 @@ one() {
 summary clk_tck "$(getconf CLK_TCK)"
 one warmup none
 for r in $(seq 1 "$REPS"); do
-  for m in none nfsdtop classic ftrace; do
+  for m in none nfsdtop classic ftrace hooked discard; do
     one "$m-$r" "$m"
   done
 done

@@ -194,7 +194,7 @@ ftrace_start() {
   echo nop >$T/current_tracer
   echo "$TRACE_KB" >$T/buffer_size_kb || fail "cannot size the ftrace buffer"
   echo >$T/trace
-  for e in svc_xprt_dequeue svc_xprt_enqueue svc_xprt_accept svc_xprt_close svc_xprt_free; do
+  for e in svc_xprt_dequeue svc_xprt_enqueue svc_stats_latency svc_xprt_accept svc_xprt_close svc_xprt_free; do
     [ -f "$T/events/sunrpc/$e/enable" ] && echo 1 >"$T/events/sunrpc/$e/enable"
   done
   echo 1 >$T/tracing_on

@@ -81,6 +81,9 @@ pub struct SourceArgs {
     /// Watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
     #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
     pub classic_tracepoints: bool,
+    /// Benchmarks only (`cargo xtask bench`): run part of the live pipeline, to split its cost: `hooked` = programs attached but idle, `discard` = records drained and thrown away undecoded.
+    #[arg(long, hide = true, value_name = "STAGE", value_enum, conflicts_with_all = ["demo", "replay", "connect"])]
+    pub bench_stage: Option<BenchStageArg>,
     /// Have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
     #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
     pub bpf_stats: bool,
@@ -246,4 +249,11 @@ fn parse_iterations(s: &str) -> Result<u64, String> {
         Ok(0) | Err(_) => Err(format!("{s:?} is not a positive number of iterations")),
         Ok(n) => Ok(n),
     }
+}
+
+/// `--bench-stage` (see `nfsdtop_agent::source::live::BenchStage`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchStageArg {
+    Hooked,
+    Discard,
 }

@@ -16,10 +16,10 @@ use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
 use nfsdtop_agent::redact::Redactor;
-use nfsdtop_agent::source::live::{LiveError, LiveOptions, Tracepoints};
+use nfsdtop_agent::source::live::{BenchStage, LiveError, LiveOptions, Tracepoints};
 use nfsdtop_agent::source::{Source, SourceSpec};
 
-use crate::cli::SourceArgs;
+use crate::cli::{BenchStageArg, SourceArgs};
 
 /// What the producer says to the view.
 pub enum Update {
@@ -78,6 +78,11 @@ pub fn live_options(args: &SourceArgs) -> LiveOptions {
             Tracepoints::Classic
         } else {
             Tracepoints::Raw
+        },
+        stage: match args.bench_stage {
+            Some(BenchStageArg::Hooked) => BenchStage::Hooked,
+            Some(BenchStageArg::Discard) => BenchStage::Discard,
+            None => BenchStage::Full,
         },
         ..LiveOptions::default()
     }

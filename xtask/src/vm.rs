@@ -582,6 +582,9 @@ pub struct Ftrace {
     /// Records whose addresses could not be parsed.
     pub unparsed: u64,
     pub enqueue: u64,
+    /// svc_stats_latency of nfsd per client IP: (requests, sum of
+    /// `execute-us`).
+    pub exec_per_client: BTreeMap<IpAddr, (u64, u64)>,
 }
 
 fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
@@ -597,6 +600,19 @@ pub fn parse_trace(text: &str) -> Ftrace {
         }
         if line.contains(" svc_xprt_enqueue: ") {
             f.enqueue += 1;
+            continue;
+        }
+        if let Some((_, rest)) = line.split_once(" svc_stats_latency: ") {
+            let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+            let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
+            let us = field(rest, "execute-us").and_then(|v| v.parse::<u64>().ok());
+            if let (Some(s), Some(c), Some(us)) = (server, client, us) {
+                if s.port() == 2049 && !s.ip().is_unspecified() {
+                    let e = f.exec_per_client.entry(c.ip()).or_default();
+                    e.0 += 1;
+                    e.1 += us;
+                }
+            }
             continue;
         }
         let Some((_, rest)) = line.split_once(" svc_xprt_dequeue: ") else {
@@ -836,6 +852,7 @@ fn check_nfsdtop_run(
         }
     }
     let mut peers = BTreeMap::new();
+    let mut exec_seconds = BTreeMap::new();
     let mut listener = 0;
     for e in last["entities"].as_array().into_iter().flatten() {
         let name = e["name"].as_str().unwrap_or("");
@@ -845,6 +862,13 @@ fn check_nfsdtop_run(
         match name.parse::<IpAddr>() {
             Ok(ip) => {
                 peers.insert(ip, (d, ent, conns));
+                exec_seconds.insert(
+                    ip,
+                    (
+                        e["executions"].as_u64().unwrap_or(0),
+                        e["exec_seconds"].as_f64().unwrap_or(0.0),
+                    ),
+                );
             }
             Err(_) if name == "(listener)" => listener += d,
             Err(_) => rep.check(
@@ -896,6 +920,29 @@ fn check_nfsdtop_run(
             real == ft_real,
             format!("{tag}: dispatches from clients: nfsdtop {real} == ftrace {ft_real}"),
         );
+        // Execution: svc_stats_latency per client, the requests exactly
+        // (the default adds most of them up in the kernel), their
+        // `execute` summed. Each handler of the tracepoint reads the clock
+        // itself (ftrace's, and the kernel's record for nfsdtop's classic
+        // program, or nfsdtop's raw program), one after the other: some
+        // µs a request apart under emulation, far less than a request.
+        for ip in ft.per_client.keys() {
+            let (requests, us) = ft.exec_per_client.get(ip).copied().unwrap_or((0, 0));
+            let f = us as f64 / 1e6;
+            let (n_requests, n) = exec_seconds.get(ip).copied().unwrap_or((0, 0.0));
+            rep.check(
+                requests > 0 && n_requests == requests,
+                format!("{tag}: {ip}: nfsdtop {n_requests} executions == ftrace {requests} svc_stats_latency"),
+            );
+            let slack = requests as f64 * 30e-6;
+            rep.check(
+                (n - f).abs() <= slack,
+                format!(
+                    "{tag}: {ip}: nfsdtop {n:.6} s execution == ftrace {f:.6} s within {slack:.6} s ({:+.1} µs a request)",
+                    (n - f) * 1e6 / requests.max(1) as f64
+                ),
+            );
+        }
         if tag == "wait" {
             rep.note(format!(
                 "{tag}: listener/UDP dispatches: nfsdtop {listener}, ftrace {} (not compared)",
@@ -1694,6 +1741,9 @@ mod tests {
             nfsd-412     [001] ..... 98.167204: svc_xprt_dequeue: server=0.0.0.0:43815 client=(einval) flags=BUSY|DATA|CHNGBUF|0x40000 wakeup-us=4
            lockd-486     [000] .....    61.564030: svc_xprt_dequeue: server=0.0.0.0:53601 client=10.99.2.2:686 flags=XPT_BUSY|XPT_DATA|XPT_CHNGBUF wakeup-us=61620382
             nfsd-412     [001] ..... 101.000006: svc_xprt_dequeue: server=10.99.1.1:4045 client=10.99.1.2:900 flags=BUSY|DATA wakeup-us=2
+            nfsd-412     [001] ..... 101.000007: svc_stats_latency: xid=0x5d1c2a01 server=10.99.1.1:2049 client=10.99.1.2:812 proc=READ execute-us=120
+            nfsd-413     [000] ..... 101.000008: svc_stats_latency: xid=0x5d1c2a02 server=10.99.1.1:2049 client=10.99.1.2:812 proc=GETATTR execute-us=31
+           lockd-486     [000] ..... 101.000009: svc_stats_latency: xid=0x5d1c2a03 server=10.99.1.1:4045 client=10.99.1.2:900 proc=TEST execute-us=9
 ";
 
     #[test]
@@ -1706,6 +1756,8 @@ mod tests {
         assert_eq!(f.per_client[&"10.99.1.2".parse::<IpAddr>().unwrap()], 1);
         assert_eq!(f.per_client[&"fd99:3::2".parse::<IpAddr>().unwrap()], 2);
         assert_eq!(f.other_services[&4045], 1);
+        let c1: IpAddr = "10.99.1.2".parse().unwrap();
+        assert_eq!(f.exec_per_client[&c1], (2, 151), "nfsd's only");
     }
 
     #[test]

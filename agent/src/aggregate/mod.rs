@@ -226,12 +226,16 @@ impl Aggregator {
                 let xi = self.xprt(&ev.xprt, ts);
                 self.dequeue(xi, ts, qtime_ns, class);
             }
-            EventKind::Executed { exec_ns } => {
-                self.events[Tracepoint::StatsLatency.index()] += 1;
+            EventKind::Executed { exec_ns, requests } => {
+                self.events[Tracepoint::StatsLatency.index()] += requests;
                 let xi = self.xprt(&ev.xprt, ts);
                 let (ps, cs) = self.owners(xi);
-                self.peers.get_mut(ps).exec_ns += exec_ns;
-                self.classes.get_mut(cs).exec_ns += exec_ns;
+                let p = self.peers.get_mut(ps);
+                p.exec_ns += exec_ns;
+                p.executions += requests;
+                let c = self.classes.get_mut(cs);
+                c.exec_ns += exec_ns;
+                c.executions += requests;
                 self.exec_ns += exec_ns;
             }
             EventKind::Accepted => {
@@ -702,6 +706,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             backlogged: e.queued > 0,
             queued_transports: e.queued as u64,
             exec_seconds: e.exec_ns as f64 / 1e9,
+            executions: e.executions,
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

@@ -27,6 +27,8 @@ pub struct Entity {
     pub backlogged_ns: u64,
     pub dispatches: u64,
     pub exec_ns: u64,
+    /// Requests whose execution time is in `exec_ns`.
+    pub executions: u64,
     /// Transports known for this entity (peers) or member peers (classes).
     pub members: u64,
     pub connections: u64,

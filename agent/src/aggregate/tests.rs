@@ -338,12 +338,27 @@ fn jain_index_by_hand() {
 #[test]
 fn exec_share_and_time() {
     let mut s = Script::new();
-    s.ev("10.0.0.2:1", EventKind::Executed { exec_ns: 3_000_000 });
-    s.ev("10.0.0.3:1", EventKind::Executed { exec_ns: 1_000_000 });
+    s.ev(
+        "10.0.0.2:1",
+        EventKind::Executed {
+            exec_ns: 3_000_000,
+            requests: 1,
+        },
+    );
+    s.ev(
+        "10.0.0.3:1",
+        EventKind::Executed {
+            exec_ns: 1_000_000,
+            requests: 2,
+        },
+    );
     let snap = s.snap();
     assert!(close(peer(&snap, "10.0.0.2").exec_share, 0.75));
     assert!(close(peer(&snap, "10.0.0.2").exec_seconds, 0.003));
     assert!(close(snap.totals.exec_seconds, 0.004));
+    // A sum the kernel added up counts every request in it.
+    assert_eq!(peer(&snap, "10.0.0.2").executions, 1);
+    assert_eq!(peer(&snap, "10.0.0.3").executions, 2);
 }
 
 #[test]

@@ -178,8 +178,11 @@ pub enum EventKind {
         qtime_ns: Option<u64>,
         class: Option<u32>,
     },
-    /// A request finished: `svc_stats_latency.execute` (receive → send).
-    Executed { exec_ns: u64 },
+    /// `requests` requests finished, taking `exec_ns` in all
+    /// (`svc_stats_latency.execute`, receive → send): one request per
+    /// record, or several where the kernel added them up (see
+    /// `nfsdtop_common::exec`).
+    Executed { exec_ns: u64, requests: u64 },
     /// A connection was accepted (or found in the socket table at start).
     Accepted,
     /// A transport went away (close/free).

@@ -194,6 +194,9 @@ pub struct EntityStats {
     pub queued_transports: u64,
     #[serde(default)]
     pub exec_seconds: f64,
+    /// Requests in `exec_seconds` (cumulative).
+    #[serde(default)]
+    pub executions: u64,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

@@ -79,6 +79,9 @@ pub mod flag {
     pub const QTIME: u8 = 0x10;
     /// Dequeue only: a kernel class varint follows.
     pub const CLASS: u8 = 0x20;
+    /// Executed only (the bit QTIME has on a dequeue): a request-count
+    /// varint follows; without it the record is one request.
+    pub const REQUESTS: u8 = 0x10;
     /// The timestamp delta is backwards (the source's clock is per CPU).
     pub const TS_BACK: u8 = 0x40;
     /// Reserved: must be zero in format v1.

@@ -497,6 +497,12 @@ impl<R: Read> Reader<R> {
                 return Ok(());
             }
             code::DEQUEUE => {}
+            code::EXECUTED if tag & flag::CLASS != 0 => {
+                return Err(format!(
+                    "dequeue-only flags on another record (tag {tag:#04x})"
+                ));
+            }
+            code::EXECUTED => {}
             _ if tag & (flag::QTIME | flag::CLASS) != 0 => {
                 return Err(format!(
                     "dequeue-only flags on another record (tag {tag:#04x})"
@@ -541,9 +547,17 @@ impl<R: Read> Reader<R> {
                 };
                 EventKind::Dequeue { qtime_ns, class }
             }
-            code::EXECUTED => EventKind::Executed {
-                exec_ns: c.varint().map_err(|e| format!("execution time: {e}"))?,
-            },
+            code::EXECUTED => {
+                let requests = if tag & flag::REQUESTS != 0 {
+                    c.varint().map_err(|e| format!("request count: {e}"))?
+                } else {
+                    1
+                };
+                EventKind::Executed {
+                    exec_ns: c.varint().map_err(|e| format!("execution time: {e}"))?,
+                    requests,
+                }
+            }
             code::ACCEPTED => EventKind::Accepted,
             code::CLOSED => EventKind::Closed,
             code::LOST => {

@@ -83,6 +83,8 @@ fn every_kind(n: u32) -> Vec<Event> {
             xprt: k,
             kind: EventKind::Executed {
                 exec_ns: u64::from(i) << 20,
+                // Folded in the kernel now and then: a count follows.
+                requests: if i % 5 == 0 { u64::from(i) } else { 1 },
             },
         });
         if i.is_multiple_of(97) {
@@ -171,7 +173,10 @@ fn a_dispatch_costs_a_few_bytes() {
         events.push(Event {
             ts_ns: ts + 60_000,
             xprt: k,
-            kind: EventKind::Executed { exec_ns: 40_000 },
+            kind: EventKind::Executed {
+                exec_ns: 40_000,
+                requests: 1,
+            },
         });
     }
     // Tag byte, 3-byte deltas (20-40 µs in ns), no transport id; the

@@ -133,7 +133,10 @@ impl<W: Write> Writer<W> {
                 if qtime_ns.is_some() { flag::QTIME } else { 0 }
                     | if class.is_some() { flag::CLASS } else { 0 },
             ),
-            EventKind::Executed { .. } => (code::EXECUTED, 0),
+            EventKind::Executed { requests, .. } => (
+                code::EXECUTED,
+                if requests != 1 { flag::REQUESTS } else { 0 },
+            ),
             EventKind::Accepted => (code::ACCEPTED, 0),
             EventKind::Closed => (code::CLOSED, 0),
             EventKind::Lost { .. } => (code::LOST, 0),
@@ -174,7 +177,12 @@ impl<W: Write> Writer<W> {
                     e.varint(u64::from(c));
                 }
             }
-            EventKind::Executed { exec_ns } => e.varint(exec_ns),
+            EventKind::Executed { exec_ns, requests } => {
+                if requests != 1 {
+                    e.varint(requests);
+                }
+                e.varint(exec_ns);
+            }
             EventKind::Lost { tracepoint, count } => {
                 e.byte(tracepoint.index() as u8);
                 e.varint(count);

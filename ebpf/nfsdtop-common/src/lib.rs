@@ -44,7 +44,10 @@ pub mod counter {
     pub const BUSY: u32 = 2;
     /// Hits ignored because the slot was not configured (disabled).
     pub const DISABLED: u32 = 3;
-    pub const COUNT: u32 = 4;
+    /// svc_stats_latency hits added to their transport's running totals
+    /// in the `EXEC_TOTALS` map instead of sent (see [`super::exec`]).
+    pub const FOLDED: u32 = 4;
+    pub const COUNT: u32 = 5;
     /// Entries in the `COUNTERS` map.
     pub const ENTRIES: u32 = super::slot::COUNT as u32 * COUNT;
 }
@@ -130,6 +133,14 @@ pub mod rawrec {
     /// The `struct svc_xprt` pointer, 8 bytes: the transport's identity
     /// between its first record and its svc_xprt_free.
     pub const XPRT: u16 = 96;
+    /// Final execution totals ([`super::exec`]) carried by a raw full
+    /// record: the owner's pointer (0: none; in the record's bytes 0..8,
+    /// which a raw record does not otherwise use), its `gen`, µs and
+    /// request count, 8 bytes each.
+    pub const EXEC_OWNER: u16 = 0;
+    pub const EXEC_GEN: u16 = 104;
+    pub const EXEC_US: u16 = 112;
+    pub const EXEC_COUNT: u16 = 120;
     /// [`super::Record::raw_kind`]: every field written.
     pub const FULL: u8 = 1;
     /// [`super::Record::raw_kind`]: a transport this program already sent
@@ -149,6 +160,46 @@ pub mod rawrec {
     pub const LOCALLEN_REL: usize = 128;
     pub const REMOTE_REL: usize = 136;
     pub const REMOTELEN_REL: usize = 264;
+}
+
+/// The raw programs' direct-mapped per-transport tables (`KNOWN_XPRTS`,
+/// `EXEC_TOTALS`): entries, and a transport's entry.
+pub mod xprt_table {
+    pub const SLOTS: u32 = 1 << 16;
+
+    /// The entry of the `struct svc_xprt` at `xprt`: it lives inside a
+    /// larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
+    /// low bits say little.
+    #[inline(always)]
+    pub const fn slot(xprt: u64) -> u32 {
+        ((xprt >> 6) ^ (xprt >> 22)) as u32 & (SLOTS - 1)
+    }
+}
+
+/// Execution time folded in the kernel: with short records, the raw
+/// svc_stats_latency program adds a known transport's `execute` to its
+/// entry of the `EXEC_TOTALS` array (one [`ExecTotals`] per
+/// [`xprt_table::slot`], memory-mapped by the agent) instead of sending a
+/// record; the agent reads the running totals and reports what grew.
+/// An entry belongs to one transport from the full record that claimed it
+/// (`gen` = that record's time) until its svc_xprt_free, or until another
+/// transport's full record claims the entry: the record that ends an
+/// owner's run (its free, or the claiming full record) carries the final
+/// totals at the [`rawrec`] `EXEC_*` offsets, so nothing added is lost.
+pub mod exec {
+    /// One transport's running totals. Written by the BPF programs only;
+    /// `us` and `count` only grow while `owner` and `gen` stay.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ExecTotals {
+        /// The `struct svc_xprt` pointer; 0 = free.
+        pub owner: u64,
+        /// `ts_ns` of the full record that claimed the entry.
+        pub gen: u64,
+        /// Sum of `execute` (µs) and number of requests.
+        pub us: u64,
+        pub count: u64,
+    }
 }
 
 /// Where the raw-tracepoint program of one slot finds its fields (byte
@@ -179,6 +230,12 @@ pub struct RawConfig {
     /// [`rawrec::SHORT`]); only while svc_xprt_free is watched by its raw
     /// program, which forgets a freed transport's pointer.
     pub short_records: u32,
+    /// 1 (svc_stats_latency, with short records): fold a known transport's
+    /// `execute` into `EXEC_TOTALS` instead of sending a record. Every
+    /// raw slot's full records claim and settle `EXEC_TOTALS` entries
+    /// whenever short records are on.
+    pub fold_exec: u32,
+    pub _pad: u32,
     /// As [`SlotConfig::drop_mask`] and [`SlotConfig::need_mask`].
     pub drop_mask: u64,
     pub need_mask: u64,
@@ -333,7 +390,10 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 64);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 72);
+const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 32);
+const _: () = assert!(rawrec::EXEC_COUNT as usize + 8 <= RAW_BYTES);
+const _: () = assert!(rawrec::XPRT as usize + 8 <= rawrec::EXEC_GEN as usize);
 const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as usize);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
@@ -345,7 +405,7 @@ mod user {
     // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
-    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 64
+    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 72
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::RawConfig {}
 }

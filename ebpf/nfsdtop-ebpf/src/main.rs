@@ -4,7 +4,10 @@
 //! transport BUSY on the flags argument (6.6+) or its flags, read the few
 //! fields nfsdtop needs at offsets from the kernel's BTF, and send a
 //! transport's addresses and namespace once: later records of the same
-//! `struct svc_xprt` are short. The classic tracepoint programs (every
+//! `struct svc_xprt` are short. A known transport's svc_stats_latency
+//! hits send nothing: their `execute` is added to the transport's running
+//! totals in `EXEC_TOTALS`, which the agent reads from memory (see
+//! `nfsdtop_common::exec`). The classic tracepoint programs (every
 //! event with `--classic-tracepoints`, or where a raw program cannot be
 //! used) copy the record the kernel built, its first `RAW_BYTES` in one
 //! helper call; the agent finds the fields in the copy with the offsets it
@@ -15,6 +18,10 @@
 //! ring is counted as lost.
 #![no_std]
 #![no_main]
+// The bpfel target has no atomic read-modify-write types; the intrinsic
+// becomes BPF's atomic add (its result unused: `lock ... +=`).
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
@@ -23,8 +30,11 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
     EbpfContext,
 };
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
+
 use nfsdtop_common::{
-    counter, not_enqueued, rawrec, slot, RawConfig, Record, SlotConfig, ADDR_MAX, RAW_BYTES,
+    counter, exec::ExecTotals, not_enqueued, rawrec, slot, xprt_table, RawConfig, Record,
+    SlotConfig, ADDR_MAX, RAW_BYTES,
 };
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
@@ -53,16 +63,14 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::ENTRI
 /// svc_xprt_free program clears a freed pointer's entry before the memory
 /// can be reused.
 #[map]
-static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(KNOWN_SLOTS, 0);
-const KNOWN_SLOTS: u32 = 1 << 16;
+static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
 
-/// The KNOWN_XPRTS entry of a transport: `struct svc_xprt` lives inside
-/// a larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
-/// low bits say little.
-#[inline(always)]
-fn known_slot(xprt: u64) -> u32 {
-    ((xprt >> 6) ^ (xprt >> 22)) as u32 & (KNOWN_SLOTS - 1)
-}
+/// Known transports' running execution totals, at the same entry as in
+/// KNOWN_XPRTS (see `nfsdtop_common::exec`); memory-mapped by the agent.
+#[map]
+static EXEC_TOTALS: Array<ExecTotals> =
+    Array::with_max_entries(xprt_table::SLOTS, BPF_F_MMAPABLE);
+const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// Resized by the agent at load time (`EbpfLoader::set_max_entries`).
 #[map]
@@ -274,7 +282,8 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
     let short = cfg.short_records != 0;
-    let known = KNOWN_XPRTS.get_ptr_mut(known_slot(xprt));
+    let entry_idx = xprt_table::slot(xprt);
+    let known = KNOWN_XPRTS.get_ptr_mut(entry_idx);
     if slot == nfsdtop_common::slot::CLOSE || slot == nfsdtop_common::slot::ACCEPT {
         // Forgotten when it is freed, before the memory can be reused for
         // another transport, and again when a transport is accepted at that
@@ -290,6 +299,19 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     // SAFETY: an 8-byte aligned array value, read once.
     } else if short && known.is_some_and(|k| unsafe { *k } == xprt) {
         // Sent in full before: the agent has its addresses and namespace.
+        if cfg.fold_exec != 0 {
+            if let Some(t) = EXEC_TOTALS.get_ptr_mut(entry_idx) {
+                // SAFETY: an aligned array value; other CPUs add to it too, hence the atomic adds.
+                unsafe {
+                    if (*t).owner == xprt {
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).us, value_us);
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).count, 1);
+                        bump(slot, counter::FOLDED);
+                        return 0;
+                    }
+                }
+            }
+        }
         let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
             bump(slot, counter::LOST);
             return 0;
@@ -337,6 +359,22 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     };
     let local_len = clamp(span[rawrec::LOCALLEN_REL / 8]);
     let remote_len = clamp(span[rawrec::REMOTELEN_REL / 8]);
+    // With short records, a full record settles the entry's execution
+    // totals (the previous owner's, or the freed transport's own) and,
+    // but for a free, claims the entry for this transport.
+    let totals = if short {
+        EXEC_TOTALS.get_ptr_mut(entry_idx)
+    } else {
+        None
+    };
+    let is_close = slot == nfsdtop_common::slot::CLOSE;
+    // SAFETY: an aligned array value; a fold racing this read is lost only when two live transports share the entry.
+    let settled = totals.map_or(ExecTotals::default(), |t| unsafe { *t });
+    let settled = if settled.owner == 0 || (is_close && settled.owner != xprt) {
+        ExecTotals::default()
+    } else {
+        settled
+    };
     let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
         bump(slot, counter::LOST);
         return 0;
@@ -350,7 +388,7 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
         words.add(1).write(slot as u64 | (rawrec::FULL as u64) << 8);
         let raw = rec.add(Record::RAW_AT);
         let raw_words = raw as *mut u64;
-        raw_words.write(0);
+        raw_words.write(settled.owner);
         let server_loc = (local_len << 16) | rawrec::SERVER_AT as u64;
         let client_loc = (remote_len << 16) | rawrec::CLIENT_AT as u64;
         raw_words.add(1).write(server_loc | (client_loc << 32));
@@ -371,13 +409,26 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
             dst.add(client + i).write(src.add(remote + i).read());
         }
         raw_words.add(rawrec::XPRT as usize / 8).write(xprt);
-        // Volatile: plain stores were merged into a memset subprogram call.
-        for w in rawrec::XPRT as usize / 8 + 1..RAW_BYTES / 8 {
-            core::ptr::write_volatile(raw_words.add(w), 0);
-        }
+        raw_words.add(rawrec::EXEC_GEN as usize / 8).write(settled.gen);
+        raw_words.add(rawrec::EXEC_US as usize / 8).write(settled.us);
+        raw_words.add(rawrec::EXEC_COUNT as usize / 8).write(settled.count);
     }
     entry.submit(RB_NO_WAKEUP);
     bump(slot, counter::SUBMITTED);
+    if let Some(t) = totals {
+        // Cleared before the new owner is written, so a reader never
+        // pairs this transport with the last owner's numbers.
+        // SAFETY: an aligned array value; only full records write owner and gen.
+        unsafe {
+            core::ptr::write_volatile(&raw mut (*t).owner, 0);
+            core::ptr::write_volatile(&raw mut (*t).us, 0);
+            core::ptr::write_volatile(&raw mut (*t).count, 0);
+            if !is_close {
+                core::ptr::write_volatile(&raw mut (*t).gen, now);
+                core::ptr::write_volatile(&raw mut (*t).owner, xprt);
+            }
+        }
+    }
     // Known from now on (not before: a record that never reached the ring
     // must not leave the agent without the addresses).
     if short && slot != nfsdtop_common::slot::CLOSE {

@@ -225,7 +225,10 @@ impl Simulator {
                     out.push(Event {
                         ts_ns: at,
                         xprt: self.transports[transport].key,
-                        kind: EventKind::Executed { exec_ns },
+                        kind: EventKind::Executed {
+                            exec_ns,
+                            requests: 1,
+                        },
                     });
                     self.idle_threads += 1;
                     let ci = self.transports[transport].client;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
-use nfsdtop_common::{counter, slot, RawConfig, Record, SlotConfig};
+use nfsdtop_common::{counter, exec::ExecTotals, slot, xprt_table, RawConfig, Record, SlotConfig};
 
 use super::error::LiveError;
 
@@ -260,6 +260,8 @@ pub struct SlotCounts {
     pub submitted: u64,
     pub lost: u64,
     pub busy: u64,
+    /// Added to the kernel's per-transport execution totals, not sent.
+    pub folded: u64,
 }
 
 pub struct Counters {
@@ -288,20 +290,97 @@ impl Counters {
         let mut out = [SlotCounts::default(); slot::COUNT];
         for (s, o) in out.iter_mut().enumerate() {
             let base = s as u32 * counter::COUNT;
-            let (submitted, lost, busy) = (
+            let (submitted, lost, busy, folded) = (
                 self.sum(base + counter::SUBMITTED),
                 self.sum(base + counter::LOST),
                 self.sum(base + counter::BUSY),
+                self.sum(base + counter::FOLDED),
             );
             *o = SlotCounts {
                 // Every handled hit is counted in exactly one of these.
-                seen: submitted + lost + busy + self.sum(base + counter::DISABLED),
+                seen: submitted + lost + busy + folded + self.sum(base + counter::DISABLED),
                 submitted,
                 lost,
                 busy,
+                folded,
             };
         }
         out
+    }
+}
+
+/// The `EXEC_TOTALS` array (`nfsdtop_common::exec`), memory-mapped
+/// read-only: the agent reads the kernel's running execution totals with
+/// plain loads, no syscall per transport.
+pub struct ExecTotalsMap {
+    base: std::ptr::NonNull<ExecTotals>,
+}
+
+// SAFETY: the mapping is plain shared memory, read with atomic loads only, and unmapped once (Drop).
+unsafe impl Send for ExecTotalsMap {}
+
+const _: () =
+    assert!(size_of::<ExecTotals>() == 32 && std::mem::offset_of!(ExecTotals, count) == 24);
+const EXEC_TOTALS_BYTES: usize = xprt_table::SLOTS as usize * size_of::<ExecTotals>();
+
+impl ExecTotalsMap {
+    pub fn map(ebpf: &Ebpf) -> Result<ExecTotalsMap, LiveError> {
+        let Some(aya::maps::Map::Array(data)) = ebpf.map("EXEC_TOTALS") else {
+            return Err(LiveError::Bpf {
+                context: "the BPF object".into(),
+                detail: "it has no EXEC_TOTALS array".into(),
+            });
+        };
+        // SAFETY: maps the whole value area of a BPF array created with BPF_F_MMAPABLE, read-only and shared; unmapped in Drop.
+        let p = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                EXEC_TOTALS_BYTES,
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::SHARED,
+                data.fd(),
+                0,
+            )
+        }
+        .map_err(|e| bpf_err("cannot map the EXEC_TOTALS array", &std::io::Error::from(e)))?;
+        let base = std::ptr::NonNull::new(p.cast()).ok_or_else(|| LiveError::Bpf {
+            context: "the EXEC_TOTALS array".into(),
+            detail: "mapped at address 0".into(),
+        })?;
+        Ok(ExecTotalsMap { base })
+    }
+
+    /// Entry `idx`, if it held still while read: the programs write
+    /// `owner` and `gen` only when an entry changes hands, so both read
+    /// the same before and after `us` and `count` means the four belong
+    /// together.
+    pub fn read(&self, idx: u32) -> Option<ExecTotals> {
+        if idx >= xprt_table::SLOTS {
+            return None;
+        }
+        // ExecTotals is four u64 words: owner, gen, us, count.
+        let words = self.base.as_ptr().wrapping_add(idx as usize).cast::<u64>();
+        let load = |w: usize| {
+            // SAFETY: an aligned u64 inside the mapping (idx < SLOTS, w < 4); the kernel writes it concurrently, hence an atomic load.
+            unsafe { std::sync::atomic::AtomicU64::from_ptr(words.wrapping_add(w)) }
+                .load(std::sync::atomic::Ordering::Acquire)
+        };
+        let (owner, gen) = (load(0), load(1));
+        let (us, count) = (load(2), load(3));
+        let same = load(0) == owner && load(1) == gen;
+        same.then_some(ExecTotals {
+            owner,
+            gen,
+            us,
+            count,
+        })
+    }
+}
+
+impl Drop for ExecTotalsMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once; nothing reads it after this.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), EXEC_TOTALS_BYTES) };
     }
 }
 

@@ -59,6 +59,25 @@ pub struct LiveOptions {
     pub tracepoints: Tracepoints,
     /// Where the kernel's BTF is (tests point it elsewhere).
     pub btf_dir: PathBuf,
+    /// How much of the pipeline runs: all of it, except for the
+    /// benchmark's cost breakdown (see [`BenchStage`]).
+    pub stage: BenchStage,
+}
+
+/// How far the live source goes, so `cargo xtask bench` can split what
+/// watching nfsd costs into its parts, each measured in the same run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BenchStage {
+    /// Everything: what users run.
+    #[default]
+    Full,
+    /// The programs attached but returning at their first instruction's
+    /// map lookup: what merely hooking these tracepoints costs.
+    Hooked,
+    /// Records streamed and drained, then thrown away undecoded: the
+    /// kernel side and the ring reader without the agent's decoding and
+    /// aggregation.
+    Discard,
 }
 
 impl Default for LiveOptions {
@@ -72,6 +91,7 @@ impl Default for LiveOptions {
             kernel_stats: false,
             tracepoints: Tracepoints::Raw,
             btf_dir: PathBuf::from(raw::BTF_DIR),
+            stage: BenchStage::Full,
         }
     }
 }
@@ -170,6 +190,11 @@ pub struct LiveSource {
     /// The raw programs' transports, for their short records.
     known: decode::KnownXprts,
     unknown_seen: [u64; slot::COUNT],
+    stage: BenchStage,
+    /// Records drained and thrown away ([`BenchStage::Discard`]).
+    discarded: u64,
+    /// The kernel's per-transport execution totals (see `decode::KnownXprts::sweep`).
+    exec_totals: Option<bpf::ExecTotalsMap>,
 }
 
 type RawLink = aya::programs::raw_trace_point::RawTracePointLinkId;
@@ -182,6 +207,7 @@ fn attach_all(
     opts: &LiveOptions,
     layout: &Layout,
     category: &str,
+    exec_totals: &Result<bpf::ExecTotalsMap, LiveError>,
 ) -> Result<(raw::RawPlan, String, [Option<RawLink>; slot::COUNT]), LiveError> {
     let mut plan = if opts.tracepoints == raw::Tracepoints::Classic || category != "sunrpc" {
         raw::RawPlan::none(layout)
@@ -191,6 +217,13 @@ fn attach_all(
             Err(why) => raw::RawPlan::classic(layout, why),
         }
     };
+    let mut fold_note = None;
+    if let (true, Err(e)) = (plan.folds_exec(), exec_totals) {
+        plan.no_folding();
+        fold_note = Some(format!(
+            "svc_stats_latency sent per request (the kernel's totals cannot be read: {e})"
+        ));
+    }
     // Raw first: a slot whose raw attach fails goes back to classic.
     let mut links: [Option<RawLink>; slot::COUNT] = Default::default();
     bpf::write_raw_config(ebpf, &plan.configs)?;
@@ -234,6 +267,13 @@ fn attach_all(
             raw_events.join(", ")
         ),
     };
+    if plan.folds_exec() {
+        access.push_str("; svc_stats_latency of known transports added up in the kernel");
+    }
+    if let Some(n) = fold_note {
+        access.push_str("; ");
+        access.push_str(&n);
+    }
     for why in &plan.kept_classic {
         access.push_str("; classic: ");
         access.push_str(why);
@@ -303,7 +343,21 @@ impl LiveSource {
         };
         let counters = bpf::Counters::take(&mut ebpf)?;
         let drain = bpf::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
-        let (raw, access, raw_links) = attach_all(&mut ebpf, opts, &layout, category)?;
+        let exec_totals = bpf::ExecTotalsMap::map(&ebpf);
+        let (raw, mut access, raw_links) =
+            attach_all(&mut ebpf, opts, &layout, category, &exec_totals)?;
+        if opts.stage == BenchStage::Hooked {
+            // Every program attached as above, each returning at its
+            // config's lookup: raw ones see `enabled` 0, classic ones count
+            // the hit as disabled.
+            let mut idle = raw.configs;
+            idle.iter_mut().for_each(|c| c.enabled = 0);
+            bpf::write_raw_config(&mut ebpf, &idle)?;
+            let mut classic = raw.classic_configs(&layout);
+            classic.iter_mut().for_each(|c| c.enabled = 0);
+            bpf::write_config(&mut ebpf, &classic)?;
+            access.push_str(" [benchmark: programs attached but idle]");
+        }
         // Seed after attaching: a connection accepted in between is seen
         // twice, which is idempotent; one seen by neither is impossible.
         let seeded = seed::seed(&opts.proc_root, host::monotonic_ns());
@@ -327,6 +381,9 @@ impl LiveSource {
             pending: None,
             known: decode::KnownXprts::default(),
             unknown_seen: [0; slot::COUNT],
+            stage: opts.stage,
+            discarded: 0,
+            exec_totals: exec_totals.ok(),
         })
     }
 
@@ -341,6 +398,25 @@ impl LiveSource {
     /// Per-slot kernel counters (hits, records, lost, BUSY attempts).
     pub fn counts(&self) -> [bpf::SlotCounts; slot::COUNT] {
         self.counters.read()
+    }
+
+    /// Records drained and thrown away undecoded ([`BenchStage::Discard`]).
+    pub fn records_discarded(&self) -> u64 {
+        self.discarded
+    }
+
+    /// The events in a chunk of ring records, in ring order.
+    fn decode_chunk(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        for raw in chunk.chunks_exact(Record::SIZE) {
+            let Some(r) = RecordView::new(raw) else {
+                continue;
+            };
+            if r.is_raw() {
+                self.known.decode(&r, &self.raw.decode, out);
+            } else if let Some(ev) = decode::decode(&r, &self.layout) {
+                out.push(ev);
+            }
+        }
     }
 
     fn lost_events(&mut self, now: u64, out: &mut Vec<Event>) {
@@ -478,6 +554,7 @@ impl Source for LiveSource {
 
     fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
         out.append(&mut self.seeded);
+        let discard = self.stage == BenchStage::Discard;
         loop {
             let next = match self.pending.take() {
                 Some(c) => Ok(c),
@@ -490,18 +567,10 @@ impl Source for LiveSource {
                     anyhow::bail!("the BPF ring buffer reader stopped unexpectedly")
                 }
             };
-            for raw in chunk.chunks_exact(Record::SIZE) {
-                let Some(r) = RecordView::new(raw) else {
-                    continue;
-                };
-                let ev = if r.is_raw() {
-                    self.known.decode(&r, &self.raw.decode)
-                } else {
-                    decode::decode(&r, &self.layout)
-                };
-                if let Some(ev) = ev {
-                    out.push(ev);
-                }
+            if discard {
+                self.discarded += (chunk.len() / Record::SIZE) as u64;
+            } else {
+                self.decode_chunk(&chunk, out);
             }
             self.drain.recycle(chunk);
         }
@@ -511,8 +580,17 @@ impl Source for LiveSource {
             .is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
         {
             self.last_counters = Some(Instant::now());
+            // After the records decoded above: a claim is swept only once
+            // its full record is known.
+            if let Some(t) = &self.exec_totals {
+                if !self.known.is_empty() && !discard {
+                    self.known.sweep(|i| t.read(i), host::monotonic_ns(), out);
+                }
+            }
             self.lost_events(host::monotonic_ns(), out);
-            self.count_skipped_runs(host::monotonic_ns(), out);
+            if self.stage != BenchStage::Hooked {
+                self.count_skipped_runs(host::monotonic_ns(), out);
+            }
         }
         Ok(Poll::Pending)
     }

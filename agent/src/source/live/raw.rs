@@ -194,16 +194,33 @@ impl RawPlan {
     }
 
     /// Short records need the raw svc_xprt_free program to forget freed
-    /// transports; without it every record is sent in full.
+    /// transports; without it every record is sent in full (and nothing
+    /// is folded: a free would not settle its transport's totals).
     fn full_records_only(&mut self) {
         for c in &mut self.configs {
             c.short_records = 0;
+            c.fold_exec = 0;
         }
+    }
+
+    /// Every svc_stats_latency hit sent as a record (the agent cannot read
+    /// the kernel's running totals).
+    pub fn no_folding(&mut self) {
+        for c in &mut self.configs {
+            c.fold_exec = 0;
+        }
+    }
+
+    /// Whether svc_stats_latency hits of known transports are folded.
+    pub fn folds_exec(&self) -> bool {
+        self.configs
+            .iter()
+            .any(|c| c.enabled == 1 && c.fold_exec == 1)
     }
 }
 
 /// The record layout of a raw slot, for the decoder.
-fn synthetic(classic: &SlotConfig, has_value: bool) -> SlotConfig {
+pub fn raw_record_layout(classic: &SlotConfig, has_value: bool) -> SlotConfig {
     SlotConfig {
         enabled: 1,
         server_off: rawrec::SERVER_LOC,
@@ -279,12 +296,20 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             need_mask: classic.need_mask,
             flags_arg: u32::from(flags_arg),
             short_records: 0,
+            fold_exec: 0,
+            _pad: 0,
         };
-        p.decode.slots[i] = synthetic(classic, value != rawrec::VALUE_NONE);
+        p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
     }
     if p.is_raw(slot::CLOSE as usize) {
         for c in p.configs.iter_mut().filter(|c| c.enabled == 1) {
             c.short_records = 1;
+        }
+        // A known transport's execution times are added up in the kernel
+        // (`nfsdtop_common::exec`): one record fewer per request.
+        let stats = &mut p.configs[slot::STATS_LATENCY as usize];
+        if stats.enabled == 1 {
+            stats.fold_exec = 1;
         }
     }
     p
@@ -524,7 +549,10 @@ mod tests {
         };
         let mut known = decode::KnownXprts::default();
         let mut run = |b: [u8; nfsdtop_common::Record::SIZE]| {
-            known.decode(&RecordView::new(&b).unwrap(), &p.decode)
+            let mut out = Vec::new();
+            known.decode(&RecordView::new(&b).unwrap(), &p.decode, &mut out);
+            assert!(out.len() <= 1, "{out:?}");
+            out.pop()
         };
         // Unknown pointer: no event (counted by the caller as lost).
         assert_eq!(run(short(slot::DEQUEUE, 1, 9)), None);
@@ -541,7 +569,13 @@ mod tests {
         );
         assert_eq!(deq.ts_ns, 3);
         let exec = run(short(slot::STATS_LATENCY, 4, 12)).unwrap();
-        assert_eq!(exec.kind, EventKind::Executed { exec_ns: 12_000 });
+        assert_eq!(
+            exec.kind,
+            EventKind::Executed {
+                exec_ns: 12_000,
+                requests: 1
+            }
+        );
         // A BUSY attempt is not an enqueue, short or not.
         let mut busy = short(slot::ENQUEUE, 5, 0);
         busy[nfsdtop_common::Record::RAW_AT + rawrec::FLAGS as usize] |= 1;
@@ -551,6 +585,108 @@ mod tests {
         assert_eq!(run(short(slot::DEQUEUE, 7, 1)), None, "forgotten at free");
         assert_eq!(known.unknown[slot::DEQUEUE as usize], 2);
         assert!(known.is_empty());
+    }
+
+    /// Execution times folded in the kernel reach the agent once each:
+    /// swept from the running totals of the claim the agent knows,
+    /// settled by the record that ends the claim, never from a claim
+    /// whose full record it has not decoded, and counted lost for one it
+    /// never saw.
+    #[test]
+    fn folded_execution_totals_are_reported_once() {
+        use nfsdtop_common::exec::ExecTotals;
+        let k = KernelOffsets::from_btf(&btf(160, 136, false)).unwrap();
+        let l = fixture("6.6+");
+        let p = plan(&l, &k, Tracepoints::Raw);
+        assert!(p.folds_exec());
+        let client = |port| TraceFields {
+            flags: 1 << 3,
+            netns: 7,
+            client: Endpoint::V4 {
+                ip: [10, 0, 0, 2],
+                port,
+            },
+            ..TraceFields::default()
+        };
+        let (a, b): (u64, u64) = (0xffff_8880_1234_5600, 0xffff_8880_9999_5600);
+        // A full record of `ptr`, settling `settled`.
+        let full = |s: u8, ts: u64, ptr: u64, port: u16, settled: ExecTotals| {
+            let mut r = decode::kernel_record(&p.decode.slots[s as usize], s, ts, &client(port));
+            r.raw_kind = rawrec::FULL;
+            let mut put = |off: u16, v: u64| {
+                r.raw[off as usize..][..8].copy_from_slice(&v.to_ne_bytes());
+            };
+            put(rawrec::XPRT, ptr);
+            put(rawrec::EXEC_OWNER, settled.owner);
+            put(rawrec::EXEC_GEN, settled.gen);
+            put(rawrec::EXEC_US, settled.us);
+            put(rawrec::EXEC_COUNT, settled.count);
+            r.to_bytes()
+        };
+        let totals = |owner, gen, us, count| ExecTotals {
+            owner,
+            gen,
+            us,
+            count,
+        };
+        let exec = |ev: &crate::model::Event| match ev.kind {
+            EventKind::Executed { exec_ns, requests } => (ev.xprt.client.port(), exec_ns, requests),
+            _ => panic!("not an execution: {ev:?}"),
+        };
+        let mut known = decode::KnownXprts::default();
+        let mut out = Vec::new();
+        let decode = |known: &mut decode::KnownXprts, b: [u8; nfsdtop_common::Record::SIZE]| {
+            let mut out = Vec::new();
+            known.decode(&RecordView::new(&b).unwrap(), &p.decode, &mut out);
+            out
+        };
+        // A's first record claims its entry (gen = the record's time).
+        let ev = decode(
+            &mut known,
+            full(slot::DEQUEUE, 2, a, 700, ExecTotals::default()),
+        );
+        assert_eq!(ev.len(), 1);
+        let entry = std::cell::Cell::new(totals(a, 2, 30, 2));
+        let read = |i: u32| (i == nfsdtop_common::xprt_table::slot(a)).then(|| entry.get());
+        known.sweep(read, 10, &mut out);
+        assert_eq!(out.iter().map(exec).collect::<Vec<_>>(), [(700, 30_000, 2)]);
+        out.clear();
+        known.sweep(read, 11, &mut out);
+        assert!(out.is_empty(), "nothing grew: {out:?}");
+        // A claim whose full record is not decoded yet waits.
+        entry.set(totals(a, 99, 500, 9));
+        known.sweep(read, 12, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        entry.set(totals(a, 2, 50, 3));
+        known.sweep(read, 13, &mut out);
+        assert_eq!(out.iter().map(exec).collect::<Vec<_>>(), [(700, 20_000, 1)]);
+        // B claims the entry: its full record settles A's claim first.
+        let ev = decode(
+            &mut known,
+            full(slot::ENQUEUE, 20, b, 701, totals(a, 2, 80, 5)),
+        );
+        assert_eq!(
+            ev.iter().take(1).map(exec).collect::<Vec<_>>(),
+            [(700, 30_000, 2)]
+        );
+        assert_eq!((ev.len(), ev[1].kind), (2, EventKind::Enqueue));
+        // B is freed: its free settles its own claim, then closes it.
+        let ev = decode(
+            &mut known,
+            full(slot::CLOSE, 30, b, 701, totals(b, 20, 7, 1)),
+        );
+        assert_eq!(
+            ev.iter().take(1).map(exec).collect::<Vec<_>>(),
+            [(701, 7_000, 1)]
+        );
+        assert_eq!((ev.len(), ev[1].kind), (2, EventKind::Closed));
+        // Totals of a claim never seen: counted as lost requests.
+        let ev = decode(
+            &mut known,
+            full(slot::ENQUEUE, 40, a, 700, totals(b, 20, 9, 4)),
+        );
+        assert_eq!(ev.len(), 1);
+        assert_eq!(known.unknown[slot::STATS_LATENCY as usize], 4);
     }
 
     /// What a raw program writes decodes to the event the classic record
