@@ -160,6 +160,34 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
 /// after a change), so it is text here, not re-measured on every run.
 const FIXES: &str = "## Made faster where the numbers said so
 
+The fourth round (November 30, in the afternoon), with part A's
+breakdown modes (short runs: `cargo xtask bench --vm-only --reps 2
+--fio-secs 8`; ratios of one mode spread by 0.4-0.7%).
+
+**Where the cost is now.** Two more modes in the same rounds split
+nfsdtop's cost without guessing from CPU times: `hooked` (the programs
+attached, each returning at its first map lookup, the agent stopped) and
+`discard` (records streamed and drained, not decoded). On the third
+round's code: nfsdtop 6.0%, hooked 1.7%, discard 3.9%, ftrace 6.0%. A
+first run with the agent left running during `hooked` gave 1.3%: the
+hooks cost 1.3-1.7% of IOPS, about 200 of the guest's instructions for
+each of the six tracepoint hits of a dispatch, before a program does
+anything. That is the floor of any tool that sees every hit here, and it
+is above 1% (see the verdict of part A).
+
+**svc_stats_latency folded in the kernel.** A known transport's
+svc_stats_latency hit no longer sends a record: the raw program adds its
+`execute` to the transport's entry of `EXEC_TOTALS`, an array the agent
+memory-maps and sweeps every 100 ms; the record that ends an entry's claim
+(the transport's free, or another transport's first record) carries the
+final totals, so no request is lost or counted twice. The VM tests check
+it: requests per client equal to ftrace's svc_stats_latency records, time
+within 30 µs a request (each handler reads its own clock). One ring record
+per dispatch fewer; the svc_stats_latency program's run time went from 717
+to 495 instructions; nfsdtop 6.0% → **5.2%** (hooked 1.4%, discard 3.0%,
+ftrace 6.2% in the same run, ratios spread 0.4%): cheaper than ftrace by
+more than the noise, for the first time.
+
 The third round (November 30, later the same day). Guest numbers are % of
 fio IOPS from short runs of part A (`cargo xtask bench --vm-only --reps 2
 --fio-secs 8`, the same guest and `-icount`; ratios of one mode spread by

@@ -1009,6 +1009,13 @@ fn check_nfsdtop_run(
                 n <= f,
                 format!("{tag}: {ip}: nfsdtop {n} dispatches <= ftrace {f}"),
             );
+            // Nothing counted twice, folded or not.
+            let (requests, _) = ft.exec_per_client.get(ip).copied().unwrap_or((0, 0));
+            let (n_requests, _) = exec_seconds.get(ip).copied().unwrap_or((0, 0.0));
+            rep.check(
+                n_requests <= requests,
+                format!("{tag}: {ip}: nfsdtop {n_requests} executions <= ftrace {requests} svc_stats_latency"),
+            );
         }
         // The per-CPU loss counters make the total whole again: every
         // dequeue record was either delivered or counted as lost.

@@ -360,17 +360,20 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     let local_len = clamp(span[rawrec::LOCALLEN_REL / 8]);
     let remote_len = clamp(span[rawrec::REMOTELEN_REL / 8]);
     // With short records, a full record settles the entry's execution
-    // totals (the previous owner's, or the freed transport's own) and,
-    // but for a free, claims the entry for this transport.
+    // totals (the previous owner's) and claims the entry for this
+    // transport; a free settles and releases only its own transport's.
+    let is_close = slot == nfsdtop_common::slot::CLOSE;
     let totals = if short {
-        EXEC_TOTALS.get_ptr_mut(entry_idx)
+        // SAFETY: an aligned array value, its owner read once.
+        EXEC_TOTALS
+            .get_ptr_mut(entry_idx)
+            .filter(|t| !is_close || unsafe { (**t).owner } == xprt)
     } else {
         None
     };
-    let is_close = slot == nfsdtop_common::slot::CLOSE;
     // SAFETY: an aligned array value; a fold racing this read is lost only when two live transports share the entry.
     let settled = totals.map_or(ExecTotals::default(), |t| unsafe { *t });
-    let settled = if settled.owner == 0 || (is_close && settled.owner != xprt) {
+    let settled = if settled.owner == 0 {
         ExecTotals::default()
     } else {
         settled
