@@ -852,7 +852,7 @@ fn check_nfsdtop_run(
         }
     }
     let mut peers = BTreeMap::new();
-    let mut exec_seconds = BTreeMap::new();
+    let mut executions = BTreeMap::new();
     let mut listener = 0;
     for e in last["entities"].as_array().into_iter().flatten() {
         let name = e["name"].as_str().unwrap_or("");
@@ -862,7 +862,7 @@ fn check_nfsdtop_run(
         match name.parse::<IpAddr>() {
             Ok(ip) => {
                 peers.insert(ip, (d, ent, conns));
-                exec_seconds.insert(
+                executions.insert(
                     ip,
                     (
                         e["executions"].as_u64().unwrap_or(0),
@@ -929,7 +929,7 @@ fn check_nfsdtop_run(
         for ip in ft.per_client.keys() {
             let (requests, us) = ft.exec_per_client.get(ip).copied().unwrap_or((0, 0));
             let f = us as f64 / 1e6;
-            let (n_requests, n) = exec_seconds.get(ip).copied().unwrap_or((0, 0.0));
+            let (n_requests, n) = executions.get(ip).copied().unwrap_or((0, 0.0));
             rep.check(
                 requests > 0 && n_requests == requests,
                 format!("{tag}: {ip}: nfsdtop {n_requests} executions == ftrace {requests} svc_stats_latency"),
@@ -1011,7 +1011,7 @@ fn check_nfsdtop_run(
             );
             // Nothing counted twice, folded or not.
             let (requests, _) = ft.exec_per_client.get(ip).copied().unwrap_or((0, 0));
-            let (n_requests, _) = exec_seconds.get(ip).copied().unwrap_or((0, 0.0));
+            let (n_requests, _) = executions.get(ip).copied().unwrap_or((0, 0.0));
             rep.check(
                 n_requests <= requests,
                 format!("{tag}: {ip}: nfsdtop {n_requests} executions <= ftrace {requests} svc_stats_latency"),

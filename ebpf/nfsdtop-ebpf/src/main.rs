@@ -282,9 +282,10 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
     let short = cfg.short_records != 0;
+    let is_close = slot == nfsdtop_common::slot::CLOSE;
     let entry_idx = xprt_table::slot(xprt);
     let known = KNOWN_XPRTS.get_ptr_mut(entry_idx);
-    if slot == nfsdtop_common::slot::CLOSE || slot == nfsdtop_common::slot::ACCEPT {
+    if is_close || slot == nfsdtop_common::slot::ACCEPT {
         // Forgotten when it is freed, before the memory can be reused for
         // another transport, and again when a transport is accepted at that
         // address (in case the kernel skipped this program at the free).
@@ -362,7 +363,6 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     // With short records, a full record settles the entry's execution
     // totals (the previous owner's) and claims the entry for this
     // transport; a free settles and releases only its own transport's.
-    let is_close = slot == nfsdtop_common::slot::CLOSE;
     let totals = if short {
         // SAFETY: an aligned array value, its owner read once.
         EXEC_TOTALS
@@ -371,13 +371,10 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     } else {
         None
     };
+    // An unowned entry settles nothing: the agent reads the totals only
+    // with a non-zero owner.
     // SAFETY: an aligned array value; a fold racing this read is lost only when two live transports share the entry.
     let settled = totals.map_or(ExecTotals::default(), |t| unsafe { *t });
-    let settled = if settled.owner == 0 {
-        ExecTotals::default()
-    } else {
-        settled
-    };
     let Some(mut entry) = EVENTS.reserve::<Record>(0) else {
         bump(slot, counter::LOST);
         return 0;
@@ -434,7 +431,7 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     }
     // Known from now on (not before: a record that never reached the ring
     // must not leave the agent without the addresses).
-    if short && slot != nfsdtop_common::slot::CLOSE {
+    if short && !is_close {
         if let Some(k) = known {
             // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
             unsafe { *k = xprt };

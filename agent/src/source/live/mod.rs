@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
-use nfsdtop_common::{slot, Record, RecordView};
+use nfsdtop_common::{slot, RawConfig, Record, RecordView, SlotConfig};
 
 pub use error::LiveError;
 pub use layout::{Generation, Layout};
@@ -350,12 +350,8 @@ impl LiveSource {
             // Every program attached as above, each returning at its
             // config's lookup: raw ones see `enabled` 0, classic ones count
             // the hit as disabled.
-            let mut idle = raw.configs;
-            idle.iter_mut().for_each(|c| c.enabled = 0);
-            bpf::write_raw_config(&mut ebpf, &idle)?;
-            let mut classic = raw.classic_configs(&layout);
-            classic.iter_mut().for_each(|c| c.enabled = 0);
-            bpf::write_config(&mut ebpf, &classic)?;
+            bpf::write_raw_config(&mut ebpf, &[RawConfig::default(); slot::COUNT])?;
+            bpf::write_config(&mut ebpf, &[SlotConfig::DISABLED; slot::COUNT])?;
             access.push_str(" [benchmark: programs attached but idle]");
         }
         // Seed after attaching: a connection accepted in between is seen
@@ -583,7 +579,8 @@ impl Source for LiveSource {
             // After the records decoded above: a claim is swept only once
             // its full record is known.
             if let Some(t) = &self.exec_totals {
-                if !self.known.is_empty() && !discard {
+                // (Empty with `Discard`: nothing is decoded.)
+                if !self.known.is_empty() {
                     self.known.sweep(|i| t.read(i), host::monotonic_ns(), out);
                 }
             }

@@ -199,8 +199,8 @@ impl RawPlan {
     fn full_records_only(&mut self) {
         for c in &mut self.configs {
             c.short_records = 0;
-            c.fold_exec = 0;
         }
+        self.no_folding();
     }
 
     /// Every svc_stats_latency hit sent as a record (the agent cannot read
