@@ -194,7 +194,10 @@ impl KnownXprts {
         if settled.owner != 0 {
             match self.keys.get_mut(&settled.owner) {
                 Some(k) if k.gen == settled.gen => k.report(&settled, rec.ts_ns(), out),
-                _ => self.unknown[slot::STATS_LATENCY as usize] += settled.count,
+                _ => {
+                    let n = &mut self.unknown[slot::STATS_LATENCY as usize];
+                    *n = n.saturating_add(settled.count);
+                }
             }
         }
         let Some(ev) = decode(rec, layout) else {
