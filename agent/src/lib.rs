@@ -16,3 +16,4 @@ pub mod pipeline;
 pub mod record;
 pub mod redact;
 pub mod source;
+pub mod testing;

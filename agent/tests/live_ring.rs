@@ -29,18 +29,18 @@ const REEXEC: &str = "NFSDTOP_TEST_IN_PRIVATE_MOUNTNS";
 /// in a child process (whose result was asserted).
 fn ready(test: &str) -> bool {
     if !host::Caps::current().sufficient() {
-        println!("skipped: needs CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN");
+        nfsdtop_agent::testing::skip("needs CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN");
         return false;
     }
     if Path::new(TRACEFS).join(EVENT).exists() {
         return true;
     }
     if std::env::var_os(REEXEC).is_some() {
-        println!("skipped: tracefs could not be mounted in a private mount namespace");
+        nfsdtop_agent::testing::skip("tracefs could not be mounted in a private mount namespace");
         return false;
     }
     if !Path::new(TRACEFS).is_dir() {
-        println!("skipped: {TRACEFS} does not exist on this host");
+        nfsdtop_agent::testing::skip(&format!("{TRACEFS} does not exist on this host"));
         return false;
     }
     let exe = std::env::current_exe().expect("test binary path");
@@ -61,7 +61,7 @@ fn ready(test: &str) -> bool {
             );
             println!("(ran in a private mount namespace)\n{text}");
             if text.contains("mount: ") && !o.status.success() && !text.contains("test result") {
-                println!("skipped: cannot mount tracefs here");
+                nfsdtop_agent::testing::skip("cannot mount tracefs here");
                 return false;
             }
             assert!(
@@ -69,7 +69,7 @@ fn ready(test: &str) -> bool {
                 "the test failed in its mount namespace:\n{text}"
             );
         }
-        Err(e) => println!("skipped: cannot run unshare ({e})"),
+        Err(e) => nfsdtop_agent::testing::skip(&format!("cannot run unshare ({e})")),
     }
     false
 }
@@ -405,7 +405,7 @@ fn exec_run(
     use nfsdtop_common::RawConfig;
     let dir = Path::new("/sys/kernel/btf");
     if !dir.join("vmlinux").exists() {
-        println!("skipped: no /sys/kernel/btf/vmlinux");
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
         return None;
     }
     let btf = Btf::load(dir, None).expect("this kernel's BTF");
@@ -642,7 +642,7 @@ fn folded_execution_times_reach_the_agent_once() {
     use nfsdtop_common::{rawrec, RawConfig};
     let dir = Path::new("/sys/kernel/btf");
     if !dir.join("vmlinux").exists() {
-        println!("skipped: no /sys/kernel/btf/vmlinux");
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
         return;
     }
     let btf = Btf::load(dir, None).expect("this kernel's BTF");

@@ -34,7 +34,7 @@ fn json(out: &Output) -> serde_json::Value {
 #[test]
 fn doctor_json_on_this_host_loads_the_bpf_programs() {
     if !Path::new("/sys/kernel/tracing").exists() {
-        println!("skipped: /sys/kernel/tracing does not exist on this host");
+        nfsdtop_agent::testing::skip("/sys/kernel/tracing does not exist on this host");
         return;
     }
     let d = json(&nfsdtop(&["doctor", "--format", "json"]));
@@ -209,8 +209,18 @@ fn unprivileged_users_are_told_which_capabilities() {
         .map(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")))
         .unwrap_or(false);
     if !root || !Path::new("/usr/bin/setpriv").exists() {
-        println!("skipped: needs root and setpriv to drop to an unprivileged user");
+        nfsdtop_agent::testing::skip("needs root and setpriv to drop to an unprivileged user");
         return;
+    }
+    // A copy of the binary in a world-readable place: the build tree may sit
+    // under a directory the unprivileged user cannot enter (e.g. /root).
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bin = dir.join("nfsdtop");
+    std::fs::copy(env!("CARGO_BIN_EXE_nfsdtop"), &bin).expect("copy the binary");
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(&dir, 0o755), (&bin, 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
     let drop_to_nobody = |args: &[&str]| {
         Command::new("/usr/bin/setpriv")
@@ -220,16 +230,13 @@ fn unprivileged_users_are_told_which_capabilities() {
                 "--clear-groups",
                 "--inh-caps=-all",
             ])
-            .arg(env!("CARGO_BIN_EXE_nfsdtop"))
+            .arg(&bin)
             .args(args)
+            .current_dir(&dir)
             .output()
             .expect("run setpriv")
     };
     let out = drop_to_nobody(&["doctor", "--format", "json"]);
-    if String::from_utf8_lossy(&out.stderr).contains("Permission denied") {
-        println!("skipped: the test binary is not readable by an unprivileged user");
-        return;
-    }
     let d = json(&out);
     assert_eq!(d["privileges_ok"], false, "{d}");
     assert_eq!(d["bpf_programs_verified"], false, "{d}");
@@ -250,6 +257,7 @@ fn unprivileged_users_are_told_which_capabilities() {
         err.contains("missing privileges") && err.contains("CAP_SYS_ADMIN"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -106,7 +106,14 @@ fn main() -> anyhow::Result<()> {
                     "warnings",
                 ]),
             )?;
-            run("cargo test", cargo().args(["test", "--workspace"]))?;
+            // This suite runs as root with BPF (CI does): a test that would
+            // skip for want of BPF, tracefs or root fails here instead.
+            run(
+                "cargo test",
+                cargo()
+                    .args(["test", "--workspace"])
+                    .env("NFSDTOP_REQUIRE_BPF", "1"), // agent/src/testing.rs
+            )?;
             bench::bench(bench::BenchArgs::quick())?;
             // End-to-end checks that drive real components from a shell
             // (each script exits non-zero on failure).
