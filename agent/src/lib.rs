@@ -10,6 +10,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod input;
 pub mod model;
 pub mod output;
 pub mod pipeline;

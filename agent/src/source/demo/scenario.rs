@@ -244,8 +244,8 @@ impl Scenario {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Scenario> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read scenario file {}: {e}", path.display()))?;
+        let text =
+            crate::input::read_text(path, "scenario file", "--demo", crate::input::MAX_TEXT_FILE)?;
         Scenario::parse(&text, &path.display().to_string())
     }
 
