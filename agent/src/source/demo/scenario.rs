@@ -260,58 +260,149 @@ impl Scenario {
                 .unwrap_or_default();
             anyhow::anyhow!("{origin}{pos}: {}", e.message())
         })?;
-        s.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        if let Err(e) = s.check() {
+            let at = line_of(text, e.client, e.key)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            anyhow::bail!("{origin}{at}: {}", e.reason);
+        }
         Ok(s)
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.threads == 0 || self.threads > 4096 {
-            return Err(format!("threads = {} must be 1..=4096", self.threads));
+        self.check().map_err(|e| e.reason)
+    }
+
+    /// Bounds that keep the simulator's memory (transports, requests in
+    /// flight) and event rate finite, whatever a file says.
+    fn check(&self) -> Result<(), Invalid> {
+        let top = |key: &'static str, reason: String| Invalid {
+            client: None,
+            key,
+            reason,
+        };
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(top(
+                "threads",
+                format!("threads = {} must be 1..={MAX_THREADS}", self.threads),
+            ));
         }
-        if !(self.service_ms > 0.0 && self.service_ms.is_finite()) {
-            return Err(format!("service_ms = {} must be > 0", self.service_ms));
+        if !(self.service_ms > 0.0 && self.service_ms <= MAX_MS) {
+            return Err(top(
+                "service_ms",
+                format!(
+                    "service_ms = {} must be > 0 and at most {MAX_MS}",
+                    self.service_ms
+                ),
+            ));
+        }
+        let rate = f64::from(self.threads) * 1e3 / self.service_ms;
+        if rate > MAX_DISPATCH_RATE {
+            return Err(top(
+                "service_ms",
+                format!(
+                    "threads = {} at service_ms = {} make {rate:.0} dispatches per second; the \
+                     demo simulates at most {MAX_DISPATCH_RATE:.0} (raise service_ms or lower threads)",
+                    self.threads, self.service_ms
+                ),
+            ));
         }
         if !(0.0..1.0).contains(&self.jitter) {
-            return Err(format!("jitter = {} must be in [0, 1)", self.jitter));
+            return Err(top(
+                "jitter",
+                format!("jitter = {} must be in [0, 1)", self.jitter),
+            ));
         }
-        if !(self.rtt_us >= 0.0 && self.rtt_us.is_finite()) {
-            return Err(format!("rtt_us = {} must be >= 0", self.rtt_us));
+        if !(self.rtt_us >= 0.0 && self.rtt_us <= MAX_MS * 1e3) {
+            return Err(top(
+                "rtt_us",
+                format!(
+                    "rtt_us = {} must be >= 0 and at most {}",
+                    self.rtt_us,
+                    MAX_MS * 1e3
+                ),
+            ));
         }
         if self.clients.is_empty() {
-            return Err("no [[client]] entries: a scenario needs at least one client".into());
+            return Err(top(
+                "client",
+                "no [[client]] entries: a scenario needs at least one client".into(),
+            ));
         }
+        let (mut transports, mut requests) = (0u64, 0u64);
         for (i, c) in self.clients.iter().enumerate() {
             let at = format!("client {} ({})", i + 1, c.address);
-            if c.connections == 0 || c.connections > 1024 {
-                return Err(format!(
-                    "{at}: connections = {} must be 1..=1024",
-                    c.connections
+            let bad = |key: &'static str, reason: String| Invalid {
+                client: Some(i),
+                key,
+                reason: format!("{at}: {reason}"),
+            };
+            if c.connections == 0 || c.connections > MAX_CONNECTIONS {
+                return Err(bad(
+                    "connections",
+                    format!(
+                        "connections = {} must be 1..={MAX_CONNECTIONS} (one port each)",
+                        c.connections
+                    ),
                 ));
             }
             if c.count == 0 || c.count > 100_000 {
-                return Err(format!("{at}: count = {} must be 1..=100000", c.count));
+                return Err(bad(
+                    "count",
+                    format!("count = {} must be 1..=100000", c.count),
+                ));
             }
-            match (c.inflight, c.burst) {
-                (Some(0), _) | (_, Some(0)) => {
-                    return Err(format!("{at}: inflight and burst must be > 0"))
-                }
+            let (key, n) = match (c.inflight, c.burst) {
+                (Some(0), _) => return Err(bad("inflight", "inflight must be > 0".into())),
+                (_, Some(0)) => return Err(bad("burst", "burst must be > 0".into())),
                 (Some(_), Some(_)) => {
-                    return Err(format!(
-                        "{at}: give either inflight (backlogged) or burst (interactive), not both"
+                    return Err(bad(
+                        "burst",
+                        "give either inflight (backlogged) or burst (interactive), not both".into(),
                     ))
                 }
                 (None, None) => {
-                    return Err(format!(
-                    "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
-                ))
+                    return Err(bad(
+                        "address",
+                        "give inflight (requests kept in flight) or burst (requests per burst)"
+                            .into(),
+                    ))
                 }
-                _ => {}
+                (Some(n), None) => ("inflight", n),
+                (None, Some(n)) => ("burst", n),
+            };
+            transports += u64::from(c.count) * u64::from(c.connections);
+            if transports > MAX_TRANSPORTS {
+                return Err(bad(
+                    "connections",
+                    format!(
+                        "count × connections brings the scenario to {transports} transports; \
+                         the demo keeps at most {MAX_TRANSPORTS}"
+                    ),
+                ));
             }
-            if !(c.think_ms >= 0.0 && c.think_ms.is_finite()) {
-                return Err(format!("{at}: think_ms must be >= 0"));
+            requests += u64::from(c.count) * u64::from(n);
+            if requests > MAX_REQUESTS {
+                return Err(bad(
+                    key,
+                    format!(
+                        "{key} = {n} (× count {}) brings the requests in flight to {requests}; \
+                         the demo keeps at most {MAX_REQUESTS}",
+                        c.count
+                    ),
+                ));
+            }
+            if !(c.think_ms >= 0.0 && c.think_ms <= MAX_MS) {
+                return Err(bad(
+                    "think_ms",
+                    format!(
+                        "think_ms = {} must be >= 0 and at most {MAX_MS}",
+                        c.think_ms
+                    ),
+                ));
             }
         }
-        self.class_map()?;
+        self.class_map().map_err(|e| top("class", e))?;
         Ok(())
     }
 
@@ -347,6 +438,65 @@ impl Scenario {
         }
         out
     }
+}
+
+/// Bounds of a scenario (see `Scenario::check`).
+const MAX_THREADS: u32 = 4096;
+/// One port per connection, from 665 up: all distinct.
+pub const MAX_CONNECTIONS: u32 = 1024;
+const MAX_TRANSPORTS: u64 = 1_000_000;
+/// Requests in flight (inflight or burst, over every client): each is an
+/// entry in the simulator's event queue.
+const MAX_REQUESTS: u64 = 1_000_000;
+const MAX_DISPATCH_RATE: f64 = 1e6;
+/// Service, think and round-trip times: at most an hour.
+const MAX_MS: f64 = 3_600_000.0;
+
+/// What a scenario is refused for, and the key (of the top level, or of
+/// the `client`-th `[[client]]` table) the reason is about.
+struct Invalid {
+    client: Option<usize>,
+    key: &'static str,
+    reason: String,
+}
+
+/// The line of `key = ...` in a scenario's text: at the top level, or in
+/// its `client`-th `[[client]]` table (that table's header line when the
+/// key is not written there). None when it cannot be found.
+fn line_of(text: &str, client: Option<usize>, key: &str) -> Option<usize> {
+    // None = top level; Some(Some(i)) = the i-th client; Some(None) = other tables.
+    let mut table: Option<Option<usize>> = None;
+    let mut clients = 0;
+    let mut header = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.starts_with('[') {
+            table = Some(if line.starts_with("[[client]]") {
+                clients += 1;
+                Some(clients - 1)
+            } else {
+                None
+            });
+            if key == "client" && client.is_none() && table == Some(Some(0)) {
+                return Some(n + 1);
+            }
+            if client.is_some() && table == Some(client) {
+                header = Some(n + 1);
+            }
+            continue;
+        }
+        let here = match client {
+            None => table.is_none(),
+            Some(_) => table == Some(client),
+        };
+        let names_key = line
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='));
+        if here && names_key {
+            return Some(n + 1);
+        }
+    }
+    header
 }
 
 #[cfg(test)]
@@ -401,5 +551,68 @@ mod tests {
         assert_eq!(c.len(), 10);
         assert_eq!(c[5].0.to_string(), "10.1.0.6");
         assert_eq!(c[6].0.to_string(), "10.2.0.1");
+    }
+
+    fn refusal(text: &str) -> String {
+        Scenario::parse(text, "big.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bounds_keep_memory_and_event_rate_finite() {
+        let client = |extra: &str| {
+            format!(
+                "name = \"t\"\n\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\n{extra}\n"
+            )
+        };
+        let e = refusal(&client("inflight = 4000000000"));
+        assert!(
+            e.starts_with("big.toml:6: client 1 (10.0.0.2): inflight"),
+            "{e}"
+        );
+        assert!(e.contains("at most 1000000"), "{e}");
+        let e = refusal(&client("burst = 4000000000"));
+        assert!(
+            e.starts_with("big.toml:6: client 1 (10.0.0.2): burst"),
+            "{e}"
+        );
+        let e = refusal(&client("inflight = 2000\ncount = 1000"));
+        assert!(e.contains("requests in flight to 2000000"), "{e}");
+        let e = refusal(&format!(
+            "threads = 4096\nservice_ms = 0.000001\nrtt_us = 0.0\n{}",
+            client("inflight = 8")
+        ));
+        assert!(
+            e.starts_with("big.toml:2: threads = 4096 at service_ms"),
+            "{e}"
+        );
+        assert!(e.contains("dispatches per second"), "{e}");
+        let e = refusal(&format!("service_ms = 1e300\n{}", client("inflight = 8")));
+        assert!(e.starts_with("big.toml:1: service_ms"), "{e}");
+        let e = refusal(&client("inflight = 8\nthink_ms = 1e300"));
+        assert!(e.starts_with("big.toml:7:"), "{e}");
+        let e = refusal(
+            &client("inflight = 8\ncount = 100000\nconnections = 1000")
+                .replace("connections = 2\n", ""),
+        );
+        assert!(e.contains("transports"), "{e}");
+        // The bounds leave room for the largest sensible demo.
+        let ok = format!(
+            "threads = 4096\nservice_ms = 10\n{}",
+            client("inflight = 16384").replace("connections = 2", "connections = 1024")
+        );
+        Scenario::parse(&ok, "ok.toml").unwrap();
+    }
+
+    #[test]
+    fn every_connection_of_a_client_is_its_own_transport() {
+        let text = format!(
+            "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = {MAX_CONNECTIONS}\ninflight = {MAX_CONNECTIONS}\n"
+        );
+        let s = Scenario::parse(&text, "t.toml").unwrap();
+        let mut sim = super::super::Simulator::new(s);
+        let mut events = Vec::new();
+        sim.run_until(0, &mut events);
+        let keys: std::collections::HashSet<_> = events.iter().map(|e| e.xprt).collect();
+        assert_eq!(keys.len(), MAX_CONNECTIONS as usize);
     }
 }
