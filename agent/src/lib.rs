@@ -10,6 +10,9 @@
 
 pub mod aggregate;
 pub mod classify;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod input;
 pub mod model;
 pub mod output;
 pub mod pipeline;

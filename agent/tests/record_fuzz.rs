@@ -13,20 +13,8 @@ use nfsdtop_agent::record::format::reseal;
 use nfsdtop_agent::record::{self, Header, Reader, Writer};
 use nfsdtop_agent::source::demo::{Scenario, Simulator};
 
-/// xorshift64*: small, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// A small recording with many frames and every kind of record.
 fn sample() -> (Vec<u8>, Vec<Event>) {

@@ -308,8 +308,12 @@ impl Config {
             redact: None,
         };
         if let Some(path) = &cli.config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            let text = nfsdtop_agent::input::read_text(
+                path,
+                "config file",
+                "--config",
+                nfsdtop_agent::input::MAX_TEXT_FILE,
+            )?;
             cfg.apply_file(path, &text)?;
         }
         cfg.apply_cli(cli)?;

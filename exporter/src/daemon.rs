@@ -80,6 +80,10 @@ simulated one, or --replay FILE for a recording"
         }
         Err(e) => return Err(e.context("cannot open the event source")),
     };
+    // E.g. a replay's gaps or damage: said once, at the start.
+    if let Some(n) = src.notice() {
+        eprintln!("nfsdtopd: {n}");
+    }
     Ok((spec, src))
 }
 

@@ -31,7 +31,7 @@ use prometheus_client::registry::{Registry, Unit};
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 /// The label value of the folded series.
-pub const OTHER: &str = "other";
+pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
 
 /// Upper bounds of the exported queue-wait buckets, in µs: powers of two
 /// from 16 µs to 2^22 µs (4.19 s). Every power of two is a bucket boundary

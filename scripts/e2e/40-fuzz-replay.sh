@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
-# Fuzz the recording reader (agent/src/record/reader.rs) with cargo-fuzz
-# (libFuzzer, nightly) for a bounded time: NFSDTOP_FUZZ_SECONDS, default 60.
-# The target (fuzz/fuzz_targets/replay.rs) reads each input as it is and
-# with its checksums recomputed; any panic or failed check fails this
-# script, and libFuzzer leaves the input in fuzz/artifacts/replay/.
+# Fuzz nfsdtop's input parsers with cargo-fuzz (libFuzzer, nightly) for a
+# bounded time: the recording reader (agent/src/record/reader.rs, target
+# fuzz/fuzz_targets/replay.rs) for NFSDTOP_FUZZ_SECONDS (default 60), then
+# demo scenario TOML and class maps (targets scenario.rs and class_map.rs,
+# properties in agent/src/fuzzing.rs) for NFSDTOP_FUZZ_INPUT_SECONDS each
+# (default 20). Any panic or failed check fails this script, and libFuzzer
+# leaves the input in fuzz/artifacts/<target>/.
 #
 # cargo-fuzz is installed on first use (cargo install --locked). Where it
 # cannot be installed or the nightly toolchain is missing, this script says
-# so and exits 0: the deterministic mutation fuzzer that `cargo test` runs
-# (agent/tests/record_fuzz.rs) stands in for it.
+# so and exits 0: the deterministic mutation fuzzers that `cargo test` runs
+# (agent/tests/record_fuzz.rs, agent/tests/input_fuzz.rs) stand in for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 secs="${NFSDTOP_FUZZ_SECONDS:-60}"
+input_secs="${NFSDTOP_FUZZ_INPUT_SECONDS:-20}"
 say() { echo "40-fuzz-replay: $*"; }
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    say "SKIPPED: no nightly toolchain (cargo-fuzz needs one); agent/tests/record_fuzz.rs stands in"
+    say "SKIPPED: no nightly toolchain (cargo-fuzz needs one); agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
     exit 0
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
     say "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
     if ! cargo install cargo-fuzz --locked; then
-        say "SKIPPED: cargo-fuzz cannot be installed here; agent/tests/record_fuzz.rs stands in"
+        say "SKIPPED: cargo-fuzz cannot be installed here; agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
         exit 0
     fi
 fi
@@ -42,14 +45,54 @@ log="$corpus/fuzz.log"
 corpus_dir="$corpus/corpus"
 mkdir -p "$corpus_dir"
 mv "$corpus"/*.nfsdrec "$corpus_dir"/
-say "fuzzing for ${secs}s"
-if NFSDTOP_NO_BPF=1 cargo +nightly fuzz run replay "$corpus_dir" -- \
-    -max_total_time="$secs" -max_len=131072 -rss_limit_mb=2048 -print_final_stats=1 \
-    >"$log" 2>&1; then
-    grep -E '^(stat::|Done|INFO: seed corpus)' "$log" || true
-    say "ok: no crash in ${secs}s"
-else
-    tail -n 80 "$log"
-    say "FAILED (the crashing input is in fuzz/artifacts/replay/)"
-    exit 1
-fi
+# fuzz TARGET SECONDS CORPUS [libFuzzer options]
+fuzz() {
+    local target="$1" t="$2" dir="$3"
+    shift 3
+    say "fuzzing $target for ${t}s"
+    if NFSDTOP_NO_BPF=1 cargo +nightly fuzz run "$target" "$dir" -- \
+        -max_total_time="$t" -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+        >"$log" 2>&1; then
+        grep -E '^(stat::|Done|INFO: seed corpus)' "$log" || true
+        say "ok: $target, no crash in ${t}s"
+    else
+        tail -n 80 "$log"
+        say "FAILED (the crashing input is in fuzz/artifacts/$target/)"
+        exit 1
+    fi
+}
+fuzz replay "$secs" "$corpus_dir" -max_len=131072
+
+# Seeds for the text inputs: a scenario with every key, and a class map.
+scen_dir="$corpus/scenarios"
+maps_dir="$corpus/maps"
+mkdir -p "$scen_dir" "$maps_dir"
+cat >"$scen_dir/all-keys.toml" <<'TOML'
+name = "seed"
+threads = 16
+service_ms = 10.0
+jitter = 0.5
+policy = "rr-class"
+rtt_us = 100.0
+
+[[client]]
+address = "10.0.0.2"
+count = 3
+connections = 2
+inflight = 32
+
+[[client]]
+address = "fd00::9"
+connections = 1
+burst = 8
+think_ms = 5.0
+
+[[class]]
+prefix = "10.0.0.0/24"
+name = "movers"
+per_peer = true
+TOML
+printf '# prefix class [per-peer]\n10.1.0.0/24 movers\n0.0.0.0/0 customers per-peer\nfd00:1::/64 lab\n10.1.0.128/25 special # longer wins\n' \
+    >"$maps_dir/movers.map"
+fuzz scenario "$input_secs" "$scen_dir" -max_len=4096
+fuzz class_map "$input_secs" "$maps_dir" -max_len=16384

@@ -130,6 +130,9 @@ pub struct RecordArgs {
     /// Stop after this many events.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
+    /// Overwrite the output file if it exists.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub source: SourceArgs,
 }

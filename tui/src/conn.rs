@@ -42,6 +42,8 @@ pub struct Connection {
 impl Connection {
     pub fn join(mut self) {
         drop(self.control);
+        // A pipeline blocked on a full channel sees the view gone.
+        drop(self.updates);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -136,6 +138,9 @@ pub fn class_map(args: &SourceArgs, spec: &SourceSpec) -> anyhow::Result<ClassMa
     }
 }
 
+/// Snapshots a local pipeline may have waiting for its view.
+const SNAPSHOTS_QUEUED: usize = 16;
+
 /// Start the pipeline on its own thread.
 pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connection> {
     if let Some(url) = &args.connect {
@@ -168,7 +173,9 @@ pub fn connect(args: &SourceArgs, interval: Duration) -> anyhow::Result<Connecti
     if args.redact {
         aggregator = aggregator.with_redactor(Redactor::random());
     }
-    let (utx, urx) = mpsc::channel();
+    // Bounded: a view that falls behind (stdout piped into a slow reader)
+    // holds the pipeline back instead of letting snapshots pile up.
+    let (utx, urx) = mpsc::sync_channel(SNAPSHOTS_QUEUED);
     let (ctx, crx) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("nfsdtop-pipeline".into())

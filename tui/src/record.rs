@@ -1,9 +1,13 @@
 //! `nfsdtop record -o FILE`: run the pipeline with a tap that writes every
 //! event to a recording (format: docs/recording-format.md), until
 //! `--duration` of source time, `--count` events, the end of the source,
-//! Ctrl-C or SIGTERM. However it stops, the file is finished (last frame,
+//! Ctrl-C, SIGTERM or SIGHUP. However it stops, the file is finished (last frame,
 //! end marker, fsync) and replays cleanly; a summary goes to stderr.
+//! An existing file is overwritten only with `--force`, and never when it
+//! is the recording being replayed.
 
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -24,6 +28,38 @@ use crate::conn;
 /// or `kill -9` can lose.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
+fn exists_error(out: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} already exists: pass --force to overwrite it, or choose another -o FILE",
+        out.display()
+    )
+}
+
+/// Refuse, before anything is opened, to overwrite a file unasked, and
+/// ever to write over the recording being replayed (same device and
+/// inode: also through a link or another name).
+fn check_output(args: &RecordArgs, spec: &SourceSpec) -> anyhow::Result<()> {
+    let Ok(out) = std::fs::metadata(&args.output) else {
+        return Ok(());
+    };
+    if let SourceSpec::Replay { path } = spec {
+        if let Ok(input) = std::fs::metadata(path) {
+            if (input.dev(), input.ino()) == (out.dev(), out.ino()) {
+                anyhow::bail!(
+                    "{} is the recording being replayed ({}): recording over it would destroy \
+                     it; write to another -o FILE",
+                    args.output.display(),
+                    path.display()
+                );
+            }
+        }
+    }
+    if !args.force {
+        return Err(exists_error(&args.output));
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
     SourceEnded,
@@ -40,6 +76,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         );
     }
     let spec = conn::spec_of(&args.source);
+    check_output(args, &spec)?;
     let classmap = conn::class_map(&args.source, &spec)?;
     let source = spec.open().with_context(|| {
         "cannot open the event source to record (use --demo to record the built-in simulator)"
@@ -76,13 +113,31 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             speed: args.source.speed,
         }
     };
-    let mut writer = Writer::create(&args.output, &header)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let created = if args.force {
+        Writer::create(&args.output, &header)
+    } else {
+        Writer::create_new(&args.output, &header)
+    };
+    let mut writer = match created {
+        Ok(w) => w,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(exists_error(&args.output))
+        }
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context(format!("cannot create {}", args.output.display()))
+            )
+        }
+    };
 
-    // Ctrl-C / SIGTERM: finish the file. A second one while finishing
-    // exits at once.
+    // Ctrl-C, SIGTERM or SIGHUP (the terminal went away): finish the
+    // file. A second one while finishing exits at once.
     let signalled = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&signalled))?;
         signal_hook::flag::register(sig, Arc::clone(&signalled))?;
     }

@@ -120,7 +120,17 @@ fn count_stops_after_exactly_that_many_events() {
 
 #[test]
 fn a_sigtermed_recording_is_finished_and_replays_cleanly() {
-    let f = tmp("term.nfsdrec");
+    signalled_recording_is_finished("TERM");
+}
+
+#[test]
+fn a_sighupped_recording_is_finished_and_replays_cleanly() {
+    // The terminal of an interactive `nfsdtop record` went away.
+    signalled_recording_is_finished("HUP");
+}
+
+fn signalled_recording_is_finished(sig: &str) {
+    let f = tmp(&format!("{sig}.nfsdrec"));
     let mut child = nfsdtop()
         .args(["record", "-o"])
         .arg(&f)
@@ -148,7 +158,7 @@ fn a_sigtermed_recording_is_finished_and_replays_cleanly() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{sig}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
@@ -157,7 +167,7 @@ fn a_sigtermed_recording_is_finished_and_replays_cleanly() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "the recorder ignored SIGTERM");
+        assert!(Instant::now() < deadline, "the recorder ignored SIG{sig}");
         std::thread::sleep(Duration::from_millis(20));
     };
     let o = child.wait_with_output().unwrap();
@@ -231,5 +241,59 @@ fn damaged_and_newer_recordings_are_explained() {
             record::FORMAT_VERSION + 1
         )) && err.contains("upgrade nfsdtop"),
         "{err}"
+    );
+}
+
+#[test]
+fn an_existing_file_is_overwritten_only_with_force() {
+    let f = tmp("exists.nfsdrec");
+    std::fs::write(&f, b"keep me").unwrap();
+    let rec = |force: bool| {
+        let mut c = nfsdtop();
+        c.args(["record", "-o"])
+            .arg(&f)
+            .args(["--demo", "movers", "--speed", "0", "--count", "100"]);
+        if force {
+            c.arg("--force");
+        }
+        run(&mut c)
+    };
+    let o = rec(false);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("already exists: pass --force"), "{err}");
+    assert_eq!(std::fs::read(&f).unwrap(), b"keep me");
+    let o = rec(true);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(record::read_file(&f).unwrap().events.len(), 100);
+}
+
+#[test]
+fn recording_over_the_replayed_file_is_refused_even_with_force() {
+    let f = tmp("same.nfsdrec");
+    let o = run(nfsdtop()
+        .args(["record", "-o"])
+        .arg(&f)
+        .args(["--demo", "movers", "--speed", "0", "--count", "1000"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(&f).unwrap();
+    // The same file by another name: a hard link.
+    let link = tmp("same-link.nfsdrec");
+    let _ = std::fs::remove_file(&link);
+    std::fs::hard_link(&f, &link).unwrap();
+    for out in [&f, &link] {
+        let o = run(nfsdtop()
+            .args(["record", "--force", "--speed", "0", "--replay"])
+            .arg(&f)
+            .arg("-o")
+            .arg(out));
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains("is the recording being replayed"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read(&f).unwrap(),
+        before,
+        "the recording is intact"
     );
 }

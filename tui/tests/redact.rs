@@ -66,6 +66,7 @@ fn redacted_recording_holds_no_client_address() {
     for scenario in ["movers", "burst"] {
         nfsdtop(&[
             "record",
+            "--force",
             "-o",
             f,
             "--demo",
@@ -95,6 +96,7 @@ fn redacted_recording_holds_no_client_address() {
     // Without --redact the same check finds the address: the test can fail.
     nfsdtop(&[
         "record",
+        "--force",
         "-o",
         f,
         "--demo",

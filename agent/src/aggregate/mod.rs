@@ -226,17 +226,20 @@ impl Aggregator {
                 let xi = self.xprt(&ev.xprt, ts);
                 self.dequeue(xi, ts, qtime_ns, class);
             }
+            // Counts and times from the kernel or a file saturate: a
+            // corrupt word can pin a counter at its maximum, never wrap it.
             EventKind::Executed { exec_ns, requests } => {
-                self.events[Tracepoint::StatsLatency.index()] += requests;
+                let n = &mut self.events[Tracepoint::StatsLatency.index()];
+                *n = n.saturating_add(requests);
                 let xi = self.xprt(&ev.xprt, ts);
                 let (ps, cs) = self.owners(xi);
                 let p = self.peers.get_mut(ps);
-                p.exec_ns += exec_ns;
-                p.executions += requests;
+                p.exec_ns = p.exec_ns.saturating_add(exec_ns);
+                p.executions = p.executions.saturating_add(requests);
                 let c = self.classes.get_mut(cs);
-                c.exec_ns += exec_ns;
-                c.executions += requests;
-                self.exec_ns += exec_ns;
+                c.exec_ns = c.exec_ns.saturating_add(exec_ns);
+                c.executions = c.executions.saturating_add(requests);
+                self.exec_ns = self.exec_ns.saturating_add(exec_ns);
             }
             EventKind::Accepted => {
                 self.events[Tracepoint::Accept.index()] += 1;
@@ -249,7 +252,8 @@ impl Aggregator {
                 }
             }
             EventKind::Lost { tracepoint, count } => {
-                self.lost[tracepoint.index()] += count;
+                let n = &mut self.lost[tracepoint.index()];
+                *n = n.saturating_add(count);
             }
         }
     }
@@ -550,7 +554,7 @@ impl Aggregator {
             jain: jain_peers,
             wait_p50_us: self.wait_interval.quantile_us(0.5),
             wait_p99_us: self.wait_interval.quantile_us(0.99),
-            events_lost: self.lost.iter().sum(),
+            events_lost: self.lost.iter().fold(0u64, |a, &b| a.saturating_add(b)),
             backlogged_classes: self.class_clock.backlogged,
             jain_classes,
             peers: self.peers.len() as u64,

@@ -66,6 +66,16 @@ impl Writer<BufWriter<File>> {
         Writer::new(BufWriter::with_capacity(256 << 10, f), header)
     }
 
+    /// As `create`, but fail (`AlreadyExists`) if `path` exists: nothing
+    /// is overwritten unless the user asked for it.
+    pub fn create_new(path: &Path, header: &Header) -> io::Result<Self> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        Writer::new(BufWriter::with_capacity(256 << 10, f), header)
+    }
+
     /// Finish the recording and make it durable (fsync).
     pub fn finish_file(self) -> io::Result<Summary> {
         let (w, summary) = self.finish()?;

@@ -7,6 +7,12 @@
 //! the file is damaged: [`ReplaySource::damage`], [`Source::notice`] and
 //! the `detail` of [`SourceInfo`] all say so. The replay then delivers
 //! every intact event and finishes.
+//!
+//! Time the recording spent on nothing is not replayed: a stretch of more
+//! than [`GAP_NS`] without events (or a clock that jumps back as far) is
+//! replayed as [`GAP_KEPT_NS`] and said once ([`Source::notice`]), so a
+//! corrupt timestamp cannot make a replay wait for years or emit a
+//! snapshot per interval of empty time.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -19,21 +25,85 @@ use crate::classify::ClassMap;
 use crate::model::{Event, SourceInfo, SourceKind};
 use crate::record::{Damage, Header, Reader};
 
+/// A stretch without events longer than this is a gap in the recording...
+pub const GAP_NS: u64 = 60_000_000_000;
+/// ...and is replayed as this much time.
+pub const GAP_KEPT_NS: u64 = 1_000_000_000;
+
 /// What the opening scan found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scan {
     /// Intact events.
     pub events: u64,
+    /// On the replay's clock (gaps closed).
     pub first_ts: Option<u64>,
     pub last_ts: Option<u64>,
     pub damage: Option<Damage>,
+    pub gaps: Gaps,
+}
+
+/// The gaps met in a recording: how many, and the first one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gaps {
+    pub count: u64,
+    /// Recorded time (ns) where the first gap starts, and its length;
+    /// negative when the recorded clock jumps back.
+    pub first: Option<(u64, i128)>,
+}
+
+/// Recorded timestamps → the replay's clock. Every stretch of the
+/// recording keeps its own time exactly (events a few microseconds out
+/// of order stay so); only the gaps between stretches are closed.
+#[derive(Clone, Debug)]
+struct Timeline {
+    /// recorded − replayed, in the current stretch.
+    shift: i128,
+    /// The latest replayed timestamp so far.
+    hi: u64,
+    gaps: Gaps,
+}
+
+impl Timeline {
+    fn new(start_ns: u64) -> Self {
+        Timeline {
+            shift: 0,
+            hi: start_ns,
+            gaps: Gaps::default(),
+        }
+    }
+
+    fn map(&mut self, ts: u64) -> u64 {
+        let v = i128::from(ts) - self.shift;
+        let hi = i128::from(self.hi);
+        let gap = i128::from(GAP_NS);
+        if v > hi + gap || v < hi - gap {
+            let to = hi + i128::from(GAP_KEPT_NS);
+            self.gaps.count += 1;
+            if self.gaps.first.is_none() {
+                let from = (hi + self.shift).clamp(0, i128::from(u64::MAX)) as u64;
+                self.gaps.first = Some((from, v - hi));
+            }
+            self.shift = i128::from(ts) - to;
+            self.hi = to.min(i128::from(u64::MAX)) as u64;
+            return self.hi;
+        }
+        let v = v.clamp(0, i128::from(u64::MAX)) as u64;
+        self.hi = self.hi.max(v);
+        v
+    }
 }
 
 pub struct ReplaySource {
     path: PathBuf,
     reader: Reader<BufReader<File>>,
     scan: Scan,
+    timeline: Timeline,
+    /// The frame being delivered, on the replay's clock, and each event's
+    /// recorded − replayed shift (for the wall clock).
     buf: Vec<Event>,
+    shifts: Vec<i128>,
+    /// The shift of the last event delivered.
+    shift: i128,
     pos: usize,
     now: u64,
     done: bool,
@@ -44,6 +114,17 @@ pub struct ReplaySource {
 }
 
 fn open_reader(path: &Path) -> anyhow::Result<Reader<BufReader<File>>> {
+    // Opening is reading twice (the scan, then the replay): a pipe or a
+    // FIFO would hang or look empty the second time.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            anyhow::bail!(
+                "cannot replay {}: it is not a regular file (a pipe, FIFO or device); a replay \
+                 reads the recording twice, so save it to a file first (e.g. cat > rec.nfsdrec)",
+                path.display()
+            );
+        }
+    }
     Reader::open(path).with_context(|| format!("cannot replay {}", path.display()))
 }
 
@@ -55,9 +136,12 @@ impl ReplaySource {
         Ok(ReplaySource {
             path: path.to_path_buf(),
             now: reader.header().start_mono_ns,
+            timeline: Timeline::new(reader.header().start_mono_ns),
             reader,
             scan,
             buf: Vec::new(),
+            shifts: Vec::new(),
+            shift: 0,
             pos: 0,
             done: false,
             late_damage: None,
@@ -95,14 +179,16 @@ pub fn recorded_class_map(path: &Path) -> anyhow::Result<ClassMap> {
 fn scan(mut r: Reader<BufReader<File>>) -> Scan {
     let mut buf = Vec::new();
     let (mut first_ts, mut last_ts) = (None, None);
+    let mut timeline = Timeline::new(r.header().start_mono_ns);
     let damage = loop {
         buf.clear();
         match r.read_frame(&mut buf) {
             Ok(Some(_)) => {
-                if first_ts.is_none() {
-                    first_ts = buf.first().map(|e| e.ts_ns);
+                for e in &buf {
+                    let t = timeline.map(e.ts_ns);
+                    first_ts = first_ts.or(Some(t));
+                    last_ts = last_ts.max(Some(t));
                 }
-                last_ts = buf.iter().map(|e| e.ts_ns).max().max(last_ts);
             }
             Ok(None) => break None,
             Err(d) => break Some(d),
@@ -113,7 +199,31 @@ fn scan(mut r: Reader<BufReader<File>>) -> Scan {
         first_ts,
         last_ts,
         damage,
+        gaps: timeline.gaps,
     }
+}
+
+/// The user-facing sentence about gaps.
+pub fn gaps_note(path: &Path, start_unix_ns: u64, start_mono_ns: u64, g: &Gaps) -> Option<String> {
+    let (at, len) = g.first?;
+    let when = utc(start_unix_ns.saturating_add(at.saturating_sub(start_mono_ns)));
+    let secs = len.unsigned_abs() / 1_000_000_000;
+    let what = if len < 0 {
+        format!(
+            "the clock of recording {} jumps back {secs} s",
+            path.display()
+        )
+    } else {
+        format!("gap of {secs} s in the recording {}", path.display())
+    };
+    let more = match g.count {
+        0 | 1 => String::new(),
+        n => format!(" ({} more such gaps closed too)", n - 1),
+    };
+    Some(format!(
+        "{what} after {when} UTC: replayed as {} s{more}",
+        GAP_KEPT_NS / 1_000_000_000
+    ))
 }
 
 /// The user-facing sentence about damage.
@@ -191,15 +301,22 @@ impl Source for ReplaySource {
                 }
                 out.push(*e);
                 self.now = self.now.max(e.ts_ns);
+                self.shift = self.shifts[self.pos];
                 self.pos += 1;
             }
             if self.done {
                 return Ok(Poll::Finished);
             }
             self.buf.clear();
+            self.shifts.clear();
             self.pos = 0;
             match self.reader.read_frame(&mut self.buf) {
-                Ok(Some(_)) => {}
+                Ok(Some(_)) => {
+                    for e in &mut self.buf {
+                        e.ts_ns = self.timeline.map(e.ts_ns);
+                        self.shifts.push(self.timeline.shift);
+                    }
+                }
                 Ok(None) => self.done = true,
                 Err(d) => {
                     if self.scan.damage.as_ref() != Some(&d) {
@@ -216,19 +333,51 @@ impl Source for ReplaySource {
     }
 
     fn notice(&self) -> Option<String> {
-        self.damage().map(|d| damage_note(&self.path, d))
+        let h = self.reader.header();
+        let gaps = gaps_note(
+            &self.path,
+            h.start_unix_ns,
+            h.start_mono_ns,
+            &self.scan.gaps,
+        );
+        let damage = self.damage().map(|d| damage_note(&self.path, d));
+        match (gaps, damage) {
+            (Some(g), Some(d)) => Some(format!("{g}; {d}")),
+            (g, d) => g.or(d),
+        }
     }
 
     fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
         let h = self.reader.header();
-        let since = now_ns as i128 - h.start_mono_ns as i128;
+        let since = i128::from(now_ns) + self.shift - i128::from(h.start_mono_ns);
         Some((h.start_unix_ns as i128 + since) as f64 / 1e9)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::utc;
+    use super::{utc, Timeline, GAP_KEPT_NS, GAP_NS};
+
+    #[test]
+    fn gaps_close_both_ways_and_stretches_keep_their_time() {
+        let s = 1_000;
+        let mut t = Timeline::new(s);
+        // Out of order by a little: kept exactly.
+        assert_eq!(t.map(s + 50), s + 50);
+        assert_eq!(t.map(s + 40), s + 40);
+        // A corrupt far-future stamp, then the clock carries on.
+        let far = t.map(1 << 62);
+        assert_eq!(far, s + 50 + GAP_KEPT_NS);
+        assert_eq!(t.map((1 << 62) + 7), far + 7);
+        let back = t.map(s + 60);
+        assert_eq!(back, far + 7 + GAP_KEPT_NS);
+        assert_eq!(t.gaps.count, 2);
+        assert_eq!(t.gaps.first, Some((s + 50, (1i128 << 62) - 50 - 1_000)));
+        // A quiet minute is not a gap.
+        let mut t = Timeline::new(0);
+        assert_eq!(t.map(GAP_NS), GAP_NS);
+        assert_eq!(t.gaps.count, 0);
+    }
 
     #[test]
     fn utc_dates() {

@@ -1,6 +1,7 @@
 //! The built-in simulated NFS server: nfsdtop is useful on any machine,
 //! and the simulator's own counts are an independent truth for tests.
 
+mod bounds;
 pub mod scenario;
 pub mod sim;
 

@@ -30,6 +30,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::bounds::line_of;
 use crate::classify::{ClassMap, ClassRule};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -244,8 +245,8 @@ impl Scenario {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Scenario> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read scenario file {}: {e}", path.display()))?;
+        let text =
+            crate::input::read_text(path, "scenario file", "--demo", crate::input::MAX_TEXT_FILE)?;
         Scenario::parse(&text, &path.display().to_string())
     }
 
@@ -260,59 +261,17 @@ impl Scenario {
                 .unwrap_or_default();
             anyhow::anyhow!("{origin}{pos}: {}", e.message())
         })?;
-        s.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        if let Err(e) = s.check() {
+            let at = line_of(text, e.client, e.key)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            anyhow::bail!("{origin}{at}: {}", e.reason);
+        }
         Ok(s)
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.threads == 0 || self.threads > 4096 {
-            return Err(format!("threads = {} must be 1..=4096", self.threads));
-        }
-        if !(self.service_ms > 0.0 && self.service_ms.is_finite()) {
-            return Err(format!("service_ms = {} must be > 0", self.service_ms));
-        }
-        if !(0.0..1.0).contains(&self.jitter) {
-            return Err(format!("jitter = {} must be in [0, 1)", self.jitter));
-        }
-        if !(self.rtt_us >= 0.0 && self.rtt_us.is_finite()) {
-            return Err(format!("rtt_us = {} must be >= 0", self.rtt_us));
-        }
-        if self.clients.is_empty() {
-            return Err("no [[client]] entries: a scenario needs at least one client".into());
-        }
-        for (i, c) in self.clients.iter().enumerate() {
-            let at = format!("client {} ({})", i + 1, c.address);
-            if c.connections == 0 || c.connections > 1024 {
-                return Err(format!(
-                    "{at}: connections = {} must be 1..=1024",
-                    c.connections
-                ));
-            }
-            if c.count == 0 || c.count > 100_000 {
-                return Err(format!("{at}: count = {} must be 1..=100000", c.count));
-            }
-            match (c.inflight, c.burst) {
-                (Some(0), _) | (_, Some(0)) => {
-                    return Err(format!("{at}: inflight and burst must be > 0"))
-                }
-                (Some(_), Some(_)) => {
-                    return Err(format!(
-                        "{at}: give either inflight (backlogged) or burst (interactive), not both"
-                    ))
-                }
-                (None, None) => {
-                    return Err(format!(
-                    "{at}: give inflight (requests kept in flight) or burst (requests per burst)"
-                ))
-                }
-                _ => {}
-            }
-            if !(c.think_ms >= 0.0 && c.think_ms.is_finite()) {
-                return Err(format!("{at}: think_ms must be >= 0"));
-            }
-        }
-        self.class_map()?;
-        Ok(())
+        self.check().map_err(|e| e.reason)
     }
 
     pub fn class_map(&self) -> Result<ClassMap, String> {
@@ -401,5 +360,69 @@ mod tests {
         assert_eq!(c.len(), 10);
         assert_eq!(c[5].0.to_string(), "10.1.0.6");
         assert_eq!(c[6].0.to_string(), "10.2.0.1");
+    }
+
+    fn refusal(text: &str) -> String {
+        Scenario::parse(text, "big.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bounds_keep_memory_and_event_rate_finite() {
+        let client = |extra: &str| {
+            format!(
+                "name = \"t\"\n\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 2\n{extra}\n"
+            )
+        };
+        let e = refusal(&client("inflight = 4000000000"));
+        assert!(
+            e.starts_with("big.toml:6: client 1 (10.0.0.2): inflight"),
+            "{e}"
+        );
+        assert!(e.contains("at most 1000000"), "{e}");
+        let e = refusal(&client("burst = 4000000000"));
+        assert!(
+            e.starts_with("big.toml:6: client 1 (10.0.0.2): burst"),
+            "{e}"
+        );
+        let e = refusal(&client("inflight = 2000\ncount = 1000"));
+        assert!(e.contains("requests in flight to 2000000"), "{e}");
+        let e = refusal(&format!(
+            "threads = 4096\nservice_ms = 0.000001\nrtt_us = 0.0\n{}",
+            client("inflight = 8")
+        ));
+        assert!(
+            e.starts_with("big.toml:2: threads = 4096 at service_ms"),
+            "{e}"
+        );
+        assert!(e.contains("dispatches per second"), "{e}");
+        let e = refusal(&format!("service_ms = 1e300\n{}", client("inflight = 8")));
+        assert!(e.starts_with("big.toml:1: service_ms"), "{e}");
+        let e = refusal(&client("inflight = 8\nthink_ms = 1e300"));
+        assert!(e.starts_with("big.toml:7:"), "{e}");
+        let e = refusal(
+            &client("inflight = 8\ncount = 100000\nconnections = 1000")
+                .replace("connections = 2\n", ""),
+        );
+        assert!(e.contains("transports"), "{e}");
+        // The bounds leave room for the largest sensible demo.
+        let ok = format!(
+            "threads = 4096\nservice_ms = 10\n{}",
+            client("inflight = 16384").replace("connections = 2", "connections = 1024")
+        );
+        Scenario::parse(&ok, "ok.toml").unwrap();
+    }
+
+    #[test]
+    fn every_connection_of_a_client_is_its_own_transport() {
+        use super::super::bounds::MAX_CONNECTIONS;
+        let text = format!(
+            "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = {MAX_CONNECTIONS}\ninflight = {MAX_CONNECTIONS}\n"
+        );
+        let s = Scenario::parse(&text, "t.toml").unwrap();
+        let mut sim = super::super::Simulator::new(s);
+        let mut events = Vec::new();
+        sim.run_until(0, &mut events);
+        let keys: std::collections::HashSet<_> = events.iter().map(|e| e.xprt).collect();
+        assert_eq!(keys.len(), MAX_CONNECTIONS as usize);
     }
 }

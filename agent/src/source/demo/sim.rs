@@ -90,7 +90,8 @@ impl Simulator {
         for (ci, (addr, spec)) in scenario.expanded_clients().into_iter().enumerate() {
             let mut ts = Vec::new();
             for conn in 0..spec.connections {
-                let port = 665 + (conn % 359) as u16;
+                // Distinct for every connection the scenario allows.
+                let port = 665 + conn as u16;
                 let client = Endpoint::from_socket_addr(SocketAddr::new(addr, port));
                 let key = XprtKey {
                     netns: DEMO_NETNS,

@@ -282,7 +282,7 @@ impl Counters {
     fn sum(&self, idx: u32) -> u64 {
         self.map
             .get(&idx, 0)
-            .map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)))
+            .map(|v| v.iter().fold(0u64, |a, b| a.saturating_add(*b)))
             .unwrap_or(0)
     }
 
@@ -298,7 +298,9 @@ impl Counters {
             );
             *o = SlotCounts {
                 // Every handled hit is counted in exactly one of these.
-                seen: submitted + lost + busy + folded + self.sum(base + counter::DISABLED),
+                seen: [lost, busy, folded, self.sum(base + counter::DISABLED)]
+                    .iter()
+                    .fold(submitted, |a, &b| a.saturating_add(b)),
                 submitted,
                 lost,
                 busy,

@@ -441,7 +441,7 @@ impl LiveSource {
     /// program, which records every hit from then on (one map word, read
     /// by both programs on every hit, decides).
     fn count_skipped_runs(&mut self, now: u64, out: &mut Vec<Event>) {
-        let mut missed = 0;
+        let mut missed = 0u64;
         for i in 0..slot::COUNT {
             // The classic program, where it is loaded.
             let seen = &mut self.classic_misses_seen[i];
@@ -453,7 +453,7 @@ impl LiveSource {
             if let Some(delta) = self.raw_misses(i) {
                 if delta > 0 {
                     out.push(lost_event(now, i, delta));
-                    missed += delta;
+                    missed = missed.saturating_add(delta);
                 }
             }
         }
@@ -474,7 +474,7 @@ impl LiveSource {
                     // lost too.
                     if let Some(late) = self.raw_misses(i).filter(|&d| d > 0) {
                         out.push(lost_event(now, i, late));
-                        missed += late;
+                        missed = missed.saturating_add(late);
                     }
                     if let Some(link) = self.raw_links[i].take() {
                         let _ = bpf::detach_raw(&mut self.ebpf, i, link);
