@@ -148,3 +148,111 @@ pub fn text(r: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{FitCheck, ModelSummary, Predicted, Recording};
+    use super::*;
+
+    fn row(name: &str, measured: f64, fit: f64) -> Row {
+        let n = |share| Numbers {
+            share,
+            fairness: Some(1.0),
+            wait_p50_us: 900.0,
+            wait_p99_us: 12_000.0,
+            requests_per_s: 100.0,
+        };
+        let err = (fit - measured) * 100.0;
+        Row {
+            name: name.into(),
+            class: name.into(),
+            connections: 1,
+            measured: n(measured),
+            fit: n(fit),
+            fit_error_points: err,
+            fit_ok: err.abs() <= super::super::FIT_TOLERANCE_POINTS,
+            predicted: vec![Predicted {
+                policy: "rr-peer".into(),
+                numbers: n(0.5),
+            }],
+        }
+    }
+
+    fn report(rows: Vec<Row>) -> Report {
+        let worst = rows
+            .iter()
+            .max_by(|a, b| {
+                a.fit_error_points
+                    .abs()
+                    .total_cmp(&b.fit_error_points.abs())
+            })
+            .unwrap();
+        let max = worst.fit_error_points.abs();
+        Report {
+            recording: Recording {
+                file: "f.nfsdrec".into(),
+                source_kind: "live".into(),
+                kernel: "6.12".into(),
+                generation: "6.6+".into(),
+                seconds: 60.0,
+                events: 1,
+                dispatches: 1,
+                transports: 2,
+                policy: "flat".into(),
+                threads: 8,
+                threads_from: "recorded".into(),
+                pools: Some(1),
+            },
+            model: ModelSummary {
+                transports: 2,
+                backlogged: 1,
+                bursty: 1,
+                simulated_seconds: 54.0,
+                warmup_seconds: 6.0,
+                seed: 1,
+            },
+            fit: FitCheck {
+                policy: "flat".into(),
+                tolerance_points: 3.0,
+                max_error_points: max,
+                worst: Some(worst.name.clone()),
+                ok: max <= 3.0,
+            },
+            policies: vec!["rr-peer".into()],
+            peers: rows.clone(),
+            classes: rows,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_fit_off_by_more_than_the_tolerance_says_so_and_marks_the_client() {
+        let t = text(&report(vec![
+            row("10.0.0.2", 0.30, 0.36),
+            row("10.0.0.3", 0.70, 0.64),
+        ]));
+        assert!(
+            t.contains("WARNING: the model does not reproduce this recording"),
+            "{t}"
+        );
+        assert!(t.contains("misses 10.0.0.2 by 6.0 points"), "{t}");
+        let line = t.lines().find(|l| l.starts_with("10.0.0.2")).unwrap();
+        assert!(line.contains("+6.0!"), "{line}");
+        assert!(line.trim_end().ends_with("?|"), "{line}");
+    }
+
+    #[test]
+    fn a_good_fit_is_stated_with_its_error() {
+        let t = text(&report(vec![
+            row("10.0.0.2", 0.30, 0.31),
+            row("10.0.0.3", 0.70, 0.69),
+        ]));
+        assert!(!t.contains("WARNING"), "{t}");
+        assert!(t.contains("within 1.0 points"), "{t}");
+        assert!(!t.contains('?'), "{t}");
+        let j: serde_json::Value =
+            serde_json::from_str(&json(&report(vec![row("a", 0.3, 0.31)]))).unwrap();
+        assert_eq!(j["peers"][0]["predicted"][0]["policy"], "rr-peer");
+        assert_eq!(j["peers"][0]["predicted"][0]["share"], 0.5);
+    }
+}
