@@ -6,7 +6,9 @@
 //! - [`aggregate`]: events → shares, fair shares, waits, execution time;
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
-//!   to a view (TUI, batch output, HTTP API, exporter).
+//!   to a view (TUI, batch output, HTTP API, exporter);
+//! - [`whatif`]: a recording → a fitted model → the simulator under
+//!   another dispatch policy (`nfsdtop whatif`).
 
 pub mod aggregate;
 pub mod classify;
@@ -20,3 +22,4 @@ pub mod record;
 pub mod redact;
 pub mod source;
 pub mod testing;
+pub mod whatif;

@@ -32,6 +32,8 @@ pub enum Command {
     Record(RecordArgs),
     /// Report what this host supports: tracefs, sunrpc, tracepoints, BPF.
     Doctor(DoctorArgs),
+    /// Predict each client's share and waits under another dispatch policy, from a recording.
+    Whatif(crate::whatif::WhatifArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]

@@ -6,6 +6,7 @@ mod cli;
 mod conn;
 mod doctor;
 mod record;
+mod whatif;
 
 use clap::Parser;
 
@@ -16,6 +17,7 @@ fn main() {
     let result = match &cli.command {
         Some(Command::Record(args)) => record::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Whatif(args)) => whatif::run(args),
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(*shell, &mut cmd, "nfsdtop", &mut std::io::stdout());

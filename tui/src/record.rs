@@ -102,6 +102,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             // The same clock as the original: its start times still hold.
             header.start_unix_ns = h.start_unix_ns;
             header.source_detail = format!("{} (via {})", h.source_detail, path.display());
+            header.nfsd = h.nfsd;
         }
     }
     let pace = if !source.is_virtual() {

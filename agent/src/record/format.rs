@@ -50,6 +50,9 @@ pub mod tag {
     pub const START_MONO_NS: u64 = 9;
     pub const RECORDED_BY: u64 = 10;
     pub const FILE_ID: u64 = 11;
+    /// Added within v1 (older files lack them; see [`super::NfsdConfig`]).
+    pub const THREADS: u64 = 12;
+    pub const POOLS: u64 = 13;
 }
 
 /// Record codes: the low three bits of a record's tag byte.
@@ -120,6 +123,19 @@ pub struct Header {
     /// Random per file; every frame's checksum covers it, so frames of
     /// another recording cannot be spliced in unnoticed.
     pub file_id: u64,
+    /// The server's thread configuration at record time, where known.
+    pub nfsd: NfsdConfig,
+}
+
+/// nfsd's threads and pools when the recording started (`nfsdtop
+/// whatif` models the server with them). `None`: not recorded (a file
+/// written before these fields existed, or a source that could not tell).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NfsdConfig {
+    /// Threads over all pools (`/proc/fs/nfsd/threads`).
+    pub threads: Option<u32>,
+    /// Thread pools (entries of `/proc/fs/nfsd/pool_threads`).
+    pub pools: Option<u32>,
 }
 
 pub fn wait_source_code(w: WaitSource) -> u8 {
@@ -189,6 +205,12 @@ impl Header {
         field(tag::START_MONO_NS, &self.start_mono_ns.to_le_bytes());
         field(tag::RECORDED_BY, self.recorded_by.as_bytes());
         field(tag::FILE_ID, &self.file_id.to_le_bytes());
+        if let Some(n) = self.nfsd.threads {
+            field(tag::THREADS, &n.to_le_bytes());
+        }
+        if let Some(n) = self.nfsd.pools {
+            field(tag::POOLS, &n.to_le_bytes());
+        }
         out
     }
 
@@ -232,6 +254,11 @@ impl Header {
                     .map(u64::from_le_bytes)
                     .map_err(|_| err(format!("{what} must be 8 bytes, found {}", value.len())))
             };
+            let fixed_u32 = |what: &str| {
+                <[u8; 4]>::try_from(value)
+                    .map(u32::from_le_bytes)
+                    .map_err(|_| err(format!("{what} must be 4 bytes, found {}", value.len())))
+            };
             let one_byte = |what: &str| match value {
                 [b] => Ok(*b),
                 _ => Err(err(format!("{what} must be 1 byte, found {}", value.len()))),
@@ -256,6 +283,8 @@ impl Header {
                 tag::START_MONO_NS => h.start_mono_ns = fixed_u64("start clock")?,
                 tag::RECORDED_BY => h.recorded_by = text("recorded-by")?,
                 tag::FILE_ID => h.file_id = fixed_u64("file id")?,
+                tag::THREADS => h.nfsd.threads = Some(fixed_u32("threads")?),
+                tag::POOLS => h.nfsd.pools = Some(fixed_u32("pools")?),
                 _ => {} // a field added later within v1: skip it
             }
         }
@@ -295,6 +324,8 @@ fn tag_name(t: u64) -> String {
         tag::START_MONO_NS => "start-mono-ns".into(),
         tag::RECORDED_BY => "recorded-by".into(),
         tag::FILE_ID => "file-id".into(),
+        tag::THREADS => "threads".into(),
+        tag::POOLS => "pools".into(),
         t => format!("#{t}"),
     }
 }
@@ -559,6 +590,10 @@ mod tests {
             start_mono_ns: 42,
             recorded_by: "nfsdtop test".into(),
             file_id: 0xdead_beef,
+            nfsd: NfsdConfig {
+                threads: Some(32),
+                pools: Some(2),
+            },
         };
         let mut b = h.encode();
         put_varint(&mut b, 99);
@@ -568,6 +603,24 @@ mod tests {
         let mut twice = h.encode();
         twice.extend_from_slice(&h.encode()[..6]);
         assert!(Header::decode(&twice).is_err());
+    }
+
+    #[test]
+    fn a_header_without_threads_and_pools_still_decodes() {
+        // As written before tags 12 and 13 existed.
+        let old = Header {
+            host: "nfs1".into(),
+            file_id: 7,
+            ..Header::default()
+        };
+        let h = Header::decode(&old.encode()).unwrap();
+        assert_eq!(h.nfsd, NfsdConfig::default());
+        let mut bad = old.encode();
+        put_varint(&mut bad, tag::THREADS);
+        put_varint(&mut bad, 2);
+        bad.extend_from_slice(&[16, 0]);
+        let e = Header::decode(&bad).unwrap_err();
+        assert!(e.reason.contains("threads must be 4 bytes"), "{e:?}");
     }
 
     #[test]

@@ -23,12 +23,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use format::{Header, FORMAT_VERSION};
+pub use format::{Header, NfsdConfig, FORMAT_VERSION};
 pub use reader::{Damage, DamageKind, OpenError, Reader};
 pub use writer::{Summary, Writer};
 
 use crate::classify::ClassMap;
-use crate::model::{Event, SourceInfo};
+use crate::model::{Event, SourceInfo, SourceKind};
 
 /// Conventional file extension of recordings.
 pub const EXTENSION: &str = "nfsdrec";
@@ -56,6 +56,7 @@ impl Header {
             start_mono_ns,
             recorded_by: format!("nfsdtop {}", env!("CARGO_PKG_VERSION")),
             file_id: new_file_id(),
+            nfsd: nfsd_config(info),
         }
     }
 
@@ -77,6 +78,31 @@ fn new_file_id() -> u64 {
     );
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// What the source says of nfsd's threads: the demo scenario's, or this
+/// host's `/proc/fs/nfsd` for a live source (`None` where unreadable).
+fn nfsd_config(info: &SourceInfo) -> NfsdConfig {
+    match info.kind {
+        SourceKind::Demo => NfsdConfig {
+            threads: info
+                .detail
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("threads="))
+                .and_then(|n| n.parse().ok()),
+            pools: Some(1),
+        },
+        SourceKind::Live => {
+            let read = |f: &str| std::fs::read_to_string(Path::new("/proc/fs/nfsd").join(f)).ok();
+            let threads = read("threads").and_then(|t| t.trim().parse().ok());
+            // One number per pool, e.g. "8 8" for two NUMA pools.
+            let pools = read("pool_threads")
+                .map(|t| t.split_whitespace().count() as u32)
+                .filter(|&n| n > 0);
+            NfsdConfig { threads, pools }
+        }
+        SourceKind::Replay | SourceKind::Remote => NfsdConfig::default(),
+    }
 }
 
 fn hostname() -> String {

@@ -15,6 +15,7 @@ fn header() -> Header {
         start_mono_ns: 1_000_000,
         recorded_by: "test".into(),
         file_id: 77,
+        nfsd: Default::default(),
     }
 }
 

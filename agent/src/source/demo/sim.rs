@@ -18,6 +18,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use super::scenario::{Policy, Scenario};
+use crate::classify::ClassMap;
 use crate::model::{Endpoint, Event, EventKind, XprtKey};
 
 /// The initial network namespace's inode on most systems.
@@ -41,9 +42,40 @@ struct Transport {
 struct Client {
     transports: Vec<usize>,
     next_conn: usize,
-    burst: Option<u32>,
-    think_ns: u64,
+    demand: Demand,
     outstanding: u32,
+    first_at_ns: u64,
+    /// Empirical service times to draw from; empty: the scenario's.
+    service_ns: Vec<u64>,
+}
+
+/// How a client loads the server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Demand {
+    /// Keeps this many requests in flight: each reply is followed, a
+    /// round trip later, by the next request (a backlogged client).
+    Inflight(u32),
+    /// Sends a burst of requests; once all are answered it thinks, then
+    /// sends the next. Sizes and think times are drawn from these lists
+    /// (one entry: fixed).
+    Bursts {
+        sizes: Vec<u32>,
+        thinks_ns: Vec<u64>,
+    },
+}
+
+/// One client of a simulation built from parts (`Simulator::from_parts`):
+/// its transports, its demand, and optionally the empirical distribution
+/// of its service times.
+#[derive(Clone, Debug)]
+pub struct SimClient {
+    pub transports: Vec<XprtKey>,
+    pub demand: Demand,
+    /// When its first request (or burst) arrives.
+    pub first_at_ns: u64,
+    /// Service times (ns) drawn uniformly; empty: the scenario's
+    /// `service_ms` and `jitter`.
+    pub service_ns: Vec<u64>,
 }
 
 /// SplitMix64: tiny, deterministic, good enough for service-time jitter.
@@ -57,6 +89,19 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
         (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// One of `xs`, uniformly; a one-entry list costs no draw (the
+    /// built-in scenarios' sequences stay as they were).
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> Option<T> {
+        match xs {
+            [] => None,
+            [x] => Some(*x),
+            _ => {
+                let i = (self.next_f64() * xs.len() as f64) as usize;
+                xs.get(i.min(xs.len() - 1)).copied()
+            }
+        }
     }
 }
 
@@ -81,30 +126,65 @@ pub struct Simulator {
 
 impl Simulator {
     pub fn new(scenario: Scenario) -> Simulator {
-        let classmap = scenario.class_map().unwrap_or_default();
         let server_v4 = Endpoint::from_socket_addr("10.0.0.1:2049".parse().expect("literal"));
         let server_v6 = Endpoint::from_socket_addr("[fd00::1]:2049".parse().expect("literal"));
+        let rtt_ns = (scenario.rtt_us * 1e3) as u64;
+        let clients = scenario
+            .expanded_clients()
+            .into_iter()
+            .enumerate()
+            .map(|(ci, (addr, spec))| SimClient {
+                transports: (0..spec.connections)
+                    .map(|conn| XprtKey {
+                        netns: DEMO_NETNS,
+                        server: if matches!(addr, IpAddr::V4(_)) {
+                            server_v4
+                        } else {
+                            server_v6
+                        },
+                        // Distinct for every connection the scenario allows.
+                        client: Endpoint::from_socket_addr(SocketAddr::new(
+                            addr,
+                            665 + conn as u16,
+                        )),
+                    })
+                    .collect(),
+                demand: match spec.burst {
+                    Some(b) => Demand::Bursts {
+                        sizes: vec![b],
+                        thinks_ns: vec![(spec.think_ms * 1e6) as u64],
+                    },
+                    None => Demand::Inflight(spec.inflight.unwrap_or(0)),
+                },
+                // Stagger the first requests of backlogged clients by a
+                // microsecond each so the start is not one giant tie.
+                first_at_ns: rtt_ns / 2
+                    + if spec.burst.is_some() {
+                        0
+                    } else {
+                        ci as u64 * 7_000
+                    },
+                service_ns: Vec::new(),
+            })
+            .collect();
+        let classmap = scenario.class_map().unwrap_or_default();
+        Simulator::from_parts(scenario, &classmap, clients)
+    }
+
+    /// A simulation of `clients` (their own transports, demands and
+    /// service times) under `scenario`'s threads, policy, round trip and
+    /// seed; `scenario.clients` is not used. `classmap` groups transports
+    /// for `rr-class`.
+    pub fn from_parts(scenario: Scenario, classmap: &ClassMap, specs: Vec<SimClient>) -> Simulator {
         let mut transports = Vec::new();
         let mut clients = Vec::new();
         let mut groups: HashMap<String, usize> = HashMap::new();
-        for (ci, (addr, spec)) in scenario.expanded_clients().into_iter().enumerate() {
+        for (ci, spec) in specs.into_iter().enumerate() {
             let mut ts = Vec::new();
-            for conn in 0..spec.connections {
-                // Distinct for every connection the scenario allows.
-                let port = 665 + conn as u16;
-                let client = Endpoint::from_socket_addr(SocketAddr::new(addr, port));
-                let key = XprtKey {
-                    netns: DEMO_NETNS,
-                    server: if matches!(addr, IpAddr::V4(_)) {
-                        server_v4
-                    } else {
-                        server_v6
-                    },
-                    client,
-                };
+            for key in spec.transports {
                 let group_name = match scenario.policy {
                     Policy::Flat => format!("xprt-{}", transports.len()),
-                    Policy::RrPeer => format!("peer-{addr}"),
+                    Policy::RrPeer => format!("peer-{}-{}", key.netns, key.peer()),
                     Policy::RrClass => classmap.classify(&key.peer()).entity,
                 };
                 let n = groups.len();
@@ -121,9 +201,13 @@ impl Simulator {
             clients.push(Client {
                 transports: ts,
                 next_conn: 0,
-                burst: spec.burst,
-                think_ns: (spec.think_ms * 1e6) as u64,
-                outstanding: spec.inflight.unwrap_or(0),
+                outstanding: match spec.demand {
+                    Demand::Inflight(n) => n,
+                    Demand::Bursts { .. } => 0,
+                },
+                demand: spec.demand,
+                first_at_ns: spec.first_at_ns,
+                service_ns: spec.service_ns,
             });
         }
         let ngroups = groups.len();
@@ -182,15 +266,15 @@ impl Simulator {
             });
         }
         for ci in 0..self.clients.len() {
-            if self.clients[ci].burst.is_some() {
-                self.schedule(self.rtt_ns / 2, SimEvent::BurstStarts { client: ci });
-            } else {
-                // Stagger the first requests by a microsecond each so the
-                // start is not one giant tie.
-                for r in 0..self.clients[ci].outstanding {
-                    let t = self.next_transport(ci);
-                    let at = self.rtt_ns / 2 + (ci as u64 * 7 + r as u64) * 1_000;
-                    self.schedule(at, SimEvent::RequestArrives { transport: t });
+            let first = self.clients[ci].first_at_ns;
+            match self.clients[ci].demand {
+                Demand::Bursts { .. } => self.schedule(first, SimEvent::BurstStarts { client: ci }),
+                Demand::Inflight(n) => {
+                    for r in 0..n {
+                        let t = self.next_transport(ci);
+                        let at = first + r as u64 * 1_000;
+                        self.schedule(at, SimEvent::RequestArrives { transport: t });
+                    }
                 }
             }
         }
@@ -237,7 +321,10 @@ impl Simulator {
                     self.dispatch(out);
                 }
                 SimEvent::BurstStarts { client } => {
-                    let n = self.clients[client].burst.unwrap_or(0);
+                    let n = match &self.clients[client].demand {
+                        Demand::Bursts { sizes, .. } => self.rng.pick(sizes).unwrap_or(1).max(1),
+                        Demand::Inflight(_) => 0,
+                    };
                     self.clients[client].outstanding = n;
                     for _ in 0..n {
                         let t = self.next_transport(client);
@@ -254,17 +341,34 @@ impl Simulator {
 
     fn reply_reaches_client(&mut self, ci: usize) {
         let at = self.now + self.rtt_ns;
-        if self.clients[ci].burst.is_some() {
-            let c = &mut self.clients[ci];
+        let c = &mut self.clients[ci];
+        if let Demand::Bursts { thinks_ns, .. } = &c.demand {
             c.outstanding = c.outstanding.saturating_sub(1);
             if c.outstanding == 0 {
-                let think = c.think_ns;
+                let think = self.rng.pick(thinks_ns).unwrap_or(0);
                 self.schedule(at + think, SimEvent::BurstStarts { client: ci });
             }
         } else {
             let t = self.next_transport(ci);
             self.schedule(at, SimEvent::RequestArrives { transport: t });
         }
+    }
+
+    /// A service time for a request of transport `t`: from its client's
+    /// empirical distribution, or the scenario's time and jitter.
+    fn service_ns(&mut self, t: usize) -> u64 {
+        let samples = &self.clients[self.transports[t].client].service_ns;
+        if let Some(ns) = self.rng.pick(samples) {
+            return ns.max(1);
+        }
+        let base = self.scenario.service_ms * 1e6;
+        let j = self.scenario.jitter;
+        let service = if j > 0.0 {
+            base * (1.0 - j + 2.0 * j * self.rng.next_f64())
+        } else {
+            base
+        };
+        service.max(1.0) as u64
     }
 
     fn enqueue(&mut self, t: usize, out: &mut Vec<Event>) {
@@ -313,14 +417,7 @@ impl Simulator {
                     class: None,
                 },
             });
-            let base = self.scenario.service_ms * 1e6;
-            let j = self.scenario.jitter;
-            let service = if j > 0.0 {
-                base * (1.0 - j + 2.0 * j * self.rng.next_f64())
-            } else {
-                base
-            };
-            let exec_ns = service.max(1.0) as u64;
+            let exec_ns = self.service_ns(t);
             self.schedule(
                 self.now + exec_ns,
                 SimEvent::ServiceDone {

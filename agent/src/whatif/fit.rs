@@ -1,0 +1,388 @@
+//! Recorded events → a closed-loop model of each transport's demand, in
+//! one pass and bounded memory (every distribution is a fixed-size
+//! reservoir sample).
+//!
+//! A transport alternates between busy periods (queued, or requests of
+//! it in service) and idle gaps. A busy period is one *burst*: the
+//! requests dispatched in it are the requests the client had outstanding
+//! then; the idle gap from its last completion to the next arrival is the
+//! client's *think time*. A transport that never went idle while recorded
+//! only tells us that its demand exceeded what it was given: it is
+//! modelled as backlogged (it keeps requests waiting under any policy).
+//! Service times are the transport's recorded executions.
+
+use rustc_hash::FxHashMap;
+
+use crate::model::{Event, EventKind, XprtKey};
+
+/// Samples kept per distribution and transport.
+const SERVICE_SAMPLES: usize = 1024;
+const BURST_SAMPLES: usize = 512;
+/// Most transports fitted; beyond this the rest of the recording's new
+/// transports are counted, not modelled (memory stays bounded).
+pub const MAX_TRANSPORTS: usize = 262_144;
+
+/// A uniform sample of at most `cap` values of a stream (Algorithm R,
+/// with a fixed-seed generator so that a fit is reproducible).
+#[derive(Clone, Debug)]
+pub struct Reservoir<T> {
+    items: Vec<T>,
+    seen: u64,
+    cap: usize,
+    rng: u64,
+}
+
+impl<T: Copy> Reservoir<T> {
+    pub fn new(cap: usize, seed: u64) -> Self {
+        Reservoir {
+            items: Vec::new(),
+            seen: 0,
+            cap,
+            rng: seed | 1,
+        }
+    }
+
+    pub fn push(&mut self, x: T) {
+        self.seen += 1;
+        if self.items.len() < self.cap {
+            self.items.push(x);
+            return;
+        }
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % self.seen;
+        if let Some(slot) = self.items.get_mut(r as usize) {
+            *slot = x;
+        }
+    }
+
+    pub fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Values offered, kept or not.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+}
+
+/// What a transport's recording says of its demand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FittedDemand {
+    /// Never idle while recorded: it always had a request waiting.
+    Backlogged,
+    /// Bursts of these sizes, separated by these think times (ns).
+    Bursts {
+        sizes: Vec<u32>,
+        thinks_ns: Vec<u64>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct TransportFit {
+    pub key: XprtKey,
+    pub dispatches: u64,
+    pub demand: FittedDemand,
+    /// Per-request service times (ns), a sample of the recorded ones;
+    /// empty when none were recorded for it.
+    pub service_ns: Vec<u64>,
+}
+
+/// The fitted model of a whole recording.
+#[derive(Clone, Debug, Default)]
+pub struct Fit {
+    pub transports: Vec<TransportFit>,
+    /// Span of the recorded events (ns).
+    pub span_ns: u64,
+    pub dispatches: u64,
+    pub executions: u64,
+    /// Most requests in service at once (dequeues not yet answered): a
+    /// lower bound of the thread count.
+    pub peak_in_service: u32,
+    pub events_lost: u64,
+    /// Transports beyond [`MAX_TRANSPORTS`], not modelled.
+    pub transports_dropped: u64,
+    /// Service times of every transport, for those without their own.
+    pub pooled_service_ns: Vec<u64>,
+}
+
+struct State {
+    key: XprtKey,
+    queued: bool,
+    in_service: u64,
+    busy: bool,
+    burst: u32,
+    /// When the transport last went idle (its last completion).
+    idle_since: Option<u64>,
+    /// The first busy period may have begun before the recording did.
+    first_burst: Option<u32>,
+    sizes: Reservoir<u32>,
+    thinks: Reservoir<u64>,
+    service: Reservoir<u64>,
+    dispatches: u64,
+}
+
+#[derive(Default)]
+pub struct Fitter {
+    index: FxHashMap<XprtKey, usize>,
+    states: Vec<State>,
+    first_ts: Option<u64>,
+    last_ts: u64,
+    in_service: u64,
+    peak_in_service: u64,
+    dispatches: u64,
+    executions: u64,
+    lost: u64,
+    dropped: u64,
+    pooled: Option<Reservoir<u64>>,
+}
+
+impl Fitter {
+    pub fn new() -> Self {
+        Fitter::default()
+    }
+
+    fn state(&mut self, key: &XprtKey) -> Option<&mut State> {
+        if let Some(&i) = self.index.get(key) {
+            return self.states.get_mut(i);
+        }
+        if self.states.len() >= MAX_TRANSPORTS {
+            self.dropped += 1;
+            return None;
+        }
+        let seed = self.states.len() as u64 + 1;
+        self.index.insert(*key, self.states.len());
+        self.states.push(State {
+            key: *key,
+            queued: false,
+            in_service: 0,
+            busy: false,
+            burst: 0,
+            idle_since: None,
+            first_burst: None,
+            sizes: Reservoir::new(BURST_SAMPLES, seed),
+            thinks: Reservoir::new(BURST_SAMPLES, seed << 1),
+            service: Reservoir::new(SERVICE_SAMPLES, seed << 2),
+            dispatches: 0,
+        });
+        self.states.last_mut()
+    }
+
+    pub fn ingest_all(&mut self, events: &[Event]) {
+        for e in events {
+            self.ingest(e);
+        }
+    }
+
+    pub fn ingest(&mut self, ev: &Event) {
+        let ts = ev.ts_ns;
+        self.first_ts.get_or_insert(ts);
+        self.last_ts = self.last_ts.max(ts);
+        match ev.kind {
+            EventKind::Enqueue => {
+                if let Some(s) = self.state(&ev.xprt) {
+                    s.queued = true;
+                    begin_burst(s, ts);
+                }
+            }
+            EventKind::Dequeue { .. } => {
+                self.dispatches += 1;
+                self.in_service += 1;
+                self.peak_in_service = self.peak_in_service.max(self.in_service);
+                if let Some(s) = self.state(&ev.xprt) {
+                    begin_burst(s, ts);
+                    s.queued = false;
+                    s.in_service += 1;
+                    s.burst = s.burst.saturating_add(1);
+                    s.dispatches += 1;
+                }
+            }
+            EventKind::Executed { exec_ns, requests } => {
+                let requests = requests.max(1);
+                self.executions += requests;
+                self.in_service = self.in_service.saturating_sub(requests);
+                let per = exec_ns / requests;
+                let pooled = self
+                    .pooled
+                    .get_or_insert_with(|| Reservoir::new(SERVICE_SAMPLES * 4, 0x5eed));
+                // A batch the kernel added up stands for `requests` of its
+                // mean; a few copies weigh it without a loop per request.
+                for _ in 0..requests.min(8) {
+                    pooled.push(per);
+                }
+                if let Some(s) = self.state(&ev.xprt) {
+                    for _ in 0..requests.min(8) {
+                        s.service.push(per);
+                    }
+                    s.in_service = s.in_service.saturating_sub(requests);
+                    if s.busy && !s.queued && s.in_service == 0 {
+                        end_burst(s, ts);
+                    }
+                }
+            }
+            EventKind::Closed => {
+                if let Some(&i) = self.index.get(&ev.xprt) {
+                    let s = &mut self.states[i];
+                    // Its last busy period was cut by the close: not a burst.
+                    s.busy = false;
+                    s.queued = false;
+                    self.in_service = self.in_service.saturating_sub(s.in_service);
+                    s.in_service = 0;
+                    s.idle_since = None;
+                }
+            }
+            EventKind::Accepted => {
+                let _ = self.state(&ev.xprt);
+            }
+            EventKind::Lost { count, .. } => self.lost += count,
+        }
+    }
+
+    pub fn finish(self) -> Fit {
+        let span_ns = self
+            .last_ts
+            .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
+        let transports = self
+            .states
+            .into_iter()
+            .filter(|s| s.dispatches > 0)
+            .map(|s| {
+                let mut sizes = s.sizes.items().to_vec();
+                if sizes.is_empty() {
+                    sizes.extend(s.first_burst);
+                }
+                let demand = if s.thinks.items().is_empty() || sizes.is_empty() {
+                    FittedDemand::Backlogged
+                } else {
+                    FittedDemand::Bursts {
+                        sizes,
+                        thinks_ns: s.thinks.items().to_vec(),
+                    }
+                };
+                TransportFit {
+                    key: s.key,
+                    dispatches: s.dispatches,
+                    demand,
+                    service_ns: s.service.items().to_vec(),
+                }
+            })
+            .collect();
+        Fit {
+            transports,
+            span_ns,
+            dispatches: self.dispatches,
+            executions: self.executions,
+            peak_in_service: u32::try_from(self.peak_in_service).unwrap_or(u32::MAX),
+            events_lost: self.lost,
+            transports_dropped: self.dropped,
+            pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
+        }
+    }
+}
+
+fn begin_burst(s: &mut State, ts: u64) {
+    if s.busy {
+        return;
+    }
+    s.busy = true;
+    s.burst = 0;
+    if let Some(t0) = s.idle_since.take() {
+        s.thinks.push(ts.saturating_sub(t0));
+    }
+}
+
+fn end_burst(s: &mut State, ts: u64) {
+    s.busy = false;
+    if s.sizes.seen() == 0 && s.first_burst.is_none() && s.thinks.seen() == 0 {
+        s.first_burst = Some(s.burst);
+    } else {
+        s.sizes.push(s.burst);
+    }
+    s.idle_since = Some(ts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Endpoint;
+
+    fn key(port: u16) -> XprtKey {
+        XprtKey {
+            netns: 1,
+            server: Endpoint::None,
+            client: Endpoint::from_socket_addr(format!("10.0.0.2:{port}").parse().unwrap()),
+        }
+    }
+
+    fn ev(ts: u64, port: u16, kind: EventKind) -> Event {
+        Event {
+            ts_ns: ts,
+            xprt: key(port),
+            kind,
+        }
+    }
+
+    const DQ: EventKind = EventKind::Dequeue {
+        qtime_ns: None,
+        class: None,
+    };
+    const EX: EventKind = EventKind::Executed {
+        exec_ns: 1_000,
+        requests: 1,
+    };
+
+    #[test]
+    fn bursts_and_think_times_are_read_from_busy_periods() {
+        let mut f = Fitter::new();
+        let mut t = 0;
+        for _ in 0..4 {
+            // A burst of 3: enqueue, three dispatches (re-enqueued), idle.
+            f.ingest(&ev(t, 700, EventKind::Enqueue));
+            for i in 0..3 {
+                f.ingest(&ev(t + i * 1_000, 700, DQ));
+                if i < 2 {
+                    f.ingest(&ev(t + i * 1_000, 700, EventKind::Enqueue));
+                }
+                f.ingest(&ev(t + i * 1_000 + 1_000, 700, EX));
+            }
+            t += 50_000;
+        }
+        let fit = f.finish();
+        assert_eq!(fit.dispatches, 12);
+        assert_eq!(fit.peak_in_service, 1);
+        let FittedDemand::Bursts { sizes, thinks_ns } = &fit.transports[0].demand else {
+            panic!("{:?}", fit.transports[0].demand);
+        };
+        // The first burst may have begun before the recording: left out.
+        assert_eq!(sizes, &vec![3, 3, 3]);
+        assert_eq!(thinks_ns, &vec![47_000, 47_000, 47_000]);
+        assert_eq!(fit.transports[0].service_ns.len(), 12);
+    }
+
+    #[test]
+    fn a_transport_that_never_ran_dry_is_backlogged() {
+        let mut f = Fitter::new();
+        f.ingest(&ev(0, 800, EventKind::Enqueue));
+        for i in 0..100 {
+            f.ingest(&ev(i * 10, 800, DQ));
+            f.ingest(&ev(i * 10, 800, EventKind::Enqueue));
+            f.ingest(&ev(i * 10 + 5, 800, EX));
+        }
+        let fit = f.finish();
+        assert_eq!(fit.transports[0].demand, FittedDemand::Backlogged);
+    }
+
+    #[test]
+    fn reservoirs_stay_bounded_and_uniform() {
+        let mut r = Reservoir::new(100, 3);
+        for i in 0..100_000u64 {
+            r.push(i);
+        }
+        assert_eq!(r.items().len(), 100);
+        assert_eq!(r.seen(), 100_000);
+        let mean = r.items().iter().sum::<u64>() as f64 / 100.0;
+        assert!((30_000.0..70_000.0).contains(&mean), "{mean}");
+    }
+}

@@ -1,0 +1,409 @@
+//! `nfsdtop whatif FILE`: what share and what waits each client of a
+//! recorded server would get under another dispatch policy.
+//!
+//! The recording is read once: the aggregator measures it (the first
+//! column) while [`fit`] fits a closed-loop model of every transport
+//! (bursts, think times, service times). The model then runs in the demo
+//! simulator ([`run`]) under the recording's own policy — the fit check:
+//! it must reproduce what was measured — and under each policy asked for;
+//! the aggregator measures each run the way it measured the recording.
+//! [`report`] prints the result as text or JSON. README.md ("What if")
+//! states the model and its limits.
+
+pub mod fit;
+pub mod report;
+pub mod run;
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::{Aggregator, Limits};
+use crate::classify::ClassMap;
+use crate::model::{EntityStats, Event, Snapshot, SourceKind};
+use crate::record::Reader;
+use crate::source::demo::Policy;
+
+/// Points of share by which the model under the recording's own policy
+/// may miss a client before its predictions are flagged as untrustworthy.
+pub const FIT_TOLERANCE_POINTS: f64 = 3.0;
+/// Most simulated time per policy: longer recordings are summarised by
+/// their fitted distributions, not replayed in full.
+pub const MAX_HORIZON_NS: u64 = 120_000_000_000;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub policies: Vec<Policy>,
+    /// Overrides the recorded class map.
+    pub class_map: Option<ClassMap>,
+    /// Overrides the recorded thread count.
+    pub threads: Option<u32>,
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policies: vec![Policy::Flat, Policy::RrPeer, Policy::RrClass],
+            class_map: None,
+            threads: None,
+            seed: 1,
+        }
+    }
+}
+
+/// One column's numbers for one client or class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Numbers {
+    /// Fraction of all dispatches (0..1).
+    pub share: f64,
+    /// Dispatches / fair share while backlogged; `None`: never backlogged.
+    pub fairness: Option<f64>,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub requests_per_s: f64,
+}
+
+impl Numbers {
+    fn of(e: &EntityStats) -> Numbers {
+        Numbers {
+            share: e.share,
+            fairness: e.fairness,
+            wait_p50_us: e.wait_p50_us,
+            wait_p99_us: e.wait_p99_us,
+            requests_per_s: e.dispatch_rate,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    pub policy: String,
+    #[serde(flatten)]
+    pub numbers: Numbers,
+}
+
+/// A client (peer) or class, column by column.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub name: String,
+    pub class: String,
+    pub connections: u64,
+    pub measured: Numbers,
+    /// The model under the recording's own policy.
+    pub fit: Numbers,
+    /// fit.share − measured.share, in points (percent of all dispatches).
+    pub fit_error_points: f64,
+    /// |fit_error_points| ≤ [`FIT_TOLERANCE_POINTS`].
+    pub fit_ok: bool,
+    pub predicted: Vec<Predicted>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    pub file: String,
+    pub source_kind: String,
+    pub kernel: String,
+    pub generation: String,
+    pub seconds: f64,
+    pub events: u64,
+    pub dispatches: u64,
+    pub transports: u64,
+    /// The policy the recorded server dispatched with.
+    pub policy: String,
+    pub threads: u32,
+    /// "recorded", "--threads", or what was assumed and why.
+    pub threads_from: String,
+    pub pools: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub transports: u64,
+    /// Never idle while recorded: modelled as always having work waiting.
+    pub backlogged: u64,
+    /// Modelled as bursts separated by think times.
+    pub bursty: u64,
+    pub simulated_seconds: f64,
+    pub warmup_seconds: f64,
+    pub seed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FitCheck {
+    pub policy: String,
+    pub tolerance_points: f64,
+    pub max_error_points: f64,
+    /// The client the model misses most.
+    pub worst: Option<String>,
+    pub ok: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub recording: Recording,
+    pub model: ModelSummary,
+    pub fit: FitCheck,
+    /// The predicted policies, in the order asked for.
+    pub policies: Vec<String>,
+    pub peers: Vec<Row>,
+    pub classes: Vec<Row>,
+    /// What was assumed, and anything that makes the numbers less sure.
+    pub notes: Vec<String>,
+}
+
+/// Fit the recording at `path` and predict each policy of `opts`.
+pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
+    let mut reader =
+        Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let header = reader.header().clone();
+    let mut notes = Vec::new();
+    let classmap = match &opts.class_map {
+        Some(m) => m.clone(),
+        None => header.class_map(&format!("class map recorded in {}", path.display()))?,
+    };
+    let mut fitter = fit::Fitter::new();
+    let mut agg = Aggregator::new(classmap.clone(), Limits::default());
+    agg.start_clock(header.start_mono_ns);
+    let mut buf: Vec<Event> = Vec::with_capacity(8192);
+    let (mut first_ts, mut last_ts) = (None::<u64>, header.start_mono_ns);
+    loop {
+        buf.clear();
+        match reader.read_frame(&mut buf) {
+            Ok(Some(_)) => {
+                fitter.ingest_all(&buf);
+                agg.ingest_all(&buf);
+                if first_ts.is_none() {
+                    first_ts = buf.first().map(|e| e.ts_ns);
+                }
+                last_ts = buf.iter().map(|e| e.ts_ns).fold(last_ts, u64::max);
+            }
+            Ok(None) => break,
+            Err(d) => {
+                notes.push(format!(
+                    "{} is {d}: modelled from the {} events before it",
+                    path.display(),
+                    d.events_before
+                ));
+                break;
+            }
+        }
+    }
+    let span_ns = last_ts.saturating_sub(first_ts.unwrap_or(last_ts).min(header.start_mono_ns));
+    let info = crate::model::SourceInfo {
+        kind: header.source_kind,
+        kernel: header.kernel.clone(),
+        generation: header.generation.clone(),
+        wait_source: header.wait_source,
+        detail: header.source_detail.clone(),
+        host: header.host.clone(),
+    };
+    let measured = agg.snapshot(last_ts, span_ns as f64 / 1e9, &info);
+    let fit = fitter.finish();
+    if fit.dispatches == 0 {
+        anyhow::bail!(
+            "{} holds no dispatches (no svc_xprt_dequeue events): there is nothing to model; \
+             record while clients use the server",
+            path.display()
+        );
+    }
+    if span_ns < 1_000_000_000 {
+        anyhow::bail!(
+            "{} covers only {:.2} s: too short to fit a model; record at least a few seconds \
+             (better a minute) of traffic",
+            path.display(),
+            span_ns as f64 / 1e9
+        );
+    }
+    if fit.executions == 0 {
+        anyhow::bail!(
+            "{} holds no execution times (svc_stats_latency events): the model needs the \
+             service times; record with a source that has them",
+            path.display()
+        );
+    }
+    if fit.events_lost > 0 {
+        notes.push(format!(
+            "the recording lost {} events (ring buffer full): bursts and shares are fitted \
+             from what arrived",
+            fit.events_lost
+        ));
+    }
+    if fit.transports_dropped > 0 {
+        notes.push(format!(
+            "only the first {} transports are modelled; {} events of later ones were left out",
+            fit::MAX_TRANSPORTS,
+            fit.transports_dropped
+        ));
+    }
+
+    let (threads, threads_from) = match (opts.threads, header.nfsd.threads) {
+        (Some(n), _) => (n, "--threads".to_string()),
+        (None, Some(n)) if n > 0 => (n, "recorded".to_string()),
+        _ if fit.peak_in_service > 0 => {
+            let n = fit.peak_in_service;
+            let why = format!(
+                "assumed {n}: the recording does not say (written before nfsdtop recorded \
+                 nfsd's threads); {n} is the most requests seen in service at once; \
+                 pass --threads N if the server had more"
+            );
+            notes.push(format!("threads {why}"));
+            (n, why)
+        }
+        _ => anyhow::bail!(
+            "{} does not record nfsd's thread count and shows no request in service: \
+             pass --threads N",
+            path.display()
+        ),
+    };
+    if threads == 0 || threads > 65_536 {
+        anyhow::bail!("--threads {threads} is out of range: use 1 to 65536");
+    }
+    match header.nfsd.pools {
+        Some(p) if p > 1 => notes.push(format!(
+            "the server had {p} thread pools: modelled as one pool of {threads} threads \
+             (the kernel keeps a ready queue per pool)"
+        )),
+        None => notes
+            .push("the recording does not say how many thread pools nfsd had: assumed one".into()),
+        _ => {}
+    }
+    let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
+
+    let horizon_ns = span_ns.min(MAX_HORIZON_NS);
+    let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
+    let clients = run::clients(&fit, threads);
+    let params = |policy| run::RunParams {
+        threads,
+        policy,
+        horizon_ns,
+        warmup_ns,
+        seed: opts.seed,
+    };
+    let fitted = run::simulate(clients.clone(), &classmap, &params(recorded_policy));
+    let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
+    for &p in &opts.policies {
+        if runs.iter().any(|(q, _)| *q == p) {
+            continue;
+        }
+        let snap = if p == recorded_policy {
+            fitted.clone()
+        } else {
+            run::simulate(clients.clone(), &classmap, &params(p))
+        };
+        runs.push((p, snap));
+    }
+
+    let peers = rows(&measured.peers, &fitted.peers, &runs, |s| &s.peers);
+    let classes = rows(&measured.classes, &fitted.classes, &runs, |s| &s.classes);
+    let worst = peers.iter().max_by(|a, b| {
+        a.fit_error_points
+            .abs()
+            .total_cmp(&b.fit_error_points.abs())
+    });
+    let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
+    let backlogged = fit
+        .transports
+        .iter()
+        .filter(|t| t.demand == fit::FittedDemand::Backlogged)
+        .count() as u64;
+    Ok(Report {
+        recording: Recording {
+            file: path.display().to_string(),
+            source_kind: header.source_kind.as_str().into(),
+            kernel: header.kernel.clone(),
+            generation: header.generation.clone(),
+            seconds: span_ns as f64 / 1e9,
+            events: reader.events(),
+            dispatches: fit.dispatches,
+            transports: fit.transports.len() as u64,
+            policy: recorded_policy.to_string(),
+            threads,
+            threads_from,
+            pools: header.nfsd.pools,
+        },
+        model: ModelSummary {
+            transports: fit.transports.len() as u64,
+            backlogged,
+            bursty: fit.transports.len() as u64 - backlogged,
+            simulated_seconds: horizon_ns as f64 / 1e9,
+            warmup_seconds: warmup_ns as f64 / 1e9,
+            seed: opts.seed,
+        },
+        fit: FitCheck {
+            policy: recorded_policy.to_string(),
+            tolerance_points: FIT_TOLERANCE_POINTS,
+            max_error_points,
+            worst: worst.map(|r| r.name.clone()),
+            ok: max_error_points <= FIT_TOLERANCE_POINTS,
+        },
+        policies: runs.iter().map(|(p, _)| p.to_string()).collect(),
+        peers,
+        classes,
+        notes,
+    })
+}
+
+/// The policy the recorded server used: a demo's own (its detail says
+/// `policy=`), today's kernel's flat queue for anything else.
+fn recorded_policy(kind: &SourceKind, detail: &str, notes: &mut Vec<String>) -> Policy {
+    let named = detail
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("policy="))
+        .and_then(|p| p.parse().ok());
+    match (kind, named) {
+        (SourceKind::Demo, Some(p)) => p,
+        _ => {
+            notes.push(
+                "recorded under the kernel's flat queue (assumed: a kernel without the \
+                 round-robin series); the fit check runs the model under flat"
+                    .into(),
+            );
+            Policy::Flat
+        }
+    }
+}
+
+fn key(e: &EntityStats) -> (u32, &str) {
+    (e.netns, e.name.as_str())
+}
+
+fn rows(
+    measured: &[EntityStats],
+    fitted: &[EntityStats],
+    runs: &[(Policy, Snapshot)],
+    pick: impl Fn(&Snapshot) -> &Vec<EntityStats>,
+) -> Vec<Row> {
+    let find = |list: &[EntityStats], m: &EntityStats| {
+        list.iter()
+            .find(|e| key(e) == key(m))
+            .map(Numbers::of)
+            .unwrap_or_default()
+    };
+    measured
+        .iter()
+        .filter(|m| m.dispatches > 0)
+        .map(|m| {
+            let fit = find(fitted, m);
+            let measured = Numbers::of(m);
+            let err = (fit.share - measured.share) * 100.0;
+            Row {
+                name: m.name.clone(),
+                class: m.class.clone(),
+                connections: m.connections,
+                measured,
+                fit,
+                fit_error_points: err,
+                fit_ok: err.abs() <= FIT_TOLERANCE_POINTS,
+                predicted: runs
+                    .iter()
+                    .map(|(p, s)| Predicted {
+                        policy: p.to_string(),
+                        numbers: find(pick(s), m),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}

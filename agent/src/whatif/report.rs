@@ -1,0 +1,258 @@
+//! A what-if report as text (one row per client, one column group per
+//! policy, the recording's own numbers first) or as JSON for scripts.
+
+use std::fmt::Write as _;
+
+use super::{Numbers, Report, Row};
+
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// "850us", "12.3ms", "1.20s".
+fn wait(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.0}us")
+    } else if us < 1_000_000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+/// Width of one column group (`group`'s output).
+const GROUP: usize = 37;
+
+fn group(n: &Numbers) -> String {
+    format!(
+        "{:>6.1}% {:>5} {:>7} {:>7} {:>7.0}",
+        n.share * 100.0,
+        n.fairness.map_or("-".to_string(), |f| format!("{f:.2}")),
+        wait(n.wait_p50_us),
+        wait(n.wait_p99_us),
+        n.requests_per_s
+    )
+}
+
+fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
+    let name_w = rows
+        .iter()
+        .map(|x| x.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(what.len());
+    let sub = format!(
+        "{:>7} {:>5} {:>7} {:>7} {:>7}",
+        "share", "fair", "p50", "p99", "req/s"
+    );
+    let _ = write!(out, "{:name_w$} | {:GROUP$} | ", "", "measured");
+    let _ = write!(
+        out,
+        "{:GROUP$} {:>6} |",
+        format!("{} (fit)", r.fit.policy),
+        "err"
+    );
+    // The recording's own policy is the fit column already.
+    let shown = |p: &str| p != r.fit.policy;
+    for p in r.policies.iter().filter(|p| shown(p)) {
+        let _ = write!(out, " {p:GROUP$} |");
+    }
+    out.push('\n');
+    let _ = write!(out, "{what:name_w$} | {sub} | {sub} {:>6} |", "pts");
+    for _ in r.policies.iter().filter(|p| shown(p)) {
+        let _ = write!(out, " {sub} |");
+    }
+    out.push('\n');
+    for x in rows {
+        let _ = write!(
+            out,
+            "{:name_w$} | {} | {} {:>+6.1}{}|",
+            x.name,
+            group(&x.measured),
+            group(&x.fit),
+            x.fit_error_points,
+            if x.fit_ok { " " } else { "!" }
+        );
+        for p in x.predicted.iter().filter(|p| shown(&p.policy)) {
+            let _ = write!(
+                out,
+                " {}{}|",
+                group(&p.numbers),
+                if x.fit_ok { " " } else { "?" }
+            );
+        }
+        out.push('\n');
+    }
+}
+
+pub fn text(r: &Report) -> String {
+    let mut out = String::new();
+    let rec = &r.recording;
+    let _ = writeln!(
+        out,
+        "nfsdtop whatif {}: {} recording, {:.1} s, {} dispatches over {} transports; \
+         recorded under {}",
+        rec.file, rec.source_kind, rec.seconds, rec.dispatches, rec.transports, rec.policy
+    );
+    let _ = writeln!(
+        out,
+        "server: {} threads ({}), {}",
+        rec.threads,
+        rec.threads_from,
+        match rec.pools {
+            Some(1) => "1 pool".to_string(),
+            Some(p) => format!("{p} pools"),
+            None => "pools not recorded".to_string(),
+        }
+    );
+    let m = &r.model;
+    let _ = writeln!(
+        out,
+        "model: {} transports backlogged throughout, {} sending bursts with think times; \
+         {:.1} s simulated per policy after a {:.1} s warm-up",
+        m.backlogged, m.bursty, m.simulated_seconds, m.warmup_seconds
+    );
+    if r.fit.ok {
+        let _ = writeln!(
+            out,
+            "fit: under {} the model reproduces every client's share within {:.1} points \
+             (tolerance {:.0})",
+            r.fit.policy, r.fit.max_error_points, r.fit.tolerance_points
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "WARNING: the model does not reproduce this recording: under {} it misses {} by \
+             {:.1} points (tolerance {:.0}). Predictions for clients marked '?' are not to be \
+             trusted; see README.md (What if: limits).",
+            r.fit.policy,
+            r.fit.worst.as_deref().unwrap_or("?"),
+            r.fit.max_error_points,
+            r.fit.tolerance_points
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out.push('\n');
+    table(&mut out, "PEER", &r.peers, r);
+    // Without a class map every peer is its own class: nothing to add.
+    if r.classes.len() != r.peers.len()
+        || r.classes
+            .iter()
+            .zip(&r.peers)
+            .any(|(c, p)| c.name != p.name)
+    {
+        out.push('\n');
+        table(&mut out, "CLASS", &r.classes, r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{FitCheck, ModelSummary, Predicted, Recording};
+    use super::*;
+
+    fn row(name: &str, measured: f64, fit: f64) -> Row {
+        let n = |share| Numbers {
+            share,
+            fairness: Some(1.0),
+            wait_p50_us: 900.0,
+            wait_p99_us: 12_000.0,
+            requests_per_s: 100.0,
+        };
+        let err = (fit - measured) * 100.0;
+        Row {
+            name: name.into(),
+            class: name.into(),
+            connections: 1,
+            measured: n(measured),
+            fit: n(fit),
+            fit_error_points: err,
+            fit_ok: err.abs() <= super::super::FIT_TOLERANCE_POINTS,
+            predicted: vec![Predicted {
+                policy: "rr-peer".into(),
+                numbers: n(0.5),
+            }],
+        }
+    }
+
+    fn report(rows: Vec<Row>) -> Report {
+        let worst = rows
+            .iter()
+            .max_by(|a, b| {
+                a.fit_error_points
+                    .abs()
+                    .total_cmp(&b.fit_error_points.abs())
+            })
+            .unwrap();
+        let max = worst.fit_error_points.abs();
+        Report {
+            recording: Recording {
+                file: "f.nfsdrec".into(),
+                source_kind: "live".into(),
+                kernel: "6.12".into(),
+                generation: "6.6+".into(),
+                seconds: 60.0,
+                events: 1,
+                dispatches: 1,
+                transports: 2,
+                policy: "flat".into(),
+                threads: 8,
+                threads_from: "recorded".into(),
+                pools: Some(1),
+            },
+            model: ModelSummary {
+                transports: 2,
+                backlogged: 1,
+                bursty: 1,
+                simulated_seconds: 54.0,
+                warmup_seconds: 6.0,
+                seed: 1,
+            },
+            fit: FitCheck {
+                policy: "flat".into(),
+                tolerance_points: 3.0,
+                max_error_points: max,
+                worst: Some(worst.name.clone()),
+                ok: max <= 3.0,
+            },
+            policies: vec!["rr-peer".into()],
+            peers: rows.clone(),
+            classes: rows,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_fit_off_by_more_than_the_tolerance_says_so_and_marks_the_client() {
+        let t = text(&report(vec![
+            row("10.0.0.2", 0.30, 0.36),
+            row("10.0.0.3", 0.70, 0.64),
+        ]));
+        assert!(
+            t.contains("WARNING: the model does not reproduce this recording"),
+            "{t}"
+        );
+        assert!(t.contains("misses 10.0.0.2 by 6.0 points"), "{t}");
+        let line = t.lines().find(|l| l.starts_with("10.0.0.2")).unwrap();
+        assert!(line.contains("+6.0!"), "{line}");
+        assert!(line.trim_end().ends_with("?|"), "{line}");
+    }
+
+    #[test]
+    fn a_good_fit_is_stated_with_its_error() {
+        let t = text(&report(vec![
+            row("10.0.0.2", 0.30, 0.31),
+            row("10.0.0.3", 0.70, 0.69),
+        ]));
+        assert!(!t.contains("WARNING"), "{t}");
+        assert!(t.contains("within 1.0 points"), "{t}");
+        assert!(!t.contains('?'), "{t}");
+        let j: serde_json::Value =
+            serde_json::from_str(&json(&report(vec![row("a", 0.3, 0.31)]))).unwrap();
+        assert_eq!(j["peers"][0]["predicted"][0]["policy"], "rr-peer");
+        assert_eq!(j["peers"][0]["predicted"][0]["share"], 0.5);
+    }
+}
