@@ -12,8 +12,9 @@
 //!   connection with no response in flight is closed for it (silent and
 //!   half-sent ones are all such), so a scrape still gets through a flood;
 //!   only when every connection is busy is the new one refused;
-//! - on shutdown, idle connections close at once and the rest get
-//!   `shutdown_timeout` to finish before they are dropped;
+//! - on shutdown, connections with no response in flight (idle, silent,
+//!   half-sent) close at once and the rest get `shutdown_timeout` to
+//!   finish before they are dropped;
 //! - the lines a client can provoke (failed handshakes, the cap) are
 //!   rate-limited and name the client by pseudonym under --redact.
 
@@ -159,6 +160,15 @@ impl Registry {
             .count()
     }
 
+    /// Close the connections with no response in flight.
+    fn kill_idle(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|c| !c.is_busy())
+            .filter(|c| c.kill())
+            .count()
+    }
+
     fn kill_all(&self) -> usize {
         self.lock().values().filter(|c| c.kill()).count()
     }
@@ -259,6 +269,9 @@ pub async fn serve(
     drop(listener);
     sweeper.abort();
     stop_tx.send_replace(true);
+    // Nothing to finish on a connection between requests or in the middle
+    // of a head: it goes now, the rest get shutdown_timeout.
+    reg.kill_idle();
     let until = tokio::time::Instant::now() + ctx.limits.shutdown_timeout;
     if !reg.drained(until).await {
         let n = reg.kill_all();
