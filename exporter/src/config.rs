@@ -667,6 +667,41 @@ mod tests {
     }
 
     #[test]
+    fn the_http_table_sets_limits_and_bad_values_name_their_line() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        let cfg = Config::from_file_text(
+            path,
+            "[http]\nheader_timeout = 2.5\nwrite_timeout = 5\nshutdown_timeout = 1\n\
+max_connections = 100\nauth_failures_per_source = 3\nauth_failures_total = 30\n",
+        )
+        .unwrap();
+        let h = &cfg.http;
+        assert_eq!(h.limits.header_timeout, Duration::from_millis(2500));
+        assert_eq!(h.limits.write_timeout, Duration::from_secs(5));
+        assert_eq!(h.limits.shutdown_timeout, Duration::from_secs(1));
+        assert_eq!(
+            (h.limits.max_connections, h.max_connections_set),
+            (100, true)
+        );
+        assert_eq!((h.failures.per_source, h.failures.total), (3, 30));
+        let d = Config::from_file_text(path, "").unwrap().http;
+        assert_eq!(d, HttpSettings::default());
+        for (text, at, needle) in [
+            ("[http]\nheader_timeout = 0\n", ":2:", "header_timeout"),
+            ("[http]\n\nmax_connections = 0\n", ":3:", "max_connections"),
+            (
+                "[http]\nauth_failures_total = -1\n",
+                ":2:",
+                "auth_failures_total",
+            ),
+            ("[http]\nidle = 3\n", ":2:", "idle"),
+        ] {
+            let e = format!("{:#}", Config::from_file_text(path, text).unwrap_err());
+            assert!(e.contains(at) && e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
     fn tracepoint_choice_from_file_and_flags() {
         let path = Path::new("/etc/nfsdtopd.toml");
         let choice = |text: &str| Config::from_file_text(path, text).map(|c| c.tracepoints);

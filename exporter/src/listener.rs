@@ -401,3 +401,85 @@ async fn http<S>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_response_that_never_finishes_is_dropped_after_the_shutdown_timeout() {
+        let started = Arc::new(Notify::new());
+        let s = started.clone();
+        let router = Router::new().route(
+            "/hang",
+            get(move || async move {
+                s.notify_one();
+                std::future::pending::<String>().await
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            shutdown_timeout: Duration::from_millis(300),
+            ..DEFAULT_LIMITS
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, router, None, limits, None, async {
+            let _ = stopped.await;
+        }));
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        started.notified().await;
+        let t = Instant::now();
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("serve returns")
+            .unwrap()
+            .unwrap();
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}: did not wait");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest).await;
+        assert!(rest.is_empty(), "no answer, the connection is closed");
+    }
+
+    #[tokio::test]
+    async fn a_write_that_cannot_progress_marks_the_connection_stalled() {
+        let reg = Arc::new(Registry {
+            base: Instant::now(),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(BTreeMap::new()),
+            ended: Notify::new(),
+        });
+        let entry = reg.add();
+        let (near, mut far) = tokio::io::duplex(64);
+        let mut io = Tracked::new(near, entry.shared.clone());
+        let _busy = entry.shared.begin();
+        io.write_all(&[b'x'; 64]).await.unwrap();
+        assert_eq!(entry.shared.stalled_for(Instant::now()), None);
+        // The peer reads nothing: the next write cannot go out.
+        let blocked = tokio::time::timeout(Duration::from_millis(50), io.write_all(b"y")).await;
+        assert!(blocked.is_err());
+        assert!(entry.shared.stalled_for(Instant::now()).is_some());
+        assert_eq!(reg.kill_stalled(Duration::from_secs(60)), 0, "not yet");
+        let later = Instant::now() + Duration::from_millis(10);
+        while Instant::now() < later {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(reg.kill_stalled(Duration::from_millis(10)), 1);
+        assert!(entry.shared.is_killed());
+        // Once the peer reads, writes flow and the mark goes.
+        let mut buf = [0u8; 64];
+        far.read_exact(&mut buf).await.unwrap();
+        io.write_all(b"z").await.unwrap();
+        assert_eq!(entry.shared.stalled_for(Instant::now()), None);
+        drop(entry);
+        assert_eq!(reg.len(), 0, "an ended connection leaves the registry");
+    }
+}
