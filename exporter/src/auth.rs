@@ -4,13 +4,25 @@
 //!
 //! bcrypt is deliberately slow, so a successful check is cached (keyed by a
 //! SHA-256 of the credentials, never the password itself) for a bounded
-//! number of credentials.
+//! number of credentials. Every other check costs the same whoever the
+//! user (see [`Auth::verify`]), runs off the async workers a few at a
+//! time, and only within the failure budgets of [`crate::auth_limit`].
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use crate::auth_limit::{FailureLimiter, FailureLimits};
+use crate::server::json_error;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PasswordHash {
@@ -72,10 +84,54 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 const CACHE_MAX: usize = 256;
 
-#[derive(Debug, Default)]
+/// What a password check costs, in bcrypt rounds (2^cost), sha256 being
+/// nothing next to it.
+fn work(h: Option<&PasswordHash>) -> u64 {
+    match h {
+        Some(PasswordHash::Bcrypt(s)) => 1u64 << bcrypt_cost(s),
+        _ => 0,
+    }
+}
+
+fn bcrypt_cost(hash: &str) -> u32 {
+    // Validated by `PasswordHash::parse`: "$2y$NN$...".
+    hash.get(4..6).and_then(|c| c.parse().ok()).unwrap_or(4)
+}
+
+/// A bcrypt hash of nothing in particular at `cost`, verified to spend
+/// the time a real one takes (bcrypt's cost is in the hash text).
+fn dummy_bcrypt(cost: u32) -> String {
+    format!("$2b${cost:02}$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy")
+}
+
+/// bcrypt costs whose rounds add up to `rounds` (a power-of-two sum).
+fn padding(mut rounds: u64) -> Vec<u32> {
+    let mut costs = Vec::new();
+    for cost in (4..=31).rev() {
+        while rounds >= 1u64 << cost {
+            rounds -= 1u64 << cost;
+            costs.push(cost);
+        }
+    }
+    costs
+}
+
 pub struct Auth {
     users: BTreeMap<String, PasswordHash>,
     cache: Mutex<HashSet<[u8; 32]>>,
+    /// The rounds of the dearest configured user: every check costs that.
+    rounds: u64,
+    limiter: FailureLimiter,
+    /// Checks hashing at once: a flood of them cannot take every core.
+    hashing: Semaphore,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -83,13 +139,24 @@ pub enum AuthError {
     Missing,
     Malformed,
     Denied,
+    /// Too many failed checks: try again after this long.
+    Limited(Duration),
 }
 
 impl Auth {
     pub fn new(users: BTreeMap<String, PasswordHash>) -> Auth {
+        Auth::with_limits(users, FailureLimits::default())
+    }
+
+    pub fn with_limits(users: BTreeMap<String, PasswordHash>, limits: FailureLimits) -> Auth {
+        let rounds = users.values().map(|h| work(Some(h))).max().unwrap_or(0);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Auth {
             users,
             cache: Mutex::new(HashSet::new()),
+            rounds,
+            limiter: FailureLimiter::new(limits),
+            hashing: Semaphore::new((cores / 2).max(1)),
         }
     }
 
@@ -97,38 +164,36 @@ impl Auth {
         !self.users.is_empty()
     }
 
-    /// Check an `Authorization` header value. Blocking (bcrypt): call from
-    /// a blocking-capable context.
-    pub fn check(&self, header: Option<&str>) -> Result<(), AuthError> {
+    /// Check an `Authorization` header value from `source`: credentials
+    /// already seen to be good pass at once; others are hashed off the
+    /// async workers, a few at a time, within the failure budgets.
+    pub async fn check(
+        self: &Arc<Self>,
+        header: Option<&str>,
+        source: IpAddr,
+    ) -> Result<(), AuthError> {
         if !self.enabled() {
             return Ok(());
         }
-        let h = header.ok_or(AuthError::Missing)?;
-        let (scheme, b64) = h.trim().split_once(' ').ok_or(AuthError::Malformed)?;
-        if !scheme.eq_ignore_ascii_case("basic") {
-            return Err(AuthError::Malformed);
-        }
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(b64.trim())
-            .map_err(|_| AuthError::Malformed)?;
-        let text = String::from_utf8(raw).map_err(|_| AuthError::Malformed)?;
-        let (user, pass) = text.split_once(':').ok_or(AuthError::Malformed)?;
-        let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        let (key, user, pass) = parse_basic(header)?;
         if self.cache.lock().map(|c| c.contains(&key)).unwrap_or(false) {
             return Ok(());
         }
-        let ok = match self.users.get(user) {
-            Some(h) => h.verify(pass),
-            None => {
-                // Same work for unknown users, so timing does not tell
-                // which users exist.
-                let _ = bcrypt::verify(pass, DUMMY_BCRYPT);
-                false
-            }
+        let permit = self
+            .limiter
+            .try_check(source, Instant::now())
+            .map_err(AuthError::Limited)?;
+        let ok = {
+            let _hashing = self.hashing.acquire().await;
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || me.verify(&user, &pass))
+                .await
+                .unwrap_or(false)
         };
         if !ok {
             return Err(AuthError::Denied);
         }
+        self.limiter.succeeded(permit);
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= CACHE_MAX {
                 c.clear();
@@ -137,10 +202,79 @@ impl Auth {
         }
         Ok(())
     }
+
+    /// The password check, blocking. Its cost does not depend on who
+    /// asks: a user whose hash is cheaper than the dearest configured one
+    /// (sha256, a lower bcrypt cost) and an unknown user are made up to
+    /// it with bcrypt rounds on a dummy hash, so the time does not tell
+    /// which users exist or how they are stored.
+    pub fn verify(&self, user: &str, pass: &str) -> bool {
+        let h = self.users.get(user);
+        let ok = h.is_some_and(|h| h.verify(pass));
+        for cost in padding(self.rounds.saturating_sub(work(h))) {
+            let _ = bcrypt::verify(pass, &dummy_bcrypt(cost));
+        }
+        ok
+    }
 }
 
-/// bcrypt("x", cost 10), only burnt for unknown users.
-const DUMMY_BCRYPT: &str = "$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy";
+/// The credentials of a Basic `Authorization` header: the cache key (a
+/// SHA-256 of "user:password"), the user and the password.
+fn parse_basic(header: Option<&str>) -> Result<([u8; 32], String, String), AuthError> {
+    let h = header.ok_or(AuthError::Missing)?;
+    let (scheme, b64) = h.trim().split_once(' ').ok_or(AuthError::Malformed)?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(AuthError::Malformed);
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| AuthError::Malformed)?;
+    let text = String::from_utf8(raw).map_err(|_| AuthError::Malformed)?;
+    let (user, pass) = text.split_once(':').ok_or(AuthError::Malformed)?;
+    let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+    Ok((key, user.to_string(), pass.to_string()))
+}
+
+/// The router's authentication layer: 401 (with a challenge) for missing
+/// or wrong credentials, 429 (with Retry-After) once a failure budget is
+/// spent.
+pub async fn layer(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> Response {
+    if !auth.enabled() {
+        return next.run(req).await;
+    }
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // Set by the listener for every request.
+    let source = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
+    let msg = match auth.check(header.as_deref(), source).await {
+        Ok(()) => return next.run(req).await,
+        Err(AuthError::Limited(wait)) => {
+            let secs = wait.as_secs().max(1);
+            let mut r = json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("too many failed logins from this address: try again in {secs} s"),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            return r;
+        }
+        Err(AuthError::Missing) => "authentication required",
+        Err(AuthError::Malformed) => "malformed Authorization header: expected Basic credentials",
+        Err(AuthError::Denied) => "invalid user name or password",
+    };
+    let mut r = json_error(StatusCode::UNAUTHORIZED, msg);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"nfsdtopd\""),
+    );
+    r
+}
 
 #[cfg(test)]
 mod tests {
@@ -153,35 +287,118 @@ mod tests {
         )
     }
 
-    #[test]
-    fn bcrypt_and_sha256_users() {
-        let bc = bcrypt::hash("secret", 4).unwrap();
-        let sha = format!(
+    fn sha(pass: &str) -> String {
+        format!(
             "sha256:{}",
-            Sha256::digest(b"hunter2")
+            Sha256::digest(pass.as_bytes())
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>()
-        );
+        )
+    }
+
+    const HOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[tokio::test]
+    async fn bcrypt_and_sha256_users() {
+        let bc = bcrypt::hash("secret", 4).unwrap();
         let mut users = BTreeMap::new();
         users.insert("alice".into(), PasswordHash::parse(&bc).unwrap());
-        users.insert("bob".into(), PasswordHash::parse(&sha).unwrap());
-        let a = Auth::new(users);
-        assert_eq!(a.check(None), Err(AuthError::Missing));
-        assert_eq!(a.check(Some("Bearer x")), Err(AuthError::Malformed));
-        assert_eq!(a.check(Some("Basic !!!")), Err(AuthError::Malformed));
-        assert_eq!(a.check(Some(&basic("alice", "secret"))), Ok(()));
-        assert_eq!(a.check(Some(&basic("alice", "secret"))), Ok(()), "cached");
+        users.insert("bob".into(), PasswordHash::parse(&sha("hunter2")).unwrap());
+        let a = Arc::new(Auth::new(users));
+        assert_eq!(a.check(None, HOST).await, Err(AuthError::Missing));
         assert_eq!(
-            a.check(Some(&basic("alice", "wrong"))),
+            a.check(Some("Bearer x"), HOST).await,
+            Err(AuthError::Malformed)
+        );
+        assert_eq!(
+            a.check(Some("Basic !!!"), HOST).await,
+            Err(AuthError::Malformed)
+        );
+        assert_eq!(a.check(Some(&basic("alice", "secret")), HOST).await, Ok(()));
+        assert_eq!(
+            a.check(Some(&basic("alice", "secret")), HOST).await,
+            Ok(()),
+            "cached"
+        );
+        assert_eq!(
+            a.check(Some(&basic("alice", "wrong")), HOST).await,
             Err(AuthError::Denied)
         );
-        assert_eq!(a.check(Some(&basic("bob", "hunter2"))), Ok(()));
+        assert_eq!(a.check(Some(&basic("bob", "hunter2")), HOST).await, Ok(()));
         assert_eq!(
-            a.check(Some(&basic("bob", "hunter3"))),
+            a.check(Some(&basic("bob", "hunter3")), HOST).await,
             Err(AuthError::Denied)
         );
-        assert_eq!(a.check(Some(&basic("carol", "x"))), Err(AuthError::Denied));
+        assert_eq!(
+            a.check(Some(&basic("carol", "x")), HOST).await,
+            Err(AuthError::Denied)
+        );
+    }
+
+    #[tokio::test]
+    async fn failures_beyond_the_budget_get_limited_but_good_credentials_pass() {
+        let mut users = BTreeMap::new();
+        users.insert("bob".into(), PasswordHash::parse(&sha("hunter2")).unwrap());
+        let limits = FailureLimits {
+            per_source: 3,
+            total: 100,
+        };
+        let a = Arc::new(Auth::with_limits(users, limits));
+        assert_eq!(a.check(Some(&basic("bob", "hunter2")), HOST).await, Ok(()));
+        for _ in 0..3 {
+            assert_eq!(
+                a.check(Some(&basic("bob", "nope")), HOST).await,
+                Err(AuthError::Denied)
+            );
+        }
+        assert!(matches!(
+            a.check(Some(&basic("bob", "nope")), HOST).await,
+            Err(AuthError::Limited(_))
+        ));
+        // Known-good credentials are not checked again, so not limited.
+        assert_eq!(a.check(Some(&basic("bob", "hunter2")), HOST).await, Ok(()));
+        let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        assert_eq!(
+            a.check(Some(&basic("bob", "nope")), other).await,
+            Err(AuthError::Denied),
+            "another source has its own budget"
+        );
+    }
+
+    #[test]
+    fn every_check_costs_the_rounds_of_the_dearest_user() {
+        assert_eq!(padding(0), Vec::<u32>::new());
+        assert_eq!(padding(1 << 10), vec![10]);
+        assert_eq!(padding((1 << 12) - (1 << 10)), vec![11, 10]);
+        let mut users = BTreeMap::new();
+        let bc5 = bcrypt::hash("a", 5).unwrap();
+        let bc7 = bcrypt::hash("b", 7).unwrap();
+        users.insert("five".into(), PasswordHash::parse(&bc5).unwrap());
+        users.insert("seven".into(), PasswordHash::parse(&bc7).unwrap());
+        users.insert("sha".into(), PasswordHash::parse(&sha("c")).unwrap());
+        let a = Auth::new(users.clone());
+        assert_eq!(a.rounds, 1 << 7);
+        for (user, own) in [
+            ("five", 1 << 5),
+            ("seven", 1 << 7),
+            ("sha", 0),
+            ("nobody", 0),
+        ] {
+            let h = users.get(user);
+            assert_eq!(work(h), own);
+            let pad: u64 = padding(a.rounds - work(h)).iter().map(|c| 1u64 << c).sum();
+            assert_eq!(own + pad, 1 << 7, "{user}");
+        }
+        assert!(a.verify("five", "a") && a.verify("seven", "b") && a.verify("sha", "c"));
+        assert!(!a.verify("nobody", "a"));
+        // The dummy hash is one bcrypt accepts at any cost.
+        for cost in 4..=8 {
+            assert_eq!(
+                bcrypt::verify("x", &dummy_bcrypt(cost)).map_err(|e| e.to_string()),
+                Ok(false)
+            );
+        }
     }
 
     #[test]

@@ -124,6 +124,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cfg.listen
         );
     }
+    if let Some(w) = crate::listener::plaintext_password_warning(&cfg) {
+        eprintln!("nfsdtopd: {w}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -138,6 +141,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let tx = Arc::new(tx);
     let (ctl_tx, ctl_rx) = mpsc::channel::<Control>();
 
+    // One redactor for the outputs and the log lines: the same pseudonyms.
+    let redactor = cfg.redact.as_ref().map(|key| match key {
+        Some(key) => Redactor::with_key(key),
+        None => Redactor::random(),
+    });
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pipeline_thread = {
         let tx = tx.clone();
@@ -150,10 +158,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         };
         let interval = cfg.interval;
         let mut aggregator = Aggregator::new(classmap, Limits::default());
-        match &cfg.redact {
-            Some(Some(key)) => aggregator = aggregator.with_redactor(Redactor::with_key(key)),
-            Some(None) => aggregator = aggregator.with_redactor(Redactor::random()),
-            None => {}
+        if let Some(r) = &redactor {
+            aggregator = aggregator.with_redactor(r.clone());
         }
         std::thread::Builder::new()
             .name("nfsdtopd-pipeline".into())
@@ -189,11 +195,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let app = AppState {
         latest: rx,
         metrics: metrics_rx,
-        auth: Arc::new(Auth::new(cfg.users.clone())),
+        auth: Arc::new(Auth::with_limits(cfg.users.clone(), cfg.http.failures)),
         interval: cfg.interval,
         shutdown: stop_rx,
     };
-    let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone(), stop_tx));
+    let result = rt.block_on(serve(
+        cfg,
+        spec,
+        app,
+        tls,
+        redactor,
+        ctl_tx.clone(),
+        stop_tx,
+    ));
     stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = ctl_tx.send(Control::Stop);
     drop(ctl_tx);
@@ -207,6 +221,7 @@ async fn serve(
     spec: SourceSpec,
     app: AppState,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    redactor: Option<Redactor>,
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
@@ -234,19 +249,14 @@ async fn serve(
         // End the open streams, so the graceful shutdown can finish.
         stop.send_replace(true);
     };
-    match tls {
-        Some(cfg) => {
-            let l = crate::tls::TlsListener::new(listener, cfg)?;
-            axum::serve(l, router)
-                .with_graceful_shutdown(shutdown)
-                .await?
-        }
-        None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await?
-        }
+    let mut limits = cfg.http.limits.clone();
+    let (cap, warning) =
+        crate::listener::connection_cap(limits.max_connections, cfg.http.max_connections_set);
+    if let Some(w) = warning {
+        eprintln!("nfsdtopd: {w}");
     }
+    limits.max_connections = cap;
+    crate::listener::serve(listener, router, tls, limits, redactor, shutdown).await?;
     Ok(())
 }
 

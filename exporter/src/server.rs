@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -17,7 +17,7 @@ use futures_util::stream::{self, Stream};
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
 use tokio::sync::watch;
 
-use crate::auth::{Auth, AuthError};
+use crate::auth::Auth;
 use crate::metrics;
 
 /// One snapshot as published to every view; the JSON is made once, on
@@ -98,41 +98,11 @@ pub fn router(state: AppState) -> Router {
                 format!("method {} not allowed: use GET", req.method()),
             )
         })
-        .layer(middleware::from_fn_with_state(state.clone(), auth_layer))
+        .layer(middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::layer,
+        ))
         .with_state(state)
-}
-
-async fn auth_layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    if !st.auth.enabled() {
-        return next.run(req).await;
-    }
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let auth = st.auth.clone();
-    let res = tokio::task::spawn_blocking(move || auth.check(header.as_deref()))
-        .await
-        .unwrap_or(Err(AuthError::Denied));
-    match res {
-        Ok(()) => next.run(req).await,
-        Err(e) => {
-            let msg = match e {
-                AuthError::Missing => "authentication required",
-                AuthError::Malformed => {
-                    "malformed Authorization header: expected Basic credentials"
-                }
-                AuthError::Denied => "invalid user name or password",
-            };
-            let mut r = json_error(StatusCode::UNAUTHORIZED, msg);
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"nfsdtopd\""),
-            );
-            r
-        }
-    }
 }
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

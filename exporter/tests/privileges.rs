@@ -46,6 +46,8 @@ fn missing_capabilities_are_named() {
         assert!(err.contains(cap), "error does not name {cap}: {err}");
     }
     assert!(err.contains("missing privileges"), "{err}");
+    // The binary to grant them to is the daemon, not the TUI.
+    assert!(err.contains("$(command -v nfsdtopd)"), "{err}");
     assert!(!err.contains("listening on"), "{err}");
 
     // As root, the same fixture gets past the privilege check (and fails

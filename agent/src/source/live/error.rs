@@ -20,10 +20,11 @@ pub enum LiveError {
     NoSunrpc { detail: String },
 
     #[error(
-        "missing privileges: {detail}. nfsdtop needs CAP_BPF and CAP_PERFMON (or \
+        "missing privileges: {detail}. {program} needs CAP_BPF and CAP_PERFMON (or \
          CAP_SYS_ADMIN, which older kernels require) and read access to tracefs: \
          run it as root or grant them, e.g. \
-         `setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep $(command -v nfsdtop)`"
+         `setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep $(command -v {program})`",
+        program = this_program()
     )]
     Privileges { detail: String },
 
@@ -50,6 +51,16 @@ pub enum LiveError {
 
     #[error("cannot read {}: {reason}", path.display())]
     Io { path: PathBuf, reason: String },
+}
+
+/// The binary to grant the capabilities to: the one running (the TUI or
+/// the daemon), named from a fixed list, never from what argv[0] says.
+fn this_program() -> &'static str {
+    let exe = std::env::current_exe().ok();
+    match exe.as_deref().and_then(|p| p.file_name()?.to_str()) {
+        Some("nfsdtopd") => "nfsdtopd",
+        _ => "nfsdtop",
+    }
 }
 
 impl LiveError {

@@ -1,0 +1,485 @@
+//! Accepting and serving connections (plain or TLS) under limits no client
+//! can get around:
+//!
+//! - a connection must finish its TLS handshake, and then each request
+//!   head, within `header_timeout` (hyper's header read timeout runs from
+//!   the moment a connection is ready for a request: it covers silent
+//!   sockets, half-sent heads and idle keep-alive connections alike);
+//! - a response whose writes make no progress for `write_timeout` (a
+//!   client that stopped reading) is dropped;
+//! - at most `max_connections` are open, kept below the open-files limit
+//!   with room to spare. When a new one comes at the cap, the oldest
+//!   connection with no response in flight is closed for it (silent and
+//!   half-sent ones are all such), so a scrape still gets through a flood;
+//!   only when every connection is busy is the new one refused;
+//! - on shutdown, connections with no response in flight (idle, silent,
+//!   half-sent) close at once and the rest get `shutdown_timeout` to
+//!   finish before they are dropped;
+//! - the lines a client can provoke (failed handshakes, the cap) are
+//!   rate-limited and name the client by pseudonym under --redact.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use nfsdtop_agent::redact::Redactor;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+
+use crate::conn_io::{BusyBody, ConnShared, Tracked};
+use crate::ratelog::RateLog;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub write_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub max_connections: usize,
+}
+
+pub const DEFAULT_LIMITS: Limits = Limits {
+    header_timeout: Duration::from_secs(10),
+    write_timeout: Duration::from_secs(30),
+    shutdown_timeout: Duration::from_secs(3),
+    max_connections: 512,
+};
+
+impl Default for Limits {
+    fn default() -> Limits {
+        DEFAULT_LIMITS
+    }
+}
+
+/// Descriptors kept free beside the connections: the listener, the
+/// runtime's, files opened while serving and the connections being closed.
+const FD_RESERVE: u64 = 64;
+
+/// hyper's read buffer bound: a request head up to this size (and URIs up
+/// to hyper's 65534 bytes) is read, a larger one gets 431.
+pub const MAX_HEAD: usize = 80 * 1024;
+
+static CAP_LOG: RateLog = RateLog::new(Duration::from_secs(60));
+static TLS_LOG: RateLog = RateLog::new(Duration::from_secs(60));
+static ACCEPT_LOG: RateLog = RateLog::new(Duration::from_secs(60));
+
+/// `max_connections` as far as the open-files limit allows, and a warning
+/// when that lowered a configured value.
+pub fn connection_cap(wanted: usize, configured: bool) -> (usize, Option<String>) {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let open = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .unwrap_or(32);
+    let room = soft.saturating_sub(open + FD_RESERVE).max(1);
+    if (wanted as u64) <= room {
+        return (wanted, None);
+    }
+    let cap = room as usize;
+    let warn = configured.then(|| {
+        format!(
+            "warning: max_connections {wanted} lowered to {cap}: the open-files limit is {soft} \
+(raise LimitNOFILE in the unit, or ulimit -n)"
+        )
+    });
+    (cap, warn)
+}
+
+/// Basic auth over plain HTTP to other hosts sends the passwords in clear
+/// (base64 is no protection): worth a warning at start-up.
+pub fn plaintext_password_warning(cfg: &crate::config::Config) -> Option<String> {
+    (!cfg.listen.ip().is_loopback() && !cfg.users.is_empty() && cfg.tls.is_none()).then(|| {
+        format!(
+            "warning: basic_auth_users without TLS on {}: passwords cross the network in clear; \
+add [tls_server_config] (or --tls-cert and --tls-key)",
+            cfg.listen
+        )
+    })
+}
+
+struct Registry {
+    base: Instant,
+    next_id: AtomicU64,
+    conns: Mutex<BTreeMap<u64, Arc<ConnShared>>>,
+    ended: Notify,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ConnShared>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn add(self: &Arc<Self>) -> Entry {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let shared = Arc::new(ConnShared::new(id, self.base));
+        self.lock().insert(id, shared.clone());
+        Entry {
+            reg: self.clone(),
+            shared,
+        }
+    }
+
+    /// Close the oldest connection with no response in flight.
+    fn evict_oldest_idle(&self) -> bool {
+        let victim = self
+            .lock()
+            .values()
+            .find(|c| !c.is_busy() && !c.is_killed())
+            .cloned();
+        victim.is_some_and(|c| c.kill())
+    }
+
+    /// Connections told to close whose tasks have not dropped them yet.
+    fn closing(&self) -> usize {
+        self.lock().values().filter(|c| c.is_killed()).count()
+    }
+
+    fn kill_stalled(&self, limit: Duration) -> usize {
+        let now = Instant::now();
+        self.lock()
+            .values()
+            .filter(|c| c.stalled_for(now).is_some_and(|d| d >= limit))
+            .filter(|c| c.kill())
+            .count()
+    }
+
+    /// Close the connections with no response in flight.
+    fn kill_idle(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|c| !c.is_busy())
+            .filter(|c| c.kill())
+            .count()
+    }
+
+    fn kill_all(&self) -> usize {
+        self.lock().values().filter(|c| c.kill()).count()
+    }
+
+    /// Wait until no connection is left or `until`; true if none is left.
+    async fn drained(&self, until: tokio::time::Instant) -> bool {
+        loop {
+            let ended = self.ended.notified();
+            if self.len() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(until, ended).await.is_err() {
+                return self.len() == 0;
+            }
+        }
+    }
+}
+
+/// A connection's place in the registry, given up when its task ends.
+struct Entry {
+    reg: Arc<Registry>,
+    shared: Arc<ConnShared>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.reg.lock().remove(&self.shared.id);
+        self.reg.ended.notify_waiters();
+    }
+}
+
+struct Ctx {
+    router: Router,
+    tls: Option<TlsAcceptor>,
+    http: hyper::server::conn::http1::Builder,
+    limits: Limits,
+    redactor: Option<Redactor>,
+}
+
+impl Ctx {
+    /// How a client is named in log lines.
+    fn name(&self, peer: SocketAddr) -> String {
+        match &self.redactor {
+            Some(r) => r.pseudonym(peer.ip()),
+            None => peer.to_string(),
+        }
+    }
+}
+
+/// Serve `router` on `listener` until `shutdown` completes, then close
+/// every connection within `limits.shutdown_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    tls: Option<Arc<ServerConfig>>,
+    limits: Limits,
+    redactor: Option<Redactor>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEAD);
+    let ctx = Arc::new(Ctx {
+        router,
+        tls: tls.map(TlsAcceptor::from),
+        http,
+        limits,
+        redactor,
+    });
+    let reg = Arc::new(Registry {
+        base: Instant::now(),
+        next_id: AtomicU64::new(0),
+        conns: Mutex::new(BTreeMap::new()),
+        ended: Notify::new(),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sweeper = tokio::spawn(sweep(reg.clone(), ctx.limits.write_timeout));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok((tcp, peer)) => admit(&ctx, &reg, &stop_rx, tcp, peer).await,
+                Err(e) => {
+                    let out_of_fds = matches!(e.raw_os_error(), Some(23 | 24));
+                    ACCEPT_LOG.log(|| format!("accept: {e}"));
+                    if out_of_fds && reg.evict_oldest_idle() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        // Do not spin on an error that persists.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            },
+        }
+    }
+    drop(listener);
+    sweeper.abort();
+    stop_tx.send_replace(true);
+    // Nothing to finish on a connection between requests or in the middle
+    // of a head: it goes now, the rest get shutdown_timeout.
+    reg.kill_idle();
+    let until = tokio::time::Instant::now() + ctx.limits.shutdown_timeout;
+    if !reg.drained(until).await {
+        let n = reg.kill_all();
+        eprintln!(
+            "nfsdtopd: closing {n} connection(s) that did not finish within {:.1} s",
+            ctx.limits.shutdown_timeout.as_secs_f64()
+        );
+        // Killed connections end at their next poll.
+        reg.drained(tokio::time::Instant::now() + Duration::from_secs(1))
+            .await;
+    }
+    Ok(())
+}
+
+/// Take a new connection in, making room at the cap if it can.
+async fn admit(
+    ctx: &Arc<Ctx>,
+    reg: &Arc<Registry>,
+    stop: &watch::Receiver<bool>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+) {
+    let cap = ctx.limits.max_connections;
+    if reg.len() - reg.closing().min(reg.len()) >= cap {
+        if reg.evict_oldest_idle() {
+            CAP_LOG.log(|| {
+                format!(
+                    "{cap} connections open (max_connections): closing the oldest idle ones \
+to let new ones in"
+                )
+            });
+        } else {
+            CAP_LOG.log(|| {
+                format!("{cap} connections open (max_connections), all busy: refusing new ones")
+            });
+            return;
+        }
+    }
+    // Let closed connections give back their descriptors before taking
+    // more: the spare ones are few.
+    for _ in 0..64 {
+        if reg.len() < cap + (FD_RESERVE as usize) / 2 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let entry = reg.add();
+    tokio::spawn(connection(ctx.clone(), entry, stop.clone(), tcp, peer));
+}
+
+/// Close connections whose writes have been stuck too long.
+async fn sweep(reg: Arc<Registry>, limit: Duration) {
+    let every = (limit / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        reg.kill_stalled(limit);
+    }
+}
+
+async fn connection(
+    ctx: Arc<Ctx>,
+    entry: Entry,
+    mut stop: watch::Receiver<bool>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+) {
+    let shared = entry.shared.clone();
+    let Some(acceptor) = &ctx.tls else {
+        return http(&ctx, Tracked::new(tcp, shared), peer, &entry, stop).await;
+    };
+    let handshake = tokio::time::timeout(ctx.limits.header_timeout, acceptor.accept(tcp));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                TLS_LOG.log(|| format!("TLS handshake with {} failed: {e}", ctx.name(peer)));
+                return;
+            }
+            Err(_) => {
+                TLS_LOG.log(|| format!("TLS handshake with {} timed out", ctx.name(peer)));
+                return;
+            }
+        },
+        _ = shared.killed() => return,
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    http(&ctx, Tracked::new(tls, shared), peer, &entry, stop).await
+}
+
+async fn http<S>(
+    ctx: &Ctx,
+    io: Tracked<S>,
+    peer: SocketAddr,
+    entry: &Entry,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = entry.shared.clone();
+    let router = ctx.router.clone();
+    let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let busy = shared.begin();
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(ConnectInfo(peer));
+        let router = router.clone();
+        async move {
+            let resp = match router.oneshot(req).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(resp.map(|b| BusyBody::wrap(b, busy)))
+        }
+    });
+    let conn = ctx.http.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    let mut graceful = false;
+    loop {
+        tokio::select! {
+            // Errors here are the client's (resets, timeouts, bad HTTP):
+            // the connection just ends.
+            _ = conn.as_mut() => return,
+            _ = entry.shared.killed() => return,
+            _ = stop.wait_for(|s| *s), if !graceful => {
+                conn.as_mut().graceful_shutdown();
+                graceful = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_response_that_never_finishes_is_dropped_after_the_shutdown_timeout() {
+        let started = Arc::new(Notify::new());
+        let s = started.clone();
+        let router = Router::new().route(
+            "/hang",
+            get(move || async move {
+                s.notify_one();
+                std::future::pending::<String>().await
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            shutdown_timeout: Duration::from_millis(300),
+            ..DEFAULT_LIMITS
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, router, None, limits, None, async {
+            let _ = stopped.await;
+        }));
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        started.notified().await;
+        let t = Instant::now();
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("serve returns")
+            .unwrap()
+            .unwrap();
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}: did not wait");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest).await;
+        assert!(rest.is_empty(), "no answer, the connection is closed");
+    }
+
+    #[tokio::test]
+    async fn a_write_that_cannot_progress_marks_the_connection_stalled() {
+        let reg = Arc::new(Registry {
+            base: Instant::now(),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(BTreeMap::new()),
+            ended: Notify::new(),
+        });
+        let entry = reg.add();
+        let (near, mut far) = tokio::io::duplex(64);
+        let mut io = Tracked::new(near, entry.shared.clone());
+        let _busy = entry.shared.begin();
+        io.write_all(&[b'x'; 64]).await.unwrap();
+        assert_eq!(entry.shared.stalled_for(Instant::now()), None);
+        // The peer reads nothing: the next write cannot go out.
+        let blocked = tokio::time::timeout(Duration::from_millis(50), io.write_all(b"y")).await;
+        assert!(blocked.is_err());
+        assert!(entry.shared.stalled_for(Instant::now()).is_some());
+        assert_eq!(reg.kill_stalled(Duration::from_secs(60)), 0, "not yet");
+        let later = Instant::now() + Duration::from_millis(10);
+        while Instant::now() < later {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(reg.kill_stalled(Duration::from_millis(10)), 1);
+        assert!(entry.shared.is_killed());
+        // Once the peer reads, writes flow and the mark goes.
+        let mut buf = [0u8; 64];
+        far.read_exact(&mut buf).await.unwrap();
+        io.write_all(b"z").await.unwrap();
+        assert_eq!(entry.shared.stalled_for(Instant::now()), None);
+        drop(entry);
+        assert_eq!(reg.len(), 0, "an ended connection leaves the registry");
+    }
+}

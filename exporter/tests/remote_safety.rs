@@ -1,0 +1,550 @@
+//! What a remote client cannot do to the real `nfsdtopd`: hold sockets
+//! open (header timeout, connection cap under a 1024 descriptor limit),
+//! hang a SIGTERM, tell user names apart by timing, burn CPU with wrong
+//! passwords, flood the log with failed TLS handshakes; and hyper's own
+//! errors are JSON.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::{parse_response, write, BIN};
+
+/// nfsdtopd (run through `prefix`, e.g. prlimit), with the lines it
+/// printed before "listening on" and a channel of the later ones.
+struct Proc {
+    child: Child,
+    addr: SocketAddr,
+    startup: Vec<String>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn launch(prefix: &[&str], args: &[&str]) -> Proc {
+    let mut cmd = match prefix.split_first() {
+        Some((p, rest)) => {
+            let mut c = Command::new(p);
+            c.args(rest).arg(BIN);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    let mut child = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nfsdtopd");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut startup = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no \"listening on\" within 20 s: {startup:?}"));
+        if let Some(url) = line.split("listening on ").nth(1) {
+            let addr = url.split("://").nth(1).unwrap().trim().parse().unwrap();
+            return Proc {
+                child,
+                addr,
+                startup,
+                lines,
+            };
+        }
+        startup.push(line);
+    }
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
+/// A demo daemon's config file with `extra` appended.
+fn config(dir: &std::path::Path, extra: &str) -> String {
+    write(
+        dir,
+        "nfsdtopd.toml",
+        &format!(
+            "listen = \"127.0.0.1:0\"\ninterval = 0.2\n[source]\nkind = \"demo\"\nscenario = \"seed-k4\"\n{extra}"
+        ),
+    )
+}
+
+/// One request on a fresh connection, with a deadline for all of it.
+fn request(addr: SocketAddr, raw: &[u8], within: Duration) -> Result<Vec<u8>, String> {
+    let mut s = TcpStream::connect_timeout(&addr, within).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(within)).unwrap();
+    s.set_write_timeout(Some(within)).unwrap();
+    s.write_all(raw).map_err(|e| format!("send: {e}"))?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).map_err(|e| format!("read: {e}"))?;
+    Ok(out)
+}
+
+fn get(
+    addr: SocketAddr,
+    path: &str,
+    auth: Option<&str>,
+    within: Duration,
+) -> Result<common::Response, String> {
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    if let Some(a) = auth {
+        req.push_str(&format!("Authorization: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    let raw = request(addr, req.as_bytes(), within)?;
+    if raw.is_empty() {
+        return Err("closed without an answer".into());
+    }
+    Ok(parse_response(&raw))
+}
+
+/// Wait until the connection is closed by the daemon; how long since `t`.
+fn time_to_close(mut s: TcpStream, t: Instant, limit: Duration) -> Duration {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return t.elapsed(),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return t.elapsed(),
+            Err(e) => panic!("still open after {limit:?}: {e}"),
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn hyper_level_errors_are_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = launch(&[], &["--config", &config(dir.path(), "")]);
+    let long_header = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: {}\r\n\r\n",
+        "a".repeat(200_000)
+    );
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    for (raw, status, needle) in [
+        (
+            b"\x00\x01GARBAGE\r\n\r\n".to_vec(),
+            400,
+            "could not be parsed",
+        ),
+        (long_header.into_bytes(), 431, "too large"),
+        (long_uri.into_bytes(), 414, "URI too long"),
+    ] {
+        let out = request(d.addr, &raw, Duration::from_secs(10)).unwrap();
+        let r = parse_response(&out);
+        assert_eq!(r.status, status, "{r:?}");
+        assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+        let msg = r.json()["error"].as_str().unwrap().to_string();
+        assert!(msg.contains(needle), "{msg}");
+    }
+}
+
+#[test]
+fn silent_half_sent_and_idle_connections_are_closed_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = launch(
+        &[],
+        &[
+            "--config",
+            &config(dir.path(), "[http]\nheader_timeout = 1\n"),
+        ],
+    );
+    let limit = Duration::from_secs(5);
+    let t = Instant::now();
+    let silent = TcpStream::connect(d.addr).unwrap();
+    let mut half = TcpStream::connect(d.addr).unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let (a, b) = (
+        time_to_close(silent, t, limit),
+        time_to_close(half, t, limit),
+    );
+    // Keep-alive: one answer, then the idle connection goes too.
+    let mut idle = TcpStream::connect(d.addr).unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    idle.set_read_timeout(Some(limit)).unwrap();
+    assert!(idle.read(&mut buf).unwrap() > 0, "an answer first");
+    let c = time_to_close(idle, Instant::now(), limit);
+    for t in [a, b, c] {
+        assert!(
+            t >= Duration::from_millis(800) && t < Duration::from_secs(3),
+            "{a:?} {b:?} {c:?}"
+        );
+    }
+}
+
+#[test]
+fn two_thousand_silent_sockets_do_not_stop_an_authorised_scrape_under_a_1024_fd_limit() {
+    // This process holds the 2000 client ends itself.
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let want = 4096u64.min(lim.maximum.unwrap_or(u64::MAX));
+    assert!(
+        want >= 2200,
+        "this test needs an open-files hard limit of 2200 or more: {lim:?}"
+    );
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(want.max(lim.current.unwrap_or(0))),
+            maximum: lim.maximum,
+        },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!(
+            "[basic_auth_users]\nprom = \"sha256:{}\"\n",
+            sha256_hex("pw")
+        ),
+    );
+    let d = launch(&["prlimit", "--nofile=1024:1024"], &["--config", &cfg]);
+    let auth = basic("prom", "pw");
+    let ok = |timeout| get(d.addr, "/metrics", Some(&auth), timeout);
+    // A first scrape (credentials checked once, then cached).
+    let r = ok(Duration::from_secs(10)).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let t = Instant::now();
+    let mut silent = Vec::new();
+    for i in 0..2000 {
+        match TcpStream::connect_timeout(&d.addr, Duration::from_secs(10)) {
+            Ok(s) => silent.push(s),
+            Err(e) => panic!("silent socket {i}: {e}"),
+        }
+    }
+    eprintln!("2000 silent sockets opened in {:?}", t.elapsed());
+    for _ in 0..5 {
+        let t = Instant::now();
+        let r = ok(Duration::from_secs(1)).expect("a scrape within 1 s");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.body.contains("nfsdtop_"), "{}", r.body);
+        eprintln!("scrape with 2000 silent sockets: {:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", d.child.id()))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    eprintln!("descriptors open in nfsdtopd: {fds}");
+    let logged: Vec<String> = d
+        .lines
+        .try_iter()
+        .filter(|l| l.contains("max_connections"))
+        .collect();
+    assert_eq!(logged.len(), 1, "one rate-limited line: {logged:?}");
+    drop(silent);
+}
+
+#[test]
+fn at_the_cap_with_every_connection_busy_new_ones_are_refused_with_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = launch(
+        &[],
+        &[
+            "--config",
+            &config(dir.path(), "[http]\nmax_connections = 3\n"),
+        ],
+    );
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(d.addr).unwrap();
+        s.write_all(b"GET /api/v1/stream HTTP/1.0\r\n\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 1024];
+        assert!(s.read(&mut buf).unwrap() > 0);
+        streams.push(s);
+    }
+    let r = get(d.addr, "/healthz", None, Duration::from_secs(5));
+    assert!(r.is_err(), "refused: {r:?}");
+    let line = d
+        .lines
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a log line");
+    assert!(line.contains("all busy"), "{line}");
+    // A stream ends: there is room again.
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(d.addr, "/healthz", None, Duration::from_secs(5)).is_err() {
+        assert!(Instant::now() < deadline, "no room after a stream ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigterm_with_20_half_open_requests_and_a_stalled_stream_exits_within_5_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = launch(&[], &["--config", &config(dir.path(), "")]);
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(d.addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Half: ")
+            .unwrap();
+        held.push(s);
+    }
+    // A stream nobody reads.
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.write_all(b"GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    held.push(s);
+    // The daemon answers while they are held.
+    assert!(get(d.addr, "/healthz", None, Duration::from_secs(5)).is_ok());
+    let t = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("exited {:?} after SIGTERM", t.elapsed());
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn wrong_password_and_unknown_user_take_the_same_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let bc = bcrypt::hash("right", 8).unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!(
+            "[basic_auth_users]\nalice = \"{bc}\"\nbob = \"sha256:{}\"\n\
+[http]\nauth_failures_per_source = 100000\nauth_failures_total = 100000\n",
+            sha256_hex("right")
+        ),
+    );
+    let d = launch(&[], &["--config", &cfg]);
+    let cases = [("alice", "wrong"), ("bob", "wrong"), ("mallory", "wrong")];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for _ in 0..50 {
+        for (i, (u, p)) in cases.iter().enumerate() {
+            let auth = basic(u, p);
+            let t = Instant::now();
+            let r = get(d.addr, "/healthz", Some(&auth), Duration::from_secs(10)).unwrap();
+            times[i].push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(r.status, 401, "{r:?}");
+        }
+    }
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    eprintln!(
+        "median ms: bcrypt user {:.2}, sha256 user {:.2}, unknown user {:.2}",
+        medians[0], medians[1], medians[2]
+    );
+    let (lo, hi) = (
+        medians.iter().copied().fold(f64::MAX, f64::min),
+        medians.iter().copied().fold(0.0, f64::max),
+    );
+    assert!(
+        hi <= lo * 1.10,
+        "medians differ by more than 10%: {medians:?}"
+    );
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // utime and stime: fields 14 and 15, i.e. 11 and 12 after the name.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[test]
+fn a_wrong_password_flood_is_limited_and_leaves_authorised_scrapes_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    // Cost 8: about 70 ms a check in a debug build, as cost 10 is in release.
+    let bc = bcrypt::hash("right", 8).unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!("[basic_auth_users]\nprom = \"{bc}\"\n"),
+    );
+    let d = launch(&[], &["--config", &cfg]);
+    let good = basic("prom", "right");
+    let r = get(d.addr, "/metrics", Some(&good), Duration::from_secs(30)).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let cpu0 = cpu_seconds(d.child.id());
+    let stop = Arc::new(AtomicBool::new(false));
+    // Answers to the flood: [401 (a password was checked), 429 (not)].
+    let answers = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let addr = d.addr;
+    let flooders: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, answers) = (stop.clone(), answers.clone());
+            std::thread::spawn(move || {
+                let bad = basic("prom", "guess");
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(r) = get(addr, "/metrics", Some(&bad), Duration::from_secs(10)) {
+                        match r.status {
+                            401 => answers[0].fetch_add(1, Ordering::SeqCst),
+                            429 => answers[1].fetch_add(1, Ordering::SeqCst),
+                            other => panic!("flood answered {other}"),
+                        };
+                    }
+                }
+            })
+        })
+        .collect();
+    let t = Instant::now();
+    let mut scrapes = Vec::new();
+    while t.elapsed() < Duration::from_secs(4) {
+        let s = Instant::now();
+        let r = get(d.addr, "/metrics", Some(&good), Duration::from_secs(10)).unwrap();
+        assert_eq!(r.status, 200, "{r:?}");
+        scrapes.push(s.elapsed().as_secs_f64() * 1e3);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for f in flooders {
+        f.join().unwrap();
+    }
+    let cpu = cpu_seconds(d.child.id()) - cpu0;
+    let secs = t.elapsed().as_secs_f64();
+    scrapes.sort_by(f64::total_cmp);
+    let worst = *scrapes.last().unwrap();
+    let (checked, limited) = (
+        answers[0].load(Ordering::SeqCst),
+        answers[1].load(Ordering::SeqCst),
+    );
+    eprintln!(
+        "{} scrapes during the flood: median {:.1} ms, worst {worst:.1} ms; flood: {checked} \
+passwords checked, {limited} answered 429; daemon CPU {cpu:.2} s in {secs:.1} s",
+        scrapes.len(),
+        scrapes[scrapes.len() / 2],
+    );
+    assert!(worst < 50.0, "authorised scrapes (ms): {scrapes:?}");
+    // The default budget: 10 a minute from one address, all at once.
+    let budget = 10.0 + secs * 10.0 / 60.0;
+    assert!(
+        checked as f64 <= budget + 1.0,
+        "{checked} passwords checked"
+    );
+    assert!(limited > 0, "the flood was never limited");
+    // Unlimited, a check costs about 70 ms of CPU; a refusal a fraction
+    // of a millisecond.
+    let per_request_ms = (cpu - checked as f64 * 0.07).max(0.0) * 1e3 / limited as f64;
+    assert!(
+        per_request_ms < 2.0,
+        "{per_request_ms:.2} ms of CPU per refused request"
+    );
+}
+
+#[test]
+fn failed_tls_handshakes_log_one_line_by_pseudonym_under_redact() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = write(dir.path(), "server.crt", &ck.cert.pem());
+    let key = write(dir.path(), "server.key", &ck.key_pair.serialize_pem());
+    let cfg = config(dir.path(), "");
+    let d = launch(
+        &[],
+        &[
+            "--config",
+            &cfg,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--redact",
+        ],
+    );
+    for _ in 0..30 {
+        // Plain HTTP on the TLS port; the daemon gives up and closes.
+        let _ = request(d.addr, b"GET / HTTP/1.1\r\n\r\n", Duration::from_secs(10));
+        drop(TcpStream::connect(d.addr).unwrap());
+    }
+    let first = d
+        .lines
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a handshake line");
+    assert!(first.contains("TLS handshake with anon-"), "{first}");
+    let mut all = vec![first];
+    all.extend(d.lines.try_iter());
+    assert!(all.iter().all(|l| !l.contains("127.0.0.1")), "{all:?}");
+    assert_eq!(
+        all.iter().filter(|l| l.contains("TLS handshake")).count(),
+        1,
+        "{all:?}"
+    );
+}
+
+#[test]
+fn basic_auth_to_other_hosts_without_tls_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = format!(
+        "[basic_auth_users]\nprom = \"sha256:{}\"\n",
+        sha256_hex("pw")
+    );
+    let cfg = write(
+        dir.path(),
+        "exposed.toml",
+        &format!("listen = \"0.0.0.0:0\"\nexpose = true\n[source]\nkind = \"demo\"\n{users}"),
+    );
+    let d = launch(&[], &["--config", &cfg]);
+    assert!(
+        d.startup
+            .iter()
+            .any(|l| l.contains("passwords cross the network in clear")),
+        "{:?}",
+        d.startup
+    );
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = write(dir.path(), "server.crt", &ck.cert.pem());
+    let key = write(dir.path(), "server.key", &ck.key_pair.serialize_pem());
+    let d = launch(
+        &[],
+        &["--config", &cfg, "--tls-cert", &cert, "--tls-key", &key],
+    );
+    assert!(
+        !d.startup.iter().any(|l| l.contains("in clear")),
+        "{:?}",
+        d.startup
+    );
+}
