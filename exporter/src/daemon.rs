@@ -57,6 +57,7 @@ fn spec_of(cfg: &Config) -> SourceSpec {
             tracefs: cfg.tracefs.clone(),
             kernel_stats: cfg.bpf_stats,
             tracepoints: cfg.tracepoints,
+            ring_bytes: cfg.ring_bytes,
             ..LiveOptions::default()
         }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
@@ -126,7 +127,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
 
-    let metrics_state = Arc::new(Mutex::new(MetricsState::new(cfg.top_k, cfg.top_k_classes)));
+    let metrics_state = Arc::new(Mutex::new(MetricsState::with_unfair_below(
+        cfg.top_k,
+        cfg.top_k_classes,
+        cfg.unfair_ratio,
+    )));
+    let unfair = crate::unfair::UnfairSource(metrics_state.clone());
     let registry = metrics::registry(metrics_state.clone());
     let (metrics_tx, metrics_rx) =
         watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
@@ -189,7 +195,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         interval: cfg.interval,
         shutdown: stop_rx,
     };
-    let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone(), stop_tx));
+    let result = rt.block_on(serve(cfg, spec, app, unfair, tls, ctl_tx.clone(), stop_tx));
     stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = ctl_tx.send(Control::Stop);
     drop(ctl_tx);
@@ -202,6 +208,7 @@ async fn serve(
     cfg: Config,
     spec: SourceSpec,
     app: AppState,
+    unfair: crate::unfair::UnfairSource,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
@@ -215,7 +222,7 @@ async fn serve(
 
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
 
-    let router = server::router(app);
+    let router = server::router(app).layer(axum::Extension(unfair));
     let shutdown = async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = match signal(SignalKind::terminate()) {
