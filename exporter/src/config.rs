@@ -9,12 +9,14 @@
 //! interval = 1.0              # seconds between snapshots
 //! speed = 1.0                 # demo/replay clock speed (0 = as fast as possible)
 //! wait = 300                  # live: wait this long for nfsd's tracepoints
+//! ring_size = "16M"           # live: BPF ring buffer (power of two, 4096..1G)
+//! unfair_ratio = 0.5          # nfsdtop_unfair_entities counts entities below this
 //!
 //! [source]
 //! kind = "demo"               # live | demo | replay
 //! scenario = "seed-k16"       # demo: built-in name or scenario .toml
 //! policy = "flat"             # demo: flat | rr-peer | rr-class
-//! # path = "trace.nfsdtop"    # replay
+//! # path = "trace.nfsdrec"    # replay
 //!
 //! redact = false               # hash client addresses in every output
 //! # redact_key = "..."        # >= 16 chars: pseudonyms stable across restarts
@@ -42,7 +44,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, bail};
 use clap::Parser;
 use nfsdtop_agent::source::demo::Policy;
 use nfsdtop_agent::source::live::Tracepoints;
@@ -88,6 +90,9 @@ pub struct Cli {
     /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Live source: size of the BPF ring buffer, e.g. 64M (a power of two from 4096 bytes to 1G) [default: 16M]. Enlarge it when events are lost (nfsdtop_events_lost_total grows).
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
+    pub ring_size: Option<u32>,
     /// Live source: raw tracepoints where the kernel's BTF allows (the default; kept for scripts that pass it).
     #[arg(long, hide = true, conflicts_with = "classic_tracepoints")]
     pub raw_tracepoints: bool,
@@ -118,6 +123,9 @@ pub struct Cli {
     /// Classes with their own series in /metrics; the rest are summed into class="other" [default: 200].
     #[arg(long, value_name = "K")]
     pub top_k_classes: Option<usize>,
+    /// Count a peer or class in nfsdtop_unfair_entities (and list it on /api/v1/unfair) when it gets less than RATIO of its fair share while backlogged [default: 0.5, as the NfsdtopUnfairShare alert].
+    #[arg(long, value_name = "RATIO")]
+    pub unfair_ratio: Option<f64>,
     /// Seconds between snapshots [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,
@@ -138,6 +146,10 @@ pub struct Cli {
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
     s.parse()
+}
+
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    nfsdtop_agent::source::live::bpf::parse_ring_size(s)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -172,6 +184,10 @@ pub struct Config {
     pub bpf_stats: bool,
     /// Live source: which events go on raw tracepoints.
     pub tracepoints: Tracepoints,
+    /// Live source: the BPF ring buffer's size in bytes.
+    pub ring_bytes: u32,
+    /// The fairness ratio under which an entity counts as unfairly served.
+    pub unfair_ratio: f64,
     pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
@@ -202,6 +218,8 @@ struct FileConfig {
     interval: Option<Spanned<f64>>,
     speed: Option<Spanned<f64>>,
     wait: Option<Spanned<f64>>,
+    ring_size: Option<Spanned<RingSize>>,
+    unfair_ratio: Option<Spanned<f64>>,
     source: Option<Spanned<FileSource>>,
     tls_server_config: Option<Spanned<FileTls>>,
     basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
@@ -221,6 +239,14 @@ struct FileHttp {
     max_connections: Option<Spanned<i64>>,
     auth_failures_per_source: Option<Spanned<i64>>,
     auth_failures_total: Option<Spanned<i64>>,
+}
+
+/// `ring_size = 16777216` or `ring_size = "16M"`.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum RingSize {
+    Bytes(i64),
+    Text(String),
 }
 
 #[derive(Deserialize, Debug)]
@@ -311,6 +337,15 @@ fn check_speed(s: f64) -> Result<f64, String> {
     Ok(s)
 }
 
+fn check_unfair_ratio(r: f64) -> Result<f64, String> {
+    if !(r.is_finite() && r > 0.0 && r <= 1.0) {
+        return Err(format!(
+            "unfair_ratio must be above 0 and at most 1 (a fraction of the fair share), not {r}"
+        ));
+    }
+    Ok(r)
+}
+
 fn check_wait(s: f64) -> Result<Duration, String> {
     if !s.is_finite() || !(0.0..=31_536_000.0).contains(&s) {
         return Err(format!(
@@ -335,6 +370,8 @@ impl Config {
             tracefs: None,
             bpf_stats: false,
             tracepoints: Tracepoints::Raw,
+            ring_bytes: nfsdtop_agent::source::live::bpf::DEFAULT_RING_BYTES,
+            unfair_ratio: crate::metrics::DEFAULT_UNFAIR_BELOW,
             source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
@@ -412,6 +449,16 @@ impl Config {
         }
         if let Some(w) = &f.wait {
             self.wait = Some(check_wait(*w.get_ref()).or_else(|e| o.err(w.span(), e))?);
+        }
+        if let Some(r) = &f.ring_size {
+            let parsed = match r.get_ref() {
+                RingSize::Bytes(n) => parse_ring_size(&n.to_string()),
+                RingSize::Text(t) => parse_ring_size(t),
+            };
+            self.ring_bytes = parsed.or_else(|e| o.err(r.span(), format!("ring_size: {e}")))?;
+        }
+        if let Some(r) = &f.unfair_ratio {
+            self.unfair_ratio = check_unfair_ratio(*r.get_ref()).or_else(|e| o.err(r.span(), e))?;
         }
         if let Some(src) = &f.source {
             let s = src.get_ref();
@@ -570,6 +617,13 @@ impl Config {
         if let Some(w) = cli.wait {
             self.wait = Some(check_wait(w).map_err(|e| anyhow!("--wait: {e}"))?);
         }
+        if let Some(r) = cli.ring_size {
+            self.ring_bytes = r;
+        }
+        if let Some(r) = cli.unfair_ratio {
+            self.unfair_ratio =
+                check_unfair_ratio(r).map_err(|e| anyhow!("--unfair-ratio: {e}"))?;
+        }
         if let Some(t) = &cli.tracefs {
             self.tracefs = Some(t.clone());
         }
@@ -703,6 +757,37 @@ max_connections = 100\nauth_failures_per_source = 3\nauth_failures_total = 30\n"
             let e = format!("{:#}", Config::from_file_text(path, text).unwrap_err());
             assert!(e.contains(at) && e.contains(needle), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn ring_size_and_unfair_ratio_from_file_and_flags() {
+        let path = Path::new("/etc/nfsdtop/nfsdtopd.toml");
+        let cfg = |text: &str| Config::from_file_text(path, text);
+        assert_eq!(cfg("").unwrap().ring_bytes, 16 << 20);
+        assert_eq!(cfg("ring_size = \"64M\"").unwrap().ring_bytes, 64 << 20);
+        assert_eq!(cfg("ring_size = 65536").unwrap().ring_bytes, 65536);
+        let e = cfg("wait = 1\nring_size = \"3M\"").unwrap_err().to_string();
+        assert!(
+            e.starts_with("/etc/nfsdtop/nfsdtopd.toml:2:") && e.contains("not a power of two"),
+            "{e}"
+        );
+        let e = cfg("ring_size = 1024").unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        assert_eq!(cfg("unfair_ratio = 0.3").unwrap().unfair_ratio, 0.3);
+        let e = cfg("unfair_ratio = 2.0").unwrap_err().to_string();
+        assert!(
+            e.contains("/etc/nfsdtop/nfsdtopd.toml:1:") && e.contains("at most 1"),
+            "{e}"
+        );
+        let cli = Cli::parse_from(["nfsdtopd", "--ring-size", "256K", "--unfair-ratio", "0.4"]);
+        let c = Config::resolve(&cli).unwrap();
+        assert_eq!((c.ring_bytes, c.unfair_ratio), (256 << 10, 0.4));
+        let e = Cli::try_parse_from(["nfsdtopd", "--ring-size", "5000"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a power of two"), "{e}");
+        let cli = Cli::parse_from(["nfsdtopd", "--unfair-ratio", "0"]);
+        assert!(Config::resolve(&cli).is_err());
     }
 
     #[test]

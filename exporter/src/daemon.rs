@@ -57,6 +57,7 @@ fn spec_of(cfg: &Config) -> SourceSpec {
             tracefs: cfg.tracefs.clone(),
             kernel_stats: cfg.bpf_stats,
             tracepoints: cfg.tracepoints,
+            ring_bytes: cfg.ring_bytes,
             ..LiveOptions::default()
         }),
         SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
@@ -133,7 +134,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
 
-    let metrics_state = Arc::new(Mutex::new(MetricsState::new(cfg.top_k, cfg.top_k_classes)));
+    let metrics_state = Arc::new(Mutex::new(MetricsState::with_unfair_below(
+        cfg.top_k,
+        cfg.top_k_classes,
+        cfg.unfair_ratio,
+    )));
+    let unfair = crate::unfair::UnfairSource(metrics_state.clone());
     let registry = metrics::registry(metrics_state.clone());
     let (metrics_tx, metrics_rx) =
         watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
@@ -203,6 +209,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         cfg,
         spec,
         app,
+        unfair,
         tls,
         redactor,
         ctl_tx.clone(),
@@ -220,6 +227,7 @@ async fn serve(
     cfg: Config,
     spec: SourceSpec,
     app: AppState,
+    unfair: crate::unfair::UnfairSource,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     redactor: Option<Redactor>,
     ctl: mpsc::Sender<Control>,
@@ -234,7 +242,7 @@ async fn serve(
 
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
 
-    let router = server::router(app);
+    let router = server::router(app).layer(axum::Extension(unfair));
     let shutdown = async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = match signal(SignalKind::terminate()) {

@@ -1,8 +1,10 @@
 //! nfsdtopd: nfsdtop's pipeline run headless, served over HTTP.
 //!
 //! - [`config`]: flags over a TOML file, errors with file:line:column;
-//! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality
-//!   (top K peers and classes, the rest folded into "other");
+//! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality;
+//! - [`fold`]: which K peers and classes get a series (victims first), the
+//!   rest folded into "other";
+//! - [`unfair`]: /api/v1/unfair, every entity below its fair share;
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
 //!   /api/v1/stream, /healthz) and JSON errors;
 //! - [`auth`], [`auth_limit`], [`tls`]: basic auth (bcrypt or sha256)
@@ -17,9 +19,11 @@ pub mod auth_limit;
 pub mod config;
 pub mod conn_io;
 pub mod daemon;
+pub mod fold;
 pub mod listener;
 pub mod metrics;
 pub mod privileges;
 pub mod ratelog;
 pub mod server;
 pub mod tls;
+pub mod unfair;

@@ -1,34 +1,27 @@
 //! Snapshots → Prometheus metrics with bounded cardinality.
 //!
-//! Every class and peer series is a counter this module accumulates itself,
-//! from the deltas between consecutive snapshots, so it stays monotonic
-//! whatever happens underneath: peers evicted by the aggregator, peers
-//! re-created after eviction (their cumulative numbers restart at 0),
-//! peers moving in and out of the labelled top K.
-//!
-//! Folding: at most `top_k` peers (and `top_k_classes` classes) carry their
-//! own label. A label is sticky: once given, it stays while the entity is in
-//! the snapshot. Free label slots go to the busiest unlabelled entities of
-//! the interval. Everything else is summed into `peer="other"` /
-//! `class="other"`. For dispatches, execution seconds and the queue-wait
-//! histogram, "other" is the residual `total - sum(labelled)`, so the series
-//! always add up to the exact totals, even for peers the aggregator evicted
-//! between two snapshots; entitled and backlogged seconds (which have no
-//! aggregator-wide total) sum the folded entities' deltas.
+//! Every class and peer series is a counter accumulated here from the
+//! deltas between consecutive snapshots, so it stays monotonic whatever
+//! happens underneath. At most `top_k` peers (and `top_k_classes` classes)
+//! carry their own label; who gets one, and how the rest are summed into
+//! `peer="other"` / `class="other"`, is [`crate::fold`]'s business. The
+//! number of entities below their fair share, however many are folded, is
+//! `nfsdtop_unfair_entities` (the list: /api/v1/unfair).
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::hash::{Hash, Hasher};
-
-use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
 use std::sync::{Arc, Mutex};
 
-use nfsdtop_agent::model::{BpfProgramStats, EntityStats, Snapshot, SourceInfo};
+use nfsdtop_agent::model::{BpfProgramStats, EntityKind, EntityStats, Snapshot, SourceInfo};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+
+use crate::fold::{delta_f, delta_u, dense, Folder, Series, Smooth};
+
+/// The default fairness ratio under which an entity counts as unfairly
+/// served (the NfsdtopUnfairShare alert's default UNFAIR_RATIO).
+pub const DEFAULT_UNFAIR_BELOW: f64 = 0.5;
 
 /// The label value of the folded series.
 pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
@@ -53,313 +46,6 @@ pub fn escape_label(s: &str) -> String {
     out
 }
 
-/// A full-resolution cumulative histogram, accumulated from deltas.
-#[derive(Clone, Debug, Default)]
-struct HistAcc {
-    counts: Vec<u64>,
-}
-
-fn dense(h: &WaitHistogram) -> Vec<u64> {
-    let mut v = vec![0u64; BUCKETS];
-    for (lo, _, c) in h.buckets() {
-        v[bucket_of(lo)] += c;
-    }
-    v
-}
-
-impl HistAcc {
-    fn add(&mut self, delta: &[u64]) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS];
-        }
-        for (a, d) in self.counts.iter_mut().zip(delta) {
-            *a += d;
-        }
-    }
-
-    /// (sum in seconds, count, per-bucket counts at the exported bounds).
-    fn export(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let bounds: Vec<u64> = WAIT_BOUNDS_POW.map(|p| 1u64 << p).collect();
-        let mut per = vec![0u64; bounds.len() + 1];
-        let mut sum_us = 0.0;
-        let mut count = 0;
-        for (i, &c) in self.counts.iter().enumerate() {
-            if c == 0 {
-                continue;
-            }
-            let (lo, hi) = bucket_bounds(i);
-            // The bucket's midpoint: _sum is an estimate within the
-            // histogram's resolution (25% relative bucket width).
-            sum_us += c as f64 * (lo + hi - 1) as f64 / 2.0;
-            count += c;
-            let slot = bounds.iter().position(|&b| hi <= b).unwrap_or(bounds.len());
-            per[slot] += c;
-        }
-        let mut buckets: Vec<(f64, u64)> = bounds
-            .iter()
-            .zip(&per)
-            .map(|(&b, &c)| (b as f64 / 1e6, c))
-            .collect();
-        buckets.push((f64::MAX, per[bounds.len()]));
-        (sum_us / 1e6, count, buckets)
-    }
-}
-
-/// One exported series (a labelled entity or "other").
-#[derive(Clone, Debug, Default)]
-pub struct Series {
-    /// Escaped label values.
-    pub name: String,
-    pub class: String,
-    pub dispatches: u64,
-    pub entitled: f64,
-    pub exec_seconds: f64,
-    pub backlogged_seconds: f64,
-    pub connections: u64,
-    pub backlogged: bool,
-    hist: HistAcc,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Seen {
-    dispatches: u64,
-    entitled: f64,
-    exec_seconds: f64,
-    backlogged_seconds: f64,
-}
-
-/// An entity's identity: a 64-bit hash of (netns, name). Keys cost no
-/// allocation, which matters with 100,000 peers per snapshot; a collision
-/// (about 3e-10 for 100,000 keys) would only merge two entities' series.
-type Key = u64;
-
-fn key_of(e: &EntityStats) -> Key {
-    let mut h = FxHasher::default();
-    e.netns.hash(&mut h);
-    e.name.hash(&mut h);
-    h.finish()
-}
-
-#[derive(Clone, Copy, Debug)]
-struct SeenEntry {
-    v: Seen,
-    folded: bool,
-    generation: u64,
-}
-
-/// Folds a varying, possibly huge set of entities into at most `k`
-/// labelled series plus "other".
-#[derive(Debug)]
-struct Folder {
-    k: usize,
-    with_hist: bool,
-    seen: FxHashMap<Key, SeenEntry>,
-    generation: u64,
-    /// Last cumulative histogram of each labelled entity (classes only).
-    seen_hist: FxHashMap<Key, Vec<u64>>,
-    labelled: FxHashMap<Key, Series>,
-    other: Series,
-    folded_now: u64,
-    folded_total: u64,
-}
-
-fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
-    match prev {
-        Some(p) if cur >= p => cur - p,
-        Some(_) | None => cur.max(0.0),
-    }
-}
-
-fn delta_u(cur: u64, prev: Option<u64>) -> u64 {
-    match prev {
-        Some(p) if cur >= p => cur - p,
-        Some(_) | None => cur,
-    }
-}
-
-impl Folder {
-    fn new(k: usize, with_hist: bool, other_class: &str) -> Folder {
-        Folder {
-            k,
-            with_hist,
-            seen: FxHashMap::default(),
-            generation: 0,
-            seen_hist: FxHashMap::default(),
-            labelled: FxHashMap::default(),
-            other: Series {
-                name: OTHER.into(),
-                class: other_class.into(),
-                ..Series::default()
-            },
-            folded_now: 0,
-            folded_total: 0,
-        }
-    }
-
-    /// `total_dispatches`/`total_exec` are the deltas of the aggregator-wide
-    /// totals since the previous snapshot; `total_hist` its delta histogram.
-    fn update(
-        &mut self,
-        entities: &[EntityStats],
-        total_dispatches: u64,
-        total_exec: f64,
-        total_hist: Option<&[u64]>,
-    ) {
-        self.generation += 1;
-        let generation = self.generation;
-        let present: FxHashSet<Key> = entities.iter().map(key_of).collect();
-        // Entities gone from the snapshot lose their label (and series).
-        self.labelled.retain(|k, _| present.contains(k));
-        self.seen_hist.retain(|k, _| present.contains(k));
-        // Fill free label slots with the busiest unlabelled entities.
-        let mut newly: FxHashSet<Key> = FxHashSet::default();
-        if self.labelled.len() < self.k {
-            let mut cands: Vec<&EntityStats> = entities
-                .iter()
-                .filter(|e| !self.labelled.contains_key(&key_of(e)))
-                .collect();
-            let free = self.k - self.labelled.len();
-            let by = |a: &&EntityStats, b: &&EntityStats| {
-                b.interval_dispatches
-                    .cmp(&a.interval_dispatches)
-                    .then(b.dispatches.cmp(&a.dispatches))
-                    .then(a.name.cmp(&b.name))
-            };
-            if cands.len() > free {
-                cands.select_nth_unstable_by(free - 1, by);
-                cands.truncate(free);
-            }
-            // Labels must be unique even when two namespaces hold the
-            // same address.
-            let mut names: HashSet<String> =
-                self.labelled.values().map(|s| s.name.clone()).collect();
-            for e in cands {
-                let key = key_of(e);
-                let mut label = escape_label(&e.name);
-                if names.contains(&label) || label == OTHER {
-                    label = format!("{label}@netns:{}", e.netns);
-                }
-                names.insert(label.clone());
-                let mut s = Series {
-                    name: label,
-                    class: escape_label(&e.class),
-                    ..Series::default()
-                };
-                if self.with_hist {
-                    s.hist.counts = vec![0; BUCKETS];
-                }
-                self.labelled.insert(key, s);
-                newly.insert(key);
-            }
-        }
-
-        let mut labelled_disp = 0u64;
-        let mut labelled_exec = 0.0;
-        let mut labelled_hist = vec![0u64; if self.with_hist { BUCKETS } else { 0 }];
-        let mut other_conn = 0;
-        let mut other_backlogged = false;
-        let mut folded_now = 0;
-        for e in entities {
-            let key = key_of(e);
-            let entry = self.seen.get(&key).copied();
-            let prev = entry.map(|s| s.v);
-            let was_folded = entry.is_some_and(|s| s.folded);
-            let cur = Seen {
-                dispatches: e.dispatches,
-                entitled: e.entitled,
-                exec_seconds: e.exec_seconds,
-                backlogged_seconds: e.backlogged_seconds,
-            };
-            let d_disp = delta_u(cur.dispatches, prev.map(|p| p.dispatches));
-            let d_ent = delta_f(cur.entitled, prev.map(|p| p.entitled));
-            let d_exec = delta_f(cur.exec_seconds, prev.map(|p| p.exec_seconds));
-            let d_back = delta_f(cur.backlogged_seconds, prev.map(|p| p.backlogged_seconds));
-            // An entity labelled now that was folded before: this round's
-            // numbers still belong to "other" (its histogram history is
-            // there already); its own series counts from the next round.
-            let fresh_label = newly.contains(&key) && prev.is_some();
-            match self.labelled.get_mut(&key) {
-                Some(s) if !fresh_label => {
-                    s.dispatches += d_disp;
-                    s.entitled += d_ent;
-                    s.exec_seconds += d_exec;
-                    s.backlogged_seconds += d_back;
-                    s.connections = e.connections;
-                    s.backlogged = e.backlogged;
-                    s.class = escape_label(&e.class);
-                    labelled_disp += d_disp;
-                    labelled_exec += d_exec;
-                    if self.with_hist {
-                        let now = dense(&e.wait_histogram);
-                        let d: Vec<u64> = match self.seen_hist.get(&key) {
-                            Some(p) if now.iter().zip(p).all(|(a, b)| a >= b) => {
-                                now.iter().zip(p).map(|(a, b)| a - b).collect()
-                            }
-                            _ => now.clone(),
-                        };
-                        s.hist.add(&d);
-                        for (a, b) in labelled_hist.iter_mut().zip(&d) {
-                            *a += b;
-                        }
-                        self.seen_hist.insert(key, now);
-                    }
-                }
-                Some(s) => {
-                    s.connections = e.connections;
-                    s.backlogged = e.backlogged;
-                    if self.with_hist {
-                        self.seen_hist.insert(key, dense(&e.wait_histogram));
-                    }
-                    self.other.entitled += d_ent;
-                    self.other.backlogged_seconds += d_back;
-                }
-                None => {
-                    self.other.entitled += d_ent;
-                    self.other.backlogged_seconds += d_back;
-                    other_conn += e.connections;
-                    other_backlogged |= e.backlogged;
-                    folded_now += 1;
-                    if !was_folded {
-                        self.folded_total += 1;
-                    }
-                }
-            }
-            let folded = !self.labelled.contains_key(&key);
-            self.seen.insert(
-                key,
-                SeenEntry {
-                    v: cur,
-                    folded,
-                    generation,
-                },
-            );
-        }
-        // Entities gone from the snapshot are forgotten.
-        self.seen.retain(|_, s| s.generation == generation);
-        self.folded_now = folded_now;
-        self.other.dispatches += total_dispatches.saturating_sub(labelled_disp);
-        self.other.exec_seconds += (total_exec - labelled_exec).max(0.0);
-        self.other.connections = other_conn;
-        self.other.backlogged = other_backlogged;
-        if let Some(t) = total_hist {
-            let d: Vec<u64> = t
-                .iter()
-                .zip(&labelled_hist)
-                .map(|(a, b)| a.saturating_sub(*b))
-                .collect();
-            self.other.hist.add(&d);
-        }
-    }
-
-    /// Labelled series in a stable order, then "other".
-    fn series(&self) -> Vec<&Series> {
-        let mut v: Vec<&Series> = self.labelled.values().collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name).then(a.class.cmp(&b.class)));
-        v.push(&self.other);
-        v
-    }
-}
-
 /// The BPF self-metrics of a snapshot: the live source's per-program
 /// counters (run time and runs are the kernel's `bpf_prog_info` numbers,
 /// kept while `kernel.bpf_stats_enabled` is 1, else 0). Sources without
@@ -372,6 +58,7 @@ pub fn bpf_stats(snapshot: &Snapshot) -> Vec<BpfProgramStats> {
 /// Everything /metrics shows, updated once per snapshot.
 #[derive(Debug)]
 pub struct MetricsState {
+    unfair_below: f64,
     classes: Folder,
     peers: Folder,
     last_total_dispatches: Option<u64>,
@@ -392,9 +79,20 @@ pub struct MetricsState {
 
 impl MetricsState {
     pub fn new(top_k: usize, top_k_classes: usize) -> MetricsState {
+        MetricsState::with_unfair_below(top_k, top_k_classes, DEFAULT_UNFAIR_BELOW)
+    }
+
+    /// `unfair_below`: the fairness ratio under which an entity counts in
+    /// `nfsdtop_unfair_entities`.
+    pub fn with_unfair_below(
+        top_k: usize,
+        top_k_classes: usize,
+        unfair_below: f64,
+    ) -> MetricsState {
         MetricsState {
-            classes: Folder::new(top_k_classes, true, OTHER),
-            peers: Folder::new(top_k, false, OTHER),
+            unfair_below,
+            classes: Folder::new(top_k_classes, true, unfair_below),
+            peers: Folder::new(top_k, false, unfair_below),
             last_total_dispatches: None,
             last_total_exec: None,
             last_total_hist: None,
@@ -428,9 +126,10 @@ impl MetricsState {
         self.last_total_dispatches = Some(t.dispatches);
         self.last_total_exec = Some(t.exec_seconds);
         self.last_total_hist = Some(hist_now);
+        let dt = s.interval_s;
         self.classes
-            .update(&s.classes, d_disp, d_exec, Some(&d_hist));
-        self.peers.update(&s.peers, d_disp, d_exec, None);
+            .update(&s.classes, dt, d_disp, d_exec, Some(&d_hist));
+        self.peers.update(&s.peers, dt, d_disp, d_exec, None);
         self.dispatches += d_disp;
         self.peers_now = t.peers;
         self.classes_now = t.classes;
@@ -454,6 +153,21 @@ impl MetricsState {
 
     pub fn peers_folded(&self) -> u64 {
         self.peers.folded_now
+    }
+
+    /// The ratio under which an entity counts as unfairly served.
+    pub fn unfair_below(&self) -> f64 {
+        self.unfair_below
+    }
+
+    /// An entity's smoothed fairness (see [`Smooth`]) and its label in
+    /// /metrics, if it has one; None for an entity the latest update did
+    /// not see.
+    pub fn smoothed(&self, kind: EntityKind, e: &EntityStats) -> Option<(Smooth, Option<&str>)> {
+        match kind {
+            EntityKind::Peer => self.peers.smoothed(e),
+            EntityKind::Class => self.classes.smoothed(e),
+        }
     }
 
     /// Encode every family through prometheus-client's encoder.
@@ -565,15 +279,45 @@ impl MetricsState {
         )?;
         single_counter(
             enc,
-            "nfsdtop_peers_folded",
-            "Peers folded into peer other so far (each time a peer starts being folded).",
-            CV::U(self.peers.folded_total),
+            "nfsdtop_peer_folds",
+            "Times a peer started being folded into peer other (new beyond the top K, or its label given to a client below its fair share).",
+            CV::U(self.peers.folds_total),
         )?;
         single_gauge(
             enc,
             "nfsdtop_classes_folded",
             "Classes currently folded into class other (beyond the top K classes).",
             self.classes.folded_now as f64,
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_unfair_entities",
+                "Peers and classes backlogged and below nfsdtop_unfair_threshold_ratio of their fair share over about the last minute, labelled or folded (the list: /api/v1/unfair).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (kind, f) in [("peer", &self.peers), ("class", &self.classes)] {
+                m.encode_family(&[("kind", kind)])?
+                    .encode_gauge(&(f.unfair_now as f64))?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_unfair_entities_folded",
+                "Of nfsdtop_unfair_entities, those without a series of their own (more victims than the top K).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (kind, f) in [("peer", &self.peers), ("class", &self.classes)] {
+                m.encode_family(&[("kind", kind)])?
+                    .encode_gauge(&(f.unfair_folded as f64))?;
+            }
+        }
+        single_gauge(
+            enc,
+            "nfsdtop_unfair_threshold_ratio",
+            "The fairness ratio under which nfsdtop_unfair_entities counts an entity (--unfair-ratio).",
+            self.unfair_below,
         )?;
 
         // ---- totals and self-metrics ----
@@ -923,7 +667,7 @@ mod tests {
             Some(10.0)
         );
         assert_eq!(value(&t, "nfsdtop_peers_folded"), Some(1.0));
-        assert_eq!(value(&t, "nfsdtop_peers_folded_total"), Some(1.0));
+        assert_eq!(value(&t, "nfsdtop_peer_folds_total"), Some(1.0));
         let mut m = Arc::try_unwrap(st).unwrap().into_inner().unwrap();
         // c becomes the busiest: a and b keep their labels (sticky).
         m.update(&snap(
@@ -977,7 +721,7 @@ mod tests {
         .unwrap();
         assert!(other2 >= other, "other is monotonic: {other} -> {other2}");
         assert_eq!(other2, other + 4.0);
-        assert_eq!(value(&t, "nfsdtop_peers_folded_total"), Some(2.0));
+        assert_eq!(value(&t, "nfsdtop_peer_folds_total"), Some(2.0));
         assert_eq!(value(&t, "nfsdtop_dispatches_total"), Some(210.0));
     }
 
@@ -1078,5 +822,67 @@ mod tests {
         m.update(&snap(1, vec![peer("we\"ird\\name\n", 1, 1)]));
         let (t, _) = text(m);
         assert!(t.contains("peer=\"we\\\"ird\\\\name\\n\""), "{t}");
+    }
+}
+
+#[cfg(test)]
+mod openmetrics_tests {
+    use super::*;
+    use nfsdtop_agent::model::{EntityKind, Totals};
+
+    /// OpenMetrics: every family name once, and no family's samples
+    /// (name + a suffix its type reserves) named like another family.
+    #[test]
+    fn family_names_are_unique_as_openmetrics_requires() {
+        let mut m = MetricsState::new(1, 1);
+        let e = |name: &str| EntityStats {
+            name: name.into(),
+            kind: EntityKind::Peer,
+            class: name.into(),
+            dispatches: 5,
+            interval_dispatches: 5,
+            ..EntityStats::default()
+        };
+        let s = Snapshot {
+            time: 1.0,
+            interval_s: 1.0,
+            totals: Totals {
+                dispatches: 10,
+                ..Totals::default()
+            },
+            peers: vec![e("a"), e("b")],
+            classes: vec![e("a"), e("b")],
+            ..Snapshot::default()
+        };
+        m.update(&s);
+        let om = encode_openmetrics(&registry(Arc::new(Mutex::new(m))));
+        let mut families: Vec<(String, String)> = Vec::new();
+        for l in om.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let (name, ty) = rest.split_once(' ').unwrap();
+                assert!(
+                    families.iter().all(|(n, _)| n != name),
+                    "family {name} declared twice"
+                );
+                families.push((name.into(), ty.into()));
+            }
+        }
+        for (name, ty) in &families {
+            let suffixes: &[&str] = match ty.as_str() {
+                "counter" => &["_total", "_created"],
+                "histogram" => &["_bucket", "_count", "_sum", "_created"],
+                "info" => &["_info"],
+                _ => &[],
+            };
+            for suf in suffixes {
+                let sample = format!("{name}{suf}");
+                assert!(
+                    families.iter().all(|(n, _)| *n != sample),
+                    "{name}'s sample {sample} is also a family"
+                );
+            }
+        }
+        assert!(families.iter().any(|(n, _)| n == "nfsdtop_peers_folded"));
+        assert!(families.iter().any(|(n, _)| n == "nfsdtop_unfair_entities"));
     }
 }

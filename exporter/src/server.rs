@@ -82,6 +82,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics_handler))
         .route("/api/v1/snapshot", get(snapshot_handler))
         .route("/api/v1/stream", get(stream_handler))
+        .route("/api/v1/unfair", get(crate::unfair::handler))
         .route("/healthz", get(healthz_handler))
         .fallback(|req: Request| async move {
             json_error(

@@ -178,7 +178,7 @@ const REQUIRED: &[&str] = &[
     "nfsdtop_peer_connections{peer=\"10.0.0.3\",class=\"10.0.0.3\"} 16",
     "nfsdtop_peer_dispatches_total{peer=\"other\",class=\"other\"}",
     "nfsdtop_peers_folded 0",
-    "nfsdtop_peers_folded_total 0",
+    "nfsdtop_peer_folds_total 0",
     "nfsdtop_dispatches_total ",
     "nfsdtop_peers 2",
     "nfsdtop_classes 2",

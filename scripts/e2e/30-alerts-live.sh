@@ -15,32 +15,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-fails=0
-ok()   { printf 'ok   %s\n' "$*"; }
-fail() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
-die()  { printf 'FAIL %s\n' "$*"; exit 1; }
-command -v prometheus >/dev/null || die "30-alerts-live: prometheus not found (apt-get install prometheus, or scripts/setup.sh)"
-command -v python3 >/dev/null || die "30-alerts-live: python3 not found"
-command -v curl >/dev/null || die "30-alerts-live: curl not found"
-
-echo "== 30-alerts-live: nfsdtopd demo (seed-k16, flat vs rr-peer) -> Prometheus -> alerts and dashboards"
-
-# The daemon: $NFSDTOPD, or built here (a no-op when up to date).
-if [ -n "${NFSDTOPD:-}" ]; then
-  bin=$NFSDTOPD
-else
-  target=${CARGO_TARGET_DIR:-$ROOT/target}
-  if ! out=$(cargo build -q -p nfsdtop-exporter 2>&1); then
-    echo "$out" | tail -20
-    die "30-alerts-live: cargo build -p nfsdtop-exporter failed; cannot run the daemon"
-  fi
-  bin=$target/debug/nfsdtopd
-fi
-[ -x "$bin" ] || die "30-alerts-live: no nfsdtopd binary at $bin (cargo build -p nfsdtop-exporter)"
-# The bound covers the test itself, not the build above.
-START=$SECONDS
-DEADLINE=$((SECONDS + 110))
-
 tmp=$(mktemp -d /tmp/nfsdtop-alerts-live.XXXXXX)
 pids=()
 cleanup() {
@@ -50,69 +24,32 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+. scripts/e2e/lib/prom.bash
+need_nfsdtopd 30-alerts-live
 
-# Poll CMD until it succeeds or SECS pass.
-poll() { local secs=$1; shift; local end=$((SECONDS + secs)); until "$@"; do
-  [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
+echo "== 30-alerts-live: nfsdtopd demo (seed-k16, flat vs rr-peer) -> Prometheus -> alerts and dashboards"
 
-# Daemons on kernel-chosen ports; they print "listening on http://ADDR".
-start_daemon() {  # policy -> sets $addr
-  local policy=$1 log=$tmp/nfsdtopd-$1.log
-  "$bin" --demo seed-k16 --policy "$policy" --listen 127.0.0.1:0 >"$log" 2>&1 &
-  pids+=($!)
-  listening() { grep -qs 'listening on http://[0-9.:]*' "$log"; }
-  poll 20 listening || { cat "$log"; die "nfsdtopd --policy $policy did not start listening"; }
-  addr=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's|.*http://||')
-  case $addr in 127.0.0.1:*) ;; *) die "nfsdtopd listens on $addr, not loopback";; esac
-}
+# The bound covers the test itself, not the build above.
+START=$SECONDS
+DEADLINE=$((SECONDS + 110))
+
 # NFSDTOP_E2E_FLAT_POLICY=rr-peer is a negative control: with no flat
 # queue the UnfairShare check must FAIL.
 flat_policy=${NFSDTOP_E2E_FLAT_POLICY:-flat}
-start_daemon "$flat_policy"; flat=$addr
-start_daemon rr-peer; rr=$addr
+start_daemon "$flat_policy" --demo seed-k16 --policy "$flat_policy"; flat=$addr
+start_daemon rr-peer --demo seed-k16 --policy rr-peer; rr=$addr
 ok "nfsdtopd --demo seed-k16 --policy $flat_policy on $flat, --policy rr-peer on $rr"
 
 # Prometheus with the e2e-fast rules.
-python3 dashboards/tools/generate.py rules --profile e2e-fast -o "$tmp/nfsdtop.rules.yml" 2>/dev/null ||
+python3 dashboards/tools/generate.py rules --profile e2e-fast -o "$tmp/e2e-fast.rules.yml" 2>/dev/null ||
   die "cannot generate the e2e-fast rules"
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-prom=http://127.0.0.1:$pport
-cat >"$tmp/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [nfsdtop.rules.yml]
-scrape_configs:
-  - job_name: nfsdtop
+start_prometheus "$tmp/e2e-fast.rules.yml" "  - job_name: nfsdtop
     static_configs:
       - targets: ['$flat']
         labels: {policy: flat}
       - targets: ['$rr']
-        labels: {policy: rr-peer}
-EOF
-promtool check config "$tmp/prometheus.yml" >/dev/null 2>&1 || die "generated prometheus.yml is invalid"
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-  --web.listen-address="127.0.0.1:$pport" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
-pids+=($!)
-ready() { curl -sf "$prom/-/ready" >/dev/null; }
-poll 30 ready || { tail -20 "$tmp/prometheus.log"; die "Prometheus did not become ready on $prom"; }
+        labels: {policy: rr-peer}"
 ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile e2e-fast (RATE_WINDOW=10s, UNFAIR_FOR=5s)"
-
-# JSON helpers (stdlib python).
-q() {  # instant query -> "instance class value" lines
-  curl -sf --get "$prom/api/v1/query" --data-urlencode "query=$1" | python3 -c '
-import json, sys
-for s in json.load(sys.stdin)["data"]["result"]:
-    m = s["metric"]; print(m.get("instance", "-"), m.get("class", "-"), s["value"][1])'
-}
-alerts() {  # -> "name state instance class" lines, nfsdtop alerts only
-  curl -sf "$prom/api/v1/alerts" | python3 -c '
-import json, sys
-for a in json.load(sys.stdin)["data"]["alerts"]:
-    l = a["labels"]
-    if l["alertname"].startswith("Nfsdtop"):
-        print(l["alertname"], a["state"], l.get("instance", "-"), l.get("class", "-"))'
-}
 
 both_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 2 ]; }
 poll 30 both_up || die "Prometheus does not see both nfsdtopd targets up"

@@ -206,29 +206,7 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 
 /// `--ring-size`: bytes, or with a K/M/G suffix (KiB, MiB, GiB).
 fn parse_ring_size(s: &str) -> Result<u32, String> {
-    let t = s.trim();
-    let (digits, mult) = match t.trim_end_matches(['B', 'i']).char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 4096, 256K, 16M)"))?;
-    let bytes = n.saturating_mul(mult);
-    if !(4096..=1 << 30).contains(&bytes) {
-        return Err(format!(
-            "ring size {bytes} bytes is out of range: use 4096 to 1G"
-        ));
-    }
-    if !bytes.is_power_of_two() {
-        return Err(format!(
-            "ring size {bytes} bytes is not a power of two (e.g. 4096, 1M, 16M)"
-        ));
-    }
-    Ok(bytes as u32)
+    nfsdtop_agent::source::live::bpf::parse_ring_size(s)
 }
 
 /// `--wait` seconds; "forever" (the flag without a value) is infinite.

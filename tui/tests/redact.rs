@@ -61,7 +61,7 @@ fn batch_outputs_hide_clients_but_keep_classes() {
 fn redacted_recording_holds_no_client_address() {
     let dir = std::env::temp_dir().join(format!("nfsdtop-redact-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("r.nfsrec");
+    let file = dir.join("r.nfsdrec");
     let f = file.to_str().unwrap();
     for scenario in ["movers", "burst"] {
         nfsdtop(&[

@@ -35,6 +35,35 @@ pub const RAW_PROGRAMS: [Option<&str>; slot::COUNT] = [
 
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
 
+/// A ring size as `--ring-size` / `ring_size` take it: bytes, or with a
+/// K/M/G suffix (KiB, MiB, GiB); the kernel wants a power of two of at
+/// least a page, and more than 1 GiB would pin that much memory.
+pub fn parse_ring_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (digits, mult) = match t.trim_end_matches(['B', 'i']).char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4096, 256K, 16M)"))?;
+    let bytes = n.saturating_mul(mult);
+    if !(4096..=1 << 30).contains(&bytes) {
+        return Err(format!(
+            "ring size {bytes} bytes is out of range: use 4096 to 1G"
+        ));
+    }
+    if !bytes.is_power_of_two() {
+        return Err(format!(
+            "ring size {bytes} bytes is not a power of two (e.g. 4096, 1M, 16M)"
+        ));
+    }
+    Ok(bytes as u32)
+}
+
 /// The longest the ring waits to be drained when records arrive slowly.
 /// 50 ms of the fastest production measured here (1.7 M records/s, 152
 /// ring bytes each) is 13 MB: the default ring holds it, and the reader

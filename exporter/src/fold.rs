@@ -1,0 +1,726 @@
+//! Folding a varying, possibly huge set of entities (peers or classes) into
+//! at most K labelled series plus "other", with counters that stay
+//! monotonic whatever happens underneath: entities evicted by the
+//! aggregator, re-created after eviction (their cumulative numbers restart
+//! at 0), moving in and out of the labelled set.
+//!
+//! Who gets a label (the rule the README states):
+//! 1. a label stays with its entity while the entity is in the snapshot,
+//!    unless a victim needs the slot (3.);
+//! 2. free slots go first to *victims* — entities backlogged in the
+//!    interval whose fairness ratio over about the last minute is below
+//!    [`VICTIM_BELOW`] — worst ratio first, then to the busiest entities of
+//!    the interval;
+//! 3. with no slot free, a victim still without a label takes the slot of a
+//!    labelled non-victim (the least busy one first), or of a labelled
+//!    victim whose ratio is better than its own by more than
+//!    [`DISPLACE_FACTOR`] (so near-equal victims do not swap labels every
+//!    interval).
+//!
+//! The victims are the clients an unfair-share alert exists for: they are
+//! the least busy entities, which a busiest-first rule would always fold.
+//!
+//! For dispatches, execution seconds and the queue-wait histogram, "other"
+//! is the residual `total - sum(labelled)`, so the series always add up to
+//! the exact totals, even for entities the aggregator evicted between two
+//! snapshots; entitled and backlogged seconds (which have no
+//! aggregator-wide total) sum the folded entities' deltas. A label that
+//! moves away from an entity ends its series; the entity's counts go on in
+//! "other".
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+
+use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
+use nfsdtop_agent::model::EntityStats;
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+
+use crate::metrics::{escape_label, OTHER, WAIT_BOUNDS_POW};
+
+/// A victim is below this fraction of its fair share (the TUI's yellow:
+/// a margin under 1.0 so that entities at their fair share, whose ratio
+/// wobbles around 1, do not compete for labels).
+pub const VICTIM_BELOW: f64 = 0.9;
+
+/// A waiting victim takes a labelled victim's slot only when its own ratio
+/// is below this fraction of the labelled one's.
+pub const DISPLACE_FACTOR: f64 = 0.75;
+
+/// Time constant of the smoothed fairness ratio, in seconds of source time.
+/// Until an entity has been seen this long its ratio is the plain mean
+/// since it appeared (a fresh entity is judged on what is known).
+pub const SMOOTH_SECONDS: f64 = 60.0;
+
+/// A full-resolution cumulative histogram, accumulated from deltas.
+#[derive(Clone, Debug, Default)]
+pub struct HistAcc {
+    counts: Vec<u64>,
+}
+
+pub fn dense(h: &WaitHistogram) -> Vec<u64> {
+    let mut v = vec![0u64; BUCKETS];
+    for (lo, _, c) in h.buckets() {
+        v[bucket_of(lo)] += c;
+    }
+    v
+}
+
+impl HistAcc {
+    fn add(&mut self, delta: &[u64]) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for (a, d) in self.counts.iter_mut().zip(delta) {
+            *a += d;
+        }
+    }
+
+    /// (sum in seconds, count, per-bucket counts at the exported bounds).
+    pub fn export(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let bounds: Vec<u64> = WAIT_BOUNDS_POW.map(|p| 1u64 << p).collect();
+        let mut per = vec![0u64; bounds.len() + 1];
+        let mut sum_us = 0.0;
+        let mut count = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let (lo, hi) = bucket_bounds(i);
+            // The bucket's midpoint: _sum is an estimate within the
+            // histogram's resolution (25% relative bucket width).
+            sum_us += c as f64 * (lo + hi - 1) as f64 / 2.0;
+            count += c;
+            let slot = bounds.iter().position(|&b| hi <= b).unwrap_or(bounds.len());
+            per[slot] += c;
+        }
+        let mut buckets: Vec<(f64, u64)> = bounds
+            .iter()
+            .zip(&per)
+            .map(|(&b, &c)| (b as f64 / 1e6, c))
+            .collect();
+        buckets.push((f64::MAX, per[bounds.len()]));
+        (sum_us / 1e6, count, buckets)
+    }
+}
+
+/// One exported series (a labelled entity or "other").
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// Escaped label values.
+    pub name: String,
+    pub class: String,
+    pub dispatches: u64,
+    pub entitled: f64,
+    pub exec_seconds: f64,
+    pub backlogged_seconds: f64,
+    pub connections: u64,
+    pub backlogged: bool,
+    pub hist: HistAcc,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    dispatches: u64,
+    entitled: f64,
+    exec_seconds: f64,
+    backlogged_seconds: f64,
+}
+
+/// An entity's fairness over about the last [`SMOOTH_SECONDS`]:
+/// exponentially weighted dispatch and entitlement rates.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Smooth {
+    /// Source time this entity has been watched, capped at the time constant.
+    pub seconds: f64,
+    /// Dispatches per second.
+    pub dispatch_rate: f64,
+    /// Entitled (fair-share) dispatches per second.
+    pub entitled_rate: f64,
+    /// Backlogged at some point of the latest interval.
+    pub active: bool,
+}
+
+impl Smooth {
+    fn add(&mut self, dt: f64, dispatches: u64, entitled: f64, active: bool) {
+        let dt = dt.max(1e-3);
+        self.seconds = (self.seconds + dt).min(SMOOTH_SECONDS);
+        // The plain mean while younger than the time constant, then an
+        // exponential weight of the time constant.
+        let w = (dt / self.seconds).max(1.0 - (-dt / SMOOTH_SECONDS).exp());
+        self.dispatch_rate += w * (dispatches as f64 / dt - self.dispatch_rate);
+        self.entitled_rate += w * (entitled / dt - self.entitled_rate);
+        self.active = active;
+    }
+
+    /// dispatches / entitled, once the entity was entitled to at least one
+    /// dispatch over the window (less is too little to judge).
+    pub fn ratio(&self) -> Option<f64> {
+        (self.entitled_rate * self.seconds >= 1.0).then(|| self.dispatch_rate / self.entitled_rate)
+    }
+
+    /// Below `below` of its fair share while backlogged.
+    pub fn below(&self, below: f64) -> Option<f64> {
+        self.ratio().filter(|r| self.active && *r < below)
+    }
+}
+
+/// An entity's identity: a 64-bit hash of (netns, name). Keys cost no
+/// allocation, which matters with 100,000 peers per snapshot; a collision
+/// (about 3e-10 for 100,000 keys) would only merge two entities' series.
+pub type Key = u64;
+
+pub fn key_of(e: &EntityStats) -> Key {
+    let mut h = FxHasher::default();
+    e.netns.hash(&mut h);
+    e.name.hash(&mut h);
+    h.finish()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SeenEntry {
+    v: Seen,
+    smooth: Smooth,
+    folded: bool,
+    generation: u64,
+}
+
+/// One entity's change since the previous snapshot (a reused buffer).
+#[derive(Clone, Copy, Debug)]
+struct Delta {
+    key: Key,
+    known: bool,
+    was_folded: bool,
+    dispatches: u64,
+    entitled: f64,
+    exec_seconds: f64,
+    backlogged_seconds: f64,
+}
+
+pub fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
+    match prev {
+        Some(p) if cur >= p => cur - p,
+        Some(_) | None => cur.max(0.0),
+    }
+}
+
+pub fn delta_u(cur: u64, prev: Option<u64>) -> u64 {
+    match prev {
+        Some(p) if cur >= p => cur - p,
+        Some(_) | None => cur,
+    }
+}
+
+/// Folds entities into at most `k` labelled series plus "other".
+#[derive(Debug)]
+pub struct Folder {
+    k: usize,
+    with_hist: bool,
+    /// The fairness ratio under which an entity counts as unfairly served
+    /// (`nfsdtop_unfair_entities`).
+    unfair_below: f64,
+    seen: FxHashMap<Key, SeenEntry>,
+    generation: u64,
+    /// Last cumulative histogram of each labelled entity (classes only).
+    seen_hist: FxHashMap<Key, Vec<u64>>,
+    labelled: FxHashMap<Key, Series>,
+    other: Series,
+    deltas: Vec<Delta>,
+    pub folded_now: u64,
+    pub folds_total: u64,
+    /// Entities below `unfair_below` now, and how many of them are folded.
+    pub unfair_now: u64,
+    pub unfair_folded: u64,
+}
+
+impl Folder {
+    pub fn new(k: usize, with_hist: bool, unfair_below: f64) -> Folder {
+        Folder {
+            k,
+            with_hist,
+            unfair_below,
+            seen: FxHashMap::default(),
+            generation: 0,
+            seen_hist: FxHashMap::default(),
+            labelled: FxHashMap::default(),
+            other: Series {
+                name: OTHER.into(),
+                class: OTHER.into(),
+                ..Series::default()
+            },
+            deltas: Vec::new(),
+            folded_now: 0,
+            folds_total: 0,
+            unfair_now: 0,
+            unfair_folded: 0,
+        }
+    }
+
+    /// The smoothed fairness of an entity of the latest snapshot, and its
+    /// label when it has one.
+    pub fn smoothed(&self, e: &EntityStats) -> Option<(Smooth, Option<&str>)> {
+        let key = key_of(e);
+        let s = self.seen.get(&key)?;
+        Some((s.smooth, self.labelled.get(&key).map(|l| l.name.as_str())))
+    }
+
+    /// `dt` is the source time the snapshot covers; `total_dispatches` and
+    /// `total_exec` are the deltas of the aggregator-wide totals since the
+    /// previous snapshot, `total_hist` its delta histogram.
+    pub fn update(
+        &mut self,
+        entities: &[EntityStats],
+        dt: f64,
+        total_dispatches: u64,
+        total_exec: f64,
+        total_hist: Option<&[u64]>,
+    ) {
+        self.generation += 1;
+        let generation = self.generation;
+        let present: FxHashSet<Key> = entities.iter().map(key_of).collect();
+        // Entities gone from the snapshot lose their label (and series).
+        self.labelled.retain(|k, _| present.contains(k));
+        self.seen_hist.retain(|k, _| present.contains(k));
+
+        // Pass 1: every entity's deltas and smoothed fairness.
+        let mut deltas = std::mem::take(&mut self.deltas);
+        deltas.clear();
+        let mut unfair_now = 0;
+        for e in entities {
+            let key = key_of(e);
+            let entry = self.seen.get(&key).copied();
+            let prev = entry.map(|s| s.v);
+            let d = Delta {
+                key,
+                known: entry.is_some(),
+                was_folded: entry.is_some_and(|s| s.folded),
+                dispatches: delta_u(e.dispatches, prev.map(|p| p.dispatches)),
+                entitled: delta_f(e.entitled, prev.map(|p| p.entitled)),
+                exec_seconds: delta_f(e.exec_seconds, prev.map(|p| p.exec_seconds)),
+                backlogged_seconds: delta_f(
+                    e.backlogged_seconds,
+                    prev.map(|p| p.backlogged_seconds),
+                ),
+            };
+            let mut smooth = entry.map(|s| s.smooth).unwrap_or_default();
+            let active = e.backlogged || d.entitled > 0.0 || d.backlogged_seconds > 0.0;
+            smooth.add(dt, d.dispatches, d.entitled, active);
+            if smooth.below(self.unfair_below).is_some() {
+                unfair_now += 1;
+            }
+            self.seen.insert(
+                key,
+                SeenEntry {
+                    v: Seen {
+                        dispatches: e.dispatches,
+                        entitled: e.entitled,
+                        exec_seconds: e.exec_seconds,
+                        backlogged_seconds: e.backlogged_seconds,
+                    },
+                    smooth,
+                    folded: entry.is_some_and(|s| s.folded),
+                    generation,
+                },
+            );
+            deltas.push(d);
+        }
+        // Entities gone from the snapshot are forgotten.
+        self.seen.retain(|_, s| s.generation == generation);
+
+        let newly = self.assign_labels(entities);
+
+        // Pass 2: each delta to its series or to "other".
+        let mut labelled_disp = 0u64;
+        let mut labelled_exec = 0.0;
+        let mut labelled_hist = vec![0u64; if self.with_hist { BUCKETS } else { 0 }];
+        let mut other_conn = 0;
+        let mut other_backlogged = false;
+        let mut folded_now = 0;
+        let mut unfair_folded = 0;
+        for (e, d) in entities.iter().zip(&deltas) {
+            let key = d.key;
+            // An entity labelled now that was folded before: this round's
+            // numbers still belong to "other" (its histogram history is
+            // there already); its own series counts from the next round.
+            let fresh_label = d.known && newly.contains(&key);
+            match self.labelled.get_mut(&key) {
+                Some(s) if !fresh_label => {
+                    s.dispatches += d.dispatches;
+                    s.entitled += d.entitled;
+                    s.exec_seconds += d.exec_seconds;
+                    s.backlogged_seconds += d.backlogged_seconds;
+                    s.connections = e.connections;
+                    s.backlogged = e.backlogged;
+                    s.class = escape_label(&e.class);
+                    labelled_disp += d.dispatches;
+                    labelled_exec += d.exec_seconds;
+                    if self.with_hist {
+                        let now = dense(&e.wait_histogram);
+                        let dh: Vec<u64> = match self.seen_hist.get(&key) {
+                            Some(p) if now.iter().zip(p).all(|(a, b)| a >= b) => {
+                                now.iter().zip(p).map(|(a, b)| a - b).collect()
+                            }
+                            _ => now.clone(),
+                        };
+                        s.hist.add(&dh);
+                        for (a, b) in labelled_hist.iter_mut().zip(&dh) {
+                            *a += b;
+                        }
+                        self.seen_hist.insert(key, now);
+                    }
+                }
+                Some(s) => {
+                    s.connections = e.connections;
+                    s.backlogged = e.backlogged;
+                    if self.with_hist {
+                        self.seen_hist.insert(key, dense(&e.wait_histogram));
+                    }
+                    self.other.entitled += d.entitled;
+                    self.other.backlogged_seconds += d.backlogged_seconds;
+                }
+                None => {
+                    self.other.entitled += d.entitled;
+                    self.other.backlogged_seconds += d.backlogged_seconds;
+                    other_conn += e.connections;
+                    other_backlogged |= e.backlogged;
+                    folded_now += 1;
+                    if !d.was_folded {
+                        self.folds_total += 1;
+                    }
+                }
+            }
+            if let Some(entry) = self.seen.get_mut(&key) {
+                entry.folded = !self.labelled.contains_key(&key);
+                if entry.folded && entry.smooth.below(self.unfair_below).is_some() {
+                    unfair_folded += 1;
+                }
+            }
+        }
+        self.deltas = deltas;
+        self.folded_now = folded_now;
+        self.unfair_now = unfair_now;
+        self.unfair_folded = unfair_folded;
+        self.other.dispatches += total_dispatches.saturating_sub(labelled_disp);
+        self.other.exec_seconds += (total_exec - labelled_exec).max(0.0);
+        self.other.connections = other_conn;
+        self.other.backlogged = other_backlogged;
+        if let Some(t) = total_hist {
+            let dh: Vec<u64> = t
+                .iter()
+                .zip(&labelled_hist)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+            self.other.hist.add(&dh);
+        }
+    }
+
+    /// Steps 2 and 3 of the rule in the module comment; returns the keys
+    /// labelled in this round.
+    fn assign_labels(&mut self, entities: &[EntityStats]) -> FxHashSet<Key> {
+        let victim = |f: &Folder, key: &Key| -> Option<f64> {
+            f.seen.get(key).and_then(|s| s.smooth.below(VICTIM_BELOW))
+        };
+        let busier = |a: &EntityStats, b: &EntityStats| {
+            b.interval_dispatches
+                .cmp(&a.interval_dispatches)
+                .then(b.dispatches.cmp(&a.dispatches))
+                .then(a.name.cmp(&b.name))
+        };
+        // Unlabelled victims, worst first (only the worst k can matter).
+        let mut waiting: Vec<(f64, &EntityStats)> = entities
+            .iter()
+            .filter_map(|e| {
+                let key = key_of(e);
+                if self.labelled.contains_key(&key) {
+                    return None;
+                }
+                victim(self, &key).map(|r| (r, e))
+            })
+            .collect();
+        let by_ratio = |a: &(f64, &EntityStats), b: &(f64, &EntityStats)| {
+            a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name))
+        };
+        if waiting.len() > self.k && self.k > 0 {
+            waiting.select_nth_unstable_by(self.k - 1, by_ratio);
+            waiting.truncate(self.k);
+        }
+        waiting.sort_by(by_ratio);
+
+        let mut chosen: Vec<&EntityStats> = Vec::new();
+        let mut waiting = waiting.into_iter().peekable();
+        let free = self.k.saturating_sub(self.labelled.len());
+        while chosen.len() < free {
+            match waiting.next() {
+                Some((_, e)) => chosen.push(e),
+                None => break,
+            }
+        }
+        if waiting.peek().is_some() {
+            // Slots to give up: labelled non-victims, least busy first;
+            // then labelled victims, best ratio first.
+            let mut holders: Vec<(Option<f64>, &EntityStats)> = entities
+                .iter()
+                .filter_map(|e| {
+                    let key = key_of(e);
+                    self.labelled
+                        .contains_key(&key)
+                        .then(|| (victim(self, &key), e))
+                })
+                .collect();
+            holders.sort_by(|a, b| match (a.0, b.0) {
+                (None, None) => busier(b.1, a.1),
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) => y.total_cmp(&x).then(a.1.name.cmp(&b.1.name)),
+            });
+            for (held, holder) in holders {
+                let Some(&(ratio, e)) = waiting.peek() else {
+                    break;
+                };
+                if held.is_some_and(|h| ratio >= h * DISPLACE_FACTOR) {
+                    // Ordered by ratio: no later holder is better.
+                    break;
+                }
+                let key = key_of(holder);
+                self.labelled.remove(&key);
+                self.seen_hist.remove(&key);
+                chosen.push(e);
+                waiting.next();
+            }
+        }
+        // Slots still free: the busiest unlabelled entities.
+        let free = self.k.saturating_sub(self.labelled.len() + chosen.len());
+        if free > 0 {
+            let taken: FxHashSet<Key> = chosen.iter().map(|e| key_of(e)).collect();
+            let mut cands: Vec<&EntityStats> = entities
+                .iter()
+                .filter(|e| {
+                    let key = key_of(e);
+                    !self.labelled.contains_key(&key) && !taken.contains(&key)
+                })
+                .collect();
+            let by = |a: &&EntityStats, b: &&EntityStats| busier(a, b);
+            if cands.len() > free {
+                cands.select_nth_unstable_by(free - 1, by);
+                cands.truncate(free);
+            }
+            chosen.extend(cands);
+        }
+
+        // Labels must be unique even when two namespaces hold the same
+        // address.
+        let mut names: HashSet<String> = self.labelled.values().map(|s| s.name.clone()).collect();
+        let mut newly = FxHashSet::default();
+        for e in chosen {
+            let key = key_of(e);
+            let mut label = escape_label(&e.name);
+            if names.contains(&label) || label == OTHER {
+                label = format!("{label}@netns:{}", e.netns);
+            }
+            names.insert(label.clone());
+            let mut s = Series {
+                name: label,
+                class: escape_label(&e.class),
+                ..Series::default()
+            };
+            if self.with_hist {
+                s.hist.counts = vec![0; BUCKETS];
+            }
+            self.labelled.insert(key, s);
+            newly.insert(key);
+        }
+        newly
+    }
+
+    /// Labelled series in a stable order, then "other".
+    pub fn series(&self) -> Vec<&Series> {
+        let mut v: Vec<&Series> = self.labelled.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name).then(a.class.cmp(&b.class)));
+        v.push(&self.other);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfsdtop_agent::model::EntityKind;
+
+    /// Cumulative state of one simulated entity.
+    #[derive(Clone)]
+    struct Sim {
+        name: &'static str,
+        rate: u64,
+        entitled_rate: f64,
+        dispatches: u64,
+        entitled: f64,
+    }
+
+    fn sim(name: &'static str, rate: u64, entitled_rate: f64) -> Sim {
+        Sim {
+            name,
+            rate,
+            entitled_rate,
+            dispatches: 0,
+            entitled: 0.0,
+        }
+    }
+
+    /// One second of every entity; returns the snapshot's entities and the
+    /// total dispatch delta.
+    fn step(sims: &mut [Sim]) -> (Vec<EntityStats>, u64) {
+        let mut total = 0;
+        let list = sims
+            .iter_mut()
+            .map(|s| {
+                s.dispatches += s.rate;
+                s.entitled += s.entitled_rate;
+                total += s.rate;
+                EntityStats {
+                    name: s.name.into(),
+                    kind: EntityKind::Peer,
+                    class: s.name.into(),
+                    dispatches: s.dispatches,
+                    interval_dispatches: s.rate,
+                    entitled: s.entitled,
+                    interval_entitled: s.entitled_rate,
+                    backlogged: s.entitled_rate > 0.0,
+                    ..EntityStats::default()
+                }
+            })
+            .collect();
+        (list, total)
+    }
+
+    fn labels(f: &Folder) -> Vec<String> {
+        let mut v: Vec<String> = f
+            .series()
+            .iter()
+            .map(|s| s.name.clone())
+            .filter(|n| n != OTHER)
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn other_dispatches(f: &Folder) -> u64 {
+        f.series().last().map(|s| s.dispatches).unwrap()
+    }
+
+    #[test]
+    fn victims_get_labels_ahead_of_the_busiest() {
+        // Four busy clients at their fair share, two starved ones (10 of
+        // the 100 dispatches a second they are entitled to), three labels.
+        let mut sims = vec![
+            sim("a", 200, 190.0),
+            sim("b", 190, 180.0),
+            sim("c", 180, 170.0),
+            sim("d", 170, 160.0),
+            sim("v1", 10, 100.0),
+            sim("v2", 20, 100.0),
+        ];
+        let mut f = Folder::new(3, false, 0.5);
+        let (e, total) = step(&mut sims);
+        f.update(&e, 1.0, total, 0.0, None);
+        // Busiest-first would give a, b, c and hide both victims in "other".
+        assert_eq!(labels(&f), ["a", "v1", "v2"]);
+        assert_eq!((f.unfair_now, f.unfair_folded), (2, 0));
+        // Stable: the same labels next time.
+        let (e, total) = step(&mut sims);
+        f.update(&e, 1.0, total, 0.0, None);
+        assert_eq!(labels(&f), ["a", "v1", "v2"]);
+        let labelled: u64 = f.series().iter().map(|s| s.dispatches).sum();
+        assert_eq!(labelled, 2 * 770, "labelled + other = every dispatch");
+    }
+
+    #[test]
+    fn a_label_moves_to_a_new_victim_and_other_stays_monotonic() {
+        // Three fair clients, two labels: c folded.
+        let mut sims = vec![sim("a", 100, 100.0), sim("b", 90, 90.0), sim("c", 80, 80.0)];
+        let mut f = Folder::new(2, false, 0.5);
+        let (e, total) = step(&mut sims);
+        f.update(&e, 1.0, total, 0.0, None);
+        assert_eq!(labels(&f), ["a", "b"]);
+        // c stops being served while still entitled: it becomes a victim
+        // as its smoothed ratio falls, and takes b's label (b is the least
+        // busy of the labelled non-victims).
+        sims[2].rate = 0;
+        let mut other = other_dispatches(&f);
+        let mut moved_at = None;
+        for round in 0..30 {
+            let (e, total) = step(&mut sims);
+            f.update(&e, 1.0, total, 0.0, None);
+            let o = other_dispatches(&f);
+            assert!(o >= other, "other went back from {other} to {o}");
+            other = o;
+            if labels(&f) == ["a", "c"] {
+                moved_at = Some(round);
+                break;
+            }
+            assert_eq!(labels(&f), ["a", "b"], "round {round}");
+        }
+        let round = moved_at.expect("c never got a label");
+        assert!(round < 10, "c waited {round} rounds for a label");
+        // b's counts go on in "other" from now on.
+        let before = other_dispatches(&f);
+        let (e, total) = step(&mut sims);
+        f.update(&e, 1.0, total, 0.0, None);
+        assert_eq!(other_dispatches(&f), before + 90);
+        assert_eq!(f.folds_total, 2, "c folded at first, then b");
+    }
+
+    #[test]
+    fn near_equal_victims_do_not_swap_and_a_much_worse_one_displaces() {
+        let mut sims = vec![
+            sim("v1", 40, 100.0),
+            sim("v2", 30, 100.0),
+            sim("v3", 35, 100.0),
+        ];
+        let mut f = Folder::new(2, false, 0.5);
+        for _ in 0..5 {
+            let (e, total) = step(&mut sims);
+            f.update(&e, 1.0, total, 0.0, None);
+            assert_eq!(labels(&f), ["v2", "v3"], "the two worst");
+        }
+        // v1 gets slightly worse than v3: no swap.
+        sims[0].rate = 33;
+        for _ in 0..120 {
+            let (e, total) = step(&mut sims);
+            f.update(&e, 1.0, total, 0.0, None);
+            assert_eq!(labels(&f), ["v2", "v3"]);
+        }
+        // v1 starves outright: it displaces v3 (the better of the two).
+        sims[0].rate = 0;
+        let mut swapped = false;
+        for _ in 0..60 {
+            let (e, total) = step(&mut sims);
+            f.update(&e, 1.0, total, 0.0, None);
+            if labels(&f) == ["v1", "v2"] {
+                swapped = true;
+                break;
+            }
+        }
+        assert!(swapped, "labels stayed {:?}", labels(&f));
+        // All three are below 0.5 of their fair share; v3 has no series.
+        assert_eq!((f.unfair_now, f.unfair_folded), (3, 1));
+    }
+
+    #[test]
+    fn the_smoothed_ratio_is_the_mean_until_the_time_constant_then_decays() {
+        let mut s = Smooth::default();
+        s.add(1.0, 10, 100.0, true);
+        assert_eq!(s.ratio(), Some(0.1));
+        s.add(1.0, 190, 100.0, true);
+        assert_eq!(s.ratio(), Some(1.0), "the mean of the first two seconds");
+        for _ in 0..600 {
+            s.add(1.0, 50, 100.0, true);
+        }
+        assert!((s.ratio().unwrap() - 0.5).abs() < 1e-3, "{:?}", s.ratio());
+        assert_eq!(s.below(0.9), Some(s.ratio().unwrap()));
+        s.add(1.0, 0, 0.0, false);
+        assert_eq!(s.below(0.9), None, "not backlogged: no victim");
+        // Too little entitlement to judge.
+        let mut t = Smooth::default();
+        t.add(1.0, 0, 0.5, true);
+        assert_eq!(t.ratio(), None);
+    }
+}
