@@ -26,6 +26,8 @@ pub struct Cli {
     pub view: ViewArgs,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record events (live or demo) to a file for later --replay.
@@ -54,9 +56,15 @@ pub struct SourceArgs {
     /// Replay a recording made by `nfsdtop record`.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["demo", "connect"])]
     pub replay: Option<PathBuf>,
-    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847.
+    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
     #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay"])]
     pub connect: Option<String>,
+    /// With --connect https://...: trust the CA certificates in this PEM file instead of the system's.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub ca_cert: Option<PathBuf>,
+    /// With --connect: the netrc file holding the agent's user and password ("machine HOST login USER password PASS"; default: $NETRC, else ~/.netrc).
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub netrc_file: Option<PathBuf>,
     /// Run a demo or replay this many times faster than real time (0 = as fast as possible).
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
@@ -117,6 +125,9 @@ pub struct ViewArgs {
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (default 30; the interactive UI keeps retrying).
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
+    pub give_up_after: f64,
 }
 
 #[derive(Args, Debug, Clone)]

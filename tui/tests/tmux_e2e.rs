@@ -69,6 +69,15 @@ impl Tmux {
         ]);
     }
 
+    /// The pid of nfsdtop, the child of the pane's `sh -c`.
+    fn ui_pid(&self) -> u32 {
+        let sh = self.display("#{pane_pid}");
+        let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+            .expect("/proc children of the pane's shell");
+        let pid = children.split_whitespace().next().expect("nfsdtop's pid");
+        pid.parse().expect("a pid")
+    }
+
     fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "e2e"];
         args.extend_from_slice(keys);
@@ -252,17 +261,100 @@ fn sigterm_restores_the_terminal() {
     t.wait_for("the table", |s| {
         s.contains("sort: share") && s.contains("disp/s")
     });
-    // The pane runs `sh -c`; nfsdtop is its child.
-    let sh = t.display("#{pane_pid}");
-    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
-        .expect("/proc children of the pane's shell");
-    let pid = children.split_whitespace().next().expect("nfsdtop's pid");
-    let st = Command::new("kill").args(["-TERM", pid]).status().unwrap();
+    let pid = t.ui_pid().to_string();
+    let st = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(st.success());
     let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
     assert!(s.contains("EXIT-STATUS=0"), "{s}");
     assert!(s.contains("PRE-RUN-MARKER"), "{s}");
     assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+/// Is `pid` still a running process (a zombie nobody reaps counts as gone)?
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (comm) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Kill the tmux server (every session, so the pane's terminal goes away)
+/// and return how long nfsdtop `pid` took to be gone, at most `limit`.
+fn gone_after_kill(t: &Tmux, pid: u32, limit: Duration) -> Option<Duration> {
+    assert!(running(pid));
+    let start = Instant::now();
+    t.run(&["kill-server"]);
+    while start.elapsed() < limit {
+        if !running(pid) {
+            return Some(start.elapsed());
+        }
+        // Polling interval of the check, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn killing_the_tmux_session_ends_the_ui_within_2s() {
+    let t = Tmux::new("hangup");
+    t.start("--demo seed-k8");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    let pid = t.ui_pid();
+    let took = gone_after_kill(&t, pid, Duration::from_secs(2));
+    if took.is_none() {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        took.is_some(),
+        "nfsdtop {pid} still runs 2 s after its terminal went away"
+    );
+}
+
+#[test]
+fn a_terminal_that_hangs_up_without_sighup_ends_the_ui_within_2s() {
+    // In a session of its own the pane is not nfsdtop's controlling
+    // terminal: killing tmux sends it no SIGHUP, its reads just fail.
+    let t = Tmux::new("eio");
+    t.start_env("setsid env", "--demo seed-k8");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    let pid = t.ui_pid();
+    let took = gone_after_kill(&t, pid, Duration::from_secs(2));
+    if took.is_none() {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        took.is_some(),
+        "nfsdtop {pid} still runs 2 s after its terminal hung up"
+    );
+}
+
+#[test]
+fn without_nfsd_only_the_plain_ui_shows_the_demo_and_says_so() {
+    // A tracefs with no sunrpc events: "no nfsd", whatever this host has.
+    let dir = std::env::temp_dir().join(format!("nfsdtop-e2e-no-nfsd-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("events/sched")).unwrap();
+    let t = Tmux::new("nodemo");
+    t.start(&format!("--tracefs {}", dir.display()));
+    let s = t.wait_for("the demo's table", |s| {
+        row_of(s, "10.1.0.1").is_some() || s.contains("sort: share")
+    });
+    assert!(s.contains("DEMO DATA, NOT THIS HOST: no live nfsd"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
+    // --format asks for output for a program: an error, never the demo.
+    let t = Tmux::new("nodemo-format");
+    t.start(&format!("--tracefs {} --format json", dir.display()));
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=1"), "{s}");
+    assert!(s.contains("never shows the demo"), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Two real snapshots (seed-k16, flat), as the agent daemon would send.
