@@ -383,15 +383,17 @@ fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
         .collect()
 }
 
-#[test]
-fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
+/// A one-connection agent on loopback: it streams `seed_k16_snapshots`,
+/// closes and stops listening (every retry is refused). Returns its port
+/// and the request it got (once served).
+fn one_shot_agent() -> (u16, std::sync::mpsc::Receiver<String>) {
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (served_tx, served_rx) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut req = Vec::new();
@@ -412,17 +414,19 @@ fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
         // Close the stream and stop listening: every retry is refused.
         drop(s);
         drop(listener);
-        served_tx
-            .send(String::from_utf8_lossy(&req).into_owned())
-            .unwrap();
+        let _ = served_tx.send(String::from_utf8_lossy(&req).into_owned());
     });
+    (port, served_rx)
+}
 
+#[test]
+fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
+    let (port, served) = one_shot_agent();
     let t = Tmux::new("remote");
     t.start(&format!("--connect http://127.0.0.1:{port}"));
-    let req = served_rx
+    let req = served
         .recv_timeout(DEADLINE)
         .expect("the UI connects to the agent");
-    server.join().unwrap();
     assert!(req.starts_with("GET /api/v1/stream HTTP/1.1"), "{req}");
     let s = t.wait_for("the agent's data and the reconnecting status", |s| {
         s.contains("reconnecting (attempt") && row_of(s, "10.0.0.2").is_some()
@@ -435,7 +439,44 @@ fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
     assert!(row.contains("11.1%") && row.contains("50.0%"), "{row}");
     // Quitting does not wait for the reconnect loop.
     t.keys(&["q"]);
-    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
-    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
     assert_eq!(t.display("#{alternate_on}"), "0");
+    let _ = s;
+}
+
+#[test]
+fn remote_ui_never_shows_the_password_and_redacts_addresses() {
+    let (port, served) = one_shot_agent();
+    let t = Tmux::new("remote-redact");
+    t.start(&format!(
+        "--connect http://bob:hunter2@127.0.0.1:{port} --redact"
+    ));
+    let req = served.recv_timeout(DEADLINE).expect("the UI connects");
+    // base64("bob:hunter2")
+    assert!(
+        req.contains("authorization: Basic Ym9iOmh1bnRlcjI=\r\n"),
+        "{req}"
+    );
+    let s = t.wait_for("pseudonyms and the reconnecting status", |s| {
+        s.contains("reconnecting (attempt") && s.contains("  anon-")
+    });
+    assert!(
+        s.contains(&format!("remote: http://127.0.0.1:{port}")),
+        "{s}"
+    );
+    assert!(
+        !s.contains("hunter2") && !s.contains("bob"),
+        "credentials shown:\n{s}"
+    );
+    assert!(!s.contains("10.0.0."), "a client address shown:\n{s}");
+    // The drill-down (transports) too.
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the detail view", |s| {
+        s.contains("anon-") && s.contains("Esc")
+    });
+    // The server's own address (10.0.0.1:2049) is no client's.
+    let clients = s.replace("10.0.0.1:2049", "");
+    assert!(!clients.contains("10.0.0."), "a client address shown:\n{s}");
+    t.keys(&["Escape", "q"]);
+    t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
 }

@@ -211,10 +211,20 @@ async fn body_start(resp: Response<Incoming>) -> String {
 fn tls_error(authority: &str, e: std::io::Error) -> Failure {
     let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     match inner {
-        Some(rustls::Error::InvalidCertificate(c)) => Failure::Fatal(format!(
-            "the TLS certificate of {authority} is not trusted ({c:?}): give the CA that signed it \
-             with --ca-cert FILE"
-        )),
+        Some(rustls::Error::InvalidCertificate(c)) => {
+            let why = match c {
+                rustls::CertificateError::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                    "it is itself a CA certificate, as `openssl req -x509` makes by default; serve one \
+                     signed by a CA, or one made with basicConstraints=CA:FALSE"
+                        .to_string()
+                }
+                c => format!("{c:?}"),
+            };
+            Failure::Fatal(format!(
+                "the TLS certificate of {authority} is not trusted ({why}): give the CA that signed \
+                 it with --ca-cert FILE"
+            ))
+        }
         Some(rustls::Error::InvalidMessage(_))
         | Some(rustls::Error::InappropriateMessage { .. }) => Failure::Fatal(format!(
             "TLS with {authority} failed ({e}): does the agent serve plain HTTP? then use http://"
