@@ -102,17 +102,22 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
 
 /// SIGTERM / SIGINT (e.g. `kill`) end the loop like `q`, and if the main
 /// thread cannot get there within [`GRACE`] (a write to a terminal that
-/// reads nothing), the process ends anyway. SIGHUP (the terminal closed)
-/// ends it at once. The returned flag holds the signal, 0 before one.
+/// reads nothing), the process ends anyway. SIGHUP with the terminal gone
+/// ends it at once; a SIGHUP sent by hand to a live terminal is a SIGTERM.
+/// The returned flag holds the signal, 0 before one.
 fn watch_signals() -> anyhow::Result<Arc<AtomicI32>> {
     let signalled = Arc::new(AtomicI32::new(0));
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT])?;
+    let tty = Tty::open().ok();
     let flag = Arc::clone(&signalled);
     std::thread::Builder::new()
         .name("nfsdtop-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                if sig == SIGHUP {
+                let gone = tty
+                    .as_ref()
+                    .is_none_or(|t| t.wait(Duration::ZERO) == Ready::Gone);
+                if sig == SIGHUP && gone {
                     std::process::exit(HANGUP_STATUS);
                 }
                 flag.store(sig, Ordering::Relaxed);

@@ -15,8 +15,13 @@ use nfsdtop_agent::source::demo::Policy;
     long_about = "nfsdtop shows, live, how a Linux NFS server's RPC dispatch is shared among \
 its clients: each peer's (or class's) share of dispatches, its fair share while backlogged, \
 the ratio of the two, its queue waits and its thread time.\n\n\
-Without a source flag it watches this host's nfsd; where there is none it runs the built-in \
-demo server.",
+Without a source flag it watches this host's nfsd; where there is none the interactive UI \
+shows the built-in demo server under a DEMO DATA banner, while batch output (-b, --format) \
+and record fail.\n\n\
+Exit status: 0 on success, also when the reader of stdout goes away (| head); 1 on an error, \
+said in one line on stderr (with --connect in batch mode: credentials refused, certificate \
+not trusted, no link for --give-up-after seconds); 2 for a bad command line; 129 when the \
+UI's terminal hangs up.",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -125,7 +130,7 @@ pub struct ViewArgs {
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (default 30; the interactive UI keeps retrying).
+    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (the interactive UI keeps retrying).
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
     pub give_up_after: f64,
 }

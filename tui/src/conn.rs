@@ -1,7 +1,8 @@
 //! The link between a view and its producer. A local source runs the
 //! pipeline on its own thread; the view only ever sees snapshots arriving
 //! on a channel and sends `Control` messages back, so a slow producer can
-//! never block drawing.
+//! never block drawing. A remote agent (`--connect`) is followed by
+//! `crate::remote` behind the same `Connection`.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;

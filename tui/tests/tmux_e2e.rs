@@ -270,6 +270,22 @@ fn sigterm_restores_the_terminal() {
     assert_eq!(t.display("#{alternate_on}"), "0");
 }
 
+#[test]
+fn sighup_by_hand_to_a_live_terminal_restores_it() {
+    let t = Tmux::new("sighup");
+    t.start("--demo seed-k8");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    let pid = t.ui_pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
 /// Is `pid` still a running process (a zombie nobody reaps counts as gone)?
 fn running(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
