@@ -72,6 +72,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let tty =
         Tty::open().map_err(|e| anyhow::anyhow!("cannot open the terminal for input: {e}"))?;
     let signalled = watch_signals()?;
+    watch_hangup()?;
 
     let mut terminal = match ratatui::try_init() {
         Ok(t) => t,
@@ -98,6 +99,19 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         out::warn(format_args!("the source stopped: {e}"));
     }
     end.map(|_| ())
+}
+
+/// A terminal that hangs up ends the process at once, wherever the main
+/// thread is (e.g. inside crossterm's read).
+fn watch_hangup() -> anyhow::Result<()> {
+    let tty = Tty::open()?;
+    std::thread::Builder::new()
+        .name("nfsdtop-hangup".into())
+        .spawn(move || {
+            tty.wait_gone();
+            std::process::exit(HANGUP_STATUS);
+        })?;
+    Ok(())
 }
 
 /// SIGTERM / SIGINT (e.g. `kill`) end the loop like `q`, and if the main

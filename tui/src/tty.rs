@@ -2,7 +2,9 @@
 //! terminal that has gone away (tmux session killed, ssh dropped: POLLHUP,
 //! or an error) is noticed. crossterm is only asked to read when the
 //! terminal is still there: on a hung-up terminal its reader loops on EIO
-//! or end-of-file forever, using CPU and never returning.
+//! or end-of-file forever, using CPU and never returning; and since the
+//! terminal can hang up between a check and crossterm's read, a thread
+//! also waits on [`Tty::wait_gone`] and ends the process then.
 
 use std::fs::File;
 use std::io::{self, IsTerminal};
@@ -59,6 +61,26 @@ impl Tty {
             }
             Err(rustix::io::Errno::INTR) => Ready::Alive,
             Err(_) => Ready::Gone,
+        }
+    }
+
+    /// Block until the terminal hangs up or fails (POLLHUP, POLLERR and
+    /// POLLNVAL are reported without being asked for; input is not asked
+    /// for, so typing does not wake this).
+    pub fn wait_gone(&self) {
+        loop {
+            let mut fds = [PollFd::from_borrowed_fd(self.fd(), PollFlags::empty())];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_)
+                    if fds[0]
+                        .revents()
+                        .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) =>
+                {
+                    return
+                }
+                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return,
+            }
         }
     }
 }
