@@ -3,9 +3,14 @@
 //! channel is drained with `try_recv`; the terminal is polled with a short
 //! timeout; the screen is redrawn when something changed (and a few times
 //! a second, so "stale" appears on time).
+//!
+//! Leaving: `q` and SIGTERM / SIGINT restore the terminal on the way out
+//! (a signal gets [`GRACE`] to do so, then the process exits regardless,
+//! wherever the main thread is); SIGHUP, a hung-up terminal or a failed
+//! draw mean the terminal is gone: exit at once, restoring nothing.
 
 use std::io::{self, IsTerminal};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,8 +23,10 @@ use ratatui::backend::Backend;
 use ratatui::Terminal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::cli::ViewArgs;
-use crate::conn::{self, Connection, Update};
+use crate::cli::{OutputFormat, ViewArgs};
+use crate::conn::{self, Connection, DemoFallback, Update};
+use crate::out;
+use crate::tty::{Ready, Tty};
 
 /// Key poll timeout: the longest a snapshot waits to be noticed.
 const POLL: Duration = Duration::from_millis(50);
@@ -27,6 +34,21 @@ const POLL: Duration = Duration::from_millis(50);
 const REDRAW: Duration = Duration::from_millis(250);
 /// Updates taken per turn, so a flood of snapshots cannot starve keys.
 const MAX_UPDATES_PER_TURN: usize = 64;
+/// Terminal events taken per turn, so a flood of input cannot starve the
+/// checks for signals.
+const MAX_EVENTS_PER_TURN: usize = 256;
+/// How long SIGTERM / SIGINT give the UI to restore the terminal.
+const GRACE: Duration = Duration::from_millis(1000);
+/// Exit status when the terminal hangs up (as SIGHUP's default would).
+const HANGUP_STATUS: i32 = 128 + SIGHUP;
+
+/// Why the event loop ended.
+enum End {
+    /// `q`, or SIGTERM / SIGINT: both restore the terminal, status 0.
+    Quit,
+    /// The terminal is gone.
+    Hangup,
+}
 
 pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     if !io::stdout().is_terminal() {
@@ -34,20 +56,23 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     }
     let interval = Duration::from_secs_f64(args.delay);
     // Open the source before touching the terminal, so errors print plainly.
-    let conn = conn::connect(&args.source, interval)?;
+    // `--format` asks for output meant for a program: never the demo then.
+    let fallback = if args.format == OutputFormat::Text {
+        DemoFallback::Allowed
+    } else {
+        DemoFallback::Refused
+    };
+    let conn = conn::connect(&args.source, interval, fallback)?;
     let mut state = State::new(interval, conn.notice.clone());
     state.group = args.group.into();
     state.top = args.top;
-    if let Some(url) = &args.source.connect {
+    if let Some(url) = &conn.remote {
         state.on_status(RemoteStatus::Connecting { url: url.clone() });
     }
-
-    // SIGTERM / SIGHUP / SIGINT (e.g. `kill`, a closed terminal window)
-    // end the loop like `q`, so the terminal is restored on the way out.
-    let signalled = Arc::new(AtomicBool::new(false));
-    for sig in [SIGTERM, SIGHUP, SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&signalled))?;
-    }
+    let tty =
+        Tty::open().map_err(|e| anyhow::anyhow!("cannot open the terminal for input: {e}"))?;
+    let signalled = watch_signals()?;
+    watch_hangup()?;
 
     let mut terminal = match ratatui::try_init() {
         Ok(t) => t,
@@ -63,14 +88,59 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
         hook(info);
     }));
-    let result = event_loop(&mut terminal, &mut state, &conn, &signalled);
+    let end = event_loop(&mut terminal, &mut state, &conn, &signalled, &tty);
+    if matches!(end, Ok(End::Hangup)) {
+        std::process::exit(HANGUP_STATUS);
+    }
     ratatui::restore();
     let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
     conn.join();
     if let Some(Err(e)) = &state.ended {
-        eprintln!("nfsdtop: the source stopped: {e}");
+        out::warn(format_args!("the source stopped: {e}"));
     }
-    result
+    end.map(|_| ())
+}
+
+/// A terminal that hangs up ends the process at once, wherever the main
+/// thread is (e.g. inside crossterm's read).
+fn watch_hangup() -> anyhow::Result<()> {
+    let tty = Tty::open()?;
+    std::thread::Builder::new()
+        .name("nfsdtop-hangup".into())
+        .spawn(move || {
+            tty.wait_gone();
+            std::process::exit(HANGUP_STATUS);
+        })?;
+    Ok(())
+}
+
+/// SIGTERM / SIGINT (e.g. `kill`) end the loop like `q`, and if the main
+/// thread cannot get there within [`GRACE`] (a write to a terminal that
+/// reads nothing), the process ends anyway. SIGHUP with the terminal gone
+/// ends it at once; a SIGHUP sent by hand to a live terminal is a SIGTERM.
+/// The returned flag holds the signal, 0 before one.
+fn watch_signals() -> anyhow::Result<Arc<AtomicI32>> {
+    let signalled = Arc::new(AtomicI32::new(0));
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT])?;
+    let tty = Tty::open().ok();
+    let flag = Arc::clone(&signalled);
+    std::thread::Builder::new()
+        .name("nfsdtop-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let gone = tty
+                    .as_ref()
+                    .is_none_or(|t| t.wait(Duration::ZERO) == Ready::Gone);
+                if sig == SIGHUP && gone {
+                    std::process::exit(HANGUP_STATUS);
+                }
+                flag.store(sig, Ordering::Relaxed);
+                // The grace period for the UI to restore the terminal.
+                std::thread::sleep(GRACE);
+                std::process::exit(128 + sig);
+            }
+        })?;
+    Ok(signalled)
 }
 
 /// Apply what has arrived; true if anything did.
@@ -99,34 +169,46 @@ fn event_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     state: &mut State,
     conn: &Connection,
-    signalled: &AtomicBool,
-) -> anyhow::Result<()> {
+    signalled: &AtomicI32,
+    tty: &Tty,
+) -> anyhow::Result<End> {
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     // For the end-to-end test of the panic hook: panic once the UI is up.
     let panic_for_test = std::env::var_os("NFSDTOP_TEST_PANIC_AFTER_DRAW").is_some();
     loop {
-        if signalled.load(Ordering::Relaxed) {
-            return Ok(());
+        if signalled.load(Ordering::Relaxed) != 0 {
+            return Ok(End::Quit);
         }
         state.tick(Instant::now());
         dirty |= drain(conn, state);
         if dirty || last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {
-            terminal.draw(|f| view::draw(f, state))?;
+            if terminal.draw(|f| view::draw(f, state)).is_err() {
+                // Nothing can be shown any more (EIO: the terminal is gone).
+                return Ok(End::Hangup);
+            }
             dirty = false;
             last_draw = Some(Instant::now());
             if panic_for_test && state.snapshot().is_some() {
                 panic!("test panic (NFSDTOP_TEST_PANIC_AFTER_DRAW is set)");
             }
         }
-        if !event::poll(POLL)? {
-            continue;
+        if tty.wait(POLL) == Ready::Gone {
+            return Ok(End::Hangup);
         }
-        // Take every event that is already waiting before drawing again.
-        loop {
-            match event::read()? {
+        // Take the events already waiting (and resizes) before drawing again.
+        for _ in 0..MAX_EVENTS_PER_TURN {
+            match event::poll(Duration::ZERO) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => return Ok(End::Hangup),
+            }
+            let Ok(ev) = event::read() else {
+                return Ok(End::Hangup);
+            };
+            match ev {
                 Event::Key(k) => match state.on_key(k) {
-                    Action::Quit => return Ok(()),
+                    Action::Quit => return Ok(End::Quit),
                     Action::SetInterval(d) => {
                         // A closed channel means the source has ended:
                         // nothing left to pace.
@@ -134,13 +216,10 @@ fn event_loop<B: Backend>(
                     }
                     Action::Redraw | Action::None => {}
                 },
-                Event::Resize(..) => terminal.autoresize()?,
+                Event::Resize(..) if terminal.autoresize().is_err() => return Ok(End::Hangup),
                 _ => {}
             }
             dirty = true;
-            if !event::poll(Duration::ZERO)? {
-                break;
-            }
         }
     }
 }

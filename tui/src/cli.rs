@@ -15,8 +15,13 @@ use nfsdtop_agent::source::demo::Policy;
     long_about = "nfsdtop shows, live, how a Linux NFS server's RPC dispatch is shared among \
 its clients: each peer's (or class's) share of dispatches, its fair share while backlogged, \
 the ratio of the two, its queue waits and its thread time.\n\n\
-Without a source flag it watches this host's nfsd; where there is none it runs the built-in \
-demo server.",
+Without a source flag it watches this host's nfsd; where there is none the interactive UI \
+shows the built-in demo server under a DEMO DATA banner, while batch output (-b, --format) \
+and record fail.\n\n\
+Exit status: 0 on success, also when the reader of stdout goes away (| head); 1 on an error, \
+said in one line on stderr (with --connect in batch mode: credentials refused, certificate \
+not trusted, no link for --give-up-after seconds); 2 for a bad command line; 129 when the \
+UI's terminal hangs up.",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -26,6 +31,8 @@ pub struct Cli {
     pub view: ViewArgs,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record events (live or demo) to a file for later --replay.
@@ -56,9 +63,15 @@ pub struct SourceArgs {
     /// Replay a recording made by `nfsdtop record`.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["demo", "connect"])]
     pub replay: Option<PathBuf>,
-    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847.
+    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
     #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay"])]
     pub connect: Option<String>,
+    /// With --connect https://...: trust the CA certificates in this PEM file instead of the system's.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub ca_cert: Option<PathBuf>,
+    /// With --connect: the netrc file holding the agent's user and password ("machine HOST login USER password PASS"; default: $NETRC, else ~/.netrc).
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub netrc_file: Option<PathBuf>,
     /// Run a demo or replay this many times faster than real time (0 = as fast as possible).
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
@@ -119,6 +132,9 @@ pub struct ViewArgs {
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (the interactive UI keeps retrying).
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
+    pub give_up_after: f64,
 }
 
 #[derive(Args, Debug, Clone)]

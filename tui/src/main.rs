@@ -1,11 +1,20 @@
 //! nfsdtop: the terminal UI and batch front end of the nfsdtop pipeline.
+//!
+//! Exit status: 0 on success, also when stdout's reader goes away (e.g.
+//! `nfsdtop -b | head -4`); 1 on an error (said on stderr in one line);
+//! 2 for a bad command line (clap); 129 when the UI's terminal hangs up;
+//! 128+N when the UI, sent signal N (TERM, INT), could not restore the
+//! terminal within a second (it ends then anyway; in time, the status is 0).
 
 mod app;
 mod batch;
 mod cli;
 mod conn;
 mod doctor;
+mod out;
 mod record;
+mod remote;
+mod tty;
 mod whatif;
 
 use clap::Parser;
@@ -20,23 +29,32 @@ fn main() {
         Some(Command::Whatif(args)) => whatif::run(args),
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut cmd, "nfsdtop", &mut std::io::stdout());
-            Ok(())
+            // Into memory first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "nfsdtop", &mut script);
+            out::stdout(&script).map_err(anyhow::Error::from)
         }
         Some(Command::Manpage { dir }) => manpages(dir.as_deref()),
         None if cli.view.batch => batch::run(&cli.view),
         None => app::run(&cli.view),
     };
-    if let Err(e) = result {
-        eprintln!("nfsdtop: {e:#}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => {}
+        // Whoever read stdout has stopped: nothing is wrong.
+        Err(e) if out::closed_pipe(&e) => {}
+        Err(e) => {
+            out::warn(format_args!("{e:#}"));
+            std::process::exit(1);
+        }
     }
 }
 
 fn manpages(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
     let cmd = <Cli as clap::CommandFactory>::command();
     let Some(dir) = dir else {
-        return Ok(clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?);
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        return Ok(out::stdout(&page)?);
     };
     std::fs::create_dir_all(dir)?;
     let mut pages = vec![("nfsdtop".to_string(), cmd.clone())];

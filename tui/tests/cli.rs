@@ -197,3 +197,115 @@ fn tempfile() -> (String, std::fs::File) {
     let f = std::fs::File::create(&path).unwrap();
     (path.display().to_string(), f)
 }
+
+/// A tracefs with no sunrpc events: "no nfsd on this host", whatever this
+/// host really has.
+fn tracefs_without_nfsd() -> (String, TempDir) {
+    let dir = TempDir::new("no-nfsd");
+    std::fs::create_dir_all(dir.0.join("events/sched")).unwrap();
+    (dir.0.to_str().unwrap().to_string(), dir)
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nfsdtop-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn without_nfsd_batch_and_record_fail_instead_of_showing_the_demo() {
+    let (tracefs, dir) = tracefs_without_nfsd();
+    for extra in [
+        &["-b", "-n", "1"][..],
+        &["-b", "-n", "1", "--format", "json"],
+    ] {
+        let o = nfsdtop(&[&["--tracefs", &tracefs][..], extra].concat());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {e}");
+        assert!(
+            o.stdout.is_empty(),
+            "{extra:?}: no made-up numbers on stdout"
+        );
+        assert!(
+            e.contains("batch output never shows the demo") && e.contains("--demo"),
+            "{extra:?}: {e}"
+        );
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+    }
+    let rec = dir.0.join("x.nfsrec");
+    let o = nfsdtop(&[
+        "record",
+        "-o",
+        rec.to_str().unwrap(),
+        "--tracefs",
+        &tracefs,
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--demo"), "{}", stderr(&o));
+    assert!(!rec.exists(), "no recording of the demo");
+}
+
+#[test]
+fn closed_stdout_ends_batch_mode_with_status_0() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args([
+            "--demo", "seed-k4", "-b", "--speed", "0", "-d", "0.05", "--format", "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..3 {
+        assert!(lines.next().expect("a line").unwrap().starts_with('{'));
+    }
+    drop(lines); // like `head -3`
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "nothing to complain about");
+}
+
+#[test]
+fn closed_stderr_never_panics() {
+    // An agent that is not there: batch mode says "reconnecting ..." on
+    // stderr, closed here at once, then gives up.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(["--connect", &url, "-b", "-n", "1", "--give-up-after", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "gave up, without a panic (101)");
+    // Closed stdout and stderr together, as `2>&1 | head -1` leaves them.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(["--demo", "seed-k4", "-b", "--speed", "0", "-d", "0.05"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    drop(child.stdout.take());
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0));
+}

@@ -176,32 +176,9 @@ fn wait_gives_up_with_a_clear_message() {
     );
 }
 
-#[test]
-fn no_nfsd_falls_back_to_the_demo() {
-    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-demo-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("events/sched")).unwrap();
-    let out = nfsdtop(&[
-        "-b",
-        "-n",
-        "1",
-        "-d",
-        "0.1",
-        "--format",
-        "json",
-        "--tracefs",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("showing the built-in demo"), "{err}");
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(line["source"]["kind"], "demo");
-}
+// Batch output without nfsd: an error, never the demo
+// (tests/cli.rs: without_nfsd_batch_and_record_fail_instead_of_showing_the_demo;
+// the interactive UI's banner: tests/tmux_e2e.rs).
 
 #[test]
 fn unprivileged_users_are_told_which_capabilities() {

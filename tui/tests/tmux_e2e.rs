@@ -69,6 +69,15 @@ impl Tmux {
         ]);
     }
 
+    /// The pid of nfsdtop, the child of the pane's `sh -c`.
+    fn ui_pid(&self) -> u32 {
+        let sh = self.display("#{pane_pid}");
+        let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+            .expect("/proc children of the pane's shell");
+        let pid = children.split_whitespace().next().expect("nfsdtop's pid");
+        pid.parse().expect("a pid")
+    }
+
     fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "e2e"];
         args.extend_from_slice(keys);
@@ -252,17 +261,102 @@ fn sigterm_restores_the_terminal() {
     t.wait_for("the table", |s| {
         s.contains("sort: share") && s.contains("disp/s")
     });
-    // The pane runs `sh -c`; nfsdtop is its child.
-    let sh = t.display("#{pane_pid}");
-    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
-        .expect("/proc children of the pane's shell");
-    let pid = children.split_whitespace().next().expect("nfsdtop's pid");
-    let st = Command::new("kill").args(["-TERM", pid]).status().unwrap();
+    let pid = t.ui_pid().to_string();
+    let st = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(st.success());
     let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
     assert!(s.contains("EXIT-STATUS=0"), "{s}");
     assert!(s.contains("PRE-RUN-MARKER"), "{s}");
     assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+#[test]
+fn sighup_by_hand_to_a_live_terminal_restores_it() {
+    let t = Tmux::new("sighup");
+    t.start("--demo seed-k8");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    let pid = t.ui_pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+/// Is `pid` still a running process (a zombie nobody reaps counts as gone)?
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (comm) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Start `nfsdtop --demo` after `env` (words before it), kill the tmux
+/// server (every session, so the pane's terminal goes away) and check that
+/// nfsdtop is gone within 2 s; SIGKILL it otherwise.
+fn ends_within_2s_when_the_terminal_goes(tag: &str, env: &str) {
+    let t = Tmux::new(tag);
+    t.start_env(env, "--demo seed-k8");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    let pid = t.ui_pid();
+    assert!(running(pid));
+    let start = Instant::now();
+    t.run(&["kill-server"]);
+    let limit = Duration::from_secs(2);
+    while running(pid) && start.elapsed() < limit {
+        // Polling interval of the check, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let still = running(pid);
+    if still {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        !still,
+        "nfsdtop {pid} still runs 2 s after its terminal went away"
+    );
+}
+
+#[test]
+fn killing_the_tmux_session_ends_the_ui_within_2s() {
+    ends_within_2s_when_the_terminal_goes("hangup", "");
+}
+
+#[test]
+fn a_terminal_that_hangs_up_without_sighup_ends_the_ui_within_2s() {
+    // In a session of its own the pane is not nfsdtop's controlling
+    // terminal: killing tmux sends it no SIGHUP, its reads just fail.
+    ends_within_2s_when_the_terminal_goes("eio", "setsid env");
+}
+
+#[test]
+fn without_nfsd_only_the_plain_ui_shows_the_demo_and_says_so() {
+    // A tracefs with no sunrpc events: "no nfsd", whatever this host has.
+    let dir = std::env::temp_dir().join(format!("nfsdtop-e2e-no-nfsd-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("events/sched")).unwrap();
+    let t = Tmux::new("nodemo");
+    t.start(&format!("--tracefs {}", dir.display()));
+    let s = t.wait_for("the demo's table", |s| {
+        row_of(s, "10.1.0.1").is_some() || s.contains("sort: share")
+    });
+    assert!(s.contains("DEMO DATA, NOT THIS HOST: no live nfsd"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
+    // --format asks for output for a program: an error, never the demo.
+    let t = Tmux::new("nodemo-format");
+    t.start(&format!("--tracefs {} --format json", dir.display()));
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
+    assert!(s.contains("EXIT-STATUS=1"), "{s}");
+    assert!(s.contains("never shows the demo"), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Two real snapshots (seed-k16, flat), as the agent daemon would send.
@@ -291,15 +385,17 @@ fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
         .collect()
 }
 
-#[test]
-fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
+/// A one-connection agent on loopback: it streams `seed_k16_snapshots`,
+/// closes and stops listening (every retry is refused). Returns its port
+/// and the request it got (once served).
+fn one_shot_agent() -> (u16, std::sync::mpsc::Receiver<String>) {
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (served_tx, served_rx) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut req = Vec::new();
@@ -320,17 +416,19 @@ fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
         // Close the stream and stop listening: every retry is refused.
         drop(s);
         drop(listener);
-        served_tx
-            .send(String::from_utf8_lossy(&req).into_owned())
-            .unwrap();
+        let _ = served_tx.send(String::from_utf8_lossy(&req).into_owned());
     });
+    (port, served_rx)
+}
 
+#[test]
+fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
+    let (port, served) = one_shot_agent();
     let t = Tmux::new("remote");
     t.start(&format!("--connect http://127.0.0.1:{port}"));
-    let req = served_rx
+    let req = served
         .recv_timeout(DEADLINE)
         .expect("the UI connects to the agent");
-    server.join().unwrap();
     assert!(req.starts_with("GET /api/v1/stream HTTP/1.1"), "{req}");
     let s = t.wait_for("the agent's data and the reconnecting status", |s| {
         s.contains("reconnecting (attempt") && row_of(s, "10.0.0.2").is_some()
@@ -343,7 +441,44 @@ fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
     assert!(row.contains("11.1%") && row.contains("50.0%"), "{row}");
     // Quitting does not wait for the reconnect loop.
     t.keys(&["q"]);
-    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
-    assert!(s.contains("EXIT-STATUS=0"), "{s}");
+    let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
     assert_eq!(t.display("#{alternate_on}"), "0");
+    let _ = s;
+}
+
+#[test]
+fn remote_ui_never_shows_the_password_and_redacts_addresses() {
+    let (port, served) = one_shot_agent();
+    let t = Tmux::new("remote-redact");
+    t.start(&format!(
+        "--connect http://bob:hunter2@127.0.0.1:{port} --redact"
+    ));
+    let req = served.recv_timeout(DEADLINE).expect("the UI connects");
+    // base64("bob:hunter2")
+    assert!(
+        req.contains("authorization: Basic Ym9iOmh1bnRlcjI=\r\n"),
+        "{req}"
+    );
+    let s = t.wait_for("pseudonyms and the reconnecting status", |s| {
+        s.contains("reconnecting (attempt") && s.contains("  anon-")
+    });
+    assert!(
+        s.contains(&format!("remote: http://127.0.0.1:{port}")),
+        "{s}"
+    );
+    assert!(
+        !s.contains("hunter2") && !s.contains("bob"),
+        "credentials shown:\n{s}"
+    );
+    assert!(!s.contains("10.0.0."), "a client address shown:\n{s}");
+    // The drill-down (transports) too.
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the detail view", |s| {
+        s.contains("anon-") && s.contains("Esc")
+    });
+    // The server's own address (10.0.0.1:2049) is no client's.
+    let clients = s.replace("10.0.0.1:2049", "");
+    assert!(!clients.contains("10.0.0."), "a client address shown:\n{s}");
+    t.keys(&["Escape", "q"]);
+    t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
 }

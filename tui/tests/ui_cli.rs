@@ -21,10 +21,13 @@ fn without_a_terminal_the_ui_points_at_batch_mode() {
 #[test]
 fn a_bad_connect_url_fails_before_any_ui() {
     let out = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
-        .args(["--connect", "https://server:9847", "-b", "-n", "1"])
+        .args(["--connect", "ftp://server:9847", "-b", "-n", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("only http://"), "{err}");
+    assert!(
+        err.contains("ftp:// is not supported: use http:// or https://"),
+        "{err}"
+    );
 }

@@ -181,7 +181,9 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         lines.extend(link_span(&link, state.data_age()).map(Line::from));
     }
     if let Some(n) = &state.notice {
-        lines.push(Line::styled(n.clone(), styles::warn()));
+        // E.g. "DEMO DATA, NOT THIS HOST": meant to be impossible to miss.
+        let loud = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+        lines.push(Line::styled(n.clone(), loud));
     }
     let more = state.warnings.len().saturating_sub(MAX_WARNING_LINES);
     for (i, w) in state.warnings.iter().take(MAX_WARNING_LINES).enumerate() {

@@ -1,0 +1,273 @@
+//! One HTTP/1.1 GET to the agent, by hyper over TCP or rustls TLS: connect
+//! (bounded in time), TLS handshake against the system's roots or
+//! `--ca-cert`, the request with Host, Accept, User-Agent and basic auth,
+//! and the response's status sorted into [`Failure::Retry`] (the agent may
+//! come back) or [`Failure::Fatal`] (retrying cannot help: credentials
+//! refused, certificate not trusted, TLS against a plain-HTTP agent).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, HOST, USER_AGENT};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::TlsConnector;
+
+use super::url::{Credentials, RemoteUrl, Scheme};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connecting, the TLS handshake and the response's head together.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a request did not give a stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Worth another try later (the agent down, restarting, overloaded).
+    Retry(String),
+    /// Retrying cannot help; the user must change something.
+    Fatal(String),
+}
+
+pub struct Client {
+    url: RemoteUrl,
+    auth: Option<HeaderValue>,
+    /// Set for https://.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl Client {
+    /// Everything that can be checked before connecting is checked here
+    /// (the CA file, the host name for TLS), so it fails before a UI starts.
+    pub fn new(
+        url: RemoteUrl,
+        creds: Option<&Credentials>,
+        ca_cert: Option<&Path>,
+    ) -> anyhow::Result<Client> {
+        let auth = creds.map(|c| {
+            let mut v = HeaderValue::from_str(&c.basic())
+                .unwrap_or_else(|_| HeaderValue::from_static("Basic"));
+            v.set_sensitive(true);
+            v
+        });
+        let tls = match url.scheme {
+            Scheme::Http => {
+                if ca_cert.is_some() {
+                    anyhow::bail!("--ca-cert is for https:// agents; {url} is plain HTTP");
+                }
+                None
+            }
+            Scheme::Https => {
+                let name = ServerName::try_from(url.host.clone()).map_err(|e| {
+                    anyhow::anyhow!("{url}: {:?} is no TLS server name: {e}", url.host)
+                })?;
+                Some((TlsConnector::from(tls_config(ca_cert)?), name))
+            }
+        };
+        Ok(Client { url, auth, tls })
+    }
+
+    /// GET `path` (after the URL's prefix); the response once it is a 200.
+    pub async fn get(&self, path: &str) -> Result<Response<Incoming>, Failure> {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.request(path)).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::Retry(format!(
+                "no response from {} within {}s",
+                self.url.authority(),
+                REQUEST_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    async fn request(&self, path: &str) -> Result<Response<Incoming>, Failure> {
+        let authority = self.url.authority();
+        let tcp = match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect((self.url.host.as_str(), self.url.port)),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(Failure::Retry(format!(
+                    "cannot connect to {authority}: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(Failure::Retry(format!(
+                    "cannot connect to {authority}: no answer within {}s",
+                    CONNECT_TIMEOUT.as_secs()
+                )))
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let mut req = Request::get(format!("{}{path}", self.url.base))
+            .header(HOST, &authority)
+            .header(ACCEPT, "text/event-stream, application/json")
+            .header(USER_AGENT, concat!("nfsdtop/", env!("CARGO_PKG_VERSION")));
+        if let Some(a) = &self.auth {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        let req = req
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| Failure::Fatal(format!("cannot build a request for {path}: {e}")))?;
+        let resp = match &self.tls {
+            None => send(tcp, req).await.map_err(|e| self.http_error(e))?,
+            Some((connector, name)) => {
+                let tls = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| tls_error(&authority, e))?;
+                send(tls, req).await.map_err(|e| self.http_error(e))?
+            }
+        };
+        self.check(path, resp).await
+    }
+
+    fn http_error(&self, e: hyper::Error) -> Failure {
+        let hint = if e.is_parse() && self.url.scheme == Scheme::Http {
+            " (if the agent serves TLS, use https://)"
+        } else {
+            ""
+        };
+        Failure::Retry(format!("{}: {e}{hint}", self.url.authority()))
+    }
+
+    async fn check(
+        &self,
+        path: &str,
+        resp: Response<Incoming>,
+    ) -> Result<Response<Incoming>, Failure> {
+        let status = resp.status();
+        if status == StatusCode::OK {
+            return Ok(resp);
+        }
+        let reason = status.canonical_reason().unwrap_or("");
+        let text = body_start(resp).await;
+        let said = if text.is_empty() {
+            String::new()
+        } else {
+            format!(": {text}")
+        };
+        let url = &self.url;
+        match status {
+            StatusCode::UNAUTHORIZED if self.auth.is_none() => Err(Failure::Fatal(format!(
+                "{url} wants a user and password (HTTP 401): give them in $NFSDTOP_AUTH \
+                 (USER:PASSWORD), a netrc file or the URL"
+            ))),
+            StatusCode::UNAUTHORIZED => Err(Failure::Fatal(format!(
+                "{url} refused the user and password (HTTP 401 Unauthorized){said}"
+            ))),
+            StatusCode::FORBIDDEN => Err(Failure::Fatal(format!(
+                "{url} refused access (HTTP 403 Forbidden){said}"
+            ))),
+            _ => Err(Failure::Retry(format!(
+                "HTTP {} {reason} from {path}{said}",
+                status.as_u16()
+            ))),
+        }
+    }
+}
+
+async fn send<S>(io: S, req: Request<Empty<Bytes>>) -> Result<Response<Incoming>, hyper::Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    // The connection's driver; it ends with the response body (or its drop).
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    sender.send_request(req).await
+}
+
+/// The first 120 characters of an error response, one line.
+async fn body_start(resp: Response<Incoming>) -> String {
+    let mut body = resp.into_body();
+    let mut buf = Vec::new();
+    while buf.len() < 240 {
+        match tokio::time::timeout(Duration::from_secs(2), body.frame()).await {
+            Ok(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    buf.extend_from_slice(&d);
+                }
+            }
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line.chars().take(120).collect()
+}
+
+fn tls_error(authority: &str, e: std::io::Error) -> Failure {
+    let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+    match inner {
+        Some(rustls::Error::InvalidCertificate(c)) => {
+            let why = match c {
+                rustls::CertificateError::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                    "it is itself a CA certificate, as `openssl req -x509` makes by default; serve one \
+                     signed by a CA, or one made with basicConstraints=CA:FALSE"
+                        .to_string()
+                }
+                c => format!("{c:?}"),
+            };
+            Failure::Fatal(format!(
+                "the TLS certificate of {authority} is not trusted ({why}): give the CA that signed \
+                 it with --ca-cert FILE"
+            ))
+        }
+        Some(rustls::Error::InvalidMessage(_))
+        | Some(rustls::Error::InappropriateMessage { .. }) => Failure::Fatal(format!(
+            "TLS with {authority} failed ({e}): does the agent serve plain HTTP? then use http://"
+        )),
+        _ => Failure::Retry(format!("TLS with {authority} failed: {e}")),
+    }
+}
+
+/// rustls with the ring provider (as nfsdtopd), trusting `ca_cert`'s
+/// certificates if given, else the system's roots.
+fn tls_config(ca_cert: Option<&Path>) -> anyhow::Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    match ca_cert {
+        Some(path) => {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .map_err(|e| anyhow::anyhow!("cannot read --ca-cert {}: {e}", path.display()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| anyhow::anyhow!("bad PEM in --ca-cert {}: {e}", path.display()))?;
+            if certs.is_empty() {
+                anyhow::bail!("--ca-cert {}: no certificate in it", path.display());
+            }
+            for c in certs {
+                roots.add(c).map_err(|e| {
+                    anyhow::anyhow!(
+                        "--ca-cert {}: a certificate rustls cannot use: {e}",
+                        path.display()
+                    )
+                })?;
+            }
+        }
+        None => {
+            // Unreadable entries of the system store are skipped; an empty
+            // store still gives a clear "not trusted" at the handshake.
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let mut cfg =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| anyhow::anyhow!("TLS protocol versions: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}

@@ -1,0 +1,326 @@
+//! The remote link against hand-made agents on loopback: chunked and
+//! close-delimited streams, reconnects, HTTP errors, refused credentials
+//! (the end of the source, never a retry) and credentials never shown.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use nfsdtop_agent::model::EntityStats;
+
+use nfsdtop::state::RemoteStatus;
+use nfsdtop_agent::model::{Snapshot, SourceKind};
+
+use super::*;
+use crate::conn::Update;
+
+fn connect_remote(url: &str) -> anyhow::Result<crate::conn::Connection> {
+    connect(url, &Options::default())
+}
+
+fn snapshot(n: u64) -> Snapshot {
+    Snapshot {
+        time: n as f64,
+        interval_s: 1.0,
+        source: nfsdtop_agent::model::SourceInfo {
+            kind: SourceKind::Demo,
+            detail: "seed-k16 policy=flat".into(),
+            ..Default::default()
+        },
+        peers: vec![EntityStats {
+            name: "10.0.0.2".into(),
+            dispatches: n,
+            share: 2.0 / 18.0,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn read_request(s: &mut TcpStream) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = Vec::new();
+    let mut b = [0u8; 1];
+    while !req.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            break;
+        }
+        req.push(b[0]);
+    }
+    String::from_utf8(req).unwrap()
+}
+
+/// Server-sent events, chunked in awkward 7-byte pieces so chunk
+/// boundaries fall inside lines and inside the JSON.
+fn write_chunked_events(s: &mut TcpStream, snaps: &[Snapshot]) {
+    s.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    )
+    .unwrap();
+    let mut body = String::from(": keep-alive comment\n\n");
+    for snap in snaps {
+        body.push_str("event: snapshot\ndata: ");
+        body.push_str(&serde_json::to_string(snap).unwrap());
+        body.push_str("\n\n");
+    }
+    for piece in body.as_bytes().chunks(7) {
+        write!(s, "{:x}\r\n", piece.len()).unwrap();
+        s.write_all(piece).unwrap();
+        s.write_all(b"\r\n").unwrap();
+    }
+    s.write_all(b"0\r\n\r\n").unwrap();
+}
+
+fn next(rx: &Receiver<Update>) -> Update {
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("an update within 20 s")
+}
+
+#[test]
+fn streams_snapshots_then_reconnects_when_the_agent_closes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut requests = Vec::new();
+        // First connection: two snapshots, chunked, then close.
+        let (mut s, _) = listener.accept().unwrap();
+        requests.push(read_request(&mut s));
+        write_chunked_events(&mut s, &[snapshot(1), snapshot(2)]);
+        drop(s);
+        // Second: the reconnect; one snapshot, close-delimited (no
+        // chunking, as an HTTP/1.0-style server would send it).
+        let (mut s, _) = listener.accept().unwrap();
+        requests.push(read_request(&mut s));
+        let body = format!(
+            "event: snapshot\r\ndata: {}\r\n\r\n",
+            serde_json::to_string(&snapshot(3)).unwrap()
+        );
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+            .unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        drop(s);
+        requests
+    });
+
+    let conn = connect_remote(&format!("http://127.0.0.1:{port}")).unwrap();
+    let mut seen = Vec::new();
+    let mut snapshots = Vec::new();
+    // Connecting, Connected, 2 snapshots, Reconnecting, Connecting,
+    // Connected, 1 snapshot.
+    while snapshots.len() < 3 {
+        match next(&conn.updates) {
+            Update::Snapshot(s) => {
+                seen.push("snapshot".to_string());
+                snapshots.push(s);
+            }
+            Update::Status(st) => seen.push(match st {
+                RemoteStatus::Connecting { .. } => "connecting".into(),
+                RemoteStatus::Connected { .. } => "connected".into(),
+                RemoteStatus::Reconnecting { attempt, error, .. } => {
+                    assert_eq!(error, "the agent closed the stream");
+                    format!("reconnecting {attempt}")
+                }
+            }),
+            Update::Ended(r) => panic!("a remote source never ends: {r:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "connecting",
+            "connected",
+            "snapshot",
+            "snapshot",
+            "reconnecting 1",
+            "connecting",
+            "connected",
+            "snapshot"
+        ]
+    );
+    let dispatches: Vec<u64> = snapshots.iter().map(|s| s.peers[0].dispatches).collect();
+    assert_eq!(dispatches, [1, 2, 3]);
+    let src = &snapshots[0].source;
+    assert_eq!(src.kind, SourceKind::Remote);
+    assert_eq!(
+        src.detail,
+        format!("http://127.0.0.1:{port} (demo seed-k16 policy=flat)")
+    );
+    let requests = server.join().unwrap();
+    for r in &requests {
+        assert!(r.starts_with("GET /api/v1/stream HTTP/1.1\r\n"), "{r}");
+        assert!(r.contains(&format!("host: 127.0.0.1:{port}")), "{r}");
+    }
+    // The listener is gone: the next attempt fails and says why.
+    match next(&conn.updates) {
+        Update::Status(RemoteStatus::Reconnecting { .. }) => {}
+        Update::Status(RemoteStatus::Connecting { .. }) => match next(&conn.updates) {
+            Update::Status(RemoteStatus::Reconnecting { error, .. }) => {
+                assert!(!error.is_empty())
+            }
+            _ => panic!("expected reconnecting"),
+        },
+        _ => panic!("expected a status"),
+    }
+}
+
+#[test]
+fn http_errors_and_refused_connections_become_reconnecting() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nno stream")
+            .unwrap();
+    });
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let error = loop {
+        if let Update::Status(RemoteStatus::Reconnecting { error, .. }) = next(&conn.updates) {
+            break error;
+        }
+    };
+    assert_eq!(error, "HTTP 404 Not Found from /api/v1/stream: no stream");
+    server.join().unwrap();
+
+    // Nothing listening at all.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let conn = connect_remote(&format!("http://127.0.0.1:{port}/")).unwrap();
+    let (attempt, retry_in) = loop {
+        if let Update::Status(RemoteStatus::Reconnecting {
+            attempt, retry_in, ..
+        }) = next(&conn.updates)
+        {
+            break (attempt, retry_in);
+        }
+    };
+    assert_eq!((attempt, retry_in), (1, BACKOFF_MIN));
+    // Dropping the connection stops the thread (its sends fail).
+    drop(conn);
+}
+
+/// Answer every request with `status`; hand back the requests.
+fn refusing_agent(status: &'static str, n: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut requests = Vec::new();
+        for _ in 0..n {
+            let (mut s, _) = listener.accept().unwrap();
+            requests.push(read_request(&mut s));
+            let body = r#"{"error": "authentication required"}"#;
+            write!(
+                s,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+        requests
+    });
+    (port, server)
+}
+
+/// Every update until the source ends (it must, within the deadline).
+fn until_ended(rx: &Receiver<Update>) -> (Vec<String>, String) {
+    let mut shown = Vec::new();
+    loop {
+        match next(rx) {
+            Update::Status(s) => shown.push(s.to_string()),
+            Update::Snapshot(s) => shown.push(s.source.detail.clone()),
+            Update::Ended(r) => return (shown, r.expect_err("ends with an error")),
+        }
+    }
+}
+
+#[test]
+fn refused_credentials_end_the_source_and_the_password_is_never_shown() {
+    let (port, server) = refusing_agent("401 Unauthorized", 1);
+    let conn = connect_remote(&format!("http://bob:hunter2@127.0.0.1:{port}")).unwrap();
+    assert_eq!(
+        conn.remote.as_deref(),
+        Some(format!("http://127.0.0.1:{port}").as_str())
+    );
+    let (shown, error) = until_ended(&conn.updates);
+    assert_eq!(
+        error,
+        format!(
+            "http://127.0.0.1:{port} refused the user and password (HTTP 401 Unauthorized): \
+             {{\"error\": \"authentication required\"}}"
+        )
+    );
+    for s in shown.iter().chain([&error]) {
+        assert!(!s.contains("hunter2") && !s.contains("bob"), "{s}");
+    }
+    let requests = server.join().unwrap();
+    // base64("bob:hunter2"), once: a refusal is not retried.
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].contains("authorization: Basic Ym9iOmh1bnRlcjI=\r\n"),
+        "{}",
+        requests[0]
+    );
+
+    // No credentials at all: say where to put them.
+    let (port, server) = refusing_agent("401 Unauthorized", 1);
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let (_, error) = until_ended(&conn.updates);
+    assert!(
+        error.contains("wants a user and password (HTTP 401)") && error.contains("NFSDTOP_AUTH"),
+        "{error}"
+    );
+    assert!(!server.join().unwrap()[0]
+        .to_ascii_lowercase()
+        .contains("authorization"));
+
+    let (port, server) = refusing_agent("403 Forbidden", 1);
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let (_, error) = until_ended(&conn.updates);
+    assert!(
+        error.contains("refused access (HTTP 403 Forbidden)"),
+        "{error}"
+    );
+    server.join().unwrap();
+}
+
+#[test]
+fn credentials_from_the_environment_are_sent() {
+    let (port, server) = refusing_agent("401 Unauthorized", 1);
+    let opts = Options {
+        auth_env: Some("carol:s3cret".into()),
+        ..Options::default()
+    };
+    let conn = connect(&format!("http://127.0.0.1:{port}"), &opts).unwrap();
+    let (shown, error) = until_ended(&conn.updates);
+    assert!(!error.contains("s3cret") && shown.iter().all(|s| !s.contains("s3cret")));
+    let requests = server.join().unwrap();
+    // base64("carol:s3cret")
+    assert!(
+        requests[0].contains("authorization: Basic Y2Fyb2w6czNjcmV0\r\n"),
+        "{}",
+        requests[0]
+    );
+}
+
+#[test]
+fn a_ca_cert_for_plain_http_or_an_unreadable_one_fails_at_once() {
+    let missing = std::path::Path::new("/nonexistent/ca.pem");
+    let opts = Options {
+        ca_cert: Some(missing),
+        ..Options::default()
+    };
+    let e = connect("https://127.0.0.1:1", &opts)
+        .err()
+        .expect("an error");
+    assert!(
+        format!("{e:#}").contains("cannot read --ca-cert /nonexistent/ca.pem"),
+        "{e:#}"
+    );
+    let e = connect("http://127.0.0.1:1", &opts)
+        .err()
+        .expect("an error");
+    assert!(format!("{e:#}").contains("plain HTTP"), "{e:#}");
+}
