@@ -34,7 +34,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, bail};
 use clap::Parser;
 use nfsdtop_agent::source::demo::Policy;
 use nfsdtop_agent::source::live::Tracepoints;
