@@ -1,5 +1,5 @@
 //! nfsdtopd on inputs that used to exhaust memory or spin: an endless
-//! --config or --class-map is refused at its size limit, and a replay
+//! --config, --class-map or scenario is refused at its size limit, and a replay
 //! with a timestamp gap of 2^62 ns says so once, serves every event and
 //! then rests.
 
@@ -53,7 +53,7 @@ fn bounded_exit(args: &[&str]) -> (i32, String) {
 }
 
 #[test]
-fn an_endless_config_or_class_map_is_refused_at_its_limit() {
+fn an_endless_config_class_map_or_scenario_is_refused_at_its_limit() {
     let (code, err) = bounded_exit(&["--config", "/dev/zero"]);
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -72,6 +72,12 @@ fn an_endless_config_or_class_map_is_refused_at_its_limit() {
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("class map /dev/zero is larger than 64 MiB"),
+        "{err}"
+    );
+    let (code, err) = bounded_exit(&["--demo", "/dev/zero", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("scenario file /dev/zero is larger than 64 MiB"),
         "{err}"
     );
 }
