@@ -281,3 +281,25 @@ fn a_fifo_or_a_pipe_is_refused_at_once_not_hung_on() {
         assert!(stderr.contains("save it to a file first"), "{stderr}");
     }
 }
+
+#[test]
+fn a_clock_at_the_end_of_its_range_replays_without_overflow() {
+    let f = tmp("late.nfsdrec");
+    // Whole intervals from the start overshoot the end of the range.
+    let start = u64::MAX - 2_500_000_000;
+    let mut events = dispatches(start, 10);
+    events.extend(dispatches(u64::MAX - 10_000_000, 10));
+    craft(&f, start, &events);
+    let o = nfsdtop()
+        .arg("--replay")
+        .arg(&f)
+        .args(["-b", "--speed", "0", "--format", "json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["totals"]["dispatches"], 20, "{last}");
+}
