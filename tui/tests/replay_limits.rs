@@ -171,7 +171,7 @@ fn a_timestamp_gap_of_2_62_ns_is_skipped_and_said_once() {
 }
 
 #[test]
-fn lost_counts_from_a_file_saturate_instead_of_wrapping() {
+fn counts_from_a_file_saturate_instead_of_wrapping() {
     let f = tmp("lost.nfsdrec");
     let start = 1_000_000_000;
     let lost = |ts| Event {
@@ -182,8 +182,25 @@ fn lost_counts_from_a_file_saturate_instead_of_wrapping() {
             count: u64::MAX,
         },
     };
+    let executed = |ts| Event {
+        ts_ns: ts,
+        xprt: key(2),
+        kind: EventKind::Executed {
+            exec_ns: u64::MAX,
+            requests: u64::MAX,
+        },
+    };
     let mut events = dispatches(start, 3);
     events.extend([lost(start + 10), lost(start + 20)]);
+    events.extend([executed(start + 30), executed(start + 40)]);
+    events.push(Event {
+        ts_ns: start + 50,
+        xprt: key(2),
+        kind: EventKind::Dequeue {
+            qtime_ns: Some(u64::MAX),
+            class: Some(u32::MAX),
+        },
+    });
     craft(&f, start, &events);
     let o = nfsdtop()
         .arg("--replay")
@@ -198,6 +215,8 @@ fn lost_counts_from_a_file_saturate_instead_of_wrapping() {
     let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(last["totals"]["events_lost"], u64::MAX, "{last}");
     assert_eq!(last["totals"]["lost_dispatches"], u64::MAX, "{last}");
+    let peer = &last["entities"][0];
+    assert_eq!(peer["executions"], u64::MAX, "{last}");
 }
 
 #[test]
