@@ -85,6 +85,21 @@ fn finish(child: &mut Child) -> (std::process::ExitStatus, String) {
     (status, stderr)
 }
 
+/// Replay `path` as fast as possible in batch JSON: the last snapshot.
+fn last_snapshot(path: &Path) -> serde_json::Value {
+    let o = nfsdtop()
+        .arg("--replay")
+        .arg(path)
+        .args(["-b", "--speed", "0", "--format", "json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().expect("a snapshot")).unwrap()
+}
+
 fn key(last: u8) -> XprtKey {
     XprtKey {
         netns: 1,
@@ -202,17 +217,7 @@ fn counts_from_a_file_saturate_instead_of_wrapping() {
         },
     });
     craft(&f, start, &events);
-    let o = nfsdtop()
-        .arg("--replay")
-        .arg(&f)
-        .args(["-b", "--speed", "0", "--format", "json"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let stdout = String::from_utf8(o.stdout).unwrap();
-    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let last = last_snapshot(&f);
     assert_eq!(last["totals"]["events_lost"], u64::MAX, "{last}");
     assert_eq!(last["totals"]["lost_dispatches"], u64::MAX, "{last}");
     let peer = &last["entities"][0];
@@ -309,16 +314,6 @@ fn a_clock_at_the_end_of_its_range_replays_without_overflow() {
     let mut events = dispatches(start, 10);
     events.extend(dispatches(u64::MAX - 10_000_000, 10));
     craft(&f, start, &events);
-    let o = nfsdtop()
-        .arg("--replay")
-        .arg(&f)
-        .args(["-b", "--speed", "0", "--format", "json"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let stdout = String::from_utf8(o.stdout).unwrap();
-    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let last = last_snapshot(&f);
     assert_eq!(last["totals"]["dispatches"], 20, "{last}");
 }
