@@ -74,6 +74,16 @@ fn reserved_name(class: &str) -> Option<String> {
              its top-k into \"{OTHER_CLASS}\"; name the class differently"
         ));
     }
+    let kernel = class == "anonymous"
+        || class
+            .strip_prefix("class-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if kernel {
+        return Some(format!(
+            "class name {class:?} is how the kernel's class words are shown (anonymous, \
+             class-N), so the two would merge; name the class differently"
+        ));
+    }
     let pseudonym = class
         .strip_prefix("anon-")
         .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -359,6 +369,8 @@ mod tests {
             ("fd00::/8 fd00::1\n", "is an address"),
             ("10.0.0.0/8 other\n", "reserved"),
             ("10.0.0.0/8 anon-0123456789ab\n", "pseudonym"),
+            ("10.0.0.0/8 class-7\n", "kernel's class words"),
+            ("10.0.0.0/8 anonymous\n", "kernel's class words"),
         ];
         for (text, want) in cases {
             let e = ClassMap::parse(text, "bad.map").unwrap_err();

@@ -40,6 +40,16 @@ pub fn check_class_map(text: &str) -> bool {
         // A class never shares a name with a peer or the folded series.
         assert!(r.class.parse::<IpAddr>().is_err(), "class {:?}", r.class);
         assert_ne!(r.class, crate::classify::OTHER_CLASS);
+        // Nor with the kernel's class words or a redacted peer.
+        let kernel = r.class == "anonymous"
+            || r.class
+                .strip_prefix("class-")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let pseudonym = r
+            .class
+            .strip_prefix("anon-")
+            .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(!kernel && !pseudonym, "class {:?}", r.class);
     }
     for r in m.rules().iter().take(256) {
         let peer = PeerKey {

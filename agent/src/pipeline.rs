@@ -96,17 +96,19 @@ impl<'a> Pipeline<'a> {
             }
             let (target, snapshot_due, wall) = match self.pace {
                 Pace::AsFastAsPossible => {
-                    let t = last_target + self.interval.as_nanos() as u64;
+                    // Saturating: a recording's clock may start near the
+                    // end of its range.
+                    let t = last_target.saturating_add(self.interval.as_nanos() as u64);
                     (t, true, unix0 + (t - src0) as f64 / 1e9)
                 }
                 Pace::Realtime { speed } => {
                     let el = wall0.elapsed();
-                    let t = src0 + (el.as_nanos() as f64 * speed) as u64;
+                    let t = src0.saturating_add((el.as_nanos() as f64 * speed) as u64);
                     (t, el >= next_snapshot, unix_now())
                 }
             };
             let target = match self.max_source_ns {
-                Some(max) => target.min(src0 + max),
+                Some(max) => target.min(src0.saturating_add(max)),
                 None => target,
             };
             buf.clear();
@@ -118,7 +120,7 @@ impl<'a> Pipeline<'a> {
             last_target = target;
             let reached_max = self
                 .max_source_ns
-                .is_some_and(|max| self.source.now_ns() >= src0 + max);
+                .is_some_and(|max| self.source.now_ns() >= src0.saturating_add(max));
             let finished = status == Poll::Finished || reached_max;
             if snapshot_due || finished {
                 let now = if self.source.is_virtual() {

@@ -65,6 +65,8 @@ const WORDS: &[&str] = &[
     "/128",
     "per-peer",
     "other",
+    "class-7",
+    "anonymous",
     "10.2.0.1",
     "fd00::1",
     "anon-0123456789ab",

@@ -221,14 +221,22 @@ pub fn connect(
                 ..Pipeline::new(source, aggregator, interval)
             };
             let tx = utx.clone();
-            let res = pipeline.run(Some(crx), move |s| {
-                if tx.send(Update::Snapshot(Box::new(s))).is_err() {
-                    Flow::Stop
-                } else {
-                    Flow::Continue
-                }
-            });
-            let _ = utx.send(Update::Ended(res.map(|_| ()).map_err(|e| format!("{e:#}"))));
+            // A panic (a bug) must end the view with an error, not look
+            // like the normal end of a replay.
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pipeline.run(Some(crx), move |s| {
+                    if tx.send(Update::Snapshot(Box::new(s))).is_err() {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                })
+            }));
+            let res = match res {
+                Ok(r) => r.map(|_| ()).map_err(|e| format!("{e:#}")),
+                Err(_) => Err("the pipeline failed (see the panic message above)".into()),
+            };
+            let _ = utx.send(Update::Ended(res));
         })?;
     Ok(Connection {
         updates: urx,

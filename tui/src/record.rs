@@ -54,10 +54,17 @@ fn check_output(args: &RecordArgs, spec: &SourceSpec) -> anyhow::Result<()> {
             }
         }
     }
-    if !args.force {
+    // A device or FIFO (/dev/null, a pipe to another tool) holds no file
+    // to lose.
+    if !args.force && out.is_file() {
         return Err(exists_error(&args.output));
     }
     Ok(())
+}
+
+/// May `out` be written over? With --force, or when it is no regular file.
+fn may_overwrite(args: &RecordArgs) -> bool {
+    args.force || std::fs::metadata(&args.output).is_ok_and(|m| !m.is_file())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +121,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             speed: args.source.speed,
         }
     };
-    let created = if args.force {
+    let created = if may_overwrite(args) {
         Writer::create(&args.output, &header)
     } else {
         Writer::create_new(&args.output, &header)

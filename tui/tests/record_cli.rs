@@ -266,6 +266,11 @@ fn an_existing_file_is_overwritten_only_with_force() {
     let o = rec(true);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(record::read_file(&f).unwrap().events.len(), 100);
+    // A device holds no file to lose: no --force needed.
+    let o = run(nfsdtop()
+        .args(["record", "-o", "/dev/null", "--demo", "movers"])
+        .args(["--speed", "0", "--count", "100"]));
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]

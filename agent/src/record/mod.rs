@@ -62,8 +62,12 @@ impl Header {
 
     /// The recorded class map, parsed (`origin` names it in errors).
     pub fn class_map(&self, origin: &str) -> anyhow::Result<ClassMap> {
-        ClassMap::parse(&self.class_map, origin)
-            .map_err(|e| anyhow::anyhow!("the class map recorded in the file is invalid: {e}"))
+        ClassMap::parse(&self.class_map, origin).map_err(|e| {
+            anyhow::anyhow!(
+                "the class map recorded in the file is invalid: {e} \
+                     (pass --class-map FILE to replay it with another)"
+            )
+        })
     }
 }
 

@@ -80,7 +80,11 @@ impl Writer<BufWriter<File>> {
     pub fn finish_file(self) -> io::Result<Summary> {
         let (w, summary) = self.finish()?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
+        match f.sync_all() {
+            // A device or pipe (-o /dev/null) has nothing to make durable.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput && !f.metadata()?.is_file() => {}
+            r => r?,
+        }
         Ok(summary)
     }
 }

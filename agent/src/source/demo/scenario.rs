@@ -22,6 +22,11 @@
 //! name = "movers"
 //! per_peer = false
 //! ```
+//!
+//! A file is refused (FILE:LINE: reason) past the bounds in bounds.rs:
+//! 4096 threads, 1024 connections a client, a million transports and a
+//! million requests in flight in all, a million dispatches a second
+//! (threads / service_ms), an hour for any time.
 
 use std::fmt;
 use std::net::IpAddr;
