@@ -9,6 +9,7 @@
 //! interval = 1.0              # seconds between snapshots
 //! speed = 1.0                 # demo/replay clock speed (0 = as fast as possible)
 //! wait = 300                  # live: wait this long for nfsd's tracepoints
+//! max_streams = 64            # /api/v1/stream clients served at once
 //!
 //! [source]
 //! kind = "demo"               # live | demo | replay
@@ -24,7 +25,7 @@
 //! key_file = "server.key"
 //!
 //! [basic_auth_users]          # bcrypt ($2y$...) or "sha256:<hex>"
-//! prometheus = "$2y$10$..."
+//! prometheus = "$2y$10$..."   # bcrypt cost at most 14
 //! ```
 //!
 //! Every error names the file, line and column of the offending value.
@@ -42,11 +43,15 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::auth::PasswordHash;
+use crate::stream::{DEFAULT_MAX_STREAMS, MAX_MAX_STREAMS};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
 pub const DEFAULT_TOP_K: usize = 50;
 pub const DEFAULT_TOP_K_CLASSES: usize = 200;
 pub const MAX_TOP_K: usize = 10_000;
+/// Checking a bcrypt password costs 2^cost rounds (cost 14: about a
+/// second); at cost 31 start-up, and every login, would take days.
+pub const MAX_BCRYPT_COST: u32 = 14;
 
 #[derive(Parser, Debug, Default)]
 #[command(
@@ -108,6 +113,9 @@ pub struct Cli {
     /// Classes with their own series in /metrics; the rest are summed into class="other" [default: 200].
     #[arg(long, value_name = "K")]
     pub top_k_classes: Option<usize>,
+    /// Clients of /api/v1/stream served at once; one more gets a 503 [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<usize>,
     /// Seconds between snapshots [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,
@@ -153,6 +161,7 @@ pub struct Config {
     pub class_map: Option<PathBuf>,
     pub top_k: usize,
     pub top_k_classes: usize,
+    pub max_streams: usize,
     pub interval: Duration,
     pub speed: f64,
     /// Live source: how long to wait for nfsd's tracepoints.
@@ -178,6 +187,7 @@ struct FileConfig {
     class_map: Option<Spanned<PathBuf>>,
     top_k: Option<Spanned<i64>>,
     top_k_classes: Option<Spanned<i64>>,
+    max_streams: Option<Spanned<i64>>,
     interval: Option<Spanned<f64>>,
     speed: Option<Spanned<f64>>,
     wait: Option<Spanned<f64>>,
@@ -260,6 +270,34 @@ fn check_top_k(k: i64, what: &str) -> Result<usize, String> {
     Ok(k as usize)
 }
 
+fn check_max_streams(n: i64, what: &str) -> Result<usize, String> {
+    if n < 1 || n as u64 > MAX_MAX_STREAMS as u64 {
+        return Err(format!(
+            "{what} must be between 1 and {MAX_MAX_STREAMS}, not {n}"
+        ));
+    }
+    Ok(n as usize)
+}
+
+/// Refuse a bcrypt hash too costly to check (a malformed one is left to
+/// [`PasswordHash::parse`] to explain).
+fn check_bcrypt_cost(hash: &str, user: &str) -> Result<(), String> {
+    let Some(rest) = ["$2a$", "$2b$", "$2x$", "$2y$"]
+        .iter()
+        .find_map(|p| hash.strip_prefix(p))
+    else {
+        return Ok(());
+    };
+    match rest.get(..2).and_then(|c| c.parse::<u32>().ok()) {
+        Some(cost) if cost > MAX_BCRYPT_COST => Err(format!(
+            "user {user:?}: bcrypt cost {cost} is above the maximum, {MAX_BCRYPT_COST} (checking a \
+password takes 2^cost rounds: start-up and every login would hang); make a new hash with a \
+lower cost, e.g. `htpasswd -nBC 12 {user}`"
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_interval(s: f64) -> Result<Duration, String> {
     if !(0.05..=3600.0).contains(&s) || !s.is_finite() {
         return Err(format!(
@@ -296,6 +334,7 @@ impl Config {
             class_map: None,
             top_k: DEFAULT_TOP_K,
             top_k_classes: DEFAULT_TOP_K_CLASSES,
+            max_streams: DEFAULT_MAX_STREAMS,
             interval: Duration::from_secs(1),
             speed: 1.0,
             wait: None,
@@ -365,6 +404,10 @@ impl Config {
         if let Some(k) = &f.top_k_classes {
             self.top_k_classes =
                 check_top_k(*k.get_ref(), "top_k_classes").or_else(|e| o.err(k.span(), e))?;
+        }
+        if let Some(n) = &f.max_streams {
+            self.max_streams =
+                check_max_streams(*n.get_ref(), "max_streams").or_else(|e| o.err(n.span(), e))?;
         }
         if let Some(i) = &f.interval {
             self.interval = check_interval(*i.get_ref()).or_else(|e| o.err(i.span(), e))?;
@@ -447,6 +490,7 @@ impl Config {
                         format!("invalid user name {user:?} (empty or contains ':')"),
                     );
                 }
+                check_bcrypt_cost(hash.get_ref(), user).or_else(|e| o.err(hash.span(), e))?;
                 let h = PasswordHash::parse(hash.get_ref())
                     .or_else(|e| o.err(hash.span(), format!("user {user:?}: {e}")))?;
                 self.users.insert(user.clone(), h);
@@ -474,6 +518,10 @@ impl Config {
         }
         if let Some(k) = cli.top_k_classes {
             self.top_k_classes = check_top_k(k.min(i64::MAX as usize) as i64, "--top-k-classes")
+                .map_err(|e| anyhow!(e))?;
+        }
+        if let Some(n) = cli.max_streams {
+            self.max_streams = check_max_streams(n.min(i64::MAX as usize) as i64, "--max-streams")
                 .map_err(|e| anyhow!(e))?;
         }
         if let Some(i) = cli.interval {
@@ -583,6 +631,33 @@ mod tests {
             }
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bcrypt_costs_above_the_maximum_are_refused() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        // A well-formed hash whose cost says 31: never handed to bcrypt.
+        let text = "[basic_auth_users]\nalice = \"$2y$31$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"\n";
+        let e = Config::from_file_text(path, text).unwrap_err().to_string();
+        assert!(e.starts_with("/etc/nfsdtopd.toml:2:9: "), "{e}");
+        assert!(e.contains("\"alice\"") && e.contains("cost 31"), "{e}");
+        assert!(e.contains(&format!("maximum, {MAX_BCRYPT_COST}")), "{e}");
+        assert!(check_bcrypt_cost("$2y$14$x", "a").is_ok());
+        assert!(check_bcrypt_cost("$2b$15$x", "a").is_err());
+        assert!(check_bcrypt_cost("sha256:00", "a").is_ok());
+    }
+
+    #[test]
+    fn max_streams_from_file_and_flags() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        let cfg = Config::from_file_text(path, "").unwrap();
+        assert_eq!(cfg.max_streams, DEFAULT_MAX_STREAMS);
+        let cfg = Config::from_file_text(path, "max_streams = 3").unwrap();
+        assert_eq!(cfg.max_streams, 3);
+        let e = Config::from_file_text(path, "max_streams = 0").unwrap_err();
+        assert!(e.to_string().contains("nfsdtopd.toml:1:15"), "{e}");
+        let cli = Cli::parse_from(["nfsdtopd", "--max-streams", "5"]);
+        assert_eq!(Config::resolve(&cli).unwrap().max_streams, 5);
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl TlsListener {
                 let (sock, peer) = match tcp.accept().await {
                     Ok(x) => x,
                     Err(e) => {
-                        eprintln!("nfsdtopd: accept: {e}");
+                        crate::log::log(format_args!("accept: {e}"));
                         // Back off on e.g. EMFILE rather than spin.
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
@@ -67,8 +67,12 @@ impl TlsListener {
                         Ok(Ok(s)) => {
                             let _ = done.send((s, peer)).await;
                         }
-                        Ok(Err(e)) => eprintln!("nfsdtopd: TLS handshake with {peer}: {e}"),
-                        Err(_) => eprintln!("nfsdtopd: TLS handshake with {peer} timed out"),
+                        Ok(Err(e)) => {
+                            crate::log::log(format_args!("TLS handshake with {peer}: {e}"))
+                        }
+                        Err(_) => {
+                            crate::log::log(format_args!("TLS handshake with {peer} timed out"))
+                        }
                     }
                 });
                 if tx.is_closed() {
