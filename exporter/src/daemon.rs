@@ -194,6 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         interval: cfg.interval,
         shutdown: stop_rx,
         streams,
+        encoder: Arc::default(),
     };
     let result = rt.block_on(serve(cfg, spec, app, tls, ctl_tx.clone(), stop_tx));
     stopping.store(true, std::sync::atomic::Ordering::SeqCst);

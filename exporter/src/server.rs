@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::auth::{Auth, AuthError};
 use crate::metrics;
-use crate::snapshot::{snapshot_handler, Published};
+use crate::snapshot::{snapshot_handler, Encoder, Published};
 use crate::stream::{stream_handler, Streams};
 
 pub type Latest = watch::Receiver<Option<Arc<Published>>>;
@@ -34,6 +34,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The open /api/v1/stream clients, capped.
     pub streams: Arc<Streams>,
+    /// Makes the snapshots' JSON, shared by the snapshot and stream views.
+    pub encoder: Arc<Encoder>,
 }
 
 pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {

@@ -29,9 +29,6 @@ use crate::server::{json_error, AppState, Latest};
 /// client cycling through `top=1..N` cannot pile encodings up.
 pub const MAX_SHARED_VIEWS: usize = 16;
 
-/// One encoding at a time: the pipeline keeps a core.
-static ENCODER: Semaphore = Semaphore::const_new(1);
-
 type Cell = Arc<OnceLock<Bytes>>;
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -77,46 +74,99 @@ impl Published {
     }
 }
 
-/// `view` of the latest snapshot as JSON (None before the first one): the
-/// shared encoding when there is one, else made now, one encoder at a time,
-/// off the async workers.
-pub async fn encoded(latest: &Latest, view: View) -> Option<Result<Encoded, String>> {
-    let (first, first_seq) = {
-        let p = latest.borrow().clone()?;
-        let cell = p.cell(view);
-        if let Some(b) = cell.get() {
+/// Makes the encodings: one at a time, and remembers the newest of each
+/// view, so that a client that waited for its turn takes what was made
+/// meanwhile. When encoding takes longer than an interval, the snapshot a
+/// client arrived at is never encoded (a newer one is); without this every
+/// waiting client would encode a snapshot of its own, one after another.
+#[derive(Debug)]
+pub struct Encoder {
+    /// One encoding at a time: the pipeline keeps a core.
+    permits: Arc<Semaphore>,
+    newest: Mutex<Vec<(View, Encoded)>>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder {
+            permits: Arc::new(Semaphore::new(1)),
+            newest: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Encoder {
+    /// The newest encoding of `view`, if it is of snapshot `seq` or later.
+    fn newest(&self, view: View, seq: u64) -> Option<Encoded> {
+        let newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
+        newest
+            .iter()
+            .find(|(v, e)| *v == view && e.seq >= seq)
+            .map(|(_, e)| e.clone())
+    }
+
+    /// Remember `e` as the newest of `view`; the views not encoded for the
+    /// longest go first past [`MAX_SHARED_VIEWS`].
+    fn made(&self, view: View, e: &Encoded) {
+        let mut newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
+        newest.retain(|(v, _)| *v != view);
+        newest.push((view, e.clone()));
+        if newest.len() > MAX_SHARED_VIEWS {
+            newest.remove(0);
+        }
+    }
+
+    /// `view` of the latest snapshot as JSON (None before the first one):
+    /// the shared encoding when there is one, else made now, off the async
+    /// workers.
+    pub async fn encoded(
+        self: &Arc<Self>,
+        latest: &Latest,
+        view: View,
+    ) -> Option<Result<Encoded, String>> {
+        let (first, first_seq) = {
+            let p = latest.borrow().clone()?;
+            let cell = p.cell(view);
+            if let Some(b) = cell.get() {
+                return Some(Ok(Encoded {
+                    json: b.clone(),
+                    seq: p.seq,
+                }));
+            }
+            (cell, p.seq)
+        };
+        let permit = match self.permits.clone().acquire_owned().await {
+            Ok(p) => p,
+            Err(e) => return Some(Err(format!("cannot encode the snapshot: {e}"))),
+        };
+        // Made by the encoder before us, while we waited.
+        if let Some(b) = first.get() {
             return Some(Ok(Encoded {
                 json: b.clone(),
-                seq: p.seq,
+                seq: first_seq,
             }));
         }
-        (cell, p.seq)
-    };
-    let permit = match ENCODER.acquire().await {
-        Ok(p) => p,
-        Err(e) => return Some(Err(format!("cannot encode the snapshot: {e}"))),
-    };
-    // Made by the encoder before us, while we waited.
-    if let Some(b) = first.get() {
-        return Some(Ok(Encoded {
-            json: b.clone(),
-            seq: first_seq,
-        }));
+        if let Some(e) = self.newest(view, first_seq) {
+            return Some(Ok(e));
+        }
+        let p = latest.borrow().clone()?;
+        let seq = p.seq;
+        let cell = p.cell(view);
+        let me = self.clone();
+        // The permit goes with the work: a client that hangs up meanwhile
+        // does not let a second encoding start beside this one.
+        let made = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let e = Encoded {
+                json: cell.get_or_init(|| view.render(&p.snapshot)).clone(),
+                seq,
+            };
+            me.made(view, &e);
+            e
+        })
+        .await;
+        Some(made.map_err(|e| format!("encoding the snapshot failed: {e}")))
     }
-    let p = latest.borrow().clone()?;
-    let seq = p.seq;
-    let cell = p.cell(view);
-    // The permit goes with the work: a client that hangs up meanwhile does
-    // not let a second encoding start beside this one.
-    let made = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        cell.get_or_init(|| view.render(&p.snapshot)).clone()
-    })
-    .await;
-    Some(match made {
-        Ok(json) => Ok(Encoded { json, seq }),
-        Err(e) => Err(format!("encoding the snapshot failed: {e}")),
-    })
 }
 
 /// `group` and `top` of the snapshot and stream endpoints.
@@ -256,7 +306,7 @@ pub async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    match encoded(&st.latest, view).await {
+    match st.encoder.encoded(&st.latest, view).await {
         None => no_snapshot(),
         // The shared bytes themselves: no copy per response.
         Some(Ok(Encoded { json: body, .. })) => (
@@ -320,11 +370,12 @@ mod tests {
     #[tokio::test]
     async fn one_encoding_per_view_is_shared() {
         let (tx, rx) = tokio::sync::watch::channel(None);
-        assert!(encoded(&rx, View::default()).await.is_none());
+        let enc = Arc::new(Encoder::default());
+        assert!(enc.encoded(&rx, View::default()).await.is_none());
         tx.send_replace(Some(Arc::new(Published::new(snap()))));
         let get = |v: View| {
-            let rx = rx.clone();
-            async move { encoded(&rx, v).await.unwrap().unwrap().json }
+            let (rx, enc) = (rx.clone(), enc.clone());
+            async move { enc.encoded(&rx, v).await.unwrap().unwrap().json }
         };
         let full = View::default();
         let (a, b) = (get(full).await, get(full).await);
@@ -335,7 +386,7 @@ mod tests {
             ..View::default()
         };
         assert_ne!(a.as_ptr(), get(top1).await.as_ptr());
-        // Past the shared views, each caller gets its own.
+        // Past the shared views, a snapshot keeps no more cells.
         for n in 2..=(MAX_SHARED_VIEWS + 1) {
             get(View {
                 top: Some(n),
@@ -347,15 +398,20 @@ mod tests {
             top: Some(1000),
             ..View::default()
         };
-        let (x, y) = (get(last).await, get(last).await);
-        assert_ne!(x.as_ptr(), y.as_ptr());
-        assert_eq!(x, y);
+        assert_eq!(get(last).await, get(last).await);
         let p = rx.borrow().clone().unwrap();
         assert_eq!(p.encodings.lock().unwrap().len(), MAX_SHARED_VIEWS);
+        // The encoder remembers the newest of each view, as many views.
+        assert!(enc.newest(last, p.seq).is_some());
+        assert!(
+            enc.newest(last, p.seq + 1).is_none(),
+            "not older than asked"
+        );
+        assert_eq!(enc.newest.lock().unwrap().len(), MAX_SHARED_VIEWS);
         // A new snapshot: a new encoding, told apart by its seq.
-        let first = encoded(&rx, full).await.unwrap().unwrap();
+        let first = enc.encoded(&rx, full).await.unwrap().unwrap();
         tx.send_replace(Some(Arc::new(Published::new(snap()))));
-        let second = encoded(&rx, full).await.unwrap().unwrap();
+        let second = enc.encoded(&rx, full).await.unwrap().unwrap();
         assert!(second.seq > first.seq);
         assert_ne!(first.json.as_ptr(), second.json.as_ptr());
     }

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 use crate::log::log;
 use crate::server::{json_error, AppState, Latest};
-use crate::snapshot::{encoded, view_of, Params, View};
+use crate::snapshot::{view_of, Encoder, Params, View};
 
 pub const DEFAULT_MAX_STREAMS: usize = 64;
 pub const MAX_MAX_STREAMS: usize = 100_000;
@@ -195,6 +195,7 @@ fn framed_len(json: &[u8]) -> usize {
 
 struct Feed {
     latest: Latest,
+    encoder: Arc<Encoder>,
     shutdown: watch::Receiver<bool>,
     view: View,
     member: Member,
@@ -249,7 +250,7 @@ impl Feed {
                 _ = tokio::time::sleep(KEEPALIVE) => return Some(Ok(Bytes::from_static(b":\n\n"))),
             }
             self.latest.borrow_and_update();
-            let e = match encoded(&self.latest, self.view).await {
+            let e = match self.encoder.encoded(&self.latest, self.view).await {
                 None => continue,
                 Some(Ok(e)) => e,
                 Some(Err(e)) => {
@@ -259,7 +260,7 @@ impl Feed {
             };
             // Waiting for the encoder may have brought a newer snapshot
             // than the one that woke us; its own wake-up then finds it sent.
-            if self.sent == Some(e.seq) {
+            if self.sent.is_some_and(|s| s >= e.seq) {
                 continue;
             }
             self.sent = Some(e.seq);
@@ -299,6 +300,7 @@ pub async fn stream_handler(
     latest.mark_changed();
     let feed = Feed {
         latest,
+        encoder: st.encoder.clone(),
         shutdown: st.shutdown.clone(),
         view,
         member,
