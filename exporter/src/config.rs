@@ -24,8 +24,8 @@
 //! cert_file = "server.crt"
 //! key_file = "server.key"
 //!
-//! [basic_auth_users]          # bcrypt ($2y$...) or "sha256:<hex>"
-//! prometheus = "$2y$10$..."   # bcrypt cost at most 14
+//! [basic_auth_users]          # bcrypt ($2y$..., cost <= 14) or "sha256:<hex>"
+//! prometheus = "$2y$10$..."
 //! ```
 //!
 //! Every error names the file, line and column of the offending value.
@@ -43,7 +43,6 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::auth::PasswordHash;
-use crate::stream::{DEFAULT_MAX_STREAMS, MAX_MAX_STREAMS};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
 pub const DEFAULT_TOP_K: usize = 50;
@@ -271,10 +270,9 @@ fn check_top_k(k: i64, what: &str) -> Result<usize, String> {
 }
 
 fn check_max_streams(n: i64, what: &str) -> Result<usize, String> {
-    if n < 1 || n as u64 > MAX_MAX_STREAMS as u64 {
-        return Err(format!(
-            "{what} must be between 1 and {MAX_MAX_STREAMS}, not {n}"
-        ));
+    let max = crate::stream::MAX_MAX_STREAMS;
+    if n < 1 || n as u64 > max as u64 {
+        return Err(format!("{what} must be between 1 and {max}, not {n}"));
     }
     Ok(n as usize)
 }
@@ -334,7 +332,7 @@ impl Config {
             class_map: None,
             top_k: DEFAULT_TOP_K,
             top_k_classes: DEFAULT_TOP_K_CLASSES,
-            max_streams: DEFAULT_MAX_STREAMS,
+            max_streams: crate::stream::DEFAULT_MAX_STREAMS,
             interval: Duration::from_secs(1),
             speed: 1.0,
             wait: None,
@@ -651,7 +649,7 @@ mod tests {
     fn max_streams_from_file_and_flags() {
         let path = Path::new("/etc/nfsdtopd.toml");
         let cfg = Config::from_file_text(path, "").unwrap();
-        assert_eq!(cfg.max_streams, DEFAULT_MAX_STREAMS);
+        assert_eq!(cfg.max_streams, crate::stream::DEFAULT_MAX_STREAMS);
         let cfg = Config::from_file_text(path, "max_streams = 3").unwrap();
         assert_eq!(cfg.max_streams, 3);
         let e = Config::from_file_text(path, "max_streams = 0").unwrap_err();

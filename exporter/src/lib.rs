@@ -5,13 +5,13 @@
 //!   (top K peers and classes, the rest folded into "other");
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
 //!   /api/v1/stream, /healthz) and JSON errors;
+//! - [`auth`], [`tls`]: basic auth (bcrypt or sha256) and rustls;
+//! - [`privileges`]: capabilities dropped once the live source is attached;
+//! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server;
 //! - [`snapshot`]: published snapshots, their shared JSON encodings and
 //!   /api/v1/snapshot; [`stream`]: /api/v1/stream, capped, slow readers
 //!   dropped;
-//! - [`log`]: log lines that cannot fail;
-//! - [`auth`], [`tls`]: basic auth (bcrypt or sha256) and rustls;
-//! - [`privileges`]: capabilities dropped once the live source is attached;
-//! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server.
+//! - [`log`]: log lines that cannot fail.
 
 // `eprintln!` panics when stderr is closed: log lines go through
 // `log::log`, which cannot.
