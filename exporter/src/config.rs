@@ -11,6 +11,7 @@
 //! wait = 300                  # live: wait this long for nfsd's tracepoints
 //! ring_size = "16M"           # live: BPF ring buffer (power of two, 4096..1G)
 //! unfair_ratio = 0.5          # nfsdtop_unfair_entities counts entities below this
+//! max_streams = 64            # /api/v1/stream clients served at once
 //!
 //! [source]
 //! kind = "demo"               # live | demo | replay
@@ -25,7 +26,7 @@
 //! cert_file = "server.crt"
 //! key_file = "server.key"
 //!
-//! [basic_auth_users]          # bcrypt ($2y$...) or "sha256:<hex>"
+//! [basic_auth_users]          # bcrypt ($2y$..., cost <= 14) or "sha256:<hex>"
 //! prometheus = "$2y$10$..."
 //!
 //! [http]                      # limits on what clients can hold (defaults)
@@ -59,6 +60,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
 pub const DEFAULT_TOP_K: usize = 50;
 pub const DEFAULT_TOP_K_CLASSES: usize = 200;
 pub const MAX_TOP_K: usize = 10_000;
+/// Checking a bcrypt password costs 2^cost rounds (cost 14: about a
+/// second); at cost 31 start-up, and every login, would take days.
+pub const MAX_BCRYPT_COST: u32 = 14;
 
 #[derive(Parser, Debug, Default)]
 #[command(
@@ -126,6 +130,9 @@ pub struct Cli {
     /// Count a peer or class in nfsdtop_unfair_entities (and list it on /api/v1/unfair) when it gets less than RATIO of its fair share while backlogged [default: 0.5, as the NfsdtopUnfairShare alert].
     #[arg(long, value_name = "RATIO")]
     pub unfair_ratio: Option<f64>,
+    /// Clients of /api/v1/stream served at once; one more gets a 503 [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<usize>,
     /// Seconds between snapshots [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,
@@ -175,6 +182,7 @@ pub struct Config {
     pub class_map: Option<PathBuf>,
     pub top_k: usize,
     pub top_k_classes: usize,
+    pub max_streams: usize,
     pub interval: Duration,
     pub speed: f64,
     /// Live source: how long to wait for nfsd's tracepoints.
@@ -215,6 +223,7 @@ struct FileConfig {
     class_map: Option<Spanned<PathBuf>>,
     top_k: Option<Spanned<i64>>,
     top_k_classes: Option<Spanned<i64>>,
+    max_streams: Option<Spanned<i64>>,
     interval: Option<Spanned<f64>>,
     speed: Option<Spanned<f64>>,
     wait: Option<Spanned<f64>>,
@@ -319,6 +328,33 @@ fn check_top_k(k: i64, what: &str) -> Result<usize, String> {
     Ok(k as usize)
 }
 
+fn check_max_streams(n: i64, what: &str) -> Result<usize, String> {
+    let max = crate::stream::MAX_MAX_STREAMS;
+    if n < 1 || n as u64 > max as u64 {
+        return Err(format!("{what} must be between 1 and {max}, not {n}"));
+    }
+    Ok(n as usize)
+}
+
+/// Refuse a bcrypt hash too costly to check (a malformed one is left to
+/// [`PasswordHash::parse`] to explain).
+fn check_bcrypt_cost(hash: &str, user: &str) -> Result<(), String> {
+    let Some(rest) = ["$2a$", "$2b$", "$2x$", "$2y$"]
+        .iter()
+        .find_map(|p| hash.strip_prefix(p))
+    else {
+        return Ok(());
+    };
+    match rest.get(..2).and_then(|c| c.parse::<u32>().ok()) {
+        Some(cost) if cost > MAX_BCRYPT_COST => Err(format!(
+            "user {user:?}: bcrypt cost {cost} is above the maximum, {MAX_BCRYPT_COST} (checking a \
+password takes 2^cost rounds: start-up and every login would hang); make a new hash with a \
+lower cost, e.g. `htpasswd -nBC 12 {user}`"
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_interval(s: f64) -> Result<Duration, String> {
     if !(0.05..=3600.0).contains(&s) || !s.is_finite() {
         return Err(format!(
@@ -364,6 +400,7 @@ impl Config {
             class_map: None,
             top_k: DEFAULT_TOP_K,
             top_k_classes: DEFAULT_TOP_K_CLASSES,
+            max_streams: crate::stream::DEFAULT_MAX_STREAMS,
             interval: Duration::from_secs(1),
             speed: 1.0,
             wait: None,
@@ -440,6 +477,10 @@ impl Config {
         if let Some(k) = &f.top_k_classes {
             self.top_k_classes =
                 check_top_k(*k.get_ref(), "top_k_classes").or_else(|e| o.err(k.span(), e))?;
+        }
+        if let Some(n) = &f.max_streams {
+            self.max_streams =
+                check_max_streams(*n.get_ref(), "max_streams").or_else(|e| o.err(n.span(), e))?;
         }
         if let Some(i) = &f.interval {
             self.interval = check_interval(*i.get_ref()).or_else(|e| o.err(i.span(), e))?;
@@ -535,6 +576,7 @@ impl Config {
                         format!("invalid user name {user:?} (empty or contains ':')"),
                     );
                 }
+                check_bcrypt_cost(hash.get_ref(), user).or_else(|e| o.err(hash.span(), e))?;
                 let h = PasswordHash::parse(hash.get_ref())
                     .or_else(|e| o.err(hash.span(), format!("user {user:?}: {e}")))?;
                 self.users.insert(user.clone(), h);
@@ -606,6 +648,10 @@ impl Config {
         }
         if let Some(k) = cli.top_k_classes {
             self.top_k_classes = check_top_k(k.min(i64::MAX as usize) as i64, "--top-k-classes")
+                .map_err(|e| anyhow!(e))?;
+        }
+        if let Some(n) = cli.max_streams {
+            self.max_streams = check_max_streams(n.min(i64::MAX as usize) as i64, "--max-streams")
                 .map_err(|e| anyhow!(e))?;
         }
         if let Some(i) = cli.interval {
@@ -788,6 +834,33 @@ max_connections = 100\nauth_failures_per_source = 3\nauth_failures_total = 30\n"
         assert!(e.contains("not a power of two"), "{e}");
         let cli = Cli::parse_from(["nfsdtopd", "--unfair-ratio", "0"]);
         assert!(Config::resolve(&cli).is_err());
+    }
+
+    #[test]
+    fn bcrypt_costs_above_the_maximum_are_refused() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        // A well-formed hash whose cost says 31: never handed to bcrypt.
+        let text = "[basic_auth_users]\nalice = \"$2y$31$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"\n";
+        let e = Config::from_file_text(path, text).unwrap_err().to_string();
+        assert!(e.starts_with("/etc/nfsdtopd.toml:2:9: "), "{e}");
+        assert!(e.contains("\"alice\"") && e.contains("cost 31"), "{e}");
+        assert!(e.contains(&format!("maximum, {MAX_BCRYPT_COST}")), "{e}");
+        assert!(check_bcrypt_cost("$2y$14$x", "a").is_ok());
+        assert!(check_bcrypt_cost("$2b$15$x", "a").is_err());
+        assert!(check_bcrypt_cost("sha256:00", "a").is_ok());
+    }
+
+    #[test]
+    fn max_streams_from_file_and_flags() {
+        let path = Path::new("/etc/nfsdtopd.toml");
+        let cfg = Config::from_file_text(path, "").unwrap();
+        assert_eq!(cfg.max_streams, crate::stream::DEFAULT_MAX_STREAMS);
+        let cfg = Config::from_file_text(path, "max_streams = 3").unwrap();
+        assert_eq!(cfg.max_streams, 3);
+        let e = Config::from_file_text(path, "max_streams = 0").unwrap_err();
+        assert!(e.to_string().contains("nfsdtopd.toml:1:15"), "{e}");
+        let cli = Cli::parse_from(["nfsdtopd", "--max-streams", "5"]);
+        assert_eq!(Config::resolve(&cli).unwrap().max_streams, 5);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! nfsd unless told otherwise: never a silent demo), run the pipeline on a
 //! thread of its own, publish each snapshot to the metrics state and the
 //! HTTP views, reload the class map on SIGHUP, stop on SIGINT/SIGTERM.
+//! Every line it logs goes through [`log`], which cannot fail.
 
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -19,8 +20,11 @@ use tokio::sync::watch;
 
 use crate::auth::Auth;
 use crate::config::{Cli, Config, SourceChoice};
+use crate::log::log;
 use crate::metrics::{self, MetricsState};
-use crate::server::{self, AppState, Published};
+use crate::server::{self, AppState};
+use crate::snapshot::Published;
+use crate::stream::Streams;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -36,7 +40,7 @@ pub fn main() -> ExitCode {
             .and_then(|_| std::fs::File::create(&path))
             .and_then(|mut f| clap_mangen::Man::new(cmd).section("8").render(&mut f));
         if let Err(e) = written {
-            eprintln!("nfsdtopd: cannot write {}: {e}", path.display());
+            log(format_args!("cannot write {}: {e}", path.display()));
             return ExitCode::FAILURE;
         }
         return ExitCode::SUCCESS;
@@ -44,7 +48,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nfsdtopd: {e:#}");
+            log(format_args!("{e:#}"));
             ExitCode::FAILURE
         }
     }
@@ -83,7 +87,7 @@ simulated one, or --replay FILE for a recording"
     };
     // E.g. a replay's gaps or damage: said once, at the start.
     if let Some(n) = src.notice() {
-        eprintln!("nfsdtopd: {n}");
+        crate::log::log(n);
     }
     Ok((spec, src))
 }
@@ -102,16 +106,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // Attached: give up what attaching needed, before any other thread
         // (pipeline, HTTP) starts and inherits it.
         match crate::privileges::drop_after_attach() {
-            Ok(Some(kept)) => eprintln!(
-                "nfsdtopd: attached; dropped capabilities (kept {})",
+            Ok(Some(kept)) => log(format_args!(
+                "attached; dropped capabilities (kept {})",
                 if kept.is_empty() {
                     "none".to_string()
                 } else {
                     kept.join(", ")
                 }
-            ),
+            )),
             Ok(None) => {}
-            Err(e) => eprintln!("nfsdtopd: warning: cannot drop capabilities: {e}"),
+            Err(e) => log(format_args!("warning: cannot drop capabilities: {e}")),
         }
     }
     let classmap = load_class_map(&cfg, &spec)?;
@@ -120,13 +124,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         None => None,
     };
     if cfg.expose && cfg.users.is_empty() {
-        eprintln!(
-            "nfsdtopd: warning: serving {} to other hosts without basic_auth_users",
+        log(format_args!(
+            "warning: serving {} to other hosts without basic_auth_users",
             cfg.listen
-        );
+        ));
     }
     if let Some(w) = crate::listener::plaintext_password_warning(&cfg) {
-        eprintln!("nfsdtopd: {w}");
+        crate::log::log(w);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -145,6 +149,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
     let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
     let tx = Arc::new(tx);
+    let streams = Arc::new(Streams::new(cfg.max_streams, cfg.redact.is_some()));
     let (ctl_tx, ctl_rx) = mpsc::channel::<Control>();
 
     // One redactor for the outputs and the log lines: the same pseudonyms.
@@ -157,6 +162,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let tx = tx.clone();
         let stopping = stopping.clone();
         let state = metrics_state.clone();
+        let streams = streams.clone();
         let pace = if cfg.speed == 0.0 {
             Pace::AsFastAsPossible
         } else {
@@ -182,16 +188,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     // Encode here, once per snapshot: scrapes just copy.
                     metrics_tx.send_replace(metrics::encode_openmetrics(&registry).into());
                     tx.send_replace(Some(Arc::new(Published::new(snap))));
+                    streams.published();
                     Flow::Continue
                 });
                 match res {
                     Ok(_) if stopping.load(std::sync::atomic::Ordering::SeqCst) => {}
-                    Ok(_) => {
-                        eprintln!("nfsdtopd: the event source has ended; serving the last snapshot")
-                    }
-                    Err(e) => eprintln!(
-                        "nfsdtopd: the pipeline stopped: {e:#}; serving the last snapshot"
-                    ),
+                    Ok(_) => log("the event source has ended; serving the last snapshot"),
+                    Err(e) => log(format_args!(
+                        "the pipeline stopped: {e:#}; serving the last snapshot"
+                    )),
                 }
             })
             .context("cannot start the pipeline thread")?
@@ -204,6 +209,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         auth: Arc::new(Auth::with_limits(cfg.users.clone(), cfg.http.failures)),
         interval: cfg.interval,
         shutdown: stop_rx,
+        streams,
+        encoder: Arc::default(),
     };
     let result = rt.block_on(serve(
         cfg,
@@ -238,7 +245,7 @@ async fn serve(
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let local = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!("nfsdtopd: listening on {scheme}://{local}");
+    log(format_args!("listening on {scheme}://{local}"));
 
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
 
@@ -253,7 +260,7 @@ async fn serve(
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
         }
-        eprintln!("nfsdtopd: stopping");
+        log("stopping");
         // End the open streams, so the graceful shutdown can finish.
         stop.send_replace(true);
     };
@@ -261,7 +268,7 @@ async fn serve(
     let (cap, warning) =
         crate::listener::connection_cap(limits.max_connections, cfg.http.max_connections_set);
     if let Some(w) = warning {
-        eprintln!("nfsdtopd: {w}");
+        crate::log::log(w);
     }
     limits.max_connections = cap;
     crate::listener::serve(listener, router, tls, limits, redactor, shutdown).await?;
@@ -270,28 +277,37 @@ async fn serve(
 
 /// SIGHUP: read the class map again and hand it to the pipeline, which
 /// keeps every count (peers keep their totals; their dispatches count for
-/// their new class from then on). A bad file is reported and ignored.
+/// their new class from then on). A bad file is reported and ignored. The
+/// map is read and parsed on a blocking thread: however big it is, the
+/// async workers, and so /metrics, keep answering meanwhile. Whatever
+/// happens to one reload, the loop goes on to the next SIGHUP.
 async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Control>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        eprintln!("nfsdtopd: cannot handle SIGHUP: class map reloads are off");
+        log("cannot handle SIGHUP: class map reloads are off");
         return;
     };
+    let cfg = Arc::new(cfg);
+    let spec = Arc::new(spec);
     while hup.recv().await.is_some() {
         if cfg.class_map.is_none() {
-            eprintln!("nfsdtopd: SIGHUP: no class map configured (--class-map), nothing to reload");
+            log("SIGHUP: no class map configured (--class-map), nothing to reload");
             continue;
         }
-        match load_class_map(&cfg, &spec) {
-            Ok(m) => {
+        let (c, s) = (cfg.clone(), spec.clone());
+        match tokio::task::spawn_blocking(move || load_class_map(&c, &s)).await {
+            Ok(Ok(m)) => {
                 let n = m.rules().len();
                 if ctl.send(Control::SetClassMap(m)).is_err() {
-                    eprintln!("nfsdtopd: SIGHUP: the pipeline has stopped; class map not applied");
+                    log("SIGHUP: the pipeline has stopped; class map not applied");
                 } else {
-                    eprintln!("nfsdtopd: SIGHUP: class map reloaded ({n} rules)");
+                    log(format_args!("SIGHUP: class map reloaded ({n} rules)"));
                 }
             }
-            Err(e) => eprintln!("nfsdtopd: SIGHUP: keeping the current class map: {e:#}"),
+            Ok(Err(e)) => log(format_args!("SIGHUP: keeping the current class map: {e:#}")),
+            Err(e) => log(format_args!(
+                "SIGHUP: keeping the current class map: reading it failed: {e}"
+            )),
         }
     }
 }

@@ -12,7 +12,15 @@
 //! - [`listener`], [`conn_io`], [`ratelog`]: accepting and serving
 //!   connections under timeouts and a connection cap;
 //! - [`privileges`]: capabilities dropped once the live source is attached;
-//! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server.
+//! - [`daemon`]: wires a source, the pipeline thread, SIGHUP and the server;
+//! - [`snapshot`]: published snapshots, their shared JSON encodings and
+//!   /api/v1/snapshot; [`stream`]: /api/v1/stream, capped, slow readers
+//!   dropped;
+//! - [`log`]: log lines that cannot fail.
+
+// `eprintln!` panics when stderr is closed: log lines go through
+// `log::log`, which cannot.
+#![deny(clippy::print_stderr, clippy::print_stdout)]
 
 pub mod auth;
 pub mod auth_limit;
@@ -21,9 +29,12 @@ pub mod conn_io;
 pub mod daemon;
 pub mod fold;
 pub mod listener;
+pub mod log;
 pub mod metrics;
 pub mod privileges;
 pub mod ratelog;
 pub mod server;
+pub mod snapshot;
+pub mod stream;
 pub mod tls;
 pub mod unfair;

@@ -275,10 +275,10 @@ pub async fn serve(
     let until = tokio::time::Instant::now() + ctx.limits.shutdown_timeout;
     if !reg.drained(until).await {
         let n = reg.kill_all();
-        eprintln!(
-            "nfsdtopd: closing {n} connection(s) that did not finish within {:.1} s",
+        crate::log::log(format_args!(
+            "closing {n} connection(s) that did not finish within {:.1} s",
             ctx.limits.shutdown_timeout.as_secs_f64()
-        );
+        ));
         // Killed connections end at their next poll.
         reg.drained(tokio::time::Instant::now() + Duration::from_secs(1))
             .await;

@@ -53,7 +53,7 @@ impl RateLog {
     /// Print `line()` on stderr, prefixed with "nfsdtopd: ", if one is due.
     pub fn log(&self, line: impl FnOnce() -> String) {
         if let Some(l) = self.line(Instant::now(), line) {
-            eprintln!("nfsdtopd: {l}");
+            crate::log::log(l);
         }
     }
 }

@@ -1,53 +1,23 @@
-//! The HTTP surface: /metrics, /api/v1/snapshot, /api/v1/stream, /healthz.
+//! The HTTP surface: the routes, /metrics and /healthz (/api/v1/snapshot
+//! is in [`crate::snapshot`], /api/v1/stream in [`crate::stream`]).
 //! Every error is JSON `{"error": "..."}` with a 4xx/5xx status; nothing a
 //! client sends can panic the daemon.
 
-use std::convert::Infallible;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use futures_util::stream::{self, Stream};
-use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
 use tokio::sync::watch;
 
 use crate::auth::Auth;
 use crate::metrics;
-
-/// One snapshot as published to every view; the JSON is made once, on
-/// first demand, and shared.
-#[derive(Debug)]
-pub struct Published {
-    pub snapshot: Snapshot,
-    pub at: Instant,
-    json: OnceLock<Arc<str>>,
-}
-
-impl Published {
-    pub fn new(snapshot: Snapshot) -> Published {
-        Published {
-            snapshot,
-            at: Instant::now(),
-            json: OnceLock::new(),
-        }
-    }
-
-    pub fn json(&self) -> Arc<str> {
-        self.json
-            .get_or_init(|| {
-                serde_json::to_string(&self.snapshot)
-                    .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise snapshot: {e}\"}}"))
-                    .into()
-            })
-            .clone()
-    }
-}
+use crate::snapshot::{snapshot_handler, Encoder, Published};
+use crate::stream::{stream_handler, Streams};
 
 pub type Latest = watch::Receiver<Option<Arc<Published>>>;
 
@@ -62,6 +32,10 @@ pub struct AppState {
     /// Becomes true when the daemon stops: open streams end, so a graceful
     /// shutdown does not wait for clients that never hang up.
     pub shutdown: watch::Receiver<bool>,
+    /// The open /api/v1/stream clients, capped.
+    pub streams: Arc<Streams>,
+    /// Makes the snapshots' JSON, shared by the snapshot and stream views.
+    pub encoder: Arc<Encoder>,
 }
 
 pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -141,191 +115,6 @@ async fn metrics_handler(State(st): State<AppState>, headers: HeaderMap) -> Resp
             format!("encoding metrics failed: {e}"),
         ),
     }
-}
-
-/// `group` and `top` of the snapshot and stream endpoints.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct View {
-    pub group: Option<EntityKind>,
-    pub top: Option<usize>,
-}
-
-pub const MAX_TOP: usize = 1_000_000;
-
-impl View {
-    pub fn parse(params: &[(String, String)]) -> Result<View, String> {
-        let mut v = View::default();
-        let mut seen_group = false;
-        let mut seen_top = false;
-        for (k, val) in params {
-            match k.as_str() {
-                "group" => {
-                    if seen_group {
-                        return Err("group given more than once".into());
-                    }
-                    seen_group = true;
-                    v.group = Some(match val.as_str() {
-                        "peer" => EntityKind::Peer,
-                        "class" => EntityKind::Class,
-                        other => {
-                            return Err(format!("invalid group {other:?}: expected peer or class"))
-                        }
-                    });
-                }
-                "top" => {
-                    if seen_top {
-                        return Err("top given more than once".into());
-                    }
-                    seen_top = true;
-                    let n: usize = val.parse().map_err(|_| {
-                        format!("invalid top {val:?}: expected a whole number from 1 to {MAX_TOP}")
-                    })?;
-                    if n == 0 || n > MAX_TOP {
-                        return Err(format!(
-                            "invalid top {n}: expected a whole number from 1 to {MAX_TOP}"
-                        ));
-                    }
-                    v.top = Some(n);
-                }
-                other => {
-                    return Err(format!(
-                        "unknown query parameter {other:?}: expected group=peer|class and/or top=N"
-                    ))
-                }
-            }
-        }
-        Ok(v)
-    }
-
-    pub fn is_full(&self) -> bool {
-        *self == View::default()
-    }
-
-    /// The snapshot as this view shows it: only the requested grouping
-    /// (the other list empty), the top N entities by dispatch rate.
-    pub fn render(&self, p: &Published) -> Arc<str> {
-        if self.is_full() {
-            return p.json();
-        }
-        let s = &p.snapshot;
-        let pick = |kind: EntityKind, list: &[EntityStats]| -> Vec<EntityStats> {
-            if self.group.is_some_and(|g| g != kind) {
-                return Vec::new();
-            }
-            let mut refs: Vec<&EntityStats> = list.iter().collect();
-            if let Some(n) = self.top {
-                refs.sort_by(|a, b| {
-                    b.dispatch_rate
-                        .total_cmp(&a.dispatch_rate)
-                        .then(b.dispatches.cmp(&a.dispatches))
-                        .then(a.name.cmp(&b.name))
-                });
-                refs.truncate(n);
-            }
-            refs.into_iter().cloned().collect()
-        };
-        let view = Snapshot {
-            time: s.time,
-            interval_s: s.interval_s,
-            source: s.source.clone(),
-            totals: s.totals.clone(),
-            peers: pick(EntityKind::Peer, &s.peers),
-            classes: pick(EntityKind::Class, &s.classes),
-        };
-        serde_json::to_string(&view)
-            .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise snapshot: {e}\"}}"))
-            .into()
-    }
-}
-
-type Params = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
-
-/// The view a query string asks for, or the 400 message.
-fn view_of(q: Params) -> Result<View, String> {
-    let Query(params) = q.map_err(|e| format!("bad query string: {}", e.body_text()))?;
-    View::parse(&params)
-}
-
-fn no_snapshot() -> Response {
-    json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "no snapshot yet: the pipeline has not produced one",
-    )
-}
-
-async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response {
-    let view = match view_of(q) {
-        Ok(v) => v,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
-    };
-    let Some(p) = st.latest.borrow().clone() else {
-        return no_snapshot();
-    };
-    let body = match tokio::task::spawn_blocking(move || view.render(&p)).await {
-        Ok(b) => b,
-        Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// Server-sent events: `event: snapshot\ndata: <Snapshot JSON>\n\n`, the
-/// latest snapshot at once, then each new one. A slow client skips
-/// snapshots (it always gets the newest), it never makes the daemon buffer.
-async fn stream_handler(State(st): State<AppState>, q: Params) -> Response {
-    let view = match view_of(q) {
-        Ok(v) => v,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
-    };
-    // A comment line (":") every 15 s when no snapshot came: a client can
-    // tell a quiet stream (long --interval, a finished replay) from a dead
-    // link. SSE clients ignore comments.
-    Sse::new(snapshot_events(
-        st.latest.clone(),
-        st.shutdown.clone(),
-        view,
-    ))
-    .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-    .into_response()
-}
-
-pub fn snapshot_events(
-    mut rx: Latest,
-    shutdown: watch::Receiver<bool>,
-    view: View,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    // Whatever is there now counts as unseen: send it immediately.
-    rx.mark_changed();
-    stream::unfold((rx, shutdown), move |(mut rx, mut shutdown)| async move {
-        loop {
-            if *shutdown.borrow() {
-                return None;
-            }
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        // The pipeline is gone for good: end the stream.
-                        return None;
-                    }
-                }
-                _ = shutdown.changed() => continue,
-            }
-            let cur = rx.borrow_and_update().clone();
-            if let Some(p) = cur {
-                let data = tokio::task::spawn_blocking(move || view.render(&p))
-                    .await
-                    .ok()?;
-                let ev = Event::default().event("snapshot").data(&*data);
-                return Some((Ok(ev), (rx, shutdown)));
-            }
-        }
-    })
 }
 
 async fn healthz_handler(State(st): State<AppState>) -> Response {

@@ -9,7 +9,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{write, Daemon};
+use common::{many_peers, rss_kib, Daemon};
 use nfsdtop_agent::aggregate::histogram::WaitHistogram;
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot, Totals};
 use nfsdtop_exporter::metrics::{encode_openmetrics, openmetrics_to_text, registry, MetricsState};
@@ -22,30 +22,11 @@ pub fn size_bound(top_k: usize, top_k_classes: usize) -> usize {
     (top_k_classes + 1) * 2600 + (top_k + 1) * 900 + 4096
 }
 
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 #[test]
 #[ignore = "about a minute; run by exporter/scripts/bench-100k.sh in release mode"]
 fn daemon_with_100k_peers() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = write(
-        dir.path(),
-        "flood.toml",
-        "name = \"flood\"\ndescription = \"100,000 clients, one connection and one request each\"\n\
-threads = 16\nservice_ms = 1.0\n\n[[client]]\naddress = \"10.0.0.1\"\ncount = 100000\n\
-connections = 1\ninflight = 1\n",
-    );
+    let scenario = many_peers(dir.path(), 100_000);
     let secs: u64 = std::env::var("NFSDTOP_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

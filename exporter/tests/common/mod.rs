@@ -33,6 +33,16 @@ impl Daemon {
     }
 
     pub fn try_start(args: &[&str]) -> Result<Daemon, String> {
+        Daemon::spawn(args, true)
+    }
+
+    /// Start it, then close the read end of its stderr once it is
+    /// listening: every later log line meets a broken pipe.
+    pub fn start_then_close_stderr(args: &[&str]) -> Daemon {
+        Daemon::spawn(args, false).unwrap_or_else(|e| panic!("nfsdtopd {args:?}: {e}"))
+    }
+
+    fn spawn(args: &[&str], keep_stderr: bool) -> Result<Daemon, String> {
         let mut child = Command::new(BIN)
             .args(args)
             .stdin(Stdio::null())
@@ -44,7 +54,8 @@ impl Daemon {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+                let listening = line.contains("listening on ");
+                if tx.send(line).is_err() || (listening && !keep_stderr) {
                     break;
                 }
             }
@@ -106,6 +117,72 @@ impl Daemon {
             (r.status == 200).then(|| serde_json::from_str(&r.body).expect("snapshot JSON"))
         })
     }
+}
+
+/// Send `signal` (e.g. "HUP") to the daemon.
+pub fn kill(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(ok.success(), "kill -{signal} {pid}");
+}
+
+/// The process's exit status, once it has exited within `secs`.
+pub fn wait_exit(child: &mut Child, secs: f64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// (VmRSS, VmHWM) of a process in KiB, from /proc/PID/status.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A demo scenario of `n` clients with one connection and one request in
+/// flight each (10.0.0.1 and up): 16 threads x 1 ms serve 16,000 requests
+/// a (simulated) second, so every client has been seen within n/16,000 s.
+pub fn many_peers(dir: &Path, n: usize) -> String {
+    write(
+        dir,
+        "flood.toml",
+        &format!(
+            "name = \"flood\"\ndescription = \"{n} clients, one connection and one request each\"\n\
+threads = 16\nservice_ms = 1.0\n\n[[client]]\naddress = \"10.0.0.1\"\ncount = {n}\n\
+connections = 1\ninflight = 1\n"
+        ),
+    )
+}
+
+/// Start a demo of `n` peers and wait until a snapshot has them all.
+pub fn many_peers_daemon(dir: &Path, n: usize, extra: &[&str]) -> Daemon {
+    let scenario = many_peers(dir, n);
+    let mut args = vec!["--demo", &scenario, "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let d = Daemon::start(&args);
+    d.wait_for(&format!("a snapshot with {n} peers"), 120, |d| {
+        let r = d.get("/api/v1/snapshot?group=class&top=1");
+        let s: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+        (s["totals"]["peers"].as_u64()? >= n as u64).then_some(())
+    });
+    d
 }
 
 /// Run nfsdtopd expecting it to exit (bad flags or config): (code, stderr).

@@ -1,0 +1,374 @@
+//! /api/v1/stream: server-sent events, `event: snapshot\ndata: <Snapshot
+//! JSON>\n\n`, the latest snapshot at once, then each new one.
+//!
+//! What a stream client can cost is bounded, however slowly it reads:
+//! - at most `max_streams` are served at once; one more gets a 503;
+//! - all clients of an interval send the one shared encoding of their view
+//!   ([`Published::encoded`]), handed to the connection in small copied
+//!   pieces, so what a client holds of its own is a few of those in the
+//!   connection's write buffer;
+//! - a client that finishes a snapshot goes on with the latest one (it
+//!   skips those it was too slow for); one still reading a snapshot when
+//!   two newer ones are out is dropped, with a log line, and lets go of
+//!   that snapshot at once, even if its connection is stuck.
+//!
+//! [`Published::encoded`]: crate::snapshot::Published::encoded
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use futures_util::stream;
+use tokio::sync::watch;
+
+use crate::log::log;
+use crate::server::{json_error, AppState, Latest};
+use crate::snapshot::{view_of, Encoder, Params, View};
+
+pub const DEFAULT_MAX_STREAMS: usize = 64;
+pub const MAX_MAX_STREAMS: usize = 100_000;
+
+/// The size of the pieces a snapshot is sent in: a connection's write
+/// buffer holds at most 16 of them.
+const PIECE: usize = 16 * 1024;
+const PREFIX: &[u8] = b"event: snapshot\ndata: ";
+const SUFFIX: &[u8] = b"\n\n";
+/// A comment line when no snapshot came for this long: a client can tell
+/// a quiet stream (long --interval, a finished replay) from a dead link.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Snapshots published while a client is still sending an older one,
+/// at which it is dropped.
+const MISSED_LIMIT: u32 = 2;
+
+/// Every open stream.
+#[derive(Debug)]
+pub struct Streams {
+    max: usize,
+    /// Client addresses stay out of the log under --redact.
+    redact: bool,
+    next_id: AtomicU64,
+    clients: Mutex<BTreeMap<u64, Arc<Client>>>,
+}
+
+#[derive(Debug)]
+struct Client {
+    peer: Option<SocketAddr>,
+    sending: Mutex<Sending>,
+}
+
+#[derive(Debug, Default)]
+enum Sending {
+    /// Between snapshots.
+    #[default]
+    Idle,
+    /// `json` (shared) framed as an event, sent up to `pos`; `missed`
+    /// snapshots were published since it started.
+    Frame {
+        json: Bytes,
+        pos: usize,
+        missed: u32,
+    },
+    /// Too slow: the connection is ended at the next chance.
+    Dropped,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Streams {
+    pub fn new(max: usize, redact: bool) -> Streams {
+        Streams {
+            max,
+            redact,
+            next_id: AtomicU64::new(0),
+            clients: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.clients).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A place for one more client, or None at the cap.
+    fn join(self: &Arc<Self>, peer: Option<SocketAddr>) -> Option<Member> {
+        let mut clients = lock(&self.clients);
+        if clients.len() >= self.max {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let client = Arc::new(Client {
+            peer,
+            sending: Mutex::new(Sending::Idle),
+        });
+        clients.insert(id, client.clone());
+        Some(Member {
+            streams: self.clone(),
+            id,
+            client,
+        })
+    }
+
+    /// Call after each snapshot is published: every client still sending an
+    /// older one has missed one more; those that missed two are dropped.
+    pub fn published(&self) {
+        let mut dropped = Vec::new();
+        lock(&self.clients).retain(|_, c| {
+            let mut s = lock(&c.sending);
+            if let Sending::Frame { missed, .. } = &mut *s {
+                *missed += 1;
+                if *missed >= MISSED_LIMIT {
+                    *s = Sending::Dropped;
+                    dropped.push(c.peer);
+                    return false;
+                }
+            }
+            true
+        });
+        if dropped.is_empty() {
+            return;
+        }
+        let mut who = String::new();
+        if !self.redact {
+            let known: Vec<String> = dropped.iter().flatten().map(|a| a.to_string()).collect();
+            if !known.is_empty() {
+                let shown = known.len().min(8);
+                who = format!(": {}", known[..shown].join(", "));
+                if known.len() > shown {
+                    who.push_str(&format!(" and {} more", known.len() - shown));
+                }
+            }
+        }
+        log(format_args!(
+            "dropped {} /api/v1/stream client(s) reading too slowly (still on a snapshot \
+two newer ones replaced){who}",
+            dropped.len()
+        ));
+    }
+}
+
+/// A client's place; given back when its stream ends.
+struct Member {
+    streams: Arc<Streams>,
+    id: u64,
+    client: Arc<Client>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        lock(&self.streams.clients).remove(&self.id);
+    }
+}
+
+/// The next piece of `json` framed as an event, from `pos` on.
+fn next_piece(json: &[u8], pos: &mut usize) -> Bytes {
+    let total = PREFIX.len() + json.len() + SUFFIX.len();
+    let end = (*pos + PIECE).min(total);
+    let mut out = Vec::with_capacity(end - *pos);
+    let mut start = 0;
+    for part in [PREFIX, json, SUFFIX] {
+        let (a, b) = ((*pos).max(start), end.min(start + part.len()));
+        if a < b {
+            out.extend_from_slice(&part[a - start..b - start]);
+        }
+        start += part.len();
+    }
+    *pos = end;
+    Bytes::from(out)
+}
+
+fn framed_len(json: &[u8]) -> usize {
+    PREFIX.len() + json.len() + SUFFIX.len()
+}
+
+struct Feed {
+    latest: Latest,
+    encoder: Arc<Encoder>,
+    shutdown: watch::Receiver<bool>,
+    view: View,
+    member: Member,
+    /// The snapshot last sent, by [`crate::snapshot::Published::seq`].
+    sent: Option<u64>,
+}
+
+fn ended(why: &str) -> std::io::Error {
+    std::io::Error::other(why.to_string())
+}
+
+impl Feed {
+    /// The next piece of the body; an error ends the connection at once
+    /// (the client is in the middle of an event), None ends it cleanly.
+    async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        loop {
+            {
+                let mut s = lock(&self.member.client.sending);
+                match &mut *s {
+                    Sending::Dropped => return Some(Err(ended("read too slowly"))),
+                    Sending::Frame { .. } if *self.shutdown.borrow() => {
+                        // Do not make shutdown wait for a slow reader to
+                        // finish a large snapshot.
+                        return Some(Err(ended("shutting down")));
+                    }
+                    Sending::Frame { json, pos, .. } => {
+                        let piece = next_piece(json, pos);
+                        if *pos >= framed_len(json) {
+                            *s = Sending::Idle;
+                        }
+                        return Some(Ok(piece));
+                    }
+                    Sending::Idle => {}
+                }
+            }
+            if *self.shutdown.borrow() {
+                return None;
+            }
+            tokio::select! {
+                changed = self.latest.changed() => {
+                    if changed.is_err() {
+                        // The pipeline is gone for good: end the stream.
+                        return None;
+                    }
+                }
+                r = self.shutdown.changed() => {
+                    if r.is_err() {
+                        return None;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep(KEEPALIVE) => return Some(Ok(Bytes::from_static(b":\n\n"))),
+            }
+            self.latest.borrow_and_update();
+            let e = match self.encoder.encoded(&self.latest, self.view).await {
+                None => continue,
+                Some(Ok(e)) => e,
+                Some(Err(e)) => {
+                    log(format_args!("/api/v1/stream: {e}"));
+                    return Some(Err(ended("cannot encode")));
+                }
+            };
+            // Waiting for the encoder may have brought a newer snapshot
+            // than the one that woke us; its own wake-up then finds it sent.
+            if self.sent.is_some_and(|s| s >= e.seq) {
+                continue;
+            }
+            self.sent = Some(e.seq);
+            *lock(&self.member.client.sending) = Sending::Frame {
+                json: e.json,
+                pos: 0,
+                missed: 0,
+            };
+        }
+    }
+}
+
+pub async fn stream_handler(
+    State(st): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    q: Params,
+) -> Response {
+    let view = match view_of(q) {
+        Ok(v) => v,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
+    };
+    let Some(member) = st.streams.join(peer.map(|Extension(ConnectInfo(a))| a)) else {
+        let mut r = json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many stream clients: {} are connected, the most max_streams \
+(--max-streams) allows; try again later",
+                st.streams.max
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+        return r;
+    };
+    let mut latest = st.latest.clone();
+    // Whatever is there now counts as unseen: send it immediately.
+    latest.mark_changed();
+    let feed = Feed {
+        latest,
+        encoder: st.encoder.clone(),
+        shutdown: st.shutdown.clone(),
+        view,
+        member,
+        sent: None,
+    };
+    let body = stream::unfold(feed, |mut f| async move {
+        let item = f.next().await?;
+        Some((item, f))
+    });
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_make_up_one_event() {
+        let json = vec![b'x'; PIECE * 2 + 5];
+        let mut pos = 0;
+        let mut all = Vec::new();
+        let mut n = 0;
+        while pos < framed_len(&json) {
+            let p = next_piece(&json, &mut pos);
+            assert!(p.len() <= PIECE);
+            all.extend_from_slice(&p);
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        let want = [PREFIX, &json[..], SUFFIX].concat();
+        assert_eq!(all, want);
+    }
+
+    #[test]
+    fn a_client_two_snapshots_behind_is_dropped_and_lets_go() {
+        let s = Arc::new(Streams::new(2, true));
+        let a = s.join(None).unwrap();
+        let b = s.join(None).unwrap();
+        assert!(s.join(None).is_none(), "capped at 2");
+        let json = Bytes::from(vec![b'{'; 1 << 20]);
+        *lock(&a.client.sending) = Sending::Frame {
+            json: json.clone(),
+            pos: 0,
+            missed: 0,
+        };
+        s.published();
+        assert_eq!(s.len(), 2, "one behind: still served");
+        // b is between snapshots: never behind.
+        s.published();
+        assert_eq!(s.len(), 1);
+        assert!(matches!(*lock(&a.client.sending), Sending::Dropped));
+        assert!(matches!(*lock(&b.client.sending), Sending::Idle));
+        assert!(
+            json.is_unique(),
+            "the dropped client let go of the snapshot"
+        );
+        drop(a);
+        assert_eq!(s.len(), 1);
+        assert!(s.join(None).is_some(), "a place is free again");
+    }
+}
