@@ -221,8 +221,7 @@ async fn serve(
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
+    let listener = crate::listener::bind(cfg.listen)
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let local = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };

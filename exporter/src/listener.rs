@@ -75,6 +75,23 @@ static CAP_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 static TLS_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 static ACCEPT_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 
+/// Connections the kernel completes before nfsdtopd accepts them; std's
+/// (and so tokio's) 128 is soon full under a flood, and the next clients'
+/// SYNs are dropped for a second.
+const BACKLOG: u32 = 1024;
+
+/// Listen on `addr` with room for a burst of connections.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(BACKLOG)
+}
+
 /// `max_connections` as far as the open-files limit allows, and a warning
 /// when that lowered a configured value.
 pub fn connection_cap(wanted: usize, configured: bool) -> (usize, Option<String>) {
