@@ -244,14 +244,7 @@ async fn serve(
         // End the open streams, so the graceful shutdown can finish.
         stop.send_replace(true);
     };
-    let mut limits = cfg.http.limits.clone();
-    let (cap, warning) =
-        crate::listener::connection_cap(limits.max_connections, cfg.http.max_connections_set);
-    if let Some(w) = warning {
-        eprintln!("nfsdtopd: {w}");
-    }
-    limits.max_connections = cap;
-    crate::listener::serve(listener, router, tls, limits, redactor, shutdown).await?;
+    crate::listener::serve(listener, router, tls, cfg.http.clone(), redactor, shutdown).await?;
     Ok(())
 }
 

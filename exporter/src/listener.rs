@@ -39,6 +39,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
+use crate::config::HttpSettings;
 use crate::conn_io::{BusyBody, ConnShared, Tracked};
 use crate::ratelog::RateLog;
 
@@ -241,10 +242,16 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<Arc<ServerConfig>>,
-    limits: Limits,
+    settings: HttpSettings,
     redactor: Option<Redactor>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let mut limits = settings.limits;
+    let (cap, warning) = connection_cap(limits.max_connections, settings.max_connections_set);
+    if let Some(w) = warning {
+        eprintln!("nfsdtopd: {w}");
+    }
+    limits.max_connections = cap;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -438,12 +445,15 @@ mod tests {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let limits = Limits {
-            shutdown_timeout: Duration::from_millis(300),
-            ..DEFAULT_LIMITS
+        let settings = HttpSettings {
+            limits: Limits {
+                shutdown_timeout: Duration::from_millis(300),
+                ..DEFAULT_LIMITS
+            },
+            ..HttpSettings::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, router, None, limits, None, async {
+        let server = tokio::spawn(serve(listener, router, None, settings, None, async {
             let _ = stopped.await;
         }));
         let mut c = TcpStream::connect(addr).await.unwrap();
