@@ -1,6 +1,7 @@
 //! nfsdtopd: nfsdtop's pipeline run headless, served over HTTP.
 //!
-//! - [`config`]: flags over a TOML file, errors with file:line:column;
+//! - [`config`], [`http_config`]: flags over a TOML file, errors with
+//!   file:line:column;
 //! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality
 //!   (top K peers and classes, the rest folded into "other");
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
@@ -17,6 +18,7 @@ pub mod auth_limit;
 pub mod config;
 pub mod conn_io;
 pub mod daemon;
+pub mod http_config;
 pub mod listener;
 pub mod metrics;
 pub mod privileges;

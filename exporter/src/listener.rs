@@ -39,8 +39,8 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::config::HttpSettings;
 use crate::conn_io::{BusyBody, ConnShared, Tracked};
+use crate::http_config::HttpSettings;
 use crate::ratelog::RateLog;
 
 #[derive(Clone, Debug, PartialEq)]
