@@ -221,6 +221,23 @@ fn silent_half_sent_and_idle_connections_are_closed_after_the_header_timeout() {
             "{a:?} {b:?} {c:?}"
         );
     }
+    // A stream is a response in progress, not a wait for a head: it runs
+    // on past the timeout (snapshots every 0.2 s).
+    let mut stream = TcpStream::connect(d.addr).unwrap();
+    stream
+        .write_all(b"GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let t = Instant::now();
+    let mut events = 0;
+    while t.elapsed() < Duration::from_millis(2500) {
+        let n = stream.read(&mut buf).expect("the stream stays open");
+        assert!(n > 0, "stream closed after {:?}", t.elapsed());
+        events += String::from_utf8_lossy(&buf[..n])
+            .matches("event: snapshot")
+            .count();
+    }
+    assert!(events >= 5, "{events} events in 2.5 s");
 }
 
 #[test]
