@@ -212,11 +212,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         streams,
         encoder: Arc::default(),
     };
+    // /api/v1/unfair reads the pipeline's unfair list from an extension.
+    let router = server::router(app).layer(axum::Extension(unfair));
     let result = rt.block_on(serve(
         cfg,
         spec,
-        app,
-        unfair,
+        router,
         tls,
         redactor,
         ctl_tx.clone(),
@@ -233,15 +234,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(
     cfg: Config,
     spec: SourceSpec,
-    app: AppState,
-    unfair: crate::unfair::UnfairSource,
+    router: axum::Router,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     redactor: Option<Redactor>,
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
+    let listener = crate::listener::bind(cfg.listen)
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let local = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -249,7 +248,6 @@ async fn serve(
 
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
 
-    let router = server::router(app).layer(axum::Extension(unfair));
     let shutdown = async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = match signal(SignalKind::terminate()) {
@@ -264,14 +262,7 @@ async fn serve(
         // End the open streams, so the graceful shutdown can finish.
         stop.send_replace(true);
     };
-    let mut limits = cfg.http.limits.clone();
-    let (cap, warning) =
-        crate::listener::connection_cap(limits.max_connections, cfg.http.max_connections_set);
-    if let Some(w) = warning {
-        crate::log::log(w);
-    }
-    limits.max_connections = cap;
-    crate::listener::serve(listener, router, tls, limits, redactor, shutdown).await?;
+    crate::listener::serve(listener, router, tls, cfg.http.clone(), redactor, shutdown).await?;
     Ok(())
 }
 

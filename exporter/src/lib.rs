@@ -1,6 +1,7 @@
 //! nfsdtopd: nfsdtop's pipeline run headless, served over HTTP.
 //!
-//! - [`config`]: flags over a TOML file, errors with file:line:column;
+//! - [`config`], [`http_config`]: flags over a TOML file, errors with
+//!   file:line:column;
 //! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality;
 //! - [`fold`]: which K peers and classes get a series (victims first), the
 //!   rest folded into "other";
@@ -28,6 +29,7 @@ pub mod config;
 pub mod conn_io;
 pub mod daemon;
 pub mod fold;
+pub mod http_config;
 pub mod listener;
 pub mod log;
 pub mod metrics;

@@ -40,6 +40,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 use crate::conn_io::{BusyBody, ConnShared, Tracked};
+use crate::http_config::HttpSettings;
 use crate::ratelog::RateLog;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +75,23 @@ pub const MAX_HEAD: usize = 80 * 1024;
 static CAP_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 static TLS_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 static ACCEPT_LOG: RateLog = RateLog::new(Duration::from_secs(60));
+
+/// Connections the kernel completes before nfsdtopd accepts them; std's
+/// (and so tokio's) 128 is soon full under a flood, and the next clients'
+/// SYNs are dropped for a second.
+const BACKLOG: u32 = 1024;
+
+/// Listen on `addr` with room for a burst of connections.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(BACKLOG)
+}
 
 /// `max_connections` as far as the open-files limit allows, and a warning
 /// when that lowered a configured value.
@@ -224,10 +242,16 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<Arc<ServerConfig>>,
-    limits: Limits,
+    settings: HttpSettings,
     redactor: Option<Redactor>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let mut limits = settings.limits;
+    let (cap, warning) = connection_cap(limits.max_connections, settings.max_connections_set);
+    if let Some(w) = warning {
+        crate::log::log(w);
+    }
+    limits.max_connections = cap;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -421,12 +445,15 @@ mod tests {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let limits = Limits {
-            shutdown_timeout: Duration::from_millis(300),
-            ..DEFAULT_LIMITS
+        let settings = HttpSettings {
+            limits: Limits {
+                shutdown_timeout: Duration::from_millis(300),
+                ..DEFAULT_LIMITS
+            },
+            ..HttpSettings::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, router, None, limits, None, async {
+        let server = tokio::spawn(serve(listener, router, None, settings, None, async {
             let _ = stopped.await;
         }));
         let mut c = TcpStream::connect(addr).await.unwrap();

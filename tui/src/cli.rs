@@ -162,6 +162,9 @@ pub struct DoctorArgs {
     /// tracefs mount point (default: /sys/kernel/tracing).
     #[arg(long, value_name = "DIR", hide = true)]
     pub tracefs: Option<PathBuf>,
+    /// nfsdtopd's config file to check, if it exists.
+    #[arg(long, value_name = "FILE", hide = true, default_value = crate::doctor::NFSDTOPD_CONFIG)]
+    pub nfsdtopd_config: PathBuf,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,12 @@
 //! `nfsdtop doctor`: what this host supports, as text or JSON (keys in
 //! DESIGN.md). It attaches nothing; it does load the BPF programs into the
 //! kernel so the verifier's verdict is known even where nfsd is missing.
+//! Where nfsdtopd's config file is, it also notes a setup that would send
+//! passwords in clear.
 
 use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
 
 use nfsdtop_agent::source::live::doctor::{diagnose, Diagnosis};
 use nfsdtop_agent::source::live::LiveOptions;
@@ -14,7 +18,8 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
         tracefs: args.tracefs.clone(),
         ..LiveOptions::default()
     };
-    let d = diagnose(&opts);
+    let mut d = diagnose(&opts);
+    d.notes.extend(nfsdtopd_note(&args.nfsdtopd_config));
     let text = match args.format {
         OutputFormat::Json => serde_json::to_string(&d)? + "\n",
         OutputFormat::Text => text(&d),
@@ -24,6 +29,36 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     // A closed pipe (e.g. `| head`) is not an error worth reporting.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
     Ok(())
+}
+
+/// Where the shipped unit (dist/nfsdtopd.service) has nfsdtopd read its
+/// configuration.
+pub const NFSDTOPD_CONFIG: &str = "/etc/nfsdtop/nfsdtopd.toml";
+
+/// The warning nfsdtopd itself prints at start-up, for its config file:
+/// basic auth users on a non-loopback address without TLS. A file that
+/// does not parse is left to nfsdtopd, which reports it with its line.
+fn nfsdtopd_note(path: &Path) -> Option<String> {
+    let v: toml::Table = std::fs::read_to_string(path).ok()?.parse().ok()?;
+    let users = v
+        .get("basic_auth_users")
+        .and_then(|u| u.as_table())
+        .is_some_and(|t| !t.is_empty());
+    let listen = v
+        .get("listen")
+        .and_then(|l| l.as_str())
+        .unwrap_or("127.0.0.1:9847");
+    let loopback = match listen.parse::<SocketAddr>() {
+        Ok(a) => a.ip().is_loopback(),
+        Err(_) => listen.starts_with("localhost:"),
+    };
+    (users && !loopback && !v.contains_key("tls_server_config")).then(|| {
+        format!(
+            "{}: basic_auth_users without [tls_server_config] on {listen}: nfsdtopd's \
+passwords cross the network in clear",
+            path.display()
+        )
+    })
 }
 
 fn yes_no(b: bool) -> &'static str {

@@ -262,3 +262,45 @@ fn ring_size_flag_is_checked() {
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("mount -t tracefs"));
 }
+
+#[test]
+fn doctor_notes_nfsdtopd_passwords_sent_in_clear() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let users = "[basic_auth_users]\nprom = \"sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7\"\n";
+    let tls = "[tls_server_config]\ncert_file = \"a.crt\"\nkey_file = \"a.key\"\n";
+    let tracefs = fixture("class");
+    for (name, text, warned) in [
+        (
+            "clear.toml",
+            format!("listen = \"0.0.0.0:9847\"\nexpose = true\n{users}"),
+            true,
+        ),
+        (
+            "tls.toml",
+            format!("listen = \"0.0.0.0:9847\"\nexpose = true\n{users}{tls}"),
+            false,
+        ),
+        ("local.toml", users.to_string(), false),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = nfsdtop(&[
+            "doctor",
+            "--format",
+            "json",
+            "--tracefs",
+            tracefs.to_str().unwrap(),
+            "--nfsdtopd-config",
+            path.to_str().unwrap(),
+        ]);
+        let d = json(&out);
+        let noted = d["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("cross the network in clear"));
+        assert_eq!(noted, warned, "{name}: {d}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
