@@ -119,6 +119,9 @@ pub struct ViewArgs {
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Replay only: add columns predicting each entity's share, ratio and wait p99 under this policy (see `nfsdtop whatif`).
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy, requires = "replay", conflicts_with_all = ["batch", "demo", "connect"])]
+    pub whatif: Option<Policy>,
 }
 
 #[derive(Args, Debug, Clone)]
