@@ -30,6 +30,7 @@ pub struct WhatifArgs {
     /// Seed of the simulation's random draws.
     #[arg(long, default_value_t = 1, hide = true)]
     pub seed: u64,
+    /// Output: a table, or JSON for scripts.
     #[arg(long, value_enum, default_value_t = WhatifFormat::Text)]
     pub format: WhatifFormat,
 }

@@ -16,11 +16,12 @@ use rustc_hash::FxHashMap;
 use crate::model::{Event, EventKind, XprtKey};
 
 /// Samples kept per distribution and transport.
-const SERVICE_SAMPLES: usize = 1024;
-const BURST_SAMPLES: usize = 512;
+const SERVICE_SAMPLES: usize = 256;
+const BURST_SAMPLES: usize = 128;
 /// Most transports fitted; beyond this the rest of the recording's new
 /// transports are counted, not modelled (memory stays bounded).
-pub const MAX_TRANSPORTS: usize = 262_144;
+/// (At most about 4 KiB each: 256 MiB for the lot.)
+pub const MAX_TRANSPORTS: usize = 65_536;
 
 /// A uniform sample of at most `cap` values of a stream (Algorithm R,
 /// with a fixed-seed generator so that a fit is reproducible).

@@ -258,7 +258,10 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         ),
     };
     if threads == 0 || threads > 65_536 {
-        anyhow::bail!("--threads {threads} is out of range: use 1 to 65536");
+        anyhow::bail!(
+            "{threads} threads ({threads_from}) is out of range for the model: \
+             pass --threads N with N from 1 to 65536"
+        );
     }
     match header.nfsd.pools {
         Some(p) if p > 1 => notes.push(format!(
@@ -273,7 +276,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
 
     let horizon_ns = span_ns.min(MAX_HORIZON_NS);
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
-    let clients = run::clients(&fit, threads);
+    let clients = run::clients(&fit);
     let params = |policy| run::RunParams {
         threads,
         policy,

@@ -62,6 +62,9 @@ pub enum Demand {
         sizes: Vec<u32>,
         thinks_ns: Vec<u64>,
     },
+    /// Always has a request waiting on each of its transports, however
+    /// many threads serve it (a client whose demand exceeds any share).
+    Unbounded,
 }
 
 /// One client of a simulation built from parts (`Simulator::from_parts`):
@@ -202,7 +205,7 @@ impl Simulator {
                 next_conn: 0,
                 outstanding: match spec.demand {
                     Demand::Inflight(n) => n,
-                    Demand::Bursts { .. } => 0,
+                    Demand::Bursts { .. } | Demand::Unbounded => 0,
                 },
                 demand: spec.demand,
                 first_at_ns: spec.first_at_ns,
@@ -275,6 +278,13 @@ impl Simulator {
                         self.schedule(at, SimEvent::RequestArrives { transport: t });
                     }
                 }
+                // One request each, never used up (see `dispatch`).
+                Demand::Unbounded => {
+                    for r in 0..self.clients[ci].transports.len() {
+                        let t = self.clients[ci].transports[r];
+                        self.schedule(first, SimEvent::RequestArrives { transport: t });
+                    }
+                }
             }
         }
     }
@@ -322,7 +332,7 @@ impl Simulator {
                 SimEvent::BurstStarts { client } => {
                     let n = match &self.clients[client].demand {
                         Demand::Bursts { sizes, .. } => self.rng.pick(sizes).unwrap_or(1).max(1),
-                        Demand::Inflight(_) => 0,
+                        Demand::Inflight(_) | Demand::Unbounded => 0,
                     };
                     self.clients[client].outstanding = n;
                     for _ in 0..n {
@@ -341,15 +351,19 @@ impl Simulator {
     fn reply_reaches_client(&mut self, ci: usize) {
         let at = self.now + self.rtt_ns;
         let c = &mut self.clients[ci];
-        if let Demand::Bursts { thinks_ns, .. } = &c.demand {
-            c.outstanding = c.outstanding.saturating_sub(1);
-            if c.outstanding == 0 {
-                let think = self.rng.pick(thinks_ns).unwrap_or(0);
-                self.schedule(at + think, SimEvent::BurstStarts { client: ci });
+        match &c.demand {
+            Demand::Bursts { thinks_ns, .. } => {
+                c.outstanding = c.outstanding.saturating_sub(1);
+                if c.outstanding == 0 {
+                    let think = self.rng.pick(thinks_ns).unwrap_or(0);
+                    self.schedule(at + think, SimEvent::BurstStarts { client: ci });
+                }
             }
-        } else {
-            let t = self.next_transport(ci);
-            self.schedule(at, SimEvent::RequestArrives { transport: t });
+            Demand::Inflight(_) => {
+                let t = self.next_transport(ci);
+                self.schedule(at, SimEvent::RequestArrives { transport: t });
+            }
+            Demand::Unbounded => {}
         }
     }
 
@@ -407,7 +421,9 @@ impl Simulator {
             self.dispatches[t] += 1;
             let tr = &mut self.transports[t];
             tr.queued = false;
-            tr.pending -= 1;
+            if self.clients[tr.client].demand != Demand::Unbounded {
+                tr.pending -= 1;
+            }
             out.push(Event {
                 ts_ns: self.now,
                 xprt: tr.key,
