@@ -28,9 +28,11 @@ fn run(cmd: &mut Command) -> Output {
     o
 }
 
-/// 30 s of `scenario` under flat, recorded as fast as the simulator goes.
+/// 30 s of `scenario` (a built-in name or a .toml path) under flat,
+/// recorded as fast as the simulator goes.
 fn record_flat(scenario: &str) -> PathBuf {
-    let path = tmp(&format!("{scenario}-flat.nfsdrec"));
+    let name = Path::new(scenario).file_name().unwrap().to_string_lossy();
+    let path = tmp(&format!("{name}-flat.nfsdrec"));
     run(nfsdtop()
         .args(["record", "--demo", scenario, "--policy", "flat"])
         .args(["--speed", "0", "--duration", "30", "-o"])
@@ -239,4 +241,30 @@ fn bad_input_is_refused_with_what_to_do() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("unknown policy \"fifo\""), "{err}");
+}
+
+#[test]
+fn a_latency_bound_closed_loop_is_predicted_as_one() {
+    // 4 requests in flight over a 20 ms round trip: at most 160/s however
+    // the server dispatches. Modelled as bursts it would be predicted to
+    // grow with its share under rr-peer; it must not.
+    let toml = tmp("loop.toml");
+    std::fs::write(
+        &toml,
+        "name = \"loop\"\nthreads = 8\nservice_ms = 5.0\njitter = 0.5\nrtt_us = 20000.0\n\
+         [[client]]\naddress = \"10.0.0.2\"\nconnections = 1\ninflight = 4\n\
+         [[client]]\naddress = \"10.0.0.3\"\nconnections = 8\ninflight = 64\n",
+    )
+    .unwrap();
+    let toml = toml.to_str().unwrap();
+    let file = record_flat(toml);
+    let report = whatif(&file, &["--policy", "rr-peer"]);
+    assert_fit_ok(&report);
+    assert_eq!(report["model"]["closed_loops"], 1, "{report:#}");
+    let want = share_of(&truth(toml, "rr-peer", "peer"), "10.0.0.2");
+    let got = predicted(&report, "peers", "10.0.0.2", "rr-peer");
+    assert!(
+        (got - want).abs() <= 0.02,
+        "rr-peer: whatif predicts {got:.3} for the closed loop, the demo measures {want:.3}"
+    );
 }

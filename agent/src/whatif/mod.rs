@@ -123,6 +123,9 @@ pub struct ModelSummary {
     pub transports: u64,
     /// Never idle while recorded: modelled as always having work waiting.
     pub backlogged: u64,
+    /// Modelled as closed loops: N requests, each followed by the next
+    /// after a think time.
+    pub closed_loops: u64,
     /// Modelled as bursts separated by think times.
     pub bursty: u64,
     pub simulated_seconds: f64,
@@ -306,11 +309,11 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             .total_cmp(&b.fit_error_points.abs())
     });
     let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
-    let backlogged = fit
-        .transports
-        .iter()
-        .filter(|t| t.demand == fit::FittedDemand::Backlogged)
-        .count() as u64;
+    let count = |f: fn(&fit::FittedDemand) -> bool| {
+        fit.transports.iter().filter(|t| f(&t.demand)).count() as u64
+    };
+    let backlogged = count(|d| *d == fit::FittedDemand::Backlogged);
+    let closed_loops = count(|d| matches!(d, fit::FittedDemand::Closed { .. }));
     Ok(Report {
         recording: Recording {
             file: path.display().to_string(),
@@ -329,7 +332,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         model: ModelSummary {
             transports: fit.transports.len() as u64,
             backlogged,
-            bursty: fit.transports.len() as u64 - backlogged,
+            closed_loops,
+            bursty: fit.transports.len() as u64 - backlogged - closed_loops,
             simulated_seconds: horizon_ns as f64 / 1e9,
             warmup_seconds: warmup_ns as f64 / 1e9,
             seed: opts.seed,

@@ -29,6 +29,16 @@ pub fn clients(fit: &Fit) -> Vec<SimClient> {
         .map(|(i, t)| {
             let (demand, first_at_ns) = match &t.demand {
                 FittedDemand::Backlogged => (Demand::Unbounded, 0),
+                FittedDemand::Closed {
+                    inflight,
+                    thinks_ns,
+                } => (
+                    Demand::Closed {
+                        inflight: *inflight,
+                        thinks_ns: thinks_ns.clone(),
+                    },
+                    0,
+                ),
                 FittedDemand::Bursts { sizes, thinks_ns } => {
                     // Spread the first bursts over a think time, so that
                     // the clients do not all start in step.

@@ -62,6 +62,9 @@ pub enum Demand {
         sizes: Vec<u32>,
         thinks_ns: Vec<u64>,
     },
+    /// Keeps `inflight` requests in flight, each followed, after a think
+    /// time drawn from the list (round trip included), by the next.
+    Closed { inflight: u32, thinks_ns: Vec<u64> },
     /// Always has a request waiting on each of its transports, however
     /// many threads serve it (a client whose demand exceeds any share).
     Unbounded,
@@ -205,7 +208,7 @@ impl Simulator {
                 next_conn: 0,
                 outstanding: match spec.demand {
                     Demand::Inflight(n) => n,
-                    Demand::Bursts { .. } | Demand::Unbounded => 0,
+                    Demand::Bursts { .. } | Demand::Closed { .. } | Demand::Unbounded => 0,
                 },
                 demand: spec.demand,
                 first_at_ns: spec.first_at_ns,
@@ -271,7 +274,7 @@ impl Simulator {
             let first = self.clients[ci].first_at_ns;
             match self.clients[ci].demand {
                 Demand::Bursts { .. } => self.schedule(first, SimEvent::BurstStarts { client: ci }),
-                Demand::Inflight(n) => {
+                Demand::Inflight(n) | Demand::Closed { inflight: n, .. } => {
                     for r in 0..n {
                         let t = self.next_transport(ci);
                         let at = first + r as u64 * 1_000;
@@ -332,7 +335,7 @@ impl Simulator {
                 SimEvent::BurstStarts { client } => {
                     let n = match &self.clients[client].demand {
                         Demand::Bursts { sizes, .. } => self.rng.pick(sizes).unwrap_or(1).max(1),
-                        Demand::Inflight(_) | Demand::Unbounded => 0,
+                        _ => 0,
                     };
                     self.clients[client].outstanding = n;
                     for _ in 0..n {
@@ -362,6 +365,11 @@ impl Simulator {
             Demand::Inflight(_) => {
                 let t = self.next_transport(ci);
                 self.schedule(at, SimEvent::RequestArrives { transport: t });
+            }
+            Demand::Closed { thinks_ns, .. } => {
+                let think = self.rng.pick(thinks_ns).unwrap_or(0);
+                let t = self.next_transport(ci);
+                self.schedule(at + think, SimEvent::RequestArrives { transport: t });
             }
             Demand::Unbounded => {}
         }
