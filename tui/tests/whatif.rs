@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nfsdtop_agent::record::{self, NfsdConfig, Writer};
 use serde_json::Value;
@@ -31,8 +32,11 @@ fn run(cmd: &mut Command) -> Output {
 /// 30 s of `scenario` (a built-in name or a .toml path) under flat,
 /// recorded as fast as the simulator goes.
 fn record_flat(scenario: &str) -> PathBuf {
+    // Tests run in parallel: each recording gets a file of its own.
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
     let name = Path::new(scenario).file_name().unwrap().to_string_lossy();
-    let path = tmp(&format!("{name}-flat.nfsdrec"));
+    let path = tmp(&format!("{name}-flat-{n}.nfsdrec"));
     run(nfsdtop()
         .args(["record", "--demo", scenario, "--policy", "flat"])
         .args(["--speed", "0", "--duration", "30", "-o"])
@@ -267,4 +271,60 @@ fn a_latency_bound_closed_loop_is_predicted_as_one() {
         (got - want).abs() <= 0.02,
         "rr-peer: whatif predicts {got:.3} for the closed loop, the demo measures {want:.3}"
     );
+}
+
+#[test]
+fn a_damaged_recording_is_modelled_from_its_intact_part_and_says_so() {
+    let file = record_flat("seed-k8");
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = tmp("seed-k8-cut.nfsdrec");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let report = whatif(&cut, &["--policy", "rr-peer"]);
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("truncated"), "{notes}");
+    assert!(notes.contains("modelled from the"), "{notes}");
+    assert_fit_ok(&report);
+    let secs = report["recording"]["seconds"].as_f64().unwrap();
+    assert!((5.0..25.0).contains(&secs), "{secs}");
+}
+
+#[test]
+fn a_recording_without_dispatches_is_refused_plainly() {
+    let c = record::read_file(&record_flat("seed-k4")).unwrap();
+    let empty = tmp("empty.nfsdrec");
+    let mut w = Writer::create(&empty, &c.header).unwrap();
+    // Connections, but no request ever dispatched.
+    let accepted: Vec<_> = c
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, nfsdtop_agent::model::EventKind::Accepted))
+        .copied()
+        .collect();
+    assert!(!accepted.is_empty());
+    w.write_all(&accepted).unwrap();
+    w.finish_file().unwrap();
+    let o = nfsdtop()
+        .arg("whatif")
+        .arg(&empty)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds no dispatches"), "{err}");
+}
+
+#[test]
+fn a_re_recording_keeps_the_thread_count() {
+    let file = record_flat("seed-k4");
+    let again = tmp("seed-k4-again.nfsdrec");
+    run(nfsdtop()
+        .arg("record")
+        .arg("--replay")
+        .arg(&file)
+        .args(["--speed", "0", "-o"])
+        .arg(&again));
+    let h = record::read_file(&again).unwrap().header;
+    assert_eq!(h.nfsd.threads, Some(16));
+    assert_eq!(h.nfsd.pools, Some(1));
 }
