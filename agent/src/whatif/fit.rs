@@ -21,7 +21,11 @@
 //!   dispatched in it; the gap from its last completion to the next
 //!   arrival is the think time.
 //!
-//! Service times are the transport's recorded executions.
+//! Service times are the transport's recorded executions. Where the
+//! recording times executions only in batches (the live source settles
+//! what the kernel added up every 100 ms), a request is taken to complete
+//! its transport's mean service time after its dispatch
+//! ([`Fitter::with_estimated_completions`]).
 
 use std::collections::VecDeque;
 
@@ -162,6 +166,11 @@ struct State {
     arrivals: Reservoir<Arrival>,
     /// Visible arrivals while requests of it were in service.
     mid_busy_arrivals: u64,
+    /// Estimated completion times of its requests in service (see
+    /// `Fitter::estimated`), oldest first.
+    due: VecDeque<u64>,
+    service_sum_ns: u64,
+    service_n: u64,
 }
 
 #[derive(Default)]
@@ -177,11 +186,29 @@ pub struct Fitter {
     lost: u64,
     dropped: u64,
     pooled: Option<Reservoir<u64>>,
+    /// Completions estimated from dispatches, not taken from executions.
+    estimated: bool,
+    service_sum_ns: u64,
+    service_n: u64,
 }
+
+/// Requests in service remembered per transport when completions are
+/// estimated (more are taken as done).
+const MAX_DUE: usize = 4096;
 
 impl Fitter {
     pub fn new() -> Self {
         Fitter::default()
+    }
+
+    /// For recordings whose executions arrive in batches: each request is
+    /// taken to complete its transport's mean service time after its
+    /// dispatch, and executions only give the service times.
+    pub fn with_estimated_completions() -> Self {
+        Fitter {
+            estimated: true,
+            ..Fitter::default()
+        }
     }
 
     fn state(&mut self, key: &XprtKey) -> Option<&mut State> {
@@ -211,6 +238,9 @@ impl Fitter {
             recent: VecDeque::new(),
             arrivals: Reservoir::new(ARRIVAL_SAMPLES, seed << 3),
             mid_busy_arrivals: 0,
+            due: VecDeque::new(),
+            service_sum_ns: 0,
+            service_n: 0,
         });
         self.states.last_mut()
     }
@@ -225,6 +255,11 @@ impl Fitter {
         let ts = ev.ts_ns;
         self.first_ts.get_or_insert(ts);
         self.last_ts = self.last_ts.max(ts);
+        if self.estimated {
+            if let Some(&i) = self.index.get(&ev.xprt) {
+                settle(&mut self.states[i], ts);
+            }
+        }
         match ev.kind {
             EventKind::Enqueue => {
                 if let Some(s) = self.state(&ev.xprt) {
@@ -239,6 +274,7 @@ impl Fitter {
                 self.dispatches += 1;
                 self.in_service += 1;
                 self.peak_in_service = self.peak_in_service.max(self.in_service);
+                let (estimated, sum, n) = (self.estimated, self.service_sum_ns, self.service_n);
                 if let Some(s) = self.state(&ev.xprt) {
                     begin_burst(s, ts);
                     s.queued = false;
@@ -247,6 +283,21 @@ impl Fitter {
                     s.dispatches += 1;
                     s.last_dequeue_ns = ts;
                     s.completed_since_dequeue = false;
+                    if estimated {
+                        // Its own mean, else everyone's, else 1 ms.
+                        let mean = match (s.service_n, n) {
+                            (k @ 1.., _) => s.service_sum_ns / k,
+                            (0, k @ 1..) => sum / k,
+                            _ => 1_000_000,
+                        };
+                        let at = (ts + mean.max(1)).max(s.due.back().copied().unwrap_or(0));
+                        if s.due.len() >= MAX_DUE {
+                            if let Some(t) = s.due.pop_front() {
+                                complete(s, t.min(ts), 1);
+                            }
+                        }
+                        s.due.push_back(at);
+                    }
                 }
             }
             EventKind::Executed { exec_ns, requests } => {
@@ -262,18 +313,17 @@ impl Fitter {
                 for _ in 0..requests.min(8) {
                     pooled.push(per);
                 }
+                self.service_sum_ns = self.service_sum_ns.saturating_add(exec_ns);
+                self.service_n += requests;
+                let estimated = self.estimated;
                 if let Some(s) = self.state(&ev.xprt) {
                     for _ in 0..requests.min(8) {
                         s.service.push(per);
-                        if s.recent.len() == GAPS {
-                            s.recent.pop_front();
-                        }
-                        s.recent.push_back(ts);
                     }
-                    s.completed_since_dequeue = true;
-                    s.in_service = s.in_service.saturating_sub(requests);
-                    if s.busy && !s.queued && s.in_service == 0 {
-                        end_burst(s, ts);
+                    s.service_sum_ns = s.service_sum_ns.saturating_add(exec_ns);
+                    s.service_n += requests;
+                    if !estimated {
+                        complete(s, ts, requests);
                     }
                 }
             }
@@ -285,6 +335,7 @@ impl Fitter {
                     s.queued = false;
                     self.in_service = self.in_service.saturating_sub(s.in_service);
                     s.in_service = 0;
+                    s.due.clear();
                     s.idle_since = None;
                 }
             }
@@ -295,7 +346,10 @@ impl Fitter {
         }
     }
 
-    pub fn finish(self) -> Fit {
+    pub fn finish(mut self) -> Fit {
+        for s in &mut self.states {
+            settle(s, self.last_ts);
+        }
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
@@ -339,6 +393,32 @@ impl Fitter {
             transports_dropped: self.dropped,
             pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
         }
+    }
+}
+
+/// `n` requests of `s` completed at `ts`.
+fn complete(s: &mut State, ts: u64, n: u64) {
+    for _ in 0..n.min(8) {
+        if s.recent.len() == GAPS {
+            s.recent.pop_front();
+        }
+        s.recent.push_back(ts);
+    }
+    s.completed_since_dequeue = true;
+    s.in_service = s.in_service.saturating_sub(n);
+    if s.busy && !s.queued && s.in_service == 0 {
+        end_burst(s, ts);
+    }
+}
+
+/// The estimated completions of `s` due by `now`.
+fn settle(s: &mut State, now: u64) {
+    while let Some(&t) = s.due.front() {
+        if t > now {
+            break;
+        }
+        s.due.pop_front();
+        complete(s, t, 1);
     }
 }
 

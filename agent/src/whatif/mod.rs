@@ -166,7 +166,18 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         Some(m) => m.clone(),
         None => header.class_map(&format!("class map recorded in {}", path.display()))?,
     };
-    let mut fitter = fit::Fitter::new();
+    // The live source settles execution times in batches (what the kernel
+    // added up, every 100 ms): there, completions are estimated.
+    let mut fitter = if header.source_kind == SourceKind::Live {
+        notes.push(
+            "execution times of a live recording arrive in batches: each request is taken \
+             to complete its transport's mean service time after its dispatch"
+                .into(),
+        );
+        fit::Fitter::with_estimated_completions()
+    } else {
+        fit::Fitter::new()
+    };
     let mut agg = Aggregator::new(classmap.clone(), Limits::default());
     agg.start_clock(header.start_mono_ns);
     let mut buf: Vec<Event> = Vec::with_capacity(8192);
@@ -414,3 +425,6 @@ fn rows(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
