@@ -32,7 +32,7 @@ fn batched(events: &[Event]) -> Vec<Event> {
     let mut out = Vec::new();
     let mut sums: HashMap<XprtKey, (u64, u64)> = HashMap::new();
     let mut next = SWEEP;
-    let mut flush = |at: u64, sums: &mut HashMap<XprtKey, (u64, u64)>, out: &mut Vec<Event>| {
+    let flush = |at: u64, sums: &mut HashMap<XprtKey, (u64, u64)>, out: &mut Vec<Event>| {
         let mut keys: Vec<_> = sums.keys().copied().collect();
         keys.sort();
         for k in keys {
