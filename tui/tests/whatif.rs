@@ -135,6 +135,13 @@ fn seed_k16_flat_recording_predicts_rr_peer() {
         want > 0.4,
         "the demo's own rr-peer should be near 50%: {want}"
     );
+    // Both clients stay backlogged: rr-peer gives each its fair turn.
+    for r in report["peers"].as_array().unwrap() {
+        let p = &r["predicted"].as_array().unwrap()[0];
+        assert_eq!(p["policy"], "rr-peer");
+        let ratio = p["fairness"].as_f64().unwrap();
+        assert!((ratio - 1.0).abs() < 0.05, "{}: ratio {ratio}", r["name"]);
+    }
 }
 
 #[test]
