@@ -12,6 +12,10 @@
 //! transport its own group (one FIFO of transports, today's kernel);
 //! `rr-peer` groups by peer and `rr-class` by class entity, as in the
 //! round-robin series.
+//!
+//! Clients come from a scenario, or as parts ([`Simulator::from_parts`],
+//! what `nfsdtop whatif` runs its fitted model with): each with its
+//! transports, a [`Demand`] and, optionally, service times to draw from.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
