@@ -228,6 +228,8 @@ fn text_output_has_the_measured_column_first_and_each_policy() {
     assert!(at("rr-peer") < at("rr-class"), "{head}");
     assert!(text.contains("16 threads (recorded)"), "{text}");
     assert!(text.contains("fit: under flat"), "{text}");
+    // seed-k8 has no class map: rr-class then says what it does.
+    assert!(text.contains("note: no class map"), "{text}");
 }
 
 #[test]

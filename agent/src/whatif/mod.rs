@@ -168,6 +168,13 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     };
     // The live source settles execution times in batches (what the kernel
     // added up, every 100 ms): there, completions are estimated.
+    if classmap.is_empty() && opts.policies.contains(&Policy::RrClass) {
+        notes.push(
+            "no class map (none recorded, no --class-map): rr-class puts each peer in a \
+             class of its own, as rr-peer does"
+                .into(),
+        );
+    }
     let mut fitter = if header.source_kind == SourceKind::Live {
         notes.push(
             "execution times of a live recording arrive in batches: each request is taken \
