@@ -30,7 +30,6 @@ fn header() -> Header {
         source_kind: SourceKind::Demo,
         recorded_by: "bench".into(),
         file_id: 1,
-        nfsd: Default::default(),
         ..Header::default()
     }
 }

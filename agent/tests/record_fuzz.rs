@@ -67,7 +67,6 @@ fn sample() -> (Vec<u8>, Vec<Event>) {
         generation: "6.16+".into(),
         class_map: "10.1.0.0/24 movers\n".into(),
         file_id: 99,
-        nfsd: Default::default(),
         ..Header::default()
     };
     let mut w = Writer::new(Vec::new(), &header).unwrap();

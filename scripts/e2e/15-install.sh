@@ -8,7 +8,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cargo xtask install --debug --prefix "$tmp/usr" >/dev/null
 fail() { echo "install check failed: $*"; exit 1; }
 for f in bin/nfsdtop bin/nfsdtopd share/man/man1/nfsdtop.1 share/man/man1/nfsdtop-record.1 \
-         share/man/man1/nfsdtop-doctor.1 share/man/man8/nfsdtopd.8 \
+         share/man/man1/nfsdtop-doctor.1 share/man/man1/nfsdtop-whatif.1 share/man/man8/nfsdtopd.8 \
          share/bash-completion/completions/nfsdtop share/zsh/site-functions/_nfsdtopd \
          share/fish/vendor_completions.d/nfsdtop.fish lib/systemd/system/nfsdtopd.service \
          etc/nfsdtop/nfsdtopd.toml; do

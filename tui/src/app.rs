@@ -66,6 +66,9 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let mut state = State::new(interval, conn.notice.clone());
     state.group = args.group.into();
     state.top = args.top;
+    if let Some(policy) = args.whatif {
+        state.whatif = Some(crate::whatif::replay_columns(&args.source, policy)?);
+    }
     if let Some(url) = &conn.remote {
         state.on_status(RemoteStatus::Connecting { url: url.clone() });
     }

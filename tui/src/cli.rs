@@ -135,6 +135,9 @@ pub struct ViewArgs {
     /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (the interactive UI keeps retrying).
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
     pub give_up_after: f64,
+    /// Replay only: add columns predicting each entity's share, ratio and wait p99 under this policy (see `nfsdtop whatif`).
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy, requires = "replay", conflicts_with_all = ["batch", "demo", "connect"])]
+    pub whatif: Option<Policy>,
 }
 
 #[derive(Args, Debug, Clone)]

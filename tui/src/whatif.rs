@@ -6,9 +6,12 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use nfsdtop::state::whatif::WhatIf;
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::source::demo::Policy;
 use nfsdtop_agent::whatif::{self, report, Options};
+
+use crate::cli::SourceArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct WhatifArgs {
@@ -27,6 +30,7 @@ pub struct WhatifArgs {
     /// Seed of the simulation's random draws.
     #[arg(long, default_value_t = 1, hide = true)]
     pub seed: u64,
+    /// Output: a table, or JSON for scripts.
     #[arg(long, value_enum, default_value_t = WhatifFormat::Text)]
     pub format: WhatifFormat,
 }
@@ -39,6 +43,30 @@ pub enum WhatifFormat {
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
     s.parse()
+}
+
+/// The what-if columns for a replay (`--replay FILE --whatif POLICY`):
+/// the whole recording fitted once, before the UI starts.
+pub fn replay_columns(source: &SourceArgs, policy: Policy) -> anyhow::Result<WhatIf> {
+    let Some(file) = &source.replay else {
+        anyhow::bail!("--whatif needs --replay FILE: the prediction is made from a recording");
+    };
+    let opts = Options {
+        policies: vec![policy],
+        class_map: source
+            .class_map
+            .as_deref()
+            .map(ClassMap::load)
+            .transpose()?,
+        ..Options::default()
+    };
+    eprintln!(
+        "nfsdtop: fitting {} for the {policy} columns...",
+        file.display()
+    );
+    let r = whatif::run_file(file, &opts)?;
+    WhatIf::from_report(&r, &policy.to_string())
+        .ok_or_else(|| anyhow::anyhow!("the what-if report has no {policy} prediction"))
 }
 
 pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nfsdtop_agent::record::{self, NfsdConfig, Writer};
 use serde_json::Value;
@@ -28,9 +29,14 @@ fn run(cmd: &mut Command) -> Output {
     o
 }
 
-/// 30 s of `scenario` under flat, recorded as fast as the simulator goes.
+/// 30 s of `scenario` (a built-in name or a .toml path) under flat,
+/// recorded as fast as the simulator goes.
 fn record_flat(scenario: &str) -> PathBuf {
-    let path = tmp(&format!("{scenario}-flat.nfsdrec"));
+    // Tests run in parallel: each recording gets a file of its own.
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = Path::new(scenario).file_name().unwrap().to_string_lossy();
+    let path = tmp(&format!("{name}-flat-{n}.nfsdrec"));
     run(nfsdtop()
         .args(["record", "--demo", scenario, "--policy", "flat"])
         .args(["--speed", "0", "--duration", "30", "-o"])
@@ -129,6 +135,13 @@ fn seed_k16_flat_recording_predicts_rr_peer() {
         want > 0.4,
         "the demo's own rr-peer should be near 50%: {want}"
     );
+    // Both clients stay backlogged: rr-peer gives each its fair turn.
+    for r in report["peers"].as_array().unwrap() {
+        let p = &r["predicted"].as_array().unwrap()[0];
+        assert_eq!(p["policy"], "rr-peer");
+        let ratio = p["fairness"].as_f64().unwrap();
+        assert!((ratio - 1.0).abs() < 0.05, "{}: ratio {ratio}", r["name"]);
+    }
 }
 
 #[test]
@@ -215,6 +228,8 @@ fn text_output_has_the_measured_column_first_and_each_policy() {
     assert!(at("rr-peer") < at("rr-class"), "{head}");
     assert!(text.contains("16 threads (recorded)"), "{text}");
     assert!(text.contains("fit: under flat"), "{text}");
+    // seed-k8 has no class map: rr-class then says what it does.
+    assert!(text.contains("note: no class map"), "{text}");
 }
 
 #[test]
@@ -239,4 +254,86 @@ fn bad_input_is_refused_with_what_to_do() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("unknown policy \"fifo\""), "{err}");
+}
+
+#[test]
+fn a_latency_bound_closed_loop_is_predicted_as_one() {
+    // 4 requests in flight over a 20 ms round trip: at most 160/s however
+    // the server dispatches. Modelled as bursts it would be predicted to
+    // grow with its share under rr-peer; it must not.
+    let toml = tmp("loop.toml");
+    std::fs::write(
+        &toml,
+        "name = \"loop\"\nthreads = 8\nservice_ms = 5.0\njitter = 0.5\nrtt_us = 20000.0\n\
+         [[client]]\naddress = \"10.0.0.2\"\nconnections = 1\ninflight = 4\n\
+         [[client]]\naddress = \"10.0.0.3\"\nconnections = 8\ninflight = 64\n",
+    )
+    .unwrap();
+    let toml = toml.to_str().unwrap();
+    let file = record_flat(toml);
+    let report = whatif(&file, &["--policy", "rr-peer"]);
+    assert_fit_ok(&report);
+    assert_eq!(report["model"]["closed_loops"], 1, "{report:#}");
+    let want = share_of(&truth(toml, "rr-peer", "peer"), "10.0.0.2");
+    let got = predicted(&report, "peers", "10.0.0.2", "rr-peer");
+    assert!(
+        (got - want).abs() <= 0.02,
+        "rr-peer: whatif predicts {got:.3} for the closed loop, the demo measures {want:.3}"
+    );
+}
+
+#[test]
+fn a_damaged_recording_is_modelled_from_its_intact_part_and_says_so() {
+    let file = record_flat("seed-k8");
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = tmp("seed-k8-cut.nfsdrec");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let report = whatif(&cut, &["--policy", "rr-peer"]);
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("truncated"), "{notes}");
+    assert!(notes.contains("modelled from the"), "{notes}");
+    assert_fit_ok(&report);
+    let secs = report["recording"]["seconds"].as_f64().unwrap();
+    assert!((5.0..25.0).contains(&secs), "{secs}");
+}
+
+#[test]
+fn a_recording_without_dispatches_is_refused_plainly() {
+    let c = record::read_file(&record_flat("seed-k4")).unwrap();
+    let empty = tmp("empty.nfsdrec");
+    let mut w = Writer::create(&empty, &c.header).unwrap();
+    // Connections, but no request ever dispatched.
+    let accepted: Vec<_> = c
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, nfsdtop_agent::model::EventKind::Accepted))
+        .copied()
+        .collect();
+    assert!(!accepted.is_empty());
+    w.write_all(&accepted).unwrap();
+    w.finish_file().unwrap();
+    let o = nfsdtop()
+        .arg("whatif")
+        .arg(&empty)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds no dispatches"), "{err}");
+}
+
+#[test]
+fn a_re_recording_keeps_the_thread_count() {
+    let file = record_flat("seed-k4");
+    let again = tmp("seed-k4-again.nfsdrec");
+    run(nfsdtop()
+        .arg("record")
+        .arg("--replay")
+        .arg(&file)
+        .args(["--speed", "0", "-o"])
+        .arg(&again));
+    let h = record::read_file(&again).unwrap().header;
+    assert_eq!(h.nfsd.threads, Some(16));
+    assert_eq!(h.nfsd.pools, Some(1));
 }

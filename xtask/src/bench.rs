@@ -98,6 +98,11 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         (part_daemon(args.quick)?, part_frames(args.quick)?)
     };
+    let whatif = if args.vm_only {
+        "Skipped (`--vm-only`).\n".to_string()
+    } else {
+        part_whatif(args.quick)?
+    };
     let ring = ring_vs_aggregator(&results);
 
     let load_end = loadavg();
@@ -142,6 +147,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         doc,
         "## E. TUI frame time and /metrics encode time\n\n{frames}"
     )?;
+    writeln!(doc, "## F. What-if model: fit and prediction\n\n{whatif}")?;
     doc.push_str(FIXES);
     doc.push_str(FIXES_FIRST);
     if let Some(dir) = out.parent() {
@@ -883,6 +889,34 @@ fn part_daemon(quick: bool) -> anyhow::Result<String> {
             writeln!(s, "{}", r.trim())?;
         }
         writeln!(s)?;
+    }
+    Ok(s)
+}
+
+// ---------------------------------------------------------------------------
+// F. What-if model
+
+/// `nfsdtop whatif` on a 10-minute recording of 1,000 clients
+/// (agent/benches/whatif.rs; 1 minute with `--quick`).
+fn part_whatif(quick: bool) -> anyhow::Result<String> {
+    let text = agent_bench("whatif", "whatif bench", quick)?;
+    let rows = table_rows(&text);
+    ensure!(rows.len() >= 2, "whatif bench printed no table:\n{text}");
+    let mut s = String::from(
+        "What: `nfsdtop whatif`'s work (`whatif::run_file`: read and fit the \
+         recording, measure it, simulate flat, rr-peer and rr-class for up to \
+         120 s each) on a demo recording of 900 interactive clients (bursts of \
+         8, 400 ms think) and 100 backlogged 2-connection clients against 16 \
+         threads at 2 ms a request. The target: under 10 s on one core.\n\n\
+         How: `cargo bench -p nfsdtop-agent --bench whatif` (release; the \
+         command is single-threaded; CPU time of its thread, wall time \
+         alongside).\n\n",
+    );
+    for r in &rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+        if rows[0] == *r {
+            s.push_str(&format!("|{}\n", "---|".repeat(r.len())));
+        }
     }
     Ok(s)
 }

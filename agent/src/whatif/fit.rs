@@ -2,25 +2,51 @@
 //! one pass and bounded memory (every distribution is a fixed-size
 //! reservoir sample).
 //!
-//! A transport alternates between busy periods (queued, or requests of
-//! it in service) and idle gaps. A busy period is one *burst*: the
-//! requests dispatched in it are the requests the client had outstanding
-//! then; the idle gap from its last completion to the next arrival is the
-//! client's *think time*. A transport that never went idle while recorded
-//! only tells us that its demand exceeded what it was given: it is
-//! modelled as backlogged (it keeps requests waiting under any policy).
-//! Service times are the transport's recorded executions.
+//! An arrival is visible when it finds its transport off the ready queue
+//! (an enqueue that is not the re-enqueue right after a dequeue). Three
+//! shapes of demand are told apart:
+//!
+//! - *backlogged*: no arrival was ever visible after the first, so the
+//!   transport always had a request waiting. That only says its demand
+//!   exceeded what it was given: it keeps requests waiting under any
+//!   policy;
+//! - *closed loop*: arrivals come while its own requests are in service
+//!   (each reply sends the next request a think time later). Its
+//!   outstanding requests N are the N for which "the arrival answers the
+//!   completion N − (requests in service) before it" gives the most
+//!   consistent think times (their spread is least at the true N); the
+//!   think times at that N are its distribution;
+//! - *bursts*: arrivals come only when it was idle. A busy period (queued,
+//!   or requests of it in service) is one burst of the requests
+//!   dispatched in it; the gap from its last completion to the next
+//!   arrival is the think time.
+//!
+//! Service times are the transport's recorded executions. Where the
+//! recording times executions only in batches (the live source settles
+//! what the kernel added up every 100 ms), a request is taken to complete
+//! its transport's mean service time after its dispatch
+//! ([`Fitter::with_estimated_completions`]).
+
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use crate::model::{Event, EventKind, XprtKey};
 
 /// Samples kept per distribution and transport.
-const SERVICE_SAMPLES: usize = 1024;
-const BURST_SAMPLES: usize = 512;
+const SERVICE_SAMPLES: usize = 256;
+const BURST_SAMPLES: usize = 128;
+const ARRIVAL_SAMPLES: usize = 32;
+/// Completions remembered per transport: the largest closed loop fitted.
+const GAPS: usize = 24;
+/// An enqueue this soon after a dequeue, with no completion between, is
+/// the kernel putting the transport back (more data waiting), not an
+/// arrival (svc_xprt_received).
+const REENQUEUE_NS: u64 = 100_000;
 /// Most transports fitted; beyond this the rest of the recording's new
 /// transports are counted, not modelled (memory stays bounded).
-pub const MAX_TRANSPORTS: usize = 262_144;
+/// (At most about 7 KiB each: 224 MiB for the lot.)
+pub const MAX_TRANSPORTS: usize = 32_768;
 
 /// A uniform sample of at most `cap` values of a stream (Algorithm R,
 /// with a fixed-seed generator so that a fit is reproducible).
@@ -78,6 +104,17 @@ pub enum FittedDemand {
         sizes: Vec<u32>,
         thinks_ns: Vec<u64>,
     },
+    /// `inflight` requests, each followed by the next after a think time.
+    Closed { inflight: u32, thinks_ns: Vec<u64> },
+}
+
+/// A visible arrival: how many of the transport's requests were in
+/// service, and how long ago (µs) each of its last completions was.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    in_service: u32,
+    n: u8,
+    gaps_us: [u32; GAPS],
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +159,18 @@ struct State {
     thinks: Reservoir<u64>,
     service: Reservoir<u64>,
     dispatches: u64,
+    last_dequeue_ns: u64,
+    completed_since_dequeue: bool,
+    /// Its last completions, newest last.
+    recent: VecDeque<u64>,
+    arrivals: Reservoir<Arrival>,
+    /// Visible arrivals while requests of it were in service.
+    mid_busy_arrivals: u64,
+    /// Estimated completion times of its requests in service (see
+    /// `Fitter::estimated`), oldest first.
+    due: VecDeque<u64>,
+    service_sum_ns: u64,
+    service_n: u64,
 }
 
 #[derive(Default)]
@@ -137,11 +186,29 @@ pub struct Fitter {
     lost: u64,
     dropped: u64,
     pooled: Option<Reservoir<u64>>,
+    /// Completions estimated from dispatches, not taken from executions.
+    estimated: bool,
+    service_sum_ns: u64,
+    service_n: u64,
 }
+
+/// Requests in service remembered per transport when completions are
+/// estimated (more are taken as done).
+const MAX_DUE: usize = 4096;
 
 impl Fitter {
     pub fn new() -> Self {
         Fitter::default()
+    }
+
+    /// For recordings whose executions arrive in batches: each request is
+    /// taken to complete its transport's mean service time after its
+    /// dispatch, and executions only give the service times.
+    pub fn with_estimated_completions() -> Self {
+        Fitter {
+            estimated: true,
+            ..Fitter::default()
+        }
     }
 
     fn state(&mut self, key: &XprtKey) -> Option<&mut State> {
@@ -166,6 +233,14 @@ impl Fitter {
             thinks: Reservoir::new(BURST_SAMPLES, seed << 1),
             service: Reservoir::new(SERVICE_SAMPLES, seed << 2),
             dispatches: 0,
+            last_dequeue_ns: 0,
+            completed_since_dequeue: false,
+            recent: VecDeque::new(),
+            arrivals: Reservoir::new(ARRIVAL_SAMPLES, seed << 3),
+            mid_busy_arrivals: 0,
+            due: VecDeque::new(),
+            service_sum_ns: 0,
+            service_n: 0,
         });
         self.states.last_mut()
     }
@@ -180,9 +255,17 @@ impl Fitter {
         let ts = ev.ts_ns;
         self.first_ts.get_or_insert(ts);
         self.last_ts = self.last_ts.max(ts);
+        if self.estimated {
+            if let Some(&i) = self.index.get(&ev.xprt) {
+                settle(&mut self.states[i], ts);
+            }
+        }
         match ev.kind {
             EventKind::Enqueue => {
                 if let Some(s) = self.state(&ev.xprt) {
+                    if !s.queued {
+                        arrival(s, ts);
+                    }
                     s.queued = true;
                     begin_burst(s, ts);
                 }
@@ -191,12 +274,30 @@ impl Fitter {
                 self.dispatches += 1;
                 self.in_service += 1;
                 self.peak_in_service = self.peak_in_service.max(self.in_service);
+                let (estimated, sum, n) = (self.estimated, self.service_sum_ns, self.service_n);
                 if let Some(s) = self.state(&ev.xprt) {
                     begin_burst(s, ts);
                     s.queued = false;
                     s.in_service += 1;
                     s.burst = s.burst.saturating_add(1);
                     s.dispatches += 1;
+                    s.last_dequeue_ns = ts;
+                    s.completed_since_dequeue = false;
+                    if estimated {
+                        // Its own mean, else everyone's, else 1 ms.
+                        let mean = match (s.service_n, n) {
+                            (k @ 1.., _) => s.service_sum_ns / k,
+                            (0, k @ 1..) => sum / k,
+                            _ => 1_000_000,
+                        };
+                        let at = (ts + mean.max(1)).max(s.due.back().copied().unwrap_or(0));
+                        if s.due.len() >= MAX_DUE {
+                            if let Some(t) = s.due.pop_front() {
+                                complete(s, t.min(ts), 1);
+                            }
+                        }
+                        s.due.push_back(at);
+                    }
                 }
             }
             EventKind::Executed { exec_ns, requests } => {
@@ -212,13 +313,17 @@ impl Fitter {
                 for _ in 0..requests.min(8) {
                     pooled.push(per);
                 }
+                self.service_sum_ns = self.service_sum_ns.saturating_add(exec_ns);
+                self.service_n += requests;
+                let estimated = self.estimated;
                 if let Some(s) = self.state(&ev.xprt) {
                     for _ in 0..requests.min(8) {
                         s.service.push(per);
                     }
-                    s.in_service = s.in_service.saturating_sub(requests);
-                    if s.busy && !s.queued && s.in_service == 0 {
-                        end_burst(s, ts);
+                    s.service_sum_ns = s.service_sum_ns.saturating_add(exec_ns);
+                    s.service_n += requests;
+                    if !estimated {
+                        complete(s, ts, requests);
                     }
                 }
             }
@@ -230,6 +335,7 @@ impl Fitter {
                     s.queued = false;
                     self.in_service = self.in_service.saturating_sub(s.in_service);
                     s.in_service = 0;
+                    s.due.clear();
                     s.idle_since = None;
                 }
             }
@@ -240,7 +346,10 @@ impl Fitter {
         }
     }
 
-    pub fn finish(self) -> Fit {
+    pub fn finish(mut self) -> Fit {
+        for s in &mut self.states {
+            settle(s, self.last_ts);
+        }
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
@@ -253,7 +362,12 @@ impl Fitter {
                 if sizes.is_empty() {
                     sizes.extend(s.first_burst);
                 }
-                let demand = if s.thinks.items().is_empty() || sizes.is_empty() {
+                let periods = s.sizes.seen() + u64::from(s.first_burst.is_some());
+                let demand = if s.arrivals.seen() <= 1 {
+                    FittedDemand::Backlogged
+                } else if s.mid_busy_arrivals * 2 >= periods.max(1) {
+                    closed_loop(s.arrivals.items()).unwrap_or(FittedDemand::Backlogged)
+                } else if s.thinks.items().is_empty() || sizes.is_empty() {
                     FittedDemand::Backlogged
                 } else {
                     FittedDemand::Bursts {
@@ -280,6 +394,89 @@ impl Fitter {
             pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
         }
     }
+}
+
+/// `n` requests of `s` completed at `ts`.
+fn complete(s: &mut State, ts: u64, n: u64) {
+    for _ in 0..n.min(8) {
+        if s.recent.len() == GAPS {
+            s.recent.pop_front();
+        }
+        s.recent.push_back(ts);
+    }
+    s.completed_since_dequeue = true;
+    s.in_service = s.in_service.saturating_sub(n);
+    if s.busy && !s.queued && s.in_service == 0 {
+        end_burst(s, ts);
+    }
+}
+
+/// The estimated completions of `s` due by `now`.
+fn settle(s: &mut State, now: u64) {
+    while let Some(&t) = s.due.front() {
+        if t > now {
+            break;
+        }
+        s.due.pop_front();
+        complete(s, t, 1);
+    }
+}
+
+/// An enqueue of a transport that was off the queue: an arrival, unless
+/// it is the re-enqueue that follows a dequeue.
+fn arrival(s: &mut State, ts: u64) {
+    let reenqueue = s.in_service > 0
+        && !s.completed_since_dequeue
+        && ts.saturating_sub(s.last_dequeue_ns) <= REENQUEUE_NS;
+    if reenqueue {
+        return;
+    }
+    if s.busy && s.in_service > 0 {
+        s.mid_busy_arrivals += 1;
+    }
+    let mut a = Arrival {
+        in_service: u32::try_from(s.in_service).unwrap_or(u32::MAX),
+        n: s.recent.len() as u8,
+        gaps_us: [0; GAPS],
+    };
+    for (g, c) in a.gaps_us.iter_mut().zip(s.recent.iter().rev()) {
+        *g = u32::try_from(ts.saturating_sub(*c) / 1_000).unwrap_or(u32::MAX);
+    }
+    s.arrivals.push(a);
+}
+
+/// The closed loop that explains `arrivals` best: the N whose think
+/// times (arrival − the completion N − in-service before it) spread
+/// least, relative to their mean.
+fn closed_loop(arrivals: &[Arrival]) -> Option<FittedDemand> {
+    let thinks = |n: usize| -> Vec<u64> {
+        arrivals
+            .iter()
+            .filter_map(|a| {
+                let k = n.checked_sub(a.in_service as usize)?;
+                (k >= 1 && k <= a.n as usize).then(|| u64::from(a.gaps_us[k - 1]) * 1_000)
+            })
+            .collect()
+    };
+    let lo = arrivals.iter().map(|a| a.in_service as usize + 1).min()?;
+    let mut best: Option<(f64, usize, Vec<u64>)> = None;
+    for n in lo..=lo + GAPS {
+        let t = thinks(n);
+        // Most arrivals must be explained at this N.
+        if t.is_empty() || t.len() * 2 < arrivals.len() {
+            continue;
+        }
+        let mean = t.iter().sum::<u64>() as f64 / t.len() as f64;
+        let var = t.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / t.len() as f64;
+        let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+        if best.as_ref().is_none_or(|(b, _, _)| cv < *b - 1e-9) {
+            best = Some((cv, n, t));
+        }
+    }
+    best.map(|(_, n, thinks_ns)| FittedDemand::Closed {
+        inflight: n as u32,
+        thinks_ns,
+    })
 }
 
 fn begin_burst(s: &mut State, ts: u64) {
@@ -384,5 +581,60 @@ mod tests {
         assert_eq!(r.seen(), 100_000);
         let mean = r.items().iter().sum::<u64>() as f64 / 100.0;
         assert!((30_000.0..70_000.0).contains(&mean), "{mean}");
+    }
+}
+
+#[cfg(test)]
+mod sim_tests {
+    use super::*;
+    use crate::source::demo::{Scenario, Simulator};
+
+    /// The fit of `s`'s first 20 s, by client address.
+    fn fit_of(s: Scenario) -> Vec<(String, FittedDemand)> {
+        let mut sim = Simulator::new(s);
+        let mut out = Vec::new();
+        sim.run_until(20_000_000_000, &mut out);
+        let mut f = Fitter::new();
+        f.ingest_all(&out);
+        f.finish()
+            .transports
+            .into_iter()
+            .map(|t| (t.key.peer().to_string(), t.demand))
+            .collect()
+    }
+
+    #[test]
+    fn the_simulators_three_kinds_of_client_are_told_apart() {
+        let burst = fit_of(Scenario::builtin("burst").unwrap());
+        for (peer, d) in &burst {
+            match (peer.as_str(), d) {
+                ("fd00::9", FittedDemand::Bursts { sizes, thinks_ns }) => {
+                    assert!(sizes.iter().all(|&n| n == 32), "{sizes:?}");
+                    // 200 ms think plus the 100 µs round trip.
+                    assert!(thinks_ns
+                        .iter()
+                        .all(|&t| (200_000_000..201_000_000).contains(&t)));
+                }
+                ("10.0.0.3", FittedDemand::Backlogged) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        let text =
+            "name = \"loop\"\nthreads = 8\nservice_ms = 5.0\njitter = 0.5\nrtt_us = 20000.0\n\
+                    [[client]]\naddress = \"10.0.0.2\"\nconnections = 1\ninflight = 4\n\
+                    [[client]]\naddress = \"10.0.0.3\"\nconnections = 8\ninflight = 64\n";
+        let lp = fit_of(Scenario::parse(text, "loop.toml").unwrap());
+        let (_, small) = lp.iter().find(|(p, _)| p == "10.0.0.2").unwrap();
+        let FittedDemand::Closed {
+            inflight,
+            thinks_ns,
+        } = small
+        else {
+            panic!("{small:?}");
+        };
+        assert_eq!(*inflight, 4);
+        assert!(thinks_ns
+            .iter()
+            .all(|&t| (19_900_000..20_100_000).contains(&t)));
     }
 }

@@ -123,6 +123,9 @@ pub struct ModelSummary {
     pub transports: u64,
     /// Never idle while recorded: modelled as always having work waiting.
     pub backlogged: u64,
+    /// Modelled as closed loops: N requests, each followed by the next
+    /// after a think time.
+    pub closed_loops: u64,
     /// Modelled as bursts separated by think times.
     pub bursty: u64,
     pub simulated_seconds: f64,
@@ -163,7 +166,25 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         Some(m) => m.clone(),
         None => header.class_map(&format!("class map recorded in {}", path.display()))?,
     };
-    let mut fitter = fit::Fitter::new();
+    // The live source settles execution times in batches (what the kernel
+    // added up, every 100 ms): there, completions are estimated.
+    if classmap.is_empty() && opts.policies.contains(&Policy::RrClass) {
+        notes.push(
+            "no class map (none recorded, no --class-map): rr-class puts each peer in a \
+             class of its own, as rr-peer does"
+                .into(),
+        );
+    }
+    let mut fitter = if header.source_kind == SourceKind::Live {
+        notes.push(
+            "execution times of a live recording arrive in batches: each request is taken \
+             to complete its transport's mean service time after its dispatch"
+                .into(),
+        );
+        fit::Fitter::with_estimated_completions()
+    } else {
+        fit::Fitter::new()
+    };
     let mut agg = Aggregator::new(classmap.clone(), Limits::default());
     agg.start_clock(header.start_mono_ns);
     let mut buf: Vec<Event> = Vec::with_capacity(8192);
@@ -258,7 +279,10 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         ),
     };
     if threads == 0 || threads > 65_536 {
-        anyhow::bail!("--threads {threads} is out of range: use 1 to 65536");
+        anyhow::bail!(
+            "{threads} threads ({threads_from}) is out of range for the model: \
+             pass --threads N with N from 1 to 65536"
+        );
     }
     match header.nfsd.pools {
         Some(p) if p > 1 => notes.push(format!(
@@ -273,7 +297,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
 
     let horizon_ns = span_ns.min(MAX_HORIZON_NS);
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
-    let clients = run::clients(&fit, threads);
+    let clients = run::clients(&fit);
     let params = |policy| run::RunParams {
         threads,
         policy,
@@ -303,11 +327,11 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             .total_cmp(&b.fit_error_points.abs())
     });
     let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
-    let backlogged = fit
-        .transports
-        .iter()
-        .filter(|t| t.demand == fit::FittedDemand::Backlogged)
-        .count() as u64;
+    let count = |f: fn(&fit::FittedDemand) -> bool| {
+        fit.transports.iter().filter(|t| f(&t.demand)).count() as u64
+    };
+    let backlogged = count(|d| *d == fit::FittedDemand::Backlogged);
+    let closed_loops = count(|d| matches!(d, fit::FittedDemand::Closed { .. }));
     Ok(Report {
         recording: Recording {
             file: path.display().to_string(),
@@ -326,7 +350,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         model: ModelSummary {
             transports: fit.transports.len() as u64,
             backlogged,
-            bursty: fit.transports.len() as u64 - backlogged,
+            closed_loops,
+            bursty: fit.transports.len() as u64 - backlogged - closed_loops,
             simulated_seconds: horizon_ns as f64 / 1e9,
             warmup_seconds: warmup_ns as f64 / 1e9,
             seed: opts.seed,
@@ -407,3 +432,6 @@ fn rows(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -108,9 +108,9 @@ pub fn text(r: &Report) -> String {
     let m = &r.model;
     let _ = writeln!(
         out,
-        "model: {} transports backlogged throughout, {} sending bursts with think times; \
-         {:.1} s simulated per policy after a {:.1} s warm-up",
-        m.backlogged, m.bursty, m.simulated_seconds, m.warmup_seconds
+        "model: {} transports backlogged throughout, {} closed loops, {} sending bursts with \
+         think times; {:.1} s simulated per policy after a {:.1} s warm-up",
+        m.backlogged, m.closed_loops, m.bursty, m.simulated_seconds, m.warmup_seconds
     );
     if r.fit.ok {
         let _ = writeln!(
@@ -206,6 +206,7 @@ mod tests {
             model: ModelSummary {
                 transports: 2,
                 backlogged: 1,
+                closed_loops: 0,
                 bursty: 1,
                 simulated_seconds: 54.0,
                 warmup_seconds: 6.0,

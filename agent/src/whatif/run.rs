@@ -22,15 +22,23 @@ pub struct RunParams {
 
 /// The simulator's clients for `fit`: one per transport, so that each
 /// keeps its own demand and service times.
-pub fn clients(fit: &Fit, threads: u32) -> Vec<SimClient> {
+pub fn clients(fit: &Fit) -> Vec<SimClient> {
     fit.transports
         .iter()
         .enumerate()
         .map(|(i, t)| {
             let (demand, first_at_ns) = match &t.demand {
-                // Enough in flight that one is always waiting, even with
-                // every thread on it.
-                FittedDemand::Backlogged => (Demand::Inflight(threads.saturating_add(2)), 0),
+                FittedDemand::Backlogged => (Demand::Unbounded, 0),
+                FittedDemand::Closed {
+                    inflight,
+                    thinks_ns,
+                } => (
+                    Demand::Closed {
+                        inflight: *inflight,
+                        thinks_ns: thinks_ns.clone(),
+                    },
+                    0,
+                ),
                 FittedDemand::Bursts { sizes, thinks_ns } => {
                     // Spread the first bursts over a think time, so that
                     // the clients do not all start in step.
@@ -109,4 +117,77 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
         }
     }
     agg.snapshot(end, p.horizon_ns as f64 / 1e9, &info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Endpoint, EventKind, XprtKey};
+
+    fn key(ip: &str, port: u16) -> XprtKey {
+        XprtKey {
+            netns: 1,
+            server: Endpoint::None,
+            client: Endpoint::from_socket_addr(format!("{ip}:{port}").parse().unwrap()),
+        }
+    }
+
+    fn client(transports: Vec<XprtKey>, service_ns: Vec<u64>) -> SimClient {
+        SimClient {
+            transports,
+            demand: Demand::Unbounded,
+            first_at_ns: 0,
+            service_ns,
+        }
+    }
+
+    #[test]
+    fn unbounded_clients_with_their_own_service_times_share_by_policy() {
+        // One transport at 1 ms against three at 3 ms (two draws each).
+        let clients = vec![
+            client(vec![key("10.0.0.2", 700)], vec![1_000_000]),
+            client(
+                (0..3).map(|p| key("10.0.0.3", 700 + p)).collect(),
+                vec![2_000_000, 4_000_000],
+            ),
+        ];
+        let p = |policy| RunParams {
+            threads: 4,
+            policy,
+            horizon_ns: 10_000_000_000,
+            warmup_ns: 1_000_000_000,
+            seed: 1,
+        };
+        let share =
+            |s: &Snapshot, name: &str| s.peers.iter().find(|e| e.name == name).unwrap().share;
+        let flat = simulate(clients.clone(), &ClassMap::default(), &p(Policy::Flat));
+        // The flat queue: a dispatch per ready transport per round.
+        assert!((share(&flat, "10.0.0.2") - 0.25).abs() < 0.01, "{flat:?}");
+        let rr = simulate(clients.clone(), &ClassMap::default(), &p(Policy::RrPeer));
+        assert!((share(&rr, "10.0.0.2") - 0.5).abs() < 0.01);
+        for e in &rr.peers {
+            let f = e.fairness.unwrap();
+            assert!((f - 1.0).abs() < 0.02, "{}: ratio {f}", e.name);
+        }
+
+        // Service times are the samples given, nothing else.
+        let mut sim = Simulator::from_parts(
+            Scenario::builtin("seed-k4").unwrap(),
+            &ClassMap::default(),
+            clients,
+        );
+        let mut out = Vec::new();
+        sim.run_until(1_000_000_000, &mut out);
+        let execs: std::collections::BTreeSet<u64> = out
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Executed { exec_ns, .. } => Some(exec_ns),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            execs.into_iter().collect::<Vec<_>>(),
+            vec![1_000_000, 2_000_000, 4_000_000]
+        );
+    }
 }

@@ -17,6 +17,12 @@ pub enum Column {
     WaitP50,
     WaitP99,
     Exec,
+    /// What-if columns (a replay with `--whatif`): the predicted share,
+    /// ratio and wait p99 under the chosen policy. Not in `ALL`: shown
+    /// only when there is a prediction, and not sortable.
+    WhatifShare,
+    WhatifRatio,
+    WhatifWaitP99,
 }
 
 impl Column {
@@ -34,9 +40,16 @@ impl Column {
         Column::Exec,
     ];
 
+    pub const WHATIF: [Column; 3] = [
+        Column::WhatifShare,
+        Column::WhatifRatio,
+        Column::WhatifWaitP99,
+    ];
+
     /// Dropped in this order when the terminal is too narrow for all.
-    pub const DROP_ORDER: [Column; 6] = [
+    pub const DROP_ORDER: [Column; 7] = [
         Column::Class,
+        Column::WhatifWaitP99,
         Column::Exec,
         Column::WaitP50,
         Column::Conn,
@@ -56,6 +69,9 @@ impl Column {
             Column::WaitP50 => "WAIT50",
             Column::WaitP99 => "WAIT99",
             Column::Exec => "EXEC",
+            Column::WhatifShare => "→SHARE",
+            Column::WhatifRatio => "→RATIO",
+            Column::WhatifWaitP99 => "→WAIT99",
         }
     }
 
@@ -72,6 +88,9 @@ impl Column {
             Column::WaitP50 => "wait p50",
             Column::WaitP99 => "wait p99",
             Column::Exec => "exec share",
+            Column::WhatifShare => "what-if share",
+            Column::WhatifRatio => "what-if ratio",
+            Column::WhatifWaitP99 => "what-if wait p99",
         }
     }
 
@@ -89,6 +108,9 @@ impl Column {
             Column::WaitP50 => 7,
             Column::WaitP99 => 7,
             Column::Exec => 6,
+            Column::WhatifShare => 7,
+            Column::WhatifRatio => 7,
+            Column::WhatifWaitP99 => 8,
         }
     }
 
@@ -122,6 +144,7 @@ impl Column {
             Column::WaitP50 => by(a.wait_p50_us, b.wait_p50_us),
             Column::WaitP99 => by(a.wait_p99_us, b.wait_p99_us),
             Column::Exec => by(a.exec_share, b.exec_share),
+            Column::WhatifShare | Column::WhatifRatio | Column::WhatifWaitP99 => Ordering::Equal,
         };
         o.then_with(|| a.name.cmp(&b.name))
     }
@@ -129,10 +152,13 @@ impl Column {
 
 /// The columns that fit in `width` cells (one space between columns),
 /// dropping low-priority ones first. `show_class` is false when the rows
-/// are classes (their class is their name).
-pub fn fitting(width: u16, show_class: bool) -> Vec<Column> {
+/// are classes (their class is their name); `whatif` adds the what-if
+/// columns.
+pub fn fitting(width: u16, show_class: bool, whatif: bool) -> Vec<Column> {
+    let extra = if whatif { &Column::WHATIF[..] } else { &[] };
     let mut cols: Vec<Column> = Column::ALL
         .iter()
+        .chain(extra)
         .copied()
         .filter(|c| show_class || *c != Column::Class)
         .collect();
@@ -153,7 +179,7 @@ mod tests {
 
     #[test]
     fn eighty_columns_keep_the_essentials() {
-        let c = fitting(80, true);
+        let c = fitting(80, true, false);
         assert!(!c.contains(&Column::Class));
         for want in [
             Column::Name,
@@ -164,10 +190,13 @@ mod tests {
         ] {
             assert!(c.contains(&want), "{want:?} dropped at 80 columns");
         }
-        assert_eq!(fitting(200, true).len(), 10);
-        assert!(!fitting(200, false).contains(&Column::Class));
+        assert_eq!(fitting(200, true, false).len(), 10);
+        assert!(!fitting(200, false, false).contains(&Column::Class));
         // Very narrow: still something to show, never a panic.
-        assert!(fitting(10, true).contains(&Column::Name));
+        assert!(fitting(10, true, false).contains(&Column::Name));
+        // What-if columns: all of them when wide, the share even at 80.
+        assert_eq!(fitting(200, true, true).len(), 13);
+        assert!(fitting(80, true, true).contains(&Column::WhatifShare));
     }
 
     #[test]

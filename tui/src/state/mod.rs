@@ -10,6 +10,7 @@
 
 pub mod columns;
 pub mod history;
+pub mod whatif;
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +124,8 @@ pub struct State {
     pub warnings: Vec<Warning>,
     /// Show at most this many rows (`--top N`), after sorting.
     pub top: Option<usize>,
+    /// Predicted columns under another policy (a replay with `--whatif`).
+    pub whatif: Option<whatif::WhatIf>,
     /// Rows of the table: indices into the shown snapshot's entities of
     /// the current group, filtered and sorted.
     rows: Vec<u32>,
@@ -165,6 +168,7 @@ impl State {
             history: History::default(),
             warnings: Vec::new(),
             top: None,
+            whatif: None,
             rows: Vec::new(),
             offender: None,
             selected: 0,

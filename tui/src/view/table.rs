@@ -8,9 +8,11 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use nfsdtop_agent::model::{EntityKind, EntityStats};
+use nfsdtop_agent::whatif::Numbers;
 
 use super::styles;
 use crate::state::columns::{self, Column};
+use crate::state::whatif::WhatIf;
 use crate::state::State;
 use crate::warnings::fmt_us;
 
@@ -36,7 +38,13 @@ pub fn ratio(r: Option<f64>) -> String {
     }
 }
 
-fn cell_text(c: Column, e: &EntityStats, offender: bool) -> String {
+fn cell_text(c: Column, e: &EntityStats, offender: bool, wi: Option<&WhatIf>) -> String {
+    // A prediction whose fit was off carries a '?'.
+    let predicted = |f: fn(&Numbers) -> String| match wi.and_then(|w| w.get(e.kind, &e.name)) {
+        Some((n, true)) => f(n),
+        Some((n, false)) => format!("{}?", f(n)),
+        None => "-".into(),
+    };
     match c {
         Column::Name => format!("{}{}", if offender { "* " } else { "  " }, e.name),
         Column::Class => e.class.clone(),
@@ -48,6 +56,9 @@ fn cell_text(c: Column, e: &EntityStats, offender: bool) -> String {
         Column::WaitP50 => fmt_us(e.wait_p50_us),
         Column::WaitP99 => fmt_us(e.wait_p99_us),
         Column::Exec => pct(e.exec_share),
+        Column::WhatifShare => predicted(|n| pct(n.share)),
+        Column::WhatifRatio => predicted(|n| ratio(n.fairness)),
+        Column::WhatifWaitP99 => predicted(|n| fmt_us(n.wait_p99_us)),
     }
 }
 
@@ -80,6 +91,13 @@ pub fn title(state: &State) -> String {
     if !filter.is_empty() {
         t.push_str(&format!("| filter: {filter} "));
     }
+    if let Some(w) = &state.whatif {
+        t.push_str(&format!(
+            "| → what-if {} over the whole recording{} ",
+            w.policy,
+            if w.fit_ok { "" } else { " (fit off: ? rows)" }
+        ));
+    }
     t
 }
 
@@ -93,7 +111,11 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
     if inner.height == 0 {
         return;
     }
-    let cols = columns::fitting(inner.width, state.group == EntityKind::Peer);
+    let cols = columns::fitting(
+        inner.width,
+        state.group == EntityKind::Peer,
+        state.whatif.is_some(),
+    );
     let body_height = inner.height.saturating_sub(1) as usize;
     state.fit(body_height);
 
@@ -132,7 +154,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
             let e = &entities[i as usize];
             let off = state.is_offender(i);
             let cells = cols.iter().map(|c| {
-                let text = cell_text(*c, e, off);
+                let text = cell_text(*c, e, off, state.whatif.as_ref());
                 if c.numeric() {
                     Cell::from(Line::from(text).right_aligned())
                 } else {

@@ -12,6 +12,10 @@
 //! transport its own group (one FIFO of transports, today's kernel);
 //! `rr-peer` groups by peer and `rr-class` by class entity, as in the
 //! round-robin series.
+//!
+//! Clients come from a scenario, or as parts ([`Simulator::from_parts`],
+//! what `nfsdtop whatif` runs its fitted model with): each with its
+//! transports, a [`Demand`] and, optionally, service times to draw from.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -62,6 +66,12 @@ pub enum Demand {
         sizes: Vec<u32>,
         thinks_ns: Vec<u64>,
     },
+    /// Keeps `inflight` requests in flight, each followed, after a think
+    /// time drawn from the list (round trip included), by the next.
+    Closed { inflight: u32, thinks_ns: Vec<u64> },
+    /// Always has a request waiting on each of its transports, however
+    /// many threads serve it (a client whose demand exceeds any share).
+    Unbounded,
 }
 
 /// One client of a simulation built from parts (`Simulator::from_parts`):
@@ -203,7 +213,7 @@ impl Simulator {
                 next_conn: 0,
                 outstanding: match spec.demand {
                     Demand::Inflight(n) => n,
-                    Demand::Bursts { .. } => 0,
+                    Demand::Bursts { .. } | Demand::Closed { .. } | Demand::Unbounded => 0,
                 },
                 demand: spec.demand,
                 first_at_ns: spec.first_at_ns,
@@ -269,11 +279,18 @@ impl Simulator {
             let first = self.clients[ci].first_at_ns;
             match self.clients[ci].demand {
                 Demand::Bursts { .. } => self.schedule(first, SimEvent::BurstStarts { client: ci }),
-                Demand::Inflight(n) => {
+                Demand::Inflight(n) | Demand::Closed { inflight: n, .. } => {
                     for r in 0..n {
                         let t = self.next_transport(ci);
                         let at = first + r as u64 * 1_000;
                         self.schedule(at, SimEvent::RequestArrives { transport: t });
+                    }
+                }
+                // One request each, never used up (see `dispatch`).
+                Demand::Unbounded => {
+                    for r in 0..self.clients[ci].transports.len() {
+                        let t = self.clients[ci].transports[r];
+                        self.schedule(first, SimEvent::RequestArrives { transport: t });
                     }
                 }
             }
@@ -323,7 +340,7 @@ impl Simulator {
                 SimEvent::BurstStarts { client } => {
                     let n = match &self.clients[client].demand {
                         Demand::Bursts { sizes, .. } => self.rng.pick(sizes).unwrap_or(1).max(1),
-                        Demand::Inflight(_) => 0,
+                        _ => 0,
                     };
                     self.clients[client].outstanding = n;
                     for _ in 0..n {
@@ -342,15 +359,24 @@ impl Simulator {
     fn reply_reaches_client(&mut self, ci: usize) {
         let at = self.now + self.rtt_ns;
         let c = &mut self.clients[ci];
-        if let Demand::Bursts { thinks_ns, .. } = &c.demand {
-            c.outstanding = c.outstanding.saturating_sub(1);
-            if c.outstanding == 0 {
-                let think = self.rng.pick(thinks_ns).unwrap_or(0);
-                self.schedule(at + think, SimEvent::BurstStarts { client: ci });
+        match &c.demand {
+            Demand::Bursts { thinks_ns, .. } => {
+                c.outstanding = c.outstanding.saturating_sub(1);
+                if c.outstanding == 0 {
+                    let think = self.rng.pick(thinks_ns).unwrap_or(0);
+                    self.schedule(at + think, SimEvent::BurstStarts { client: ci });
+                }
             }
-        } else {
-            let t = self.next_transport(ci);
-            self.schedule(at, SimEvent::RequestArrives { transport: t });
+            Demand::Inflight(_) => {
+                let t = self.next_transport(ci);
+                self.schedule(at, SimEvent::RequestArrives { transport: t });
+            }
+            Demand::Closed { thinks_ns, .. } => {
+                let think = self.rng.pick(thinks_ns).unwrap_or(0);
+                let t = self.next_transport(ci);
+                self.schedule(at + think, SimEvent::RequestArrives { transport: t });
+            }
+            Demand::Unbounded => {}
         }
     }
 
@@ -408,7 +434,9 @@ impl Simulator {
             self.dispatches[t] += 1;
             let tr = &mut self.transports[t];
             tr.queued = false;
-            tr.pending -= 1;
+            if self.clients[tr.client].demand != Demand::Unbounded {
+                tr.pending -= 1;
+            }
             out.push(Event {
                 ts_ns: self.now,
                 xprt: tr.key,
