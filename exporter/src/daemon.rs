@@ -34,7 +34,7 @@ pub fn main() -> ExitCode {
         let path = dir.join("nfsdtopd.8");
         let written = std::fs::create_dir_all(dir)
             .and_then(|_| std::fs::File::create(&path))
-            .and_then(|mut f| clap_mangen::Man::new(cmd).section("8").render(&mut f));
+            .and_then(|mut f| crate::manual::render(cmd, &mut f));
         if let Err(e) = written {
             eprintln!("nfsdtopd: cannot write {}: {e}", path.display());
             return ExitCode::FAILURE;

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod fold;
+pub mod manual;
 pub mod metrics;
 pub mod privileges;
 pub mod server;

@@ -70,6 +70,19 @@ out=$(systemd-analyze verify --man=no "$tmp/usr/lib/systemd/system/nfsdtopd.serv
 [ -z "$out" ] || fail "systemd-analyze: $out"
 man -l "$tmp/usr/share/man/man8/nfsdtopd.8" 2>/dev/null | grep -q -- '--listen' || \
   grep -q -- 'listen' "$tmp/usr/share/man/man8/nfsdtopd.8" || fail "nfsdtopd.8 lacks --listen"
+# The man pages say more than the options: keys, columns, examples, exit codes.
+M=$tmp/usr/share/man
+for sec in KEYS COLUMNS "BATCH OUTPUT" EXAMPLES "EXIT STATUS"; do
+  grep -q "^\.SH $sec\$" "$M/man1/nfsdtop.1" || fail "nfsdtop.1 lacks $sec"
+done
+for sec in ENDPOINTS "CONFIGURATION FILE" SIGNALS FILES EXAMPLES "EXIT STATUS"; do
+  grep -q "^\.SH $sec\$" "$M/man8/nfsdtopd.8" || fail "nfsdtopd.8 lacks $sec"
+done
+for p in nfsdtop-record nfsdtop-doctor; do
+  grep -q '^\.SH EXIT STATUS$' "$M/man1/$p.1" || fail "$p.1 lacks EXIT STATUS"
+done
+out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$M/man1/nfsdtop.1" "$M/man8/nfsdtopd.8" 2>&1 >/dev/null) || true
+[ -z "$out" ] || fail "man pages render with warnings: $out"
 # The installed config is the one nfsdtopd itself accepts.
 "$tmp/usr/bin/nfsdtopd" --config "$tmp/usr/etc/nfsdtop/nfsdtopd.toml" --demo seed-k4 \
   --listen 127.0.0.1:0 > /dev/null 2> "$tmp/d.err" & pid=$!

@@ -5,6 +5,7 @@ mod batch;
 mod cli;
 mod conn;
 mod doctor;
+mod manual;
 mod record;
 
 use clap::Parser;
@@ -34,7 +35,7 @@ fn main() {
 fn manpages(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
     let cmd = <Cli as clap::CommandFactory>::command();
     let Some(dir) = dir else {
-        return Ok(clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?);
+        return Ok(manual::render("nfsdtop", cmd, &mut std::io::stdout())?);
     };
     std::fs::create_dir_all(dir)?;
     let mut pages = vec![("nfsdtop".to_string(), cmd.clone())];
@@ -47,7 +48,7 @@ fn manpages(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
         let path = dir.join(format!("{name}.1"));
         let mut out = std::fs::File::create(&path)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        clap_mangen::Man::new(page).render(&mut out)?;
+        manual::render(&name, page, &mut out)?;
     }
     Ok(())
 }
