@@ -65,6 +65,8 @@ def candidates(text, is_md):
             yield t, False
 
 bad = []
+# One recording extension everywhere: .nfsdrec (agent::record::EXTENSION).
+OTHER_EXT = re.compile(r"[\w*-]\.(nfsrec|nfsdtop|nfsdtoprec)\b(?![\w(])")
 PLACEHOLDER = re.compile(r"(NAME|FILE|PREFIX|DIR|HOST|SHELL|USER)(\.\w+)?$")
 
 def scan(path, text):
@@ -72,6 +74,9 @@ def scan(path, text):
     for n, line in enumerate(text.splitlines(), 1):
         for m in OUTSIDE.finditer(line):
             bad.append(f"{path}:{n}: refers to {m.group(1)}, which is not in the repository")
+        if not path.endswith(".rs"):
+            for m in OTHER_EXT.finditer(line):
+                bad.append(f"{path}:{n}: a recording named .{m.group(1)}: recordings are .nfsdrec")
     if path.endswith((".sh", ".bash")):
         return  # scripts: their paths are the trees they build, not references
     for tok, is_link in candidates(text, path.endswith(".md")):
@@ -105,6 +110,9 @@ for f in tracked:
     for n, line in enumerate(text.splitlines(), 1):
         for m in OUTSIDE.finditer(line):
             bad.append(f"{f}:{n}: refers to {m.group(1)}, which is not in the repository")
+        # Recordings in tests and code: file names in string literals.
+        for m in re.finditer(r'"[^"\s]*\.(nfsrec|nfsdtop)"', line):
+            bad.append(f"{f}:{n}: a recording named {m.group(0)}: recordings are .nfsdrec")
 for f in DOCS:
     if f == "scripts/e2e/05-docs-paths.sh":
         continue
@@ -125,11 +133,11 @@ fails=0
 if out=$(check); then echo "ok   docs refer only to what the repository holds: $(echo "$out" | tail -1)"
 else echo "$out"; echo "FAIL docs refer to paths that do not exist"; fails=1; fi
 # Negative control: a made-up reference and an outside one must be caught.
-if out=$(check docs/control.md 'See `dashboards/no-such-file.yml` and [x](../shared/DESIGN.md).'); then
+if out=$(check docs/control.md 'See `dashboards/no-such-file.yml` and [x](../shared/DESIGN.md), or replay `old.nfsrec`.'); then
   echo "FAIL negative control: broken references were not caught"; fails=1
 else
   n=$(echo "$out" | grep -c 'control.md')
-  [ "$n" -ge 2 ] && echo "ok   negative control: $n broken references in a made-up page caught" ||
-    { echo "$out"; echo "FAIL negative control caught $n of 2+"; fails=1; }
+  [ "$n" -ge 3 ] && echo "ok   negative control: $n broken references in a made-up page caught" ||
+    { echo "$out"; echo "FAIL negative control caught $n of 3+"; fails=1; }
 fi
 exit $fails
