@@ -15,16 +15,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-tmp=$(mktemp -d /tmp/nfsdtop-alerts-live.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 . scripts/e2e/lib/prom.bash
+e2e_begin alerts-live
 need_nfsdtopd 30-alerts-live
 
 echo "== 30-alerts-live: nfsdtopd demo (seed-k16, flat vs rr-peer) -> Prometheus -> alerts and dashboards"
