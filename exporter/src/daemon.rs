@@ -280,3 +280,22 @@ async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Contr
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_size_reaches_the_live_source() {
+        let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd", "--ring-size", "64M"])).unwrap();
+        match spec_of(&cfg) {
+            SourceSpec::Live(o) => assert_eq!(o.ring_bytes, 64 << 20),
+            other => panic!("not the live source: {other:?}"),
+        }
+        let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd"])).unwrap();
+        match spec_of(&cfg) {
+            SourceSpec::Live(o) => assert_eq!(o.ring_bytes, LiveOptions::default().ring_bytes),
+            other => panic!("not the live source: {other:?}"),
+        }
+    }
+}
