@@ -6,16 +6,16 @@ use nfsdtop_agent::model::EntityKind;
 /// Cumulative state of one simulated entity.
 #[derive(Clone)]
 struct Sim {
-    name: &'static str,
+    name: String,
     rate: u64,
     entitled_rate: f64,
     dispatches: u64,
     entitled: f64,
 }
 
-fn sim(name: &'static str, rate: u64, entitled_rate: f64) -> Sim {
+fn sim(name: &str, rate: u64, entitled_rate: f64) -> Sim {
     Sim {
-        name,
+        name: name.into(),
         rate,
         entitled_rate,
         dispatches: 0,
@@ -34,9 +34,9 @@ fn step(sims: &mut [Sim]) -> (Vec<EntityStats>, u64) {
             s.entitled += s.entitled_rate;
             total += s.rate;
             EntityStats {
-                name: s.name.into(),
+                name: s.name.clone(),
                 kind: EntityKind::Peer,
-                class: s.name.into(),
+                class: s.name.clone(),
                 dispatches: s.dispatches,
                 interval_dispatches: s.rate,
                 entitled: s.entitled,
@@ -180,4 +180,37 @@ fn the_smoothed_ratio_is_the_mean_until_the_time_constant_then_decays() {
     let mut t = Smooth::default();
     t.add(1.0, 0, 0.5, true);
     assert_eq!(t.ratio(), None);
+}
+
+#[test]
+fn every_starved_client_of_ten_thousand_gets_a_label() {
+    // 9,990 clients at their fair share with busy interval counts, ten
+    // starved ones (a quarter of their share), fifty labels.
+    let names: Vec<String> = (0..10_000)
+        .map(|i| format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256))
+        .collect();
+    let mut sims: Vec<Sim> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i % 1000 == 7 {
+                sim(n, 1, 4.0)
+            } else {
+                sim(n, 4 + (i % 5) as u64, 4.0 + (i % 5) as f64)
+            }
+        })
+        .collect();
+    let starved: Vec<&String> = names.iter().skip(7).step_by(1000).collect();
+    let mut f = Folder::new(50, false, 0.5);
+    for _ in 0..3 {
+        let (e, total) = step(&mut sims);
+        f.update(&e, 1.0, total, 0.0, None);
+    }
+    let l = labels(&f);
+    assert_eq!(l.len(), 50);
+    for s in &starved {
+        assert!(l.contains(*s), "{s} folded; labels: {l:?}");
+    }
+    assert_eq!((f.unfair_now, f.unfair_folded), (10, 0));
+    assert_eq!(f.folded_now, 9_950);
 }
