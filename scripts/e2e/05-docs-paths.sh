@@ -4,7 +4,8 @@
 # a path in a code block or a config comment) in README.md, BENCHMARKS.md,
 # docs/, dashboards/, dist/, scripts/*/README.md and the example config must
 # name a tracked file or directory (globs, {a,b} and placeholders such as
-# NAME.env allowed); no tracked text file (code included) refers to the
+# NAME.env allowed), a link's #anchor a heading of its page; no tracked
+# text file (code included) refers to the
 # design notes users do not have (the shared directory, DESIGN.md and the
 # like).
 # Offline, a second or two. A negative control checks that a broken
@@ -50,11 +51,27 @@ OUTSIDE = re.compile(r"(?<![\w./-])(shared/[\w./-]*|(?:DESIGN|KERNEL|VMTEST|TOOL
 TOKEN = re.compile(r"(?<![\w./:$@-])((?:\.\./|\./)?[\w.*{},-]+(?:/[\w.*{},-]+)+/?)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
-def candidates(text, is_md):
+def slugs(md_text):
+    """GitHub's heading anchors."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", md_text, flags=re.S), re.M)}
+
+def check_anchor(path, target):
+    """A link's #anchor must be a heading of the page it names."""
+    page, _, anchor = target.partition("#")
+    if not anchor:
+        return
+    dest = os.path.normpath(os.path.join(os.path.dirname(path), page)) if page else path
+    if dest.endswith(".md") and os.path.isfile(dest) and anchor not in slugs(open(dest).read()):
+        bad.append(f"{path}: link {target}: no heading #{anchor} in {dest}")
+
+def candidates(text, is_md, path=""):
     if is_md:
         # Code spans, fenced blocks and link targets.
         spans = re.findall(r"```.*?```", text, re.S) + re.findall(r"`([^`\n]+)`", text)
         for t in LINK.findall(text):
+            if not re.match(r"[a-z]+:", t):
+                check_anchor(path, t)
             if not re.match(r"[a-z]+:", t) and not t.startswith("#"):
                 yield t.split("#")[0], True
         for s in spans:
@@ -79,7 +96,7 @@ def scan(path, text):
                 bad.append(f"{path}:{n}: a recording named .{m.group(1)}: recordings are .nfsdrec")
     if path.endswith((".sh", ".bash")):
         return  # scripts: their paths are the trees they build, not references
-    for tok, is_link in candidates(text, path.endswith(".md")):
+    for tok, is_link in candidates(text, path.endswith(".md"), path):
         tok = tok.rstrip(".,;:)")
         if not tok or "://" in tok:
             continue
@@ -133,11 +150,11 @@ fails=0
 if out=$(check); then echo "ok   docs refer only to what the repository holds: $(echo "$out" | tail -1)"
 else echo "$out"; echo "FAIL docs refer to paths that do not exist"; fails=1; fi
 # Negative control: a made-up reference and an outside one must be caught.
-if out=$(check docs/control.md 'See `dashboards/no-such-file.yml` and [x](../shared/DESIGN.md), or replay `old.nfsrec`.'); then
+if out=$(check docs/control.md 'See `dashboards/no-such-file.yml` and [x](../shared/DESIGN.md), or replay `old.nfsrec`; [y](json.md#no-such-section).'); then
   echo "FAIL negative control: broken references were not caught"; fails=1
 else
   n=$(echo "$out" | grep -c 'control.md')
-  [ "$n" -ge 3 ] && echo "ok   negative control: $n broken references in a made-up page caught" ||
-    { echo "$out"; echo "FAIL negative control caught $n of 3+"; fails=1; }
+  [ "$n" -ge 4 ] && echo "ok   negative control: $n broken references in a made-up page caught" ||
+    { echo "$out"; echo "FAIL negative control caught $n of 4+"; fails=1; }
 fi
 exit $fails
