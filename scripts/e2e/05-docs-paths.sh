@@ -5,9 +5,9 @@
 # docs/, dashboards/, dist/, scripts/*/README.md and the example config must
 # name a tracked file or directory (globs, {a,b} and placeholders such as
 # NAME.env allowed), a link's #anchor a heading of its page; no tracked
-# text file (code included) refers to the
-# design notes users do not have (the shared directory, DESIGN.md and the
-# like).
+# text file (code included) refers to the design notes users do not have
+# (the shared directory, DESIGN.md and the like); recordings are named
+# .nfsdrec everywhere.
 # Offline, a second or two. A negative control checks that a broken
 # reference is caught.
 set -uo pipefail
