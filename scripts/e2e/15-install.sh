@@ -21,7 +21,8 @@ for f in bin/nfsdtop bin/nfsdtopd share/man/man1/nfsdtop.1 share/man/man1/nfsdto
          share/nfsdtop/grafana/nfsdtop-overview.json share/nfsdtop/grafana/nfsdtop-drilldown.json \
          share/nfsdtop/grafana/provisioning/dashboards/nfsdtop.yaml \
          share/nfsdtop/grafana/provisioning/datasources/nfsdtop-prometheus.yaml \
-         share/nfsdtop/prometheus/prometheus.yml share/doc/nfsdtop/README.md; do
+         share/nfsdtop/prometheus/prometheus.yml share/doc/nfsdtop/README.md \
+         share/doc/nfsdtop/docs/json.md share/doc/nfsdtop/docs/metrics.md; do
   [ -s "$tmp/usr/$f" ] || fail "missing or empty: $f"
 done
 S=$tmp/usr/share/nfsdtop
@@ -57,6 +58,26 @@ print(f"{len(urls)} runbook links resolve under {base}")
 PY
 }
 check_links "file://$S/runbooks"
+# Links inside the installed docs lead to installed files.
+python3 - "$tmp/usr/share" <<'PY' || fail "installed docs: see above"
+import os, re, sys
+share = sys.argv[1]
+n, bad = 0, []
+for top in ("nfsdtop", "doc/nfsdtop"):
+    for d, _, fs in os.walk(os.path.join(share, top)):
+        for f in fs:
+            if not f.endswith(".md"):
+                continue
+            p = os.path.join(d, f)
+            for t in re.findall(r"\]\(([^)\s]+)\)", open(p).read()):
+                if re.match(r"[a-z]+:", t) or t.startswith("#"):
+                    continue
+                n += 1
+                if not t.startswith("/") or not os.path.isfile(t.split("#")[0]):
+                    bad.append(f"{p}: {t}")
+assert n > 10 and not bad, f"{n} links, broken: {bad}"
+print(f"{n} links in the installed docs lead to installed files")
+PY
 grep -q "^Documentation=man:nfsdtopd(8) file://$S/runbooks/RUNBOOKS.md\$" \
   "$tmp/usr/lib/systemd/system/nfsdtopd.service" || fail "unit Documentation= not the installed man page and runbooks"
 ! grep -rq 'example\.invalid' "$S" "$tmp/usr/lib/systemd/system/nfsdtopd.service" || fail "example.invalid in the installed files"

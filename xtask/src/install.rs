@@ -10,6 +10,7 @@
 //! rewrites those paths, and `--runbook-base` points the links at wherever
 //! the runbooks are published instead.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -265,6 +266,14 @@ impl Places {
         })
     }
 
+    /// The final path of an operator file (`share/...` or `doc/...`).
+    fn installed(&self, to: &Path) -> anyhow::Result<PathBuf> {
+        Ok(match to.strip_prefix("share") {
+            Ok(rel) => self.share.join(rel),
+            Err(_) => self.doc.join(to.strip_prefix("doc")?),
+        })
+    }
+
     /// A committed file's text with this install's places.
     pub fn localise(&self, text: &str) -> String {
         // The runbook URL holds SHARE: set it aside so that a rewritten
@@ -348,6 +357,11 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
         }
     }
     v.push((r.join("README.md"), PathBuf::from("doc/README.md"), false));
+    v.push((
+        r.join("BENCHMARKS.md"),
+        PathBuf::from("doc/BENCHMARKS.md"),
+        false,
+    ));
     for e in fs::read_dir(r.join("docs")).context("cannot list docs/")? {
         let p = e?.path();
         if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
@@ -360,23 +374,25 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
 /// Rules, the rules' generator, dashboards, runbooks, provisioning
 /// examples and docs.
 fn install_operator_files(places: &Places, dest: &dyn Fn(&Path) -> PathBuf) -> anyhow::Result<()> {
-    for (from, to, rewrite) in operator_files()? {
-        let rel = to
-            .strip_prefix("share")
-            .or_else(|_| to.strip_prefix("doc"))?;
-        let base = if to.starts_with("share") {
-            &places.share
-        } else {
-            &places.doc
-        };
-        let target = dest(&base.join(rel));
+    let files = operator_files()?;
+    let r = root();
+    let mut installed: HashMap<PathBuf, PathBuf> = HashMap::new();
+    for (from, to, _) in &files {
+        installed.insert(from.strip_prefix(&r)?.to_path_buf(), places.installed(to)?);
+    }
+    for (from, to, rewrite) in files {
+        let target = dest(&places.installed(&to)?);
         let text =
             fs::read_to_string(&from).with_context(|| format!("cannot read {}", from.display()))?;
-        let text = if rewrite {
+        let mut text = if rewrite {
             places.localise(&text)
         } else {
             text
         };
+        if from.extension().is_some_and(|e| e == "md") {
+            let dir = from.strip_prefix(&r)?.parent().unwrap_or(Path::new(""));
+            text = relink(&text, dir, &installed);
+        }
         if let Some(dir) = target.parent() {
             fs::create_dir_all(dir)?;
         }
@@ -392,6 +408,71 @@ fn install_operator_files(places: &Places, dest: &dyn Fn(&Path) -> PathBuf) -> a
     Ok(())
 }
 
+/// `a/b/../c` → `a/c` (no file system access).
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Markdown links between installed files point at the installed copies
+/// (absolute paths, anchors kept); a link to a file that is not installed
+/// becomes plain text naming it in the sources. `dir` is the file's
+/// directory in the repository.
+fn relink(text: &str, dir: &Path, installed: &HashMap<PathBuf, PathBuf>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        let (before, after) = rest.split_at(i);
+        let Some(end) = after[2..].find(')') else {
+            break;
+        };
+        let link = &after[..end + 3];
+        let target = &after[2..end + 2];
+        rest = &after[end + 3..];
+        let (page, anchor) = target.split_once('#').unwrap_or((target, ""));
+        if page.is_empty()
+            || page.contains(':')
+            || page.starts_with('/')
+            || page.contains(char::is_whitespace)
+        {
+            out.push_str(before);
+            out.push_str(link);
+            continue;
+        }
+        let repo = normalise(&dir.join(page));
+        match (installed.get(&repo), before.rfind('[')) {
+            (Some(p), _) => {
+                out.push_str(before);
+                out.push_str(&format!("]({}", p.display()));
+                if !anchor.is_empty() {
+                    out.push_str(&format!("#{anchor}"));
+                }
+                out.push(')');
+            }
+            (None, Some(open)) => {
+                out.push_str(&before[..open]);
+                out.push_str(&before[open + 1..]);
+                out.push_str(&format!(" ({} in the nfsdtop sources)", repo.display()));
+            }
+            (None, None) => {
+                out.push_str(before);
+                out.push_str(link);
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn dir_size(p: &Path) -> anyhow::Result<u64> {
     let mut total = 0;
     for e in fs::read_dir(p)? {
@@ -404,4 +485,31 @@ fn dir_size(p: &Path) -> anyhow::Result<u64> {
         };
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_between_installed_docs_point_at_the_installed_copies() {
+        let installed: HashMap<PathBuf, PathBuf> = [
+            ("docs/json.md", "/usr/share/doc/nfsdtop/docs/json.md"),
+            (
+                "dashboards/rules/thresholds.md",
+                "/usr/share/nfsdtop/rules/thresholds.md",
+            ),
+        ]
+        .into_iter()
+        .map(|(a, b)| (PathBuf::from(a), PathBuf::from(b)))
+        .collect();
+        let text = "See [json](../docs/json.md#unfair-list), [t](rules/thresholds.md), \
+[web](https://x.org/a.md), [here](#top) and [vm](../scripts/vm/README.md).";
+        assert_eq!(
+            relink(text, Path::new("dashboards"), &installed),
+            "See [json](/usr/share/doc/nfsdtop/docs/json.md#unfair-list), \
+[t](/usr/share/nfsdtop/rules/thresholds.md), [web](https://x.org/a.md), [here](#top) \
+and vm (scripts/vm/README.md in the nfsdtop sources)."
+        );
+    }
 }
