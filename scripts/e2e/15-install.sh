@@ -58,6 +58,13 @@ print(f"{len(urls)} runbook links resolve under {base}")
 PY
 }
 check_links "file://$S/runbooks"
+# The installed generator renders site thresholds, with the installed links.
+python3 "$S/tools/generate.py" rules --set UNFAIR_RATIO=0.4 -o "$tmp/site.rules.yml" 2>/dev/null ||
+  fail "the installed generate.py cannot render rules"
+out=$(promtool check rules "$tmp/site.rules.yml" 2>&1) || fail "promtool check rules on generated site rules: $out"
+grep -q "< 0.4\$" "$tmp/site.rules.yml" || fail "UNFAIR_RATIO=0.4 not in the generated rules"
+grep -q "runbook_url: \"file://$S/runbooks/RUNBOOKS.md#nfsdtopunfairshare\"" "$tmp/site.rules.yml" ||
+  fail "generated site rules do not link the installed runbooks"
 # Links inside the installed docs lead to installed files.
 python3 - "$tmp/usr/share" <<'PY' || fail "installed docs: see above"
 import os, re, sys
