@@ -1,4 +1,5 @@
-//! The HTTP surface: /metrics, /api/v1/snapshot, /api/v1/stream, /healthz.
+//! The HTTP surface: /metrics, /api/v1/snapshot, /api/v1/stream, /healthz
+//! (and /api/v1/unfair, in `unfair`).
 //! Every error is JSON `{"error": "..."}` with a 4xx/5xx status; nothing a
 //! client sends can panic the daemon.
 
@@ -88,7 +89,7 @@ pub fn router(state: AppState) -> Router {
             json_error(
                 StatusCode::NOT_FOUND,
                 format!(
-                    "no such path {:?}: try /metrics, /api/v1/snapshot, /api/v1/stream or /healthz",
+                    "no such path {:?}: try /metrics, /api/v1/snapshot, /api/v1/stream, /api/v1/unfair or /healthz",
                     req.uri().path()
                 ),
             )
