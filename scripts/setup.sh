@@ -28,7 +28,7 @@ fi
 
 # Rust pieces for the BPF build -------------------------------------------
 # aya-build compiles the BPF crate with build-std=core: it needs rust-src
-# on the nightly toolchain (see shared/TOOLCHAIN.md).
+# on the nightly toolchain.
 if rustup toolchain list | grep -q '^nightly'; then
   if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
     say "adding rust-src to nightly"

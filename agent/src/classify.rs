@@ -231,7 +231,7 @@ impl ClassMap {
         }
     }
 
-    /// The kernel's class word (seeds/ v2): 0 is the anonymous client; the
+    /// The kernel's class word (the round-robin series' v2): 0 is the anonymous client; the
     /// top bit asks for one client per peer address within the class.
     pub fn kernel_class(word: u32, shown: &str) -> Assignment {
         const PER_PEER: u32 = 1 << 31;

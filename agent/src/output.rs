@@ -1,4 +1,4 @@
-//! Batch output: the JSON contract of DESIGN.md (one object per line per
+//! Batch output: the JSON contract of docs/json.md (one object per line per
 //! iteration), a `top -b`-like text table, and CSV.
 
 use std::fmt::Write as _;

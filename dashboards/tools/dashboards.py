@@ -347,6 +347,14 @@ def overview():
                      "age with the target up means the pipeline is stuck while /metrics still answers.",
                      [(f"time() - max by (instance) (nfsdtop_last_snapshot_timestamp_seconds{{{INST}}})",
                        "{{instance}}")], "s", minv=0), 4, 7)
+    b.add(timeseries("Below their fair share", "Peers and classes backlogged and below "
+                     "nfsdtopd's --unfair-ratio (default 0.5) of their fair share over about the "
+                     "last minute, and how many of them have no series of their own (folded "
+                     "beyond the top K). The list: curl http://NFSDTOPD:9847/api/v1/unfair.",
+                     [(f"sum by (instance, kind) (nfsdtop_unfair_entities{{{INST}}})",
+                       "{{kind}} below"),
+                      (f"sum by (instance, kind) (nfsdtop_unfair_entities_folded{{{INST}}})",
+                       "{{kind}} below, folded")], "none", minv=0), 24, 6)
     return dashboard(
         OVERVIEW_UID, "nfsdtop / NFS dispatch fairness",
         "How a Linux NFS server's RPC dispatch is shared among clients (nfsdtopd metrics). "
@@ -355,7 +363,7 @@ def overview():
         [{"title": "Class and peers", "type": "link", "icon": "dashboard", "keepTime": True,
           "includeVars": True, "url": f"/d/{DRILLDOWN_UID}/nfsdtop-class-and-peers"},
          {"title": "Runbooks", "type": "link", "icon": "doc", "targetBlank": True,
-          "url": "https://example.invalid/nfsdtop/blob/main/dashboards/RUNBOOKS.md"}])
+          "url": "file:///usr/share/nfsdtop/runbooks/RUNBOOKS.md"}])
 
 
 def drilldown():

@@ -38,7 +38,7 @@ pub fn main() -> ExitCode {
         let path = dir.join("nfsdtopd.8");
         let written = std::fs::create_dir_all(dir)
             .and_then(|_| std::fs::File::create(&path))
-            .and_then(|mut f| clap_mangen::Man::new(cmd).section("8").render(&mut f));
+            .and_then(|mut f| crate::manual::render(cmd, &mut f));
         if let Err(e) = written {
             log(format_args!("cannot write {}: {e}", path.display()));
             return ExitCode::FAILURE;
@@ -299,6 +299,25 @@ async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Contr
             Err(e) => log(format_args!(
                 "SIGHUP: keeping the current class map: reading it failed: {e}"
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_size_reaches_the_live_source() {
+        let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd", "--ring-size", "64M"])).unwrap();
+        match spec_of(&cfg) {
+            SourceSpec::Live(o) => assert_eq!(o.ring_bytes, 64 << 20),
+            other => panic!("not the live source: {other:?}"),
+        }
+        let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd"])).unwrap();
+        match spec_of(&cfg) {
+            SourceSpec::Live(o) => assert_eq!(o.ring_bytes, LiveOptions::default().ring_bytes),
+            other => panic!("not the live source: {other:?}"),
         }
     }
 }

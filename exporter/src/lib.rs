@@ -32,6 +32,7 @@ pub mod fold;
 pub mod http_config;
 pub mod listener;
 pub mod log;
+pub mod manual;
 pub mod metrics;
 pub mod privileges;
 pub mod ratelog;

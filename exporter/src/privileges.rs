@@ -1,5 +1,5 @@
-//! Dropping privileges once the live source is attached (DESIGN.md: the
-//! daemon "drops privileges it no longer needs after attach").
+//! Dropping privileges once the live source is attached: the daemon keeps
+//! nothing it no longer needs after attaching.
 //!
 //! Attaching needs CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH (tracefs
 //! format files) and, before 5.11, CAP_SYS_RESOURCE. Afterwards the agent

@@ -1,5 +1,6 @@
 //! The HTTP surface: the routes, /metrics and /healthz (/api/v1/snapshot
-//! is in [`crate::snapshot`], /api/v1/stream in [`crate::stream`]).
+//! is in [`crate::snapshot`], /api/v1/stream in [`crate::stream`],
+//! /api/v1/unfair in [`crate::unfair`]).
 //! Every error is JSON `{"error": "..."}` with a 4xx/5xx status; nothing a
 //! client sends can panic the daemon.
 
@@ -62,7 +63,7 @@ pub fn router(state: AppState) -> Router {
             json_error(
                 StatusCode::NOT_FOUND,
                 format!(
-                    "no such path {:?}: try /metrics, /api/v1/snapshot, /api/v1/stream or /healthz",
+                    "no such path {:?}: try /metrics, /api/v1/snapshot, /api/v1/stream, /api/v1/unfair or /healthz",
                     req.uri().path()
                 ),
             )

@@ -277,7 +277,12 @@ fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
         assert!(*v > 0.001 && *v < 4.2, "{m}: p99 {v}");
     }
     assert_eq!(prom.query("nfsdtop_peers_folded").len(), 2);
-    assert_eq!(prom.query("nfsdtop_peers_folded_total").len(), 2);
+    assert_eq!(prom.query("nfsdtop_peer_folds_total").len(), 2);
+    assert_eq!(
+        prom.query("nfsdtop_unfair_entities").len(),
+        4,
+        "peer and class, two daemons"
+    );
     assert_eq!(prom.query("nfsdtop_build_info").len(), 2);
     eprintln!(
         "flat fairness {f_flat:.3}, rr-peer fairness {f_rr:.3}; test took {:.1} s",

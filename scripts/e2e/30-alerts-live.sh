@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The alert rules and dashboards against the real thing, on loopback only:
-#   two nfsdtopd demo daemons running the seeds' K=16 experiment (a client
+#   two nfsdtopd demo daemons running the series' K=16 experiment (a client
 #   with 2 connections, 10.0.0.2, against one with 16, 10.0.0.3), one with
 #   today's flat queue and one with round-robin across peers, and a real
 #   Prometheus scraping both every second with the rules generated from the
@@ -9,22 +9,14 @@
 #   - NfsdtopUnfairShare goes pending/firing for class 10.0.0.2 under flat;
 #   - over the same window nothing fires under rr-peer, and no other nfsdtop
 #     alert is active for either daemon;
-#   - the recorded fairness ratios match the seeds (flat ~0.22, rr ~1);
+#   - the recorded fairness ratios match the series (flat ~0.22, rr ~1);
 #   - every dashboard expression returns data from this Prometheus.
 # Bounded to about 2 minutes; cleans up the processes it started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-tmp=$(mktemp -d /tmp/nfsdtop-alerts-live.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 . scripts/e2e/lib/prom.bash
+e2e_begin alerts-live
 need_nfsdtopd 30-alerts-live
 
 echo "== 30-alerts-live: nfsdtopd demo (seed-k16, flat vs rr-peer) -> Prometheus -> alerts and dashboards"
@@ -96,9 +88,9 @@ check_ratio() {  # instance class lo hi what
     ok "fairness ratio of $2 under $5: $(printf '%.3f' "$v") (expected $3..$4)"
   else fail "fairness ratio of $2 under $5: '${v:-none}', expected $3..$4"; fi
 }
-check_ratio "$flat" 10.0.0.2 0.12 0.35 "flat (seeds: share 11.1% of a fair 50% -> 0.22)"
+check_ratio "$flat" 10.0.0.2 0.12 0.35 "flat (series: share 11.1% of a fair 50% -> 0.22)"
 check_ratio "$flat" 10.0.0.3 1.6  1.9  "flat"
-check_ratio "$rr"   10.0.0.2 0.85 1.15 "rr-peer (seeds: 47.9% of 50% -> 0.96)"
+check_ratio "$rr"   10.0.0.2 0.85 1.15 "rr-peer (series: 47.9% of 50% -> 0.96)"
 check_ratio "$rr"   10.0.0.3 0.85 1.15 "rr-peer"
 w=$(q "class:nfsdtop_queue_wait_seconds:p99_rate10s" | sort)
 echo "     p99 queue wait (rate10s): $(echo "$w" | awk -v f="$flat" -v r="$rr" '$3!="NaN" {p=($1==f)?"flat":($1==r)?"rr-peer":$1; printf "%s %s=%.1fms  ", p, $2, $3*1000}')"

@@ -13,16 +13,8 @@
 # Bounded to about 2 minutes; cleans up the processes it started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d /tmp/nfsdtop-unfair-many.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 . scripts/e2e/lib/prom.bash
+e2e_begin unfair-many
 need_nfsdtopd 31-unfair-many
 
 echo "== 31-unfair-many: 1,000 clients, 5 starved, top K 50 -> Prometheus -> an alert per starved client"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# nfsdtop VM test: the guest side of one run (see shared/VMTEST.md and
+# nfsdtop VM test: the guest side of one run (see scripts/vm/README.md and
 # xtask/src/vm.rs). The host puts this script, its config and the nfsdtop
 # binary on the input disk; nfsdtop-vm-init unpacks them to /vm and execs
 # this. It starts a real nfsd with few threads, makes client network

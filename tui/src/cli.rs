@@ -1,4 +1,4 @@
-//! The command-line contract of DESIGN.md. Scripts and tests rely on it.
+//! The command-line contract (README.md, the man pages). Scripts and tests rely on it.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! `nfsdtop doctor`: what this host supports, as text or JSON (keys in
-//! DESIGN.md). It attaches nothing; it does load the BPF programs into the
+//! nfsdtop-doctor(1)). It attaches nothing; it does load the BPF programs into the
 //! kernel so the verifier's verdict is known even where nfsd is missing.
 //! Where nfsdtopd's config file is, it also notes a setup that would send
 //! passwords in clear.

@@ -11,6 +11,7 @@ mod batch;
 mod cli;
 mod conn;
 mod doctor;
+mod manual;
 mod out;
 mod record;
 mod remote;
@@ -53,7 +54,7 @@ fn manpages(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
     let cmd = <Cli as clap::CommandFactory>::command();
     let Some(dir) = dir else {
         let mut page = Vec::new();
-        clap_mangen::Man::new(cmd).render(&mut page)?;
+        manual::render("nfsdtop", cmd, &mut page)?;
         return Ok(out::stdout(&page)?);
     };
     std::fs::create_dir_all(dir)?;
@@ -67,7 +68,7 @@ fn manpages(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
         let path = dir.join(format!("{name}.1"));
         let mut out = std::fs::File::create(&path)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        clap_mangen::Man::new(page).render(&mut out)?;
+        manual::render(&name, page, &mut out)?;
     }
     Ok(())
 }

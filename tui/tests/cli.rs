@@ -243,7 +243,7 @@ fn without_nfsd_batch_and_record_fail_instead_of_showing_the_demo() {
         );
         assert_eq!(e.lines().count(), 1, "one line: {e}");
     }
-    let rec = dir.0.join("x.nfsrec");
+    let rec = dir.0.join("x.nfsdrec");
     let o = nfsdtop(&[
         "record",
         "-o",

@@ -1,7 +1,16 @@
 //! `cargo xtask install` and `cargo xtask deb`: binaries, man pages, shell
-//! completions, the systemd unit and an example config, laid out the way a
-//! Debian system expects; the .deb is the same tree packed by dpkg-deb.
+//! completions, the systemd unit, an example config, and everything an
+//! operator needs next to them (Prometheus rules and their generator,
+//! Grafana dashboards, runbooks, provisioning examples, the docs), laid out
+//! the way a Debian system expects; the .deb is the same tree packed by
+//! dpkg-deb.
+//!
+//! The committed operator files name their installed places under
+//! `/usr/share/nfsdtop` (runbook links included); an install elsewhere
+//! rewrites those paths, and `--runbook-base` points the links at wherever
+//! the runbooks are published instead.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +31,12 @@ pub struct InstallArgs {
     /// Install debug builds (quicker to build; for tests).
     #[arg(long)]
     pub debug: bool,
+    /// URL where PREFIX/share/nfsdtop/runbooks/ is published for people's
+    /// browsers (e.g. https://wiki.example.org/nfsdtop): the alerts'
+    /// runbook_url and the dashboards' link become URL/RUNBOOKS.md#...
+    /// [default: file://PREFIX/share/nfsdtop/runbooks]
+    #[arg(long, value_name = "URL")]
+    pub runbook_base: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -31,6 +46,9 @@ pub struct DebArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub debug: bool,
+    /// As for install.
+    #[arg(long, value_name = "URL")]
+    pub runbook_base: Option<String>,
 }
 
 fn under(destdir: Option<&Path>, p: &Path) -> PathBuf {
@@ -124,7 +142,11 @@ pub fn install(a: &InstallArgs) -> anyhow::Result<()> {
         }
     }
 
-    let unit = fs::read_to_string(root().join("dist/nfsdtopd.service"))?
+    let places = Places::new(prefix, a.runbook_base.as_deref())?;
+    install_operator_files(&places, &|p: &Path| under(d, p))?;
+
+    let unit = places
+        .localise(&fs::read_to_string(root().join("dist/nfsdtopd.service"))?)
         .replace(
             "/usr/bin/nfsdtopd",
             &bindir.join("nfsdtopd").display().to_string(),
@@ -159,6 +181,7 @@ pub fn deb(a: &DebArgs) -> anyhow::Result<()> {
         prefix: PathBuf::from("/usr"),
         destdir: Some(stage.clone()),
         debug: a.debug,
+        runbook_base: a.runbook_base.clone(),
     })?;
     // Packages ship stripped binaries (debug info stays in target/).
     for bin in ["nfsdtop", "nfsdtopd"] {
@@ -204,6 +227,252 @@ tracepoints: a terminal UI (nfsdtop) and a Prometheus agent (nfsdtopd).\n"
     Ok(())
 }
 
+/// Where this install puts the operator files, and where links point.
+pub struct Places {
+    /// PREFIX/share/nfsdtop
+    share: PathBuf,
+    /// PREFIX/share/doc/nfsdtop
+    doc: PathBuf,
+    /// The runbooks directory's URL (no trailing slash).
+    runbooks: String,
+}
+
+/// The places the committed files name (a /usr install).
+const SHARE: &str = "/usr/share/nfsdtop";
+const DOC: &str = "/usr/share/doc/nfsdtop";
+const RUNBOOKS_URL: &str = "file:///usr/share/nfsdtop/runbooks";
+
+impl Places {
+    pub fn new(prefix: &Path, runbook_base: Option<&str>) -> anyhow::Result<Places> {
+        let share = prefix.join("share/nfsdtop");
+        let runbooks = match runbook_base {
+            Some(u) => {
+                let u = u.trim_end_matches('/');
+                if !(u.starts_with("https://")
+                    || u.starts_with("http://")
+                    || u.starts_with("file:///"))
+                    || u.contains(['#', '"', ' ', '\n'])
+                {
+                    bail!("--runbook-base {u:?}: expected an http(s):// or file:/// URL without '#', quotes or spaces");
+                }
+                u.to_string()
+            }
+            None => format!("file://{}", share.join("runbooks").display()),
+        };
+        Ok(Places {
+            doc: prefix.join("share/doc/nfsdtop"),
+            share,
+            runbooks,
+        })
+    }
+
+    /// The final path of an operator file (`share/...` or `doc/...`).
+    fn installed(&self, to: &Path) -> anyhow::Result<PathBuf> {
+        Ok(match to.strip_prefix("share") {
+            Ok(rel) => self.share.join(rel),
+            Err(_) => self.doc.join(to.strip_prefix("doc")?),
+        })
+    }
+
+    /// A committed file's text with this install's places.
+    pub fn localise(&self, text: &str) -> String {
+        // The runbook URL holds SHARE: set it aside so that a rewritten
+        // one is not rewritten again.
+        const HOLD: &str = "\u{0}runbooks\u{0}";
+        text.replace(RUNBOOKS_URL, HOLD)
+            .replace(DOC, &self.doc.display().to_string())
+            .replace(SHARE, &self.share.display().to_string())
+            .replace(HOLD, &self.runbooks)
+    }
+}
+
+/// (source in the repository, destination below share/nfsdtop or the doc
+/// directory, rewrite paths and links).
+fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
+    let r = root();
+    let mut v: Vec<(PathBuf, PathBuf, bool)> = Vec::new();
+    let share = |from: &str, to: &str, rewrite: bool| {
+        (r.join(from), PathBuf::from("share").join(to), rewrite)
+    };
+    for (from, to, rw) in [
+        (
+            "dashboards/rules/nfsdtop.rules.yml",
+            "rules/nfsdtop.rules.yml",
+            true,
+        ),
+        (
+            "dashboards/rules/nfsdtop.rules.tmpl.yml",
+            "rules/nfsdtop.rules.tmpl.yml",
+            false,
+        ),
+        (
+            "dashboards/rules/thresholds.md",
+            "rules/thresholds.md",
+            false,
+        ),
+        ("dashboards/tools/generate.py", "tools/generate.py", false),
+        (
+            "dashboards/tools/dashboards.py",
+            "tools/dashboards.py",
+            true,
+        ),
+        (
+            "dashboards/tools/check_dashboards.py",
+            "tools/check_dashboards.py",
+            false,
+        ),
+        ("dashboards/RUNBOOKS.md", "runbooks/RUNBOOKS.md", true),
+        ("dashboards/README.md", "README.md", true),
+        (
+            "dashboards/prometheus/prometheus.yml",
+            "prometheus/prometheus.yml",
+            true,
+        ),
+        (
+            "dashboards/grafana/provisioning/dashboards/nfsdtop.yaml",
+            "grafana/provisioning/dashboards/nfsdtop.yaml",
+            true,
+        ),
+        (
+            "dashboards/grafana/provisioning/datasources/nfsdtop-prometheus.yaml",
+            "grafana/provisioning/datasources/nfsdtop-prometheus.yaml",
+            true,
+        ),
+    ] {
+        v.push(share(from, to, rw));
+    }
+    for (dir, to) in [
+        ("dashboards/rules/profiles", "rules/profiles"),
+        ("dashboards/grafana", "grafana"),
+    ] {
+        let mut names: Vec<String> = fs::read_dir(r.join(dir))
+            .with_context(|| format!("cannot list {dir}"))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for n in names {
+            v.push(share(&format!("{dir}/{n}"), &format!("{to}/{n}"), true));
+        }
+    }
+    v.push((r.join("README.md"), PathBuf::from("doc/README.md"), false));
+    v.push((
+        r.join("BENCHMARKS.md"),
+        PathBuf::from("doc/BENCHMARKS.md"),
+        false,
+    ));
+    for e in fs::read_dir(r.join("docs")).context("cannot list docs/")? {
+        let p = e?.path();
+        if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
+            v.push((p.clone(), PathBuf::from("doc/docs").join(n), false));
+        }
+    }
+    Ok(v)
+}
+
+/// Rules, the rules' generator, dashboards, runbooks, provisioning
+/// examples and docs.
+fn install_operator_files(places: &Places, dest: &dyn Fn(&Path) -> PathBuf) -> anyhow::Result<()> {
+    let files = operator_files()?;
+    let r = root();
+    let mut installed: HashMap<PathBuf, PathBuf> = HashMap::new();
+    for (from, to, _) in &files {
+        installed.insert(from.strip_prefix(&r)?.to_path_buf(), places.installed(to)?);
+    }
+    for (from, to, rewrite) in files {
+        let target = dest(&places.installed(&to)?);
+        let text =
+            fs::read_to_string(&from).with_context(|| format!("cannot read {}", from.display()))?;
+        let mut text = if rewrite {
+            places.localise(&text)
+        } else {
+            text
+        };
+        if from.extension().is_some_and(|e| e == "md") {
+            let dir = from.strip_prefix(&r)?.parent().unwrap_or(Path::new(""));
+            text = relink(&text, dir, &installed);
+        }
+        if let Some(dir) = target.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if from.extension().is_some_and(|e| e == "py") {
+            0o755
+        } else {
+            0o644
+        };
+        fs::set_permissions(&target, fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// `a/b/../c` → `a/c` (no file system access).
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Markdown links between installed files point at the installed copies
+/// (absolute paths, anchors kept); a link to a file that is not installed
+/// becomes plain text naming it in the sources. `dir` is the file's
+/// directory in the repository.
+fn relink(text: &str, dir: &Path, installed: &HashMap<PathBuf, PathBuf>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        let (before, after) = rest.split_at(i);
+        let Some(end) = after[2..].find(')') else {
+            break;
+        };
+        let link = &after[..end + 3];
+        let target = &after[2..end + 2];
+        rest = &after[end + 3..];
+        let (page, anchor) = target.split_once('#').unwrap_or((target, ""));
+        if page.is_empty()
+            || page.contains(':')
+            || page.starts_with('/')
+            || page.contains(char::is_whitespace)
+        {
+            out.push_str(before);
+            out.push_str(link);
+            continue;
+        }
+        let repo = normalise(&dir.join(page));
+        match (installed.get(&repo), before.rfind('[')) {
+            (Some(p), _) => {
+                out.push_str(before);
+                out.push_str(&format!("]({}", p.display()));
+                if !anchor.is_empty() {
+                    out.push_str(&format!("#{anchor}"));
+                }
+                out.push(')');
+            }
+            (None, Some(open)) => {
+                out.push_str(&before[..open]);
+                out.push_str(&before[open + 1..]);
+                out.push_str(&format!(" ({} in the nfsdtop sources)", repo.display()));
+            }
+            (None, None) => {
+                out.push_str(before);
+                out.push_str(link);
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn dir_size(p: &Path) -> anyhow::Result<u64> {
     let mut total = 0;
     for e in fs::read_dir(p)? {
@@ -216,4 +485,31 @@ fn dir_size(p: &Path) -> anyhow::Result<u64> {
         };
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_between_installed_docs_point_at_the_installed_copies() {
+        let installed: HashMap<PathBuf, PathBuf> = [
+            ("docs/json.md", "/usr/share/doc/nfsdtop/docs/json.md"),
+            (
+                "dashboards/rules/thresholds.md",
+                "/usr/share/nfsdtop/rules/thresholds.md",
+            ),
+        ]
+        .into_iter()
+        .map(|(a, b)| (PathBuf::from(a), PathBuf::from(b)))
+        .collect();
+        let text = "See [json](../docs/json.md#unfair-list), [t](rules/thresholds.md), \
+[web](https://x.org/a.md), [here](#top) and [vm](../scripts/vm/README.md).";
+        assert_eq!(
+            relink(text, Path::new("dashboards"), &installed),
+            "See [json](/usr/share/doc/nfsdtop/docs/json.md#unfair-list), \
+[t](/usr/share/nfsdtop/rules/thresholds.md), [web](https://x.org/a.md), [here](#top) \
+and vm (scripts/vm/README.md in the nfsdtop sources)."
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! Real-kernel tests in QEMU (see shared/VMTEST.md).
+//! Real-kernel tests in QEMU (see scripts/vm/README.md).
 //!
 //! `cargo xtask vm-image --suite trixie` builds (once) a cached Debian image
 //! with a real nfsd; `cargo xtask vm-test [--kernel trixie|bookworm|sid|all]
@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::root;
 
-/// Packages of every image (VMTEST.md). No initramfs-tools: sid's kernel
+/// Packages of every image. No initramfs-tools: sid's kernel
 /// pulls in dracut and the two conflict; the others get it by dependency.
 /// bpftool: the fault test checks that a killed agent leaves no program.
 const PACKAGES: &str = "linux-image-amd64,nfs-kernel-server,nfs-common,rpcbind,fio,iproute2,\

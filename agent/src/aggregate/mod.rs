@@ -1,4 +1,4 @@
-//! Events → per-peer and per-class numbers, exactly as DESIGN.md defines
+//! Events → per-peer and per-class numbers, exactly as docs/json.md defines
 //! them. Every event costs O(1): one transport lookup, a few field updates.
 //!
 //! Fair share uses a virtual clock per grouping: at each dispatch, with n

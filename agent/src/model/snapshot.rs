@@ -1,6 +1,6 @@
 //! The one snapshot type every view (TUI, batch output, JSON API, stream,
 //! Prometheus exporter) consumes. It is the wire model: it serialises to
-//! the JSON of DESIGN.md and back, so a remote TUI sees exactly what a local
+//! the JSON of docs/json.md and back, so a remote TUI sees exactly what a local
 //! one does.
 
 use serde::{Deserialize, Serialize};
@@ -55,7 +55,7 @@ pub struct SourceInfo {
     pub kind: SourceKind,
     /// Kernel release (`uname -r`), or a description for demo/replay.
     pub kernel: String,
-    /// Tracepoint generation (see KERNEL.md), e.g. "6.6+" or "demo".
+    /// Tracepoint generation (see `live::layout`), e.g. "6.6+" or "demo".
     pub generation: String,
     pub wait_source: WaitSource,
     /// Free text: scenario and policy for demo, file for replay, URL for remote.
@@ -177,7 +177,7 @@ pub struct EntityStats {
     /// This entity's execution time / all execution time, this interval.
     pub exec_share: f64,
     pub connections: u64,
-    // ---- added fields (DESIGN.md allows additions) ----
+    // ---- more fields (docs/json.md: the snapshot has more than the batch record) ----
     #[serde(default)]
     pub netns: u32,
     /// This interval's entitled dispatches, i.e. its fair share in counts.

@@ -1,9 +1,20 @@
 # Helpers shared by the e2e scripts that drive nfsdtopd and a real
 # Prometheus on loopback (sourced, not run: the suite runs scripts/e2e/*.sh
-# only). Expects $tmp (a scratch directory) and an array pids=() the caller
-# cleans up; defines ok/fail/die counting into $fails.
+# only). `e2e_begin NAME` makes the scratch directory $tmp and stops every
+# process started here (pids) on exit; ok/fail/die count into $fails.
 
 fails=${fails:-0}
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  [ -n "${tmp:-}" ] && rm -rf "$tmp"
+}
+e2e_begin() {
+  tmp=$(mktemp -d "/tmp/nfsdtop-$1.XXXXXX")
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
 ok()   { printf 'ok   %s\n' "$*"; }
 fail() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
 die()  { printf 'FAIL %s\n' "$*"; exit 1; }

@@ -44,9 +44,9 @@ pub enum Policy {
     /// Today's kernel: one FIFO of ready transports.
     #[default]
     Flat,
-    /// Round-robin across peers (seeds/ v1).
+    /// Round-robin across peers (the series' v1).
     RrPeer,
-    /// Round-robin across classes from the class map (seeds/ v2).
+    /// Round-robin across classes from the class map (the series' v2).
     RrClass,
 }
 

@@ -19,7 +19,7 @@ pub struct EventReport {
     pub fields: Vec<String>,
 }
 
-/// The keys of DESIGN.md's `doctor --format json`, and more.
+/// The keys of `doctor --format json`.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Diagnosis {
     pub tracefs: bool,

@@ -1,7 +1,7 @@
 //! Kernel generation detection and the per-slot field layout the BPF
-//! programs use, both derived from the running kernel's format files (see
-//! shared KERNEL.md: detect by which events and fields exist, never by
-//! version number, never hard-code offsets).
+//! programs use, both derived from the running kernel's format files
+//! (detect by which events and fields exist, never by version number,
+//! never hard-code offsets; the README's kernel table).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ pub const EVENTS: [&str; 6] = [
     "svc_xprt_do_enqueue",
 ];
 
-/// The tracepoint generations of KERNEL.md.
+/// The tracepoint generations (the README's kernel support table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Generation {
     /// ≤ 5.17: the address is a text string. Not supported.

@@ -1,0 +1,211 @@
+//! The parts of the man pages clap cannot derive from the options: keys,
+//! columns, what each number means, examples, exit codes (roff, inserted
+//! after the generated OPTIONS by `nfsdtop manpage`).
+
+use std::io::Write;
+
+use clap::Command;
+
+/// nfsdtop(1).
+const NFSDTOP: &str = r#".SH KEYS
+.TP
+\fB?\fR, \fBh\fR, F1
+help; \fBq\fR or Esc closes it
+.TP
+\fBq\fR, Ctrl\-C
+quit
+.TP
+space, \fBp\fR
+pause and resume (the pipeline keeps counting; the screen stops)
+.TP
+\fBs\fR, \fBS\fR
+next sort column; reverse the sort direction
+.TP
+\fBg\fR
+peers or classes
+.TP
+\fB/\fR
+filter rows by name (Enter applies, Esc clears)
+.TP
+\fB+\fR, \fB\-\fR
+longer or shorter refresh interval
+.TP
+arrows, \fBj\fR, \fBk\fR, PgUp, PgDn, Home, End, \fBG\fR
+move the selection
+.TP
+Enter, Esc
+open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports
+.TP
+\fBw\fR
+the list of warnings (lints) behind the header's \fB!\fR lines
+.SH COLUMNS
+Interval numbers cover the last refresh interval; cumulative ones count
+from the start (or since the aggregator first saw the entity).
+.TP
+\fBNAME\fR
+the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged)
+.TP
+\fBCLASS\fR
+the peer's class from the class map (without one, every peer is its own class)
+.TP
+\fBCONN\fR
+its transports (connections) now
+.TP
+\fBDISP/S\fR
+dispatches per second, interval: one dispatch is one svc_xprt_dequeue, an nfsd thread taking one request
+.TP
+\fBSHARE\fR
+its dispatches / all dispatches, interval
+.TP
+\fBFAIR\fR
+its fair share, interval: at every dispatch each of the n entities with work queued (backlogged) earns 1/n; FAIR is what it earned / all dispatches
+.TP
+\fBRATIO\fR
+dispatches / fair share, interval: 1.00 is its fair turn, 0.22 is 22% of it, above 1 more than its turn, \- when it was neither backlogged nor dispatched. Rows below 0.9 are yellow, below 0.5 red
+.TP
+\fBWAIT50\fR, \fBWAIT99\fR
+median and 99th percentile of its queue wait (ready to taken by a thread), interval; the header says which wait is measured (the kernel's qtime on 6.16+, else nfsdtop's enqueue to dequeue)
+.TP
+\fBEXEC\fR
+its share of nfsd thread time (svc_stats_latency execute), interval: round\-robin evens out dispatches, not thread time
+.PP
+The header: dispatches per second, backlogged entities, Jain's fairness
+index over the backlogged entities' ratios (1 = all at their fair share,
+1/n = one got everything), events lost, the server's wait p50 and p99,
+and one line per lint ("1 peer below half its fair share while
+backlogged", "events lost", "starved", ...).
+.SH BATCH OUTPUT
+\fB\-b\fR prints one block (\fB\-\-format text\fR), one JSON object
+(\fBjson\fR) or CSV rows (\fBcsv\fR) per iteration. JSON counts
+(dispatches, entitled, exec_seconds, backlogged_seconds) are cumulative,
+rates, shares and ratios per interval; every field is defined in the
+project's docs/json.md (installed as /usr/share/doc/nfsdtop/docs/json.md).
+.SH EXAMPLES
+.TP
+\fBnfsdtop\fR
+this host's nfsd (root, or CAP_BPF and CAP_PERFMON); the built\-in demo server where there is none
+.TP
+\fBnfsdtop \-\-wait\fR
+wait for nfsd to start instead of showing the demo
+.TP
+\fBnfsdtop \-\-demo seed\-k16 \-\-policy flat\fR
+a simulated server: a client with 2 connections against one with 16, both backlogged, under today's queue (its ratio is 0.22; with \fB\-\-policy rr\-peer\fR 1.00)
+.TP
+\fBnfsdtop \-\-group class \-\-class\-map classes.txt\fR
+judge tenants, not addresses (lines of PREFIX CLASS [per\-peer])
+.TP
+\fBnfsdtop \-b \-n 5 \-d 2 \-\-format json \-\-top 10\fR
+five JSON lines, two seconds apart, the ten busiest peers
+.TP
+\fBnfsdtop record \-o today.nfsdrec \-\-duration 600\fR, then \fBnfsdtop \-\-replay today.nfsdrec \-\-speed 0\fR
+record ten minutes, replay them as fast as possible
+.TP
+\fBnfsdtop \-\-connect http://server:9847\fR
+the view of a remote nfsdtopd
+.SH EXIT STATUS
+.TP
+0
+quit by the user, or batch mode printed its iterations
+.TP
+1
+an error, explained on standard error (no nfsd where one is required, missing privileges, an unreadable file with FILE:LINE, a remote agent unreachable)
+.TP
+2
+invalid command\-line usage
+.SH SEE ALSO
+nfsdtop\-record(1), nfsdtop\-doctor(1), nfsdtopd(8)
+"#;
+
+/// nfsdtop-record(1).
+const RECORD: &str = r#".SH FILES
+Recordings use the extension \fB.nfsdrec\fR: a compact, versioned,
+checksummed binary format (the project's docs/recording\-format.md). A
+truncated or damaged file replays intact up to the damage, and says where.
+.SH EXAMPLES
+.TP
+\fBnfsdtop record \-o today.nfsdrec \-\-duration 600\fR
+ten minutes of this host's nfsd
+.TP
+\fBnfsdtop record \-\-demo movers \-o movers.nfsdrec \-\-duration 30\fR
+a demo scenario, e.g. for a bug report
+.TP
+\fBnfsdtop \-\-replay today.nfsdrec \-\-speed 10\fR, \fBnfsdtopd \-\-replay today.nfsdrec\fR
+look at it again, ten times faster, or serve it as metrics
+.SH EXIT STATUS
+.TP
+0
+the duration elapsed, or the first SIGINT/SIGTERM: the file is finished and complete
+.TP
+1
+an error, explained on standard error
+.TP
+2
+invalid command\-line usage
+.TP
+130
+a second SIGINT/SIGTERM before the file was finished
+.SH SEE ALSO
+nfsdtop(1)
+"#;
+
+/// nfsdtop-doctor(1).
+const DOCTOR: &str = r#".SH OUTPUT
+One line per check (text) or one JSON object (\fB\-\-format json\fR): the
+kernel and its tracepoint generation (5.18\-6.5, 6.6+, 6.16+, or the
+proposed class field), tracefs, the sunrpc tracepoints and their fields,
+BTF and which events go on raw tracepoints, the BPF programs' verifier
+verdict, the privileges, and what to do about each failure.
+.SH EXAMPLES
+.TP
+\fBnfsdtop doctor\fR
+what this host supports
+.TP
+\fBnfsdtop doctor \-\-format json | python3 \-m json.tool\fR
+the same for a script
+.SH EXIT STATUS
+.TP
+0
+the report was printed (whatever it says)
+.TP
+1
+an error, explained on standard error
+.TP
+2
+invalid command\-line usage
+.SH SEE ALSO
+nfsdtop(1)
+"#;
+
+fn extra(name: &str) -> &'static str {
+    match name {
+        "nfsdtop" => NFSDTOP,
+        "nfsdtop-record" => RECORD,
+        "nfsdtop-doctor" => DOCTOR,
+        _ => "",
+    }
+}
+
+/// A man page: clap's sections, then this module's, then clap's last ones.
+pub fn render(name: &str, page: Command, out: &mut dyn Write) -> std::io::Result<()> {
+    // The conditions clap_mangen's own `render` applies.
+    let has_subcommands = page.get_subcommands().any(|s| !s.is_hide_set());
+    let has_extra = page.get_after_help().is_some() || page.get_after_long_help().is_some();
+    let has_version = page.get_version().is_some() || page.get_long_version().is_some();
+    let man = clap_mangen::Man::new(page);
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    if has_subcommands {
+        man.render_subcommands_section(out)?;
+    }
+    out.write_all(extra(name).as_bytes())?;
+    if has_extra {
+        man.render_extra_section(out)?;
+    }
+    if has_version {
+        man.render_version_section(out)?;
+    }
+    Ok(())
+}
