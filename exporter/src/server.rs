@@ -123,15 +123,14 @@ async fn healthz_handler(State(st): State<AppState>) -> Response {
     let at = st.latest.borrow().as_ref().map(|p| p.at);
     match at {
         Some(at) if at.elapsed() <= limit => (StatusCode::OK, "ok\n").into_response(),
-        Some(at) => (
+        Some(at) => json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "stale: last snapshot {:.1}s ago (limit {:.1}s)\n",
+                "stale: last snapshot {:.1}s ago (limit {:.1}s)",
                 at.elapsed().as_secs_f64(),
                 limit.as_secs_f64()
             ),
-        )
-            .into_response(),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet\n").into_response(),
+        ),
+        None => json_error(StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet"),
     }
 }

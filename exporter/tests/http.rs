@@ -597,7 +597,9 @@ fn replay_serves_the_recording_then_reports_stale_health() {
         let r = d.get("/healthz");
         (r.status == 503).then_some(r)
     });
-    assert!(h.body.contains("stale"), "{h:?}");
+    // Like every error, a JSON object.
+    let e: serde_json::Value = serde_json::from_str(&h.body).expect("a JSON error body");
+    assert!(e["error"].as_str().unwrap().starts_with("stale"), "{h:?}");
     assert_eq!(
         d.get("/api/v1/snapshot").status,
         200,

@@ -89,7 +89,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         "cannot open the event source to record (use --demo to record the built-in simulator)"
     })?;
     if let Some(n) = source.notice() {
-        eprintln!("nfsdtop: {n}");
+        crate::out::warn(n);
     }
     let info = source.info();
     // A class map can name single hosts (a /32 is a client address), so a
@@ -239,8 +239,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         Stop::Count => "--count reached",
         Stop::Signal => "interrupted",
     };
-    eprintln!(
-        "nfsdtop: recorded {} events ({} dispatches, {} transports) over {secs:.1} s of {} \
+    crate::out::warn(format_args!(
+        "recorded {} events ({} dispatches, {} transports) over {secs:.1} s of {} \
          to {} ({why}): {} bytes, {:.2} bytes/event",
         summary.events,
         dispatches,
@@ -249,7 +249,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         args.output.display(),
         summary.bytes,
         summary.bytes_per_event(),
-    );
+    ));
     result
         .map(|_| ())
         .context("recording stopped early (the file holds what was recorded until then)")

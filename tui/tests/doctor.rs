@@ -191,7 +191,7 @@ fn unprivileged_users_are_told_which_capabilities() {
     }
     // A copy of the binary in a world-readable place: the build tree may sit
     // under a directory the unprivileged user cannot enter (e.g. /root).
-    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-nobody-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let bin = dir.join("nfsdtop");
     std::fs::copy(env!("CARGO_BIN_EXE_nfsdtop"), &bin).expect("copy the binary");
@@ -265,7 +265,7 @@ fn ring_size_flag_is_checked() {
 
 #[test]
 fn doctor_notes_nfsdtopd_passwords_sent_in_clear() {
-    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nfsdtop-doctor-clear-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let users = "[basic_auth_users]\nprom = \"sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7\"\n";
     let tls = "[tls_server_config]\ncert_file = \"a.crt\"\nkey_file = \"a.key\"\n";
