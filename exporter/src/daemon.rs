@@ -187,8 +187,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         .update(&snap);
                     // Encode here, once per snapshot: scrapes just copy.
                     metrics_tx.send_replace(metrics::encode_openmetrics(&registry).into());
-                    tx.send_replace(Some(Arc::new(Published::new(snap))));
-                    streams.published();
+                    let published = Arc::new(Published::new(snap));
+                    let seq = published.seq;
+                    tx.send_replace(Some(published));
+                    streams.published(seq);
                     Flow::Continue
                 });
                 match res {

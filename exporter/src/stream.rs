@@ -4,15 +4,15 @@
 //! What a stream client can cost is bounded, however slowly it reads:
 //! - at most `max_streams` are served at once; one more gets a 503;
 //! - all clients of an interval send the one shared encoding of their view
-//!   ([`Published::encoded`]), handed to the connection in small copied
+//!   ([`Encoder::encoded`]), handed to the connection in small copied
 //!   pieces, so what a client holds of its own is a few of those in the
 //!   connection's write buffer;
 //! - a client that finishes a snapshot goes on with the latest one (it
-//!   skips those it was too slow for); one still reading a snapshot when
-//!   two newer ones are out is dropped, with a log line, and lets go of
-//!   that snapshot at once, even if its connection is stuck.
-//!
-//! [`Published::encoded`]: crate::snapshot::Published::encoded
+//!   skips those it was too slow for). Slow clients may between them still
+//!   be reading [`MAX_STALE`] snapshots older than the latest two; past
+//!   that, those on the oldest, the slowest, are dropped with a log line and
+//!   let go of it at once, even if their connections are stuck. A lone slow
+//!   reader (a remote TUI on a thin link) still gets every snapshot it can.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -44,9 +44,9 @@ const SUFFIX: &[u8] = b"\n\n";
 /// A comment line when no snapshot came for this long: a client can tell
 /// a quiet stream (long --interval, a finished replay) from a dead link.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// Snapshots published while a client is still sending an older one,
-/// at which it is dropped.
-const MISSED_LIMIT: u32 = 2;
+/// Snapshots older than the latest two that slow clients may be reading;
+/// each is up to a whole encoding (23 MB for 20,000 peers).
+pub const MAX_STALE: usize = 2;
 
 /// Every open stream.
 #[derive(Debug)]
@@ -69,13 +69,9 @@ enum Sending {
     /// Between snapshots.
     #[default]
     Idle,
-    /// `json` (shared) framed as an event, sent up to `pos`; `missed`
-    /// snapshots were published since it started.
-    Frame {
-        json: Bytes,
-        pos: usize,
-        missed: u32,
-    },
+    /// `json` (shared), of snapshot `seq`, framed as an event, sent up to
+    /// `pos`.
+    Frame { json: Bytes, seq: u64, pos: usize },
     /// Too slow: the connection is ended at the next chance.
     Dropped,
 }
@@ -121,22 +117,39 @@ impl Streams {
         })
     }
 
-    /// Call after each snapshot is published: every client still sending an
-    /// older one has missed one more; those that missed two are dropped.
-    pub fn published(&self) {
+    /// Call after snapshot `latest` is published: when slow clients are
+    /// reading more than [`MAX_STALE`] older snapshots (older than the
+    /// latest two), those on the oldest are dropped.
+    pub fn published(&self, latest: u64) {
+        let mut clients = lock(&self.clients);
+        // A snapshot being read, told apart by number and view (encoding).
+        let reading = |s: &Sending| match s {
+            Sending::Frame { json, seq, .. } if seq + 1 < latest => {
+                Some((*seq, json.as_ptr() as usize))
+            }
+            _ => None,
+        };
+        let mut stale: Vec<(u64, usize)> = clients
+            .values()
+            .filter_map(|c| reading(&lock(&c.sending)))
+            .collect();
+        stale.sort_unstable();
+        stale.dedup();
+        if stale.len() <= MAX_STALE {
+            return;
+        }
+        let oldest = &stale[..stale.len() - MAX_STALE];
         let mut dropped = Vec::new();
-        lock(&self.clients).retain(|_, c| {
+        clients.retain(|_, c| {
             let mut s = lock(&c.sending);
-            if let Sending::Frame { missed, .. } = &mut *s {
-                *missed += 1;
-                if *missed >= MISSED_LIMIT {
-                    *s = Sending::Dropped;
-                    dropped.push(c.peer);
-                    return false;
-                }
+            if reading(&s).is_some_and(|r| oldest.contains(&r)) {
+                *s = Sending::Dropped;
+                dropped.push(c.peer);
+                return false;
             }
             true
         });
+        drop(clients);
         if dropped.is_empty() {
             return;
         }
@@ -152,8 +165,8 @@ impl Streams {
             }
         }
         log(format_args!(
-            "dropped {} /api/v1/stream client(s) reading too slowly (still on a snapshot \
-two newer ones replaced){who}",
+            "dropped {} /api/v1/stream client(s) reading too slowly (still on the oldest of \
+the past snapshots slow clients were reading; at most {MAX_STALE} are kept){who}",
             dropped.len()
         ));
     }
@@ -266,8 +279,8 @@ impl Feed {
             self.sent = Some(e.seq);
             *lock(&self.member.client.sending) = Sending::Frame {
                 json: e.json,
+                seq: e.seq,
                 pos: 0,
-                missed: 0,
             };
         }
     }
@@ -345,30 +358,38 @@ mod tests {
     }
 
     #[test]
-    fn a_client_two_snapshots_behind_is_dropped_and_lets_go() {
-        let s = Arc::new(Streams::new(2, true));
-        let a = s.join(None).unwrap();
-        let b = s.join(None).unwrap();
-        assert!(s.join(None).is_none(), "capped at 2");
-        let json = Bytes::from(vec![b'{'; 1 << 20]);
-        *lock(&a.client.sending) = Sending::Frame {
-            json: json.clone(),
-            pos: 0,
-            missed: 0,
+    fn past_max_stale_the_clients_on_the_oldest_are_dropped_and_let_go() {
+        let s = Arc::new(Streams::new(4, true));
+        let on = |seq: u64| {
+            let m = s.join(None).unwrap();
+            let json = Bytes::from(vec![b'{'; 1 << 20]);
+            *lock(&m.client.sending) = Sending::Frame {
+                json: json.clone(),
+                seq,
+                pos: 0,
+            };
+            (m, json)
         };
-        s.published();
-        assert_eq!(s.len(), 2, "one behind: still served");
-        // b is between snapshots: never behind.
-        s.published();
-        assert_eq!(s.len(), 1);
+        let (a, a_json) = on(1);
+        let (_b, _) = on(2);
+        let (_c, _) = on(3);
+        let idle = s.join(None).unwrap();
+        assert!(s.join(None).is_none(), "capped at 4");
+        // Only 1 is older than the latest two: kept.
+        s.published(3);
+        assert_eq!(s.len(), 4);
+        // 1, 2 and 3 are: the readers of 1, the slowest, go.
+        s.published(5);
+        assert_eq!(s.len(), 3);
         assert!(matches!(*lock(&a.client.sending), Sending::Dropped));
-        assert!(matches!(*lock(&b.client.sending), Sending::Idle));
         assert!(
-            json.is_unique(),
+            a_json.is_unique(),
             "the dropped client let go of the snapshot"
         );
+        assert!(matches!(*lock(&idle.client.sending), Sending::Idle));
+        s.published(9);
+        assert_eq!(s.len(), 3, "two stale snapshots are allowed");
         drop(a);
-        assert_eq!(s.len(), 1);
-        assert!(s.join(None).is_some(), "a place is free again");
+        assert!(s.join(None).is_some(), "a place is free");
     }
 }

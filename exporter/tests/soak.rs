@@ -35,17 +35,18 @@ struct Counts {
     snapshots_bad: AtomicUsize,
 }
 
-/// Read /api/v1/stream{query} `chunk` bytes per `pause`, reconnecting when
-/// the daemon drops the stream, until `stop`.
+/// From `start` on, read /api/v1/stream{query} `chunk` bytes per `pause`,
+/// reconnecting when the daemon drops the stream, until `stop`.
 fn slow_reader(
     addr: SocketAddr,
     query: &'static str,
-    chunk: usize,
-    pause: Duration,
+    (start, chunk, pause): (Duration, usize, Duration),
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
+        // Staggered starts (what the soak asks for), not synchronisation.
+        std::thread::sleep(start);
         let mut buf = vec![0u8; chunk];
         while !stop.load(Ordering::SeqCst) {
             let Ok(mut s) = TcpStream::connect(addr) else {
@@ -131,20 +132,22 @@ fn soak_20k_peers_slow_readers_pollers_and_idle_sockets() {
         .map(|_| TcpStream::connect(d.addr).expect("idle socket"))
         .collect();
     let mut readers = Vec::new();
-    // 40 read the full snapshot at ~800 KB/s: far too slow for 23 MB a
-    // second, so they are dropped and come back, again and again. 10 read
-    // a small view at ~50 KB/s: slow, but enough to keep up.
+    // 40 read the full snapshot at 200-800 KB/s, starting over 10 s: far
+    // too slow for 23 MB a second, and each on a snapshot of its own, so the
+    // slowest are dropped and come back, again and again. 10 read a small
+    // view at ~50 KB/s: slow, but enough to keep up.
+    let pause = Duration::from_millis(20);
     for i in 0..50 {
-        let (query, chunk) = if i < 40 {
-            ("", 16 * 1024)
+        let (query, pace) = if i < 40 {
+            let start = Duration::from_millis(250 * i as u64);
+            ("", (start, (4 + 4 * (i % 4)) * 1024, pause))
         } else {
-            ("?group=class&top=10", 1024)
+            ("?group=class&top=10", (Duration::ZERO, 1024, pause))
         };
         readers.push(slow_reader(
             d.addr,
             query,
-            chunk,
-            Duration::from_millis(20),
+            pace,
             stop_streams.clone(),
             counts.clone(),
         ));
