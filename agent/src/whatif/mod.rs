@@ -295,7 +295,14 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
 
-    let horizon_ns = span_ns.min(MAX_HORIZON_NS);
+    // As long as the recording, at most MAX_HORIZON_NS, and short enough
+    // that the recorded rate (doubled, for policies that serve more)
+    // stays within the simulator's dispatch budget.
+    let rate = fit.dispatches as f64 / (span_ns as f64 / 1e9);
+    let budget_ns = (run::MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
+    let horizon_ns = span_ns
+        .min(MAX_HORIZON_NS)
+        .min(budget_ns.max(1_000_000_000));
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
     let clients = run::clients(&fit);
     let params = |policy| run::RunParams {
@@ -304,6 +311,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         horizon_ns,
         warmup_ns,
         seed: opts.seed,
+        max_dispatches: run::MAX_SIM_DISPATCHES,
     };
     let fitted = run::simulate(clients.clone(), &classmap, &params(recorded_policy));
     let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
@@ -352,7 +360,11 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             backlogged,
             closed_loops,
             bursty: fit.transports.len() as u64 - backlogged - closed_loops,
-            simulated_seconds: horizon_ns as f64 / 1e9,
+            // A run stops early at the simulator's dispatch budget.
+            simulated_seconds: runs
+                .iter()
+                .map(|(_, s)| s.interval_s)
+                .fold(fitted.interval_s, f64::min),
             warmup_seconds: warmup_ns as f64 / 1e9,
             seed: opts.seed,
         },
