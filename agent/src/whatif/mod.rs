@@ -14,6 +14,7 @@ pub mod fit;
 pub mod report;
 pub mod run;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -90,6 +91,10 @@ pub struct Row {
     pub name: String,
     pub class: String,
     pub connections: u64,
+    /// What the model made of its transports (peers only), e.g.
+    /// "2 backlogged" or "1 closed loop: 4 in flight, think p50 20.0 ms".
+    #[serde(default)]
+    pub demand: String,
     pub measured: Numbers,
     /// The model under the recording's own policy.
     pub fit: Numbers,
@@ -327,8 +332,26 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         runs.push((p, snap));
     }
 
-    let peers = rows(&measured.peers, &fitted.peers, &runs, |s| &s.peers);
-    let classes = rows(&measured.classes, &fitted.classes, &runs, |s| &s.classes);
+    let demands = demand_by_peer(&fit);
+    let peers = rows(
+        &measured.peers,
+        &fitted.peers,
+        &runs,
+        |s| &s.peers,
+        |e| {
+            demands
+                .get(&(e.netns, e.name.clone()))
+                .cloned()
+                .unwrap_or_default()
+        },
+    );
+    let classes = rows(
+        &measured.classes,
+        &fitted.classes,
+        &runs,
+        |s| &s.classes,
+        |_| String::new(),
+    );
     let worst = peers.iter().max_by(|a, b| {
         a.fit_error_points
             .abs()
@@ -406,11 +429,78 @@ fn key(e: &EntityStats) -> (u32, &str) {
     (e.netns, e.name.as_str())
 }
 
+/// What the model made of each peer's transports (by netns and name as
+/// the aggregator shows it).
+fn demand_by_peer(fit: &fit::Fit) -> HashMap<(u32, String), String> {
+    use fit::FittedDemand as D;
+    let p50 = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let p50_ms = |v: Vec<u64>| p50(v) as f64 / 1e6;
+    let mut by_peer: HashMap<(u32, String), Vec<&D>> = HashMap::new();
+    for t in &fit.transports {
+        by_peer
+            .entry((t.key.netns, t.key.peer().to_string()))
+            .or_default()
+            .push(&t.demand);
+    }
+    by_peer
+        .into_iter()
+        .map(|(k, ds)| {
+            let mut parts = Vec::new();
+            let backlogged = ds.iter().filter(|d| ***d == D::Backlogged).count();
+            if backlogged > 0 {
+                parts.push(format!("{backlogged} backlogged"));
+            }
+            let (mut loops, mut inflight, mut thinks) = (0, 0u64, Vec::new());
+            let (mut bursty, mut sizes, mut gaps) = (0, Vec::new(), Vec::new());
+            for d in &ds {
+                match d {
+                    D::Closed {
+                        inflight: n,
+                        thinks_ns,
+                    } => {
+                        loops += 1;
+                        inflight += u64::from(*n);
+                        thinks.extend_from_slice(thinks_ns);
+                    }
+                    D::Bursts {
+                        sizes: s,
+                        thinks_ns,
+                    } => {
+                        bursty += 1;
+                        sizes.extend(s.iter().map(|&n| u64::from(n)));
+                        gaps.extend_from_slice(thinks_ns);
+                    }
+                    D::Backlogged => {}
+                }
+            }
+            if loops > 0 {
+                parts.push(format!(
+                    "{loops} closed loop{}: {inflight} in flight, think p50 {:.1} ms",
+                    if loops == 1 { "" } else { "s" },
+                    p50_ms(thinks)
+                ));
+            }
+            if bursty > 0 {
+                parts.push(format!(
+                    "{bursty} in bursts: p50 {} requests, think p50 {:.1} ms",
+                    p50(sizes),
+                    p50_ms(gaps)
+                ));
+            }
+            (k, parts.join("; "))
+        })
+        .collect()
+}
+
 fn rows(
     measured: &[EntityStats],
     fitted: &[EntityStats],
     runs: &[(Policy, Snapshot)],
     pick: impl Fn(&Snapshot) -> &Vec<EntityStats>,
+    demand: impl Fn(&EntityStats) -> String,
 ) -> Vec<Row> {
     let find = |list: &[EntityStats], m: &EntityStats| {
         list.iter()
@@ -429,6 +519,7 @@ fn rows(
                 name: m.name.clone(),
                 class: m.class.clone(),
                 connections: m.connections,
+                demand: demand(m),
                 measured,
                 fit,
                 fit_error_points: err,
