@@ -171,6 +171,11 @@ fn burst_flat_recording_predicts_rr_peer_for_the_interactive_client() {
     let report = whatif(&file, &["--policy", "rr-peer,rr-class"]);
     assert_fit_ok(&report);
     assert_eq!(report["model"]["bursty"], 1, "{report:#}");
+    let demand = report["peers"].to_string();
+    assert!(
+        demand.contains("1 in bursts: p50 32 requests, think p50 200."),
+        "{demand}"
+    );
     let want = share_of(&truth("burst", "rr-peer", "peer"), "fd00::9");
     let got = predicted(&report, "peers", "fd00::9", "rr-peer");
     assert!(
@@ -274,6 +279,16 @@ fn a_latency_bound_closed_loop_is_predicted_as_one() {
     let report = whatif(&file, &["--policy", "rr-peer"]);
     assert_fit_ok(&report);
     assert_eq!(report["model"]["closed_loops"], 1, "{report:#}");
+    let small = report["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "10.0.0.2")
+        .unwrap();
+    assert_eq!(
+        small["demand"], "1 closed loop: 4 in flight, think p50 20.0 ms",
+        "{small:#}"
+    );
     let want = share_of(&truth(toml, "rr-peer", "peer"), "10.0.0.2");
     let got = predicted(&report, "peers", "10.0.0.2", "rr-peer");
     assert!(

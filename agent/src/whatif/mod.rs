@@ -14,6 +14,7 @@ pub mod fit;
 pub mod report;
 pub mod run;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -90,6 +91,10 @@ pub struct Row {
     pub name: String,
     pub class: String,
     pub connections: u64,
+    /// What the model made of its transports (peers only), e.g.
+    /// "2 backlogged" or "1 closed loop: 4 in flight, think p50 20.0 ms".
+    #[serde(default)]
+    pub demand: String,
     pub measured: Numbers,
     /// The model under the recording's own policy.
     pub fit: Numbers,
@@ -295,7 +300,14 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
 
-    let horizon_ns = span_ns.min(MAX_HORIZON_NS);
+    // As long as the recording, at most MAX_HORIZON_NS, and short enough
+    // that the recorded rate (doubled, for policies that serve more)
+    // stays within the simulator's dispatch budget.
+    let rate = fit.dispatches as f64 / (span_ns as f64 / 1e9);
+    let budget_ns = (run::MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
+    let horizon_ns = span_ns
+        .min(MAX_HORIZON_NS)
+        .min(budget_ns.max(1_000_000_000));
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
     let clients = run::clients(&fit);
     let params = |policy| run::RunParams {
@@ -304,6 +316,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         horizon_ns,
         warmup_ns,
         seed: opts.seed,
+        max_dispatches: run::MAX_SIM_DISPATCHES,
     };
     let fitted = run::simulate(clients.clone(), &classmap, &params(recorded_policy));
     let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
@@ -319,8 +332,26 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         runs.push((p, snap));
     }
 
-    let peers = rows(&measured.peers, &fitted.peers, &runs, |s| &s.peers);
-    let classes = rows(&measured.classes, &fitted.classes, &runs, |s| &s.classes);
+    let demands = demand_by_peer(&fit);
+    let peers = rows(
+        &measured.peers,
+        &fitted.peers,
+        &runs,
+        |s| &s.peers,
+        |e| {
+            demands
+                .get(&(e.netns, e.name.clone()))
+                .cloned()
+                .unwrap_or_default()
+        },
+    );
+    let classes = rows(
+        &measured.classes,
+        &fitted.classes,
+        &runs,
+        |s| &s.classes,
+        |_| String::new(),
+    );
     let worst = peers.iter().max_by(|a, b| {
         a.fit_error_points
             .abs()
@@ -352,7 +383,11 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             backlogged,
             closed_loops,
             bursty: fit.transports.len() as u64 - backlogged - closed_loops,
-            simulated_seconds: horizon_ns as f64 / 1e9,
+            // A run stops early at the simulator's dispatch budget.
+            simulated_seconds: runs
+                .iter()
+                .map(|(_, s)| s.interval_s)
+                .fold(fitted.interval_s, f64::min),
             warmup_seconds: warmup_ns as f64 / 1e9,
             seed: opts.seed,
         },
@@ -394,11 +429,78 @@ fn key(e: &EntityStats) -> (u32, &str) {
     (e.netns, e.name.as_str())
 }
 
+/// What the model made of each peer's transports (by netns and name as
+/// the aggregator shows it).
+fn demand_by_peer(fit: &fit::Fit) -> HashMap<(u32, String), String> {
+    use fit::FittedDemand as D;
+    let p50 = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let p50_ms = |v: Vec<u64>| p50(v) as f64 / 1e6;
+    let mut by_peer: HashMap<(u32, String), Vec<&D>> = HashMap::new();
+    for t in &fit.transports {
+        by_peer
+            .entry((t.key.netns, t.key.peer().to_string()))
+            .or_default()
+            .push(&t.demand);
+    }
+    by_peer
+        .into_iter()
+        .map(|(k, ds)| {
+            let mut parts = Vec::new();
+            let backlogged = ds.iter().filter(|d| ***d == D::Backlogged).count();
+            if backlogged > 0 {
+                parts.push(format!("{backlogged} backlogged"));
+            }
+            let (mut loops, mut inflight, mut thinks) = (0, 0u64, Vec::new());
+            let (mut bursty, mut sizes, mut gaps) = (0, Vec::new(), Vec::new());
+            for d in &ds {
+                match d {
+                    D::Closed {
+                        inflight: n,
+                        thinks_ns,
+                    } => {
+                        loops += 1;
+                        inflight += u64::from(*n);
+                        thinks.extend_from_slice(thinks_ns);
+                    }
+                    D::Bursts {
+                        sizes: s,
+                        thinks_ns,
+                    } => {
+                        bursty += 1;
+                        sizes.extend(s.iter().map(|&n| u64::from(n)));
+                        gaps.extend_from_slice(thinks_ns);
+                    }
+                    D::Backlogged => {}
+                }
+            }
+            if loops > 0 {
+                parts.push(format!(
+                    "{loops} closed loop{}: {inflight} in flight, think p50 {:.1} ms",
+                    if loops == 1 { "" } else { "s" },
+                    p50_ms(thinks)
+                ));
+            }
+            if bursty > 0 {
+                parts.push(format!(
+                    "{bursty} in bursts: p50 {} requests, think p50 {:.1} ms",
+                    p50(sizes),
+                    p50_ms(gaps)
+                ));
+            }
+            (k, parts.join("; "))
+        })
+        .collect()
+}
+
 fn rows(
     measured: &[EntityStats],
     fitted: &[EntityStats],
     runs: &[(Policy, Snapshot)],
     pick: impl Fn(&Snapshot) -> &Vec<EntityStats>,
+    demand: impl Fn(&EntityStats) -> String,
 ) -> Vec<Row> {
     let find = |list: &[EntityStats], m: &EntityStats| {
         list.iter()
@@ -417,6 +519,7 @@ fn rows(
                 name: m.name.clone(),
                 class: m.class.clone(),
                 connections: m.connections,
+                demand: demand(m),
                 measured,
                 fit,
                 fit_error_points: err,

@@ -136,6 +136,11 @@ pub fn text(r: &Report) -> String {
     }
     out.push('\n');
     table(&mut out, "PEER", &r.peers, r);
+    let w = r.peers.iter().map(|p| p.name.len()).max().unwrap_or(4);
+    out.push_str("\nthe model per peer (its transports):\n");
+    for p in &r.peers {
+        let _ = writeln!(out, "  {:w$}  {}", p.name, p.demand);
+    }
     // Without a class map every peer is its own class: nothing to add.
     if r.classes.len() != r.peers.len()
         || r.classes
@@ -167,6 +172,7 @@ mod tests {
             name: name.into(),
             class: name.into(),
             connections: 1,
+            demand: "1 backlogged".into(),
             measured: n(measured),
             fit: n(fit),
             fit_error_points: err,

@@ -3,11 +3,16 @@
 
 use crate::aggregate::{Aggregator, Limits};
 use crate::classify::ClassMap;
-use crate::model::{Snapshot, SourceInfo, SourceKind, WaitSource};
+use crate::model::{EventKind, Snapshot, SourceInfo, SourceKind, WaitSource};
 use crate::source::demo::sim::{Demand, SimClient, Simulator};
 use crate::source::demo::{Policy, Scenario};
 
 use super::fit::{Fit, FittedDemand};
+
+/// Most dispatches simulated per policy after the warm-up: whatever the
+/// recording (a fast server, sub-microsecond service times), a run stops
+/// here, and its snapshot's interval says how far it got.
+pub const MAX_SIM_DISPATCHES: u64 = 20_000_000;
 
 /// How one policy is simulated.
 #[derive(Clone, Debug)]
@@ -18,6 +23,9 @@ pub struct RunParams {
     pub horizon_ns: u64,
     pub warmup_ns: u64,
     pub seed: u64,
+    /// Stop after this many dispatches past the warm-up (normally
+    /// [`MAX_SIM_DISPATCHES`]).
+    pub max_dispatches: u64,
 }
 
 /// The simulator's clients for `fit`: one per transport, so that each
@@ -98,31 +106,49 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
         host: String::new(),
     };
     let mut buf = Vec::with_capacity(64 * 1024);
-    let step = 250_000_000u64;
+    let step = 20_000_000u64;
     let end = p.warmup_ns + p.horizon_ns;
     let mut t = 0;
     let mut warmed = p.warmup_ns == 0;
-    while t < end {
+    let mut dispatched = 0u64;
+    'run: while t < end {
         t = (t + step).min(end);
-        if !warmed && t >= p.warmup_ns {
-            t = p.warmup_ns;
+        if !warmed {
+            t = t.min(p.warmup_ns);
         }
-        buf.clear();
-        sim.run_until(t, &mut buf);
-        agg.ingest_all(&buf);
+        // In bounded pieces, so that the buffer stays small and the
+        // dispatch budget is checked at any rate.
+        loop {
+            buf.clear();
+            let reached = sim.run_bounded(t, 1 << 16, &mut buf);
+            agg.ingest_all(&buf);
+            dispatched += buf
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::Dequeue { .. }))
+                .count() as u64;
+            if dispatched >= p.max_dispatches {
+                break 'run;
+            }
+            if reached {
+                break;
+            }
+        }
         if !warmed && t >= p.warmup_ns {
             // Everything before is the start-up transient: not measured.
             let _ = agg.snapshot(t, 0.0, &info);
             warmed = true;
+            dispatched = 0;
         }
     }
-    agg.snapshot(end, p.horizon_ns as f64 / 1e9, &info)
+    let now = sim.now_ns().min(end);
+    let since = if warmed { p.warmup_ns } else { 0 };
+    agg.snapshot(now, now.saturating_sub(since) as f64 / 1e9, &info)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Endpoint, EventKind, XprtKey};
+    use crate::model::{Endpoint, XprtKey};
 
     fn key(ip: &str, port: u16) -> XprtKey {
         XprtKey {
@@ -157,6 +183,7 @@ mod tests {
             horizon_ns: 10_000_000_000,
             warmup_ns: 1_000_000_000,
             seed: 1,
+            max_dispatches: MAX_SIM_DISPATCHES,
         };
         let share =
             |s: &Snapshot, name: &str| s.peers.iter().find(|e| e.name == name).unwrap().share;
@@ -189,5 +216,22 @@ mod tests {
             execs.into_iter().collect::<Vec<_>>(),
             vec![1_000_000, 2_000_000, 4_000_000]
         );
+    }
+
+    #[test]
+    fn a_run_stops_at_its_dispatch_budget() {
+        // Nanosecond service times: two minutes would be 10^11 dispatches.
+        let clients = vec![client(vec![key("10.0.0.2", 700)], vec![1])];
+        let p = RunParams {
+            threads: 16,
+            policy: Policy::Flat,
+            horizon_ns: 120_000_000_000,
+            warmup_ns: 1_000_000,
+            seed: 1,
+            max_dispatches: 50_000,
+        };
+        let s = simulate(clients, &ClassMap::default(), &p);
+        assert!(s.totals.dispatches >= 50_000, "{}", s.totals.dispatches);
+        assert!(s.interval_s < 1.0, "{}", s.interval_s);
     }
 }

@@ -306,12 +306,23 @@ impl Simulator {
 
     /// Run the simulation up to `until_ns`, appending the kernel's view.
     pub fn run_until(&mut self, until_ns: u64, out: &mut Vec<Event>) {
+        self.run_bounded(until_ns, usize::MAX, out);
+    }
+
+    /// As `run_until`, but stop once `max_events` more events are in
+    /// `out` (a model with near-zero service times makes billions a
+    /// second): true if the simulation reached `until_ns`.
+    pub fn run_bounded(&mut self, until_ns: u64, max_events: usize, out: &mut Vec<Event>) -> bool {
         if !self.started {
             self.start(out);
         }
+        let limit = out.len().saturating_add(max_events);
         while let Some(Reverse((at, _, _))) = self.heap.peek() {
             if *at > until_ns {
                 break;
+            }
+            if out.len() >= limit {
+                return false;
             }
             let Some(Reverse((at, _, ev))) = self.heap.pop() else {
                 break;
@@ -354,6 +365,7 @@ impl Simulator {
             }
         }
         self.now = self.now.max(until_ns);
+        true
     }
 
     fn reply_reaches_client(&mut self, ci: usize) {

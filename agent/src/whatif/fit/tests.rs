@@ -1,0 +1,132 @@
+//! The fit's tests: hand-made event streams, then the simulator's own
+//! clients (backlogged, closed loop, bursts) told apart.
+
+use super::*;
+use crate::model::Endpoint;
+use crate::source::demo::{Scenario, Simulator};
+
+fn key(port: u16) -> XprtKey {
+    XprtKey {
+        netns: 1,
+        server: Endpoint::None,
+        client: Endpoint::from_socket_addr(format!("10.0.0.2:{port}").parse().unwrap()),
+    }
+}
+
+fn ev(ts: u64, port: u16, kind: EventKind) -> Event {
+    Event {
+        ts_ns: ts,
+        xprt: key(port),
+        kind,
+    }
+}
+
+const DQ: EventKind = EventKind::Dequeue {
+    qtime_ns: None,
+    class: None,
+};
+const EX: EventKind = EventKind::Executed {
+    exec_ns: 1_000,
+    requests: 1,
+};
+
+#[test]
+fn bursts_and_think_times_are_read_from_busy_periods() {
+    let mut f = Fitter::new();
+    let mut t = 0;
+    for _ in 0..4 {
+        // A burst of 3: enqueue, three dispatches (re-enqueued), idle.
+        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        for i in 0..3 {
+            f.ingest(&ev(t + i * 1_000, 700, DQ));
+            if i < 2 {
+                f.ingest(&ev(t + i * 1_000, 700, EventKind::Enqueue));
+            }
+            f.ingest(&ev(t + i * 1_000 + 1_000, 700, EX));
+        }
+        t += 50_000;
+    }
+    let fit = f.finish();
+    assert_eq!(fit.dispatches, 12);
+    assert_eq!(fit.peak_in_service, 1);
+    let FittedDemand::Bursts { sizes, thinks_ns } = &fit.transports[0].demand else {
+        panic!("{:?}", fit.transports[0].demand);
+    };
+    // The first burst may have begun before the recording: left out.
+    assert_eq!(sizes, &vec![3, 3, 3]);
+    assert_eq!(thinks_ns, &vec![47_000, 47_000, 47_000]);
+    assert_eq!(fit.transports[0].service_ns.len(), 12);
+}
+
+#[test]
+fn a_transport_that_never_ran_dry_is_backlogged() {
+    let mut f = Fitter::new();
+    f.ingest(&ev(0, 800, EventKind::Enqueue));
+    for i in 0..100 {
+        f.ingest(&ev(i * 10, 800, DQ));
+        f.ingest(&ev(i * 10, 800, EventKind::Enqueue));
+        f.ingest(&ev(i * 10 + 5, 800, EX));
+    }
+    let fit = f.finish();
+    assert_eq!(fit.transports[0].demand, FittedDemand::Backlogged);
+}
+
+#[test]
+fn reservoirs_stay_bounded_and_uniform() {
+    let mut r = Reservoir::new(100, 3);
+    for i in 0..100_000u64 {
+        r.push(i);
+    }
+    assert_eq!(r.items().len(), 100);
+    assert_eq!(r.seen(), 100_000);
+    let mean = r.items().iter().sum::<u64>() as f64 / 100.0;
+    assert!((30_000.0..70_000.0).contains(&mean), "{mean}");
+}
+
+/// The fit of `s`'s first 20 s, by client address.
+fn fit_of(s: Scenario) -> Vec<(String, FittedDemand)> {
+    let mut sim = Simulator::new(s);
+    let mut out = Vec::new();
+    sim.run_until(20_000_000_000, &mut out);
+    let mut f = Fitter::new();
+    f.ingest_all(&out);
+    f.finish()
+        .transports
+        .into_iter()
+        .map(|t| (t.key.peer().to_string(), t.demand))
+        .collect()
+}
+
+#[test]
+fn the_simulators_three_kinds_of_client_are_told_apart() {
+    let burst = fit_of(Scenario::builtin("burst").unwrap());
+    for (peer, d) in &burst {
+        match (peer.as_str(), d) {
+            ("fd00::9", FittedDemand::Bursts { sizes, thinks_ns }) => {
+                assert!(sizes.iter().all(|&n| n == 32), "{sizes:?}");
+                // 200 ms think plus the 100 µs round trip.
+                assert!(thinks_ns
+                    .iter()
+                    .all(|&t| (200_000_000..201_000_000).contains(&t)));
+            }
+            ("10.0.0.3", FittedDemand::Backlogged) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let text = "name = \"loop\"\nthreads = 8\nservice_ms = 5.0\njitter = 0.5\nrtt_us = 20000.0\n\
+                [[client]]\naddress = \"10.0.0.2\"\nconnections = 1\ninflight = 4\n\
+                [[client]]\naddress = \"10.0.0.3\"\nconnections = 8\ninflight = 64\n";
+    let lp = fit_of(Scenario::parse(text, "loop.toml").unwrap());
+    let (_, small) = lp.iter().find(|(p, _)| p == "10.0.0.2").unwrap();
+    let FittedDemand::Closed {
+        inflight,
+        thinks_ns,
+    } = small
+    else {
+        panic!("{small:?}");
+    };
+    assert_eq!(*inflight, 4);
+    assert!(thinks_ns
+        .iter()
+        .all(|&t| (19_900_000..20_100_000).contains(&t)));
+}
