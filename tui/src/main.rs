@@ -6,6 +6,9 @@
 //! 128+N when the UI, sent signal N (TERM, INT), could not restore the
 //! terminal within a second (it ends then anyway; in time, the status is 0).
 
+// `eprintln!` panics when stderr is closed: messages go through `out`.
+#![deny(clippy::print_stderr, clippy::print_stdout)]
+
 mod app;
 mod batch;
 mod cli;

@@ -60,10 +60,10 @@ pub fn replay_columns(source: &SourceArgs, policy: Policy) -> anyhow::Result<Wha
             .transpose()?,
         ..Options::default()
     };
-    eprintln!(
-        "nfsdtop: fitting {} for the {policy} columns...",
+    crate::out::warn(format_args!(
+        "fitting {} for the {policy} columns...",
         file.display()
-    );
+    ));
     let r = whatif::run_file(file, &opts)?;
     WhatIf::from_report(&r, &policy.to_string())
         .ok_or_else(|| anyhow::anyhow!("the what-if report has no {policy} prediction"))
