@@ -9,7 +9,7 @@
 #
 # cargo-fuzz is installed on first use (cargo install --locked). Where it
 # cannot be installed or the nightly toolchain is missing, this script says
-# so and exits 0: the deterministic mutation fuzzers that `cargo test` runs
+# so and exits 0 (1 under CI=true): the deterministic mutation fuzzers that `cargo test` runs
 # (agent/tests/record_fuzz.rs, agent/tests/input_fuzz.rs) stand in for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,16 +17,20 @@ cd "$(dirname "$0")/../.."
 secs="${NFSDTOP_FUZZ_SECONDS:-60}"
 input_secs="${NFSDTOP_FUZZ_INPUT_SECONDS:-20}"
 say() { echo "40-fuzz-replay: $*"; }
+# Under CI (CI=true) the toolchain is there to be had: a skip is a failure.
+skip() {
+    say "SKIPPED: $*"
+    if [ "${CI:-}" = true ]; then say "CI=true: a skipped fuzz run fails"; exit 1; fi
+    exit 0
+}
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    say "SKIPPED: no nightly toolchain (cargo-fuzz needs one); agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
-    exit 0
+    skip "no nightly toolchain (cargo-fuzz needs one); agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
     say "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
     if ! cargo install cargo-fuzz --locked; then
-        say "SKIPPED: cargo-fuzz cannot be installed here; agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
-        exit 0
+        skip "cargo-fuzz cannot be installed here; agent/tests/record_fuzz.rs and input_fuzz.rs stand in"
     fi
 fi
 say "$(cargo fuzz --version)"
