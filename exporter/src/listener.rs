@@ -477,6 +477,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_body_is_sent_from_the_shared_bytes_not_copied_per_connection() {
+        // Far more than the socket buffers take while the client reads
+        // nothing, so hyper holds the rest of the body meanwhile.
+        let big = axum::body::Bytes::from(vec![b'x'; 16 << 20]);
+        let once = Arc::new(Mutex::new(Some(big.clone())));
+        let router = Router::new().route(
+            "/big",
+            get(move || async move { once.lock().unwrap().take().unwrap_or_default() }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            router,
+            None,
+            HttpSettings::default(),
+            None,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(64 * 1024).unwrap();
+        let mut c = sock.connect(addr).await.unwrap();
+        c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        // The head and the first of the body: hyper has the body by now.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let body_at = loop {
+            let n = c.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() > i + 4 {
+                    break i + 4;
+                }
+            }
+        };
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+        assert!(
+            !big.is_unique(),
+            "hyper copied the body into a buffer of its own instead of sending the shared bytes"
+        );
+        c.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got.len() - body_at, big.len());
+        assert!(big.is_unique(), "the body is let go once sent");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
     async fn a_write_that_cannot_progress_marks_the_connection_stalled() {
         let reg = Arc::new(Registry {
             base: Instant::now(),
