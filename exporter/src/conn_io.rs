@@ -103,6 +103,22 @@ impl Drop for Busy {
     }
 }
 
+/// Lets a handler end its connection at once (a request extension): a
+/// stream client dropped as too slow is closed then, not when its stuck
+/// writes time out, and gives back its buffers and its descriptor.
+#[derive(Clone, Debug)]
+pub struct ConnCloser(std::sync::Arc<ConnShared>);
+
+impl ConnCloser {
+    pub fn new(shared: std::sync::Arc<ConnShared>) -> ConnCloser {
+        ConnCloser(shared)
+    }
+
+    pub fn close(&self) {
+        self.0.kill();
+    }
+}
+
 /// A response body that keeps its connection marked busy until it is
 /// sent (or dropped): a stream is busy for as long as it runs.
 pub struct BusyBody {

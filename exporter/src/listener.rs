@@ -39,7 +39,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::conn_io::{BusyBody, ConnShared, Tracked};
+use crate::conn_io::{BusyBody, ConnCloser, ConnShared, Tracked};
 use crate::http_config::HttpSettings;
 use crate::ratelog::RateLog;
 
@@ -400,6 +400,7 @@ async fn http<S>(
         let busy = shared.begin();
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(ConnCloser::new(shared.clone()));
         let router = router.clone();
         async move {
             let resp = match router.oneshot(req).await {
