@@ -39,7 +39,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::conn_io::{BusyBody, ConnShared, Tracked};
+use crate::conn_io::{BusyBody, ConnCloser, ConnShared, Tracked};
 use crate::http_config::HttpSettings;
 use crate::ratelog::RateLog;
 
@@ -400,6 +400,7 @@ async fn http<S>(
         let busy = shared.begin();
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(ConnCloser::new(shared.clone()));
         let router = router.clone();
         async move {
             let resp = match router.oneshot(req).await {
@@ -474,6 +475,60 @@ mod tests {
         let mut rest = Vec::new();
         let _ = c.read_to_end(&mut rest).await;
         assert!(rest.is_empty(), "no answer, the connection is closed");
+    }
+
+    #[tokio::test]
+    async fn a_body_is_sent_from_the_shared_bytes_not_copied_per_connection() {
+        // Far more than the socket buffers take while the client reads
+        // nothing, so hyper holds the rest of the body meanwhile.
+        let big = axum::body::Bytes::from(vec![b'x'; 16 << 20]);
+        let once = Arc::new(Mutex::new(Some(big.clone())));
+        let router = Router::new().route(
+            "/big",
+            get(move || async move { once.lock().unwrap().take().unwrap_or_default() }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            router,
+            None,
+            HttpSettings::default(),
+            None,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(64 * 1024).unwrap();
+        let mut c = sock.connect(addr).await.unwrap();
+        c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        // The head and the first of the body: hyper has the body by now.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let body_at = loop {
+            let n = c.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() > i + 4 {
+                    break i + 4;
+                }
+            }
+        };
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+        assert!(
+            !big.is_unique(),
+            "hyper copied the body into a buffer of its own instead of sending the shared bytes"
+        );
+        c.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got.len() - body_at, big.len());
+        assert!(big.is_unique(), "the body is let go once sent");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -10,9 +10,10 @@
 //! - a client that finishes a snapshot goes on with the latest one (it
 //!   skips those it was too slow for). Slow clients may between them still
 //!   be reading [`MAX_STALE`] snapshots older than the latest two; past
-//!   that, those on the oldest, the slowest, are dropped with a log line and
-//!   let go of it at once, even if their connections are stuck. A lone slow
-//!   reader (a remote TUI on a thin link) still gets every snapshot it can.
+//!   that, those on the oldest, the slowest, are dropped with a log line:
+//!   they let go of it and their connections are closed at once, even if
+//!   their writes are stuck. A lone slow reader (a remote TUI on a thin
+//!   link) still gets every snapshot it can.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ use axum::Extension;
 use futures_util::stream;
 use tokio::sync::watch;
 
+use crate::conn_io::ConnCloser;
 use crate::log::log;
 use crate::server::{json_error, AppState, Latest};
 use crate::snapshot::{view_of, Encoder, Params, View};
@@ -61,6 +63,8 @@ pub struct Streams {
 #[derive(Debug)]
 struct Client {
     peer: Option<SocketAddr>,
+    /// Its connection, when served by [`crate::listener`].
+    conn: Option<ConnCloser>,
     sending: Mutex<Sending>,
 }
 
@@ -99,7 +103,11 @@ impl Streams {
     }
 
     /// A place for one more client, or None at the cap.
-    fn join(self: &Arc<Self>, peer: Option<SocketAddr>) -> Option<Member> {
+    fn join(
+        self: &Arc<Self>,
+        peer: Option<SocketAddr>,
+        conn: Option<ConnCloser>,
+    ) -> Option<Member> {
         let mut clients = lock(&self.clients);
         if clients.len() >= self.max {
             return None;
@@ -107,6 +115,7 @@ impl Streams {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let client = Arc::new(Client {
             peer,
+            conn,
             sending: Mutex::new(Sending::Idle),
         });
         clients.insert(id, client.clone());
@@ -144,6 +153,12 @@ impl Streams {
             let mut s = lock(&c.sending);
             if reading(&s).is_some_and(|r| oldest.contains(&r)) {
                 *s = Sending::Dropped;
+                // hyper polls the body only once the client has read what
+                // is buffered: a stuck one would otherwise stay till the
+                // write timeout.
+                if let Some(conn) = &c.conn {
+                    conn.close();
+                }
                 dropped.push(c.peer);
                 return false;
             }
@@ -289,13 +304,15 @@ impl Feed {
 pub async fn stream_handler(
     State(st): State<AppState>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    conn: Option<Extension<ConnCloser>>,
     q: Params,
 ) -> Response {
     let view = match view_of(q) {
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    let Some(member) = st.streams.join(peer.map(|Extension(ConnectInfo(a))| a)) else {
+    let peer = peer.map(|Extension(ConnectInfo(a))| a);
+    let Some(member) = st.streams.join(peer, conn.map(|Extension(c)| c)) else {
         let mut r = json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -339,6 +356,7 @@ pub async fn stream_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn_io::ConnShared;
 
     #[test]
     fn pieces_make_up_one_event() {
@@ -360,8 +378,11 @@ mod tests {
     #[test]
     fn past_max_stale_the_clients_on_the_oldest_are_dropped_and_let_go() {
         let s = Arc::new(Streams::new(4, true));
+        let conn = |id| Arc::new(ConnShared::new(id, std::time::Instant::now()));
+        let conns: Vec<_> = (0..3).map(conn).collect();
         let on = |seq: u64| {
-            let m = s.join(None).unwrap();
+            let closer = ConnCloser::new(conns[seq as usize - 1].clone());
+            let m = s.join(None, Some(closer)).unwrap();
             let json = Bytes::from(vec![b'{'; 1 << 20]);
             *lock(&m.client.sending) = Sending::Frame {
                 json: json.clone(),
@@ -373,8 +394,8 @@ mod tests {
         let (a, a_json) = on(1);
         let (_b, _) = on(2);
         let (_c, _) = on(3);
-        let idle = s.join(None).unwrap();
-        assert!(s.join(None).is_none(), "capped at 4");
+        let idle = s.join(None, None).unwrap();
+        assert!(s.join(None, None).is_none(), "capped at 4");
         // Only 1 is older than the latest two: kept.
         s.published(3);
         assert_eq!(s.len(), 4);
@@ -386,10 +407,12 @@ mod tests {
             a_json.is_unique(),
             "the dropped client let go of the snapshot"
         );
+        assert!(conns[0].is_killed(), "and its connection is closed");
+        assert!(!conns[1].is_killed() && !conns[2].is_killed());
         assert!(matches!(*lock(&idle.client.sending), Sending::Idle));
         s.published(9);
         assert_eq!(s.len(), 3, "two stale snapshots are allowed");
         drop(a);
-        assert!(s.join(None).is_some(), "a place is free");
+        assert!(s.join(None, None).is_some(), "a place is free");
     }
 }

@@ -65,6 +65,13 @@ fn peak_since(d: &Daemon, before: u64) -> u64 {
     hwm
 }
 
+/// Descriptors the daemon has open (its connections among them).
+fn open_fds(d: &Daemon) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", d.child.id()))
+        .map(|r| r.count())
+        .unwrap_or(0)
+}
+
 /// The count in a "dropped N /api/v1/stream client(s)" log line.
 fn dropped_in(line: &str) -> usize {
     line.split("dropped ")
@@ -88,6 +95,7 @@ fn stalled_stream_clients_are_dropped_and_hold_no_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let d = many_peers_daemon(dir.path(), 20_000, &["--interval", "1"]);
     let rss0 = rss_kib(d.child.id()).0;
+    let fds0 = open_fds(&d);
     let time = |d: &Daemon| d.snapshot("?group=class&top=1")["time"].as_f64();
     let mut stalled = Vec::new();
     for _ in 0..4 {
@@ -110,6 +118,12 @@ fn stalled_stream_clients_are_dropped_and_hold_no_snapshot() {
     d.wait_for("the two slowest waves dropped", 60, |d| {
         dropped += d.stderr.try_iter().map(|l| dropped_in(&l)).sum::<usize>();
         (dropped >= 16).then_some(())
+    });
+    // The dropped ones' connections are closed then, not when their stuck
+    // writes time out (30 s): the other 16 are left (2 to spare for
+    // descriptors the daemon opens meanwhile).
+    d.wait_for("the dropped clients' connections closed", 10, |d| {
+        (open_fds(d) <= fds0 + 16 + 2).then_some(())
     });
     let hwm = peak_since(&d, rss0);
     assert!(
