@@ -82,6 +82,19 @@ struct BatchRecord<'a> {
     entities: Vec<BatchEntity<'a>>,
 }
 
+/// The order of entity names: addresses by value (10.0.0.2 before
+/// 10.0.0.10, IPv4 before IPv6), then other names as text. A total order,
+/// so sorts that fall back on it are stable from one snapshot to the next.
+pub fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::net::IpAddr;
+    match (a.parse::<IpAddr>(), b.parse::<IpAddr>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y).then_with(|| a.cmp(b)),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
 pub fn top_entities(s: &Snapshot, group: EntityKind, top: Option<usize>) -> &[EntityStats] {
     let all = s.entities(group);
     &all[..top.unwrap_or(all.len()).min(all.len())]

@@ -19,7 +19,7 @@ space, \fBp\fR
 pause and resume (the pipeline keeps counting; the screen stops)
 .TP
 \fBs\fR, \fBS\fR
-next sort column; reverse the sort direction
+next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
 .TP
 \fBg\fR
 peers or classes

@@ -242,14 +242,7 @@ impl State {
                 .map(|(i, _)| i as u32),
         );
         let (col, desc) = (self.sort, self.descending);
-        self.rows.sort_unstable_by(|a, b| {
-            let o = col.compare(&list[*a as usize], &list[*b as usize]);
-            if desc {
-                o.reverse()
-            } else {
-                o
-            }
-        });
+        col.sort(list, &mut self.rows, desc);
         if let Some(n) = self.top {
             self.rows.truncate(n);
         }
@@ -612,6 +605,38 @@ mod tests {
             st.on_key(key(KeyCode::Char(c)));
         }
         assert_eq!(st.rows().len(), 50);
+    }
+
+    /// Twelve peers within a dispatch of 1/12 each, the last digits
+    /// reshuffled every interval: the rows and the selection stay put.
+    #[test]
+    fn near_equal_shares_keep_their_order_and_the_selection() {
+        let mut st = State::new(Duration::from_secs(1), None);
+        let names = |st: &State| -> Vec<String> {
+            st.rows()
+                .iter()
+                .map(|i| st.entities()[*i as usize].name.clone())
+                .collect()
+        };
+        let mut first = None;
+        for round in 0..10u64 {
+            let mut s = snap(12);
+            for (i, e) in s.peers.iter_mut().enumerate() {
+                // 2666 or 2667 dispatches of 32000, which one varies.
+                let extra = ((i as u64 * 7 + round * 5) % 12 < 8) as u64;
+                e.share = (2666 + extra) as f64 / 32_000.0;
+            }
+            st.on_snapshot(s);
+            if round == 0 {
+                st.on_key(key(KeyCode::Down));
+                st.on_key(key(KeyCode::Down));
+                first = Some(names(&st));
+            }
+            assert_eq!(Some(names(&st)), first, "round {round}");
+            assert_eq!(st.selected_entity().unwrap().name, "10.0.0.2");
+        }
+        let want: Vec<String> = (0..12).map(|i| format!("10.0.0.{i}")).collect();
+        assert_eq!(first.unwrap(), want, "ties go by address");
     }
 
     #[test]
