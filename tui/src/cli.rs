@@ -118,13 +118,13 @@ pub struct ViewArgs {
     #[arg(short = 'b', long)]
     pub batch: bool,
     /// Number of snapshots to print in batch mode (default: until interrupted).
-    #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations)]
+    #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations, requires = "batch")]
     pub iterations: Option<u64>,
     /// Seconds between snapshots.
     #[arg(short = 'd', long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_delay)]
     pub delay: f64,
     /// Batch output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, requires = "batch")]
     pub format: OutputFormat,
     /// Show peers or classes.
     #[arg(long, value_enum, default_value_t = Group::Peer)]

@@ -80,6 +80,10 @@ backlogged", "events lost", "starved", ...).
 (dispatches, entitled, exec_seconds, backlogged_seconds) are cumulative,
 rates, shares and ratios per interval; every field is defined in the
 project's docs/json.md (installed as /usr/share/doc/nfsdtop/docs/json.md).
+CSV names its cumulative columns \fB*_total\fR and ends each iteration
+with a \fBtotal\fR row for the whole server. Text shows waits as the UI
+does (18ms) and every name whole; by class, the second column counts the
+class's peers. \fB\-n\fR and \fB\-\-format\fR need \fB\-b\fR.
 .SH EXAMPLES
 .TP
 \fBnfsdtop\fR

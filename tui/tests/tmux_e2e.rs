@@ -233,12 +233,13 @@ fn without_nfsd_only_the_plain_ui_shows_the_demo_and_says_so() {
     assert!(s.contains("DEMO DATA, NOT THIS HOST: no live nfsd"), "{s}");
     t.keys(&["q"]);
     t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
-    // --format asks for output for a program: an error, never the demo.
+    // --format asks for output for a program: without -b it is refused
+    // (bad usage), never the demo nor the UI.
     let t = Tmux::new("nodemo-format");
     t.start(&format!("--tracefs {} --format json", dir.display()));
     let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
-    assert!(s.contains("EXIT-STATUS=1"), "{s}");
-    assert!(s.contains("never shows the demo"), "{s}");
+    assert!(s.contains("EXIT-STATUS=2"), "{s}");
+    assert!(s.contains("--batch"), "{s}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
