@@ -124,6 +124,28 @@ pub fn peers_of<'a>(
     })
 }
 
+/// How many peers each of `s.classes` holds, in its order: one pass over
+/// the peers (a class entity is the peer's class, or `CLASS/ADDRESS` for
+/// a `per-peer` class).
+pub fn peer_counts(s: &Snapshot) -> Vec<u32> {
+    let index: std::collections::HashMap<&str, usize> = s
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mut counts = vec![0u32; s.classes.len()];
+    for p in &s.peers {
+        let hit = index
+            .get(p.class.as_str())
+            .or_else(|| index.get(format!("{}/{}", p.class, p.name).as_str()));
+        if let Some(&i) = hit {
+            counts[i] += 1;
+        }
+    }
+    counts
+}
+
 /// Microseconds as a person reads them: `960us`, `9.2ms`, `74ms`,
 /// `1.20s` (the UI's and the batch text's wait columns).
 pub fn fmt_us(us: f64) -> String {
@@ -245,12 +267,16 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
     // Peers: their class; classes: how many peers they hold.
     let (second, cells): (&str, Vec<String>) = match group {
         EntityKind::Peer => ("CLASS", rows.iter().map(|e| e.class.clone()).collect()),
-        EntityKind::Class => (
-            "PEERS",
-            rows.iter()
-                .map(|e| peers_of(s, e).count().to_string())
-                .collect(),
-        ),
+        EntityKind::Class => {
+            let counts: std::collections::HashMap<&str, u32> = s
+                .classes
+                .iter()
+                .map(|c| c.name.as_str())
+                .zip(peer_counts(s))
+                .collect();
+            let of = |e: &EntityStats| counts.get(e.name.as_str()).copied().unwrap_or(0);
+            ("PEERS", rows.iter().map(|e| of(e).to_string()).collect())
+        }
     };
     let cw = cells
         .iter()

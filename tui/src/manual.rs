@@ -34,7 +34,7 @@ arrows, \fBj\fR, \fBk\fR, PgUp, PgDn, Home, End, \fBG\fR
 move the selection
 .TP
 Enter, Esc
-open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports
+open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports (for a class: its peers, each with its share, ratio and wait p99)
 .TP
 \fBw\fR
 the list of warnings (lints) behind the header's \fB!\fR lines
@@ -47,6 +47,9 @@ the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class;
 .TP
 \fBCLASS\fR
 the peer's class from the class map (without one, every peer is its own class)
+.TP
+\fBPEERS\fR
+grouped by class (\fBg\fR), in place of CLASS: how many peers the class holds
 .TP
 \fBCONN\fR
 its transports (connections) now

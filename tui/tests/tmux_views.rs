@@ -74,3 +74,47 @@ fn stable_order_over_10_refreshes_of_a_scenario_with_equal_shares() {
     assert!(s.contains("sort: share"), "{s}");
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+#[test]
+fn class_table_counts_peers_and_the_drill_down_lists_them() {
+    let t = Tmux::new("classes");
+    t.start("--demo movers -d 0.5");
+    t.wait_for("the peer table", |s| s.contains("sort: share"));
+    t.keys(&["g"]);
+    // movers: the six data movers in one class, the busiest row.
+    let s = t.wait_for("the class table with peer counts", |s| {
+        s.contains("classes 5/5") && s.lines().any(|l| l.starts_with("* movers "))
+    });
+    let header = s
+        .lines()
+        .find(|l| l.contains("PEERS"))
+        .expect("PEERS column");
+    assert!(!header.contains("CLASS "), "{s}");
+    let movers = s.lines().find(|l| l.starts_with("* movers ")).unwrap();
+    let words: Vec<&str> = movers.split_whitespace().collect();
+    assert_eq!(words[2], "6", "movers hold six peers: {movers}");
+    let one = s
+        .lines()
+        .find(|l| l.contains("customers/10.2.0.1 "))
+        .expect("a per-peer class");
+    assert_eq!(one.split_whitespace().nth(1), Some("1"), "{one}");
+
+    t.keys(&["Home", "Enter"]);
+    let s = t.wait_for("the class's peers", |s| {
+        s.contains(" peers (6) ") && (1..=6).all(|i| s.contains(&format!("10.1.0.{i} ")))
+    });
+    assert!(!s.contains("per-peer only"), "{s}");
+    // Each peer with its share and ratio.
+    let row = s
+        .lines()
+        .find(|l| l.contains("10.1.0.1 "))
+        .expect("a peer row");
+    let cells: Vec<&str> = row
+        .split("10.1.0.1")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert!(cells[0].ends_with('%'), "share: {row}");
+    assert!(cells[1].parse::<f64>().is_ok(), "ratio: {row}");
+}

@@ -13,6 +13,8 @@ use crate::warnings::fmt_us;
 pub enum Column {
     Name,
     Class,
+    /// A class's peer count (the class table only, in place of CLASS).
+    Peers,
     Conn,
     Rate,
     Share,
@@ -51,8 +53,9 @@ impl Column {
     ];
 
     /// Dropped in this order when the terminal is too narrow for all.
-    pub const DROP_ORDER: [Column; 7] = [
+    pub const DROP_ORDER: [Column; 8] = [
         Column::Class,
+        Column::Peers,
         Column::WhatifWaitP99,
         Column::Exec,
         Column::WaitP50,
@@ -65,6 +68,7 @@ impl Column {
         match self {
             Column::Name => "NAME",
             Column::Class => "CLASS",
+            Column::Peers => "PEERS",
             Column::Conn => "CONN",
             Column::Rate => "DISP/S",
             Column::Share => "SHARE",
@@ -84,6 +88,7 @@ impl Column {
         match self {
             Column::Name => "name",
             Column::Class => "class",
+            Column::Peers => "peers",
             Column::Conn => "connections",
             Column::Rate => "dispatches/s",
             Column::Share => "share",
@@ -104,6 +109,7 @@ impl Column {
         match self {
             Column::Name => 16,
             Column::Class => 14,
+            Column::Peers => 5,
             Column::Conn => 5,
             Column::Rate => 7,
             Column::Share => 6,
@@ -181,7 +187,7 @@ impl Column {
     pub fn shown(self, e: &EntityStats) -> f64 {
         let num = |t: String| t.trim_end_matches('%').parse::<f64>().unwrap_or(-1.0);
         match self {
-            Column::Name | Column::Class => 0.0,
+            Column::Name | Column::Class | Column::Peers => 0.0,
             Column::Conn => e.connections as f64,
             Column::Rate => num(table::rate(e.dispatch_rate)),
             Column::Share => num(table::pct(e.share)),
@@ -218,11 +224,14 @@ fn shown_us(us: f64) -> f64 {
 /// columns.
 pub fn fitting(width: u16, show_class: bool, whatif: bool) -> Vec<Column> {
     let extra = if whatif { &Column::WHATIF[..] } else { &[] };
+    // Classes show their peer count where peers show their class.
     let mut cols: Vec<Column> = Column::ALL
         .iter()
         .chain(extra)
-        .copied()
-        .filter(|c| show_class || *c != Column::Class)
+        .map(|c| match c {
+            Column::Class if !show_class => Column::Peers,
+            c => *c,
+        })
         .collect();
     let need =
         |cols: &[Column]| -> u32 { cols.iter().map(|c| c.width() as u32 + 1).sum::<u32>() - 1 };
@@ -254,6 +263,8 @@ mod tests {
         }
         assert_eq!(fitting(200, true, false).len(), 10);
         assert!(!fitting(200, false, false).contains(&Column::Class));
+        assert_eq!(fitting(200, false, false)[1], Column::Peers);
+        assert!(fitting(80, false, false).contains(&Column::Peers));
         // Very narrow: still something to show, never a panic.
         assert!(fitting(10, true, false).contains(&Column::Name));
         // What-if columns: all of them when wide, the share even at 80.

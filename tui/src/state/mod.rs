@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
+use nfsdtop_agent::output;
 
 pub use columns::Column;
 pub use history::History;
@@ -131,6 +132,8 @@ pub struct State {
     rows: Vec<u32>,
     /// Index (into the entities) of the top offender, if any.
     offender: Option<u32>,
+    /// Grouped by class: each class's peer count, by entity index.
+    peer_counts: Vec<u32>,
     selected: usize,
     offset: usize,
     /// The selection follows its entity across re-sorts.
@@ -171,6 +174,7 @@ impl State {
             whatif: None,
             rows: Vec::new(),
             offender: None,
+            peer_counts: Vec::new(),
             selected: 0,
             offset: 0,
             selected_name: None,
@@ -247,6 +251,10 @@ impl State {
             self.rows.truncate(n);
         }
         self.offender = warnings::top_offender(list).map(|i| i as u32);
+        self.peer_counts = match self.group {
+            EntityKind::Class => output::peer_counts(s),
+            EntityKind::Peer => Vec::new(),
+        };
         self.warnings = warnings::run(&self.lints, s, self.group, 8);
         // Keep the selection on its entity if it is still listed.
         let by_name = self.selected_name.as_deref().and_then(|n| {
@@ -289,6 +297,11 @@ impl State {
 
     pub fn is_offender(&self, index: u32) -> bool {
         self.offender == Some(index)
+    }
+
+    /// How many peers the class at `index` holds (None for peers).
+    pub fn peer_count(&self, index: u32) -> Option<u32> {
+        self.peer_counts.get(index as usize).copied()
     }
 
     pub fn offender(&self) -> Option<&EntityStats> {
