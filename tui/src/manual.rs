@@ -37,7 +37,7 @@ Enter, Esc
 open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports (for a class: its peers, each with its share, ratio and wait p99)
 .TP
 \fBw\fR
-the list of warnings (lints) behind the header's \fB!\fR lines
+the list of warnings (lints) behind the header's \fB!\fR lines, every entity each lint found (up to 1000 a lint); arrows, \fBj\fR/\fBk\fR, PgUp/PgDn, Home/End scroll it
 .SH COLUMNS
 Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).

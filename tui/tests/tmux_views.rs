@@ -118,3 +118,69 @@ fn class_table_counts_peers_and_the_drill_down_lists_them() {
     assert!(cells[0].ends_with('%'), "share: {row}");
     assert!(cells[1].parse::<f64>().is_ok(), "ratio: {row}");
 }
+
+/// Sixty one-connection clients against one with 256 connections, under
+/// today's FIFO: each of the sixty gets about a fifth of its fair share,
+/// so the below-fair-share lint lists sixty peers.
+const MANY_BELOW: &str = r#"
+name = "many-below"
+threads = 16
+service_ms = 10.0
+policy = "flat"
+
+[[client]]
+address = "10.0.1.1"
+count = 60
+connections = 1
+inflight = 16
+
+[[client]]
+address = "10.9.0.1"
+connections = 256
+inflight = 4096
+"#;
+
+/// The title's "lines A-B of N".
+fn panel_lines(screen: &str) -> Option<(usize, usize, usize)> {
+    let t = screen.split("warnings, lines ").nth(1)?;
+    let (range, rest) = t.split_once(" of ")?;
+    let (a, b) = range.split_once('-')?;
+    let n = rest.split_whitespace().next()?;
+    Some((a.parse().ok()?, b.parse().ok()?, n.parse().ok()?))
+}
+
+#[test]
+fn the_warnings_panel_scrolls_through_every_line() {
+    let t = Tmux::new("warnscroll");
+    let file = scenario("warnscroll", MANY_BELOW);
+    t.start_sized(100, 30, "", &format!("--demo '{}' -d 0.5", file.display()));
+    t.wait_for("the table with warnings", |s| {
+        s.contains("sort: share") && s.contains("below half")
+    });
+    // Paused: the panel's lines stay put while we scroll.
+    t.keys(&["p"]);
+    t.wait_for("paused", |s| s.contains("PAUSED"));
+    t.keys(&["w"]);
+    let s = t.wait_for("a panel longer than the screen", |s| {
+        panel_lines(s).is_some_and(|(a, _, n)| a == 1 && n > 60)
+    });
+    let (_, b, n) = panel_lines(&s).unwrap();
+    assert!(!s.contains("more"), "every line is in the panel:\n{s}");
+    t.keys(&["PageDown"]);
+    let s = t.wait_for("a page down", |s| {
+        panel_lines(s).is_some_and(|(a, _, _)| a == b + 1)
+    });
+    assert!(s.contains("10.0.1."), "{s}");
+    t.keys(&["End"]);
+    let s = t.wait_for("the end", |s| {
+        panel_lines(s).is_some_and(|(_, last, total)| last == total)
+    });
+    assert_eq!(panel_lines(&s).unwrap().2, n, "{s}");
+    t.keys(&["Home"]);
+    t.wait_for("the top again", |s| {
+        panel_lines(s).is_some_and(|(a, _, _)| a == 1)
+    });
+    t.keys(&["Escape"]);
+    t.wait_for("the panel closed", |s| !s.contains("warnings, lines"));
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

@@ -26,6 +26,10 @@ use crate::warnings::{self, Lint, Warning};
 /// The refresh intervals `+` and `-` step through.
 pub const INTERVAL_STEPS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0];
 
+/// Lines of detail each lint keeps (the warnings panel scrolls through
+/// them; past this, "... and N more").
+pub const MAX_WARNING_DETAILS: usize = 1000;
+
 /// How a remote source's link is doing (local sources have none).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RemoteStatus {
@@ -140,6 +144,9 @@ pub struct State {
     selected_name: Option<String>,
     /// Rows that fit on screen at the last draw (for PgUp/PgDn).
     page: usize,
+    /// First line of the warnings panel on screen, and how many fit.
+    pub warnings_scroll: usize,
+    pub warnings_page: usize,
     shown: Option<Box<Snapshot>>,
     shown_seq: u64,
     pending: Option<(Box<Snapshot>, u64)>,
@@ -179,6 +186,8 @@ impl State {
             offset: 0,
             selected_name: None,
             page: 10,
+            warnings_scroll: 0,
+            warnings_page: 10,
             shown: None,
             shown_seq: 0,
             pending: None,
@@ -255,7 +264,7 @@ impl State {
             EntityKind::Class => output::peer_counts(s),
             EntityKind::Peer => Vec::new(),
         };
-        self.warnings = warnings::run(&self.lints, s, self.group, 8);
+        self.warnings = warnings::run(&self.lints, s, self.group, MAX_WARNING_DETAILS);
         // Keep the selection on its entity if it is still listed.
         let by_name = self.selected_name.as_deref().and_then(|n| {
             self.rows
@@ -421,6 +430,24 @@ impl State {
             self.refresh();
             return Action::Redraw;
         }
+        if self.show_warnings {
+            // The panel scrolls; the view clamps the offset to its lines.
+            let page = self.warnings_page.max(1);
+            let at = self.warnings_scroll;
+            let moved = match key.code {
+                KeyCode::Up | KeyCode::Char('k') => Some(at.saturating_sub(1)),
+                KeyCode::Down | KeyCode::Char('j') => Some(at.saturating_add(1)),
+                KeyCode::PageUp => Some(at.saturating_sub(page)),
+                KeyCode::PageDown | KeyCode::Char(' ') => Some(at.saturating_add(page)),
+                KeyCode::Home => Some(0),
+                KeyCode::End | KeyCode::Char('G') => Some(usize::MAX / 2),
+                _ => None,
+            };
+            if let Some(to) = moved {
+                self.warnings_scroll = to;
+                return Action::Redraw;
+            }
+        }
         if self.show_help || self.show_warnings {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
@@ -432,6 +459,7 @@ impl State {
                 KeyCode::Char('w') => {
                     self.show_help = false;
                     self.show_warnings = true;
+                    self.warnings_scroll = 0;
                 }
                 _ => return Action::None,
             }
@@ -440,7 +468,10 @@ impl State {
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Char('?') | KeyCode::Char('h') | KeyCode::F(1) => self.show_help = true,
-            KeyCode::Char('w') => self.show_warnings = true,
+            KeyCode::Char('w') => {
+                self.show_warnings = true;
+                self.warnings_scroll = 0;
+            }
             KeyCode::Char(' ') | KeyCode::Char('p') => self.toggle_pause(),
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
