@@ -41,6 +41,8 @@ the list of warnings (lints) behind the header's \fB!\fR lines, every entity eac
 .SH COLUMNS
 Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).
+On a narrow terminal EXEC goes first, then WAIT50, then CLASS, CONN,
+FAIR and DISP/S: 80 columns keep NAME, CLASS, SHARE, RATIO and WAIT99.
 .TP
 \fBNAME\fR
 the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged)

@@ -184,3 +184,42 @@ fn the_warnings_panel_scrolls_through_every_line() {
     t.wait_for("the panel closed", |s| !s.contains("warnings, lines"));
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+#[test]
+fn at_80x24_every_line_is_whole() {
+    let t = Tmux::new("small");
+    t.start_sized(80, 24, "", "--demo movers -d 0.5");
+    let s = t.wait_for("the table", |s| {
+        s.contains("sort: share") && s.contains("10.1.0.1 ")
+    });
+    // The columns that matter stay, CLASS included; the footer keeps its
+    // most useful keys whole, the warnings key among them.
+    let header = s.lines().find(|l| l.contains("RATIO")).expect("header");
+    for col in ["NAME", "CLASS", "SHARE", "FAIR", "RATIO", "WAIT99"] {
+        assert!(header.contains(col), "{col} dropped:\n{s}");
+    }
+    let footer = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(footer.contains("w warnings"), "{s}");
+    let last_word = footer.split_whitespace().last().unwrap();
+    let words = [
+        "quit", "help", "warnings", "sort", "group", "filter", "detail", "pause", "interval",
+    ];
+    assert!(words.contains(&last_word), "footer cut: {footer:?}");
+    // The drill-down: its counts since the start on a line of their own,
+    // whole.
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the drill-down", |s| s.contains("since start:"));
+    let line = s.lines().find(|l| l.contains("since start:")).unwrap();
+    assert!(
+        line.trim_end().ends_with("s backlogged"),
+        "cut: {line:?}\n{s}"
+    );
+    // Too small for anything: the message says so, whole.
+    t.run(&["resize-window", "-t", "e2e", "-x", "16", "-y", "5"]);
+    let s = t.wait_for("the too-small message", |s| s.contains("terminal too"));
+    let text: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("nfsdtop: terminal too small (16x5, need 20x6)"),
+        "{s}"
+    );
+}

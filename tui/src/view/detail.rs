@@ -39,7 +39,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     f.render_widget(block, area);
 
     let [summary, sparks, chart, bottom] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(4),
         Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Fill(1),
@@ -178,15 +178,16 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         )),
         Line::from(vec![
             backlog,
-            Span::raw(format!("  {} connections  ", e.connections)),
-            Span::styled(
-                format!(
-                    "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
-                    e.dispatches, e.entitled, e.backlogged_seconds
-                ),
-                styles::dim(),
-            ),
+            Span::raw(format!("  {} connections", e.connections)),
         ]),
+        // A line of its own: whole on an 80-column terminal.
+        Line::styled(
+            format!(
+                "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
+                e.dispatches, e.entitled, e.backlogged_seconds
+            ),
+            styles::dim(),
+        ),
     ]
 }
 
