@@ -74,11 +74,17 @@ median and 99th percentile of its queue wait (ready to taken by a thread), inter
 \fBEXEC\fR
 its share of nfsd thread time (svc_stats_latency execute), interval: round\-robin evens out dispatches, not thread time
 .PP
-The header: dispatches per second, backlogged entities, Jain's fairness
-index over the backlogged entities' ratios (1 = all at their fair share,
-1/n = one got everything), events lost, the server's wait p50 and p99,
-and one line per lint ("1 peer below half its fair share while
-backlogged", "events lost", "starved", ...).
+The header, every figure for the whole server: dispatches per second
+over the last interval; entities backlogged (work queued) at its end, of
+all listed; Jain's fairness index over the ratios of the entities
+backlogged during the interval (1 = all at their fair share, 1/n = one
+got everything); events lost since the start; and the wait p50 and p99
+of every dispatch of the interval, whichever entity's. That p50 is not a
+typical row's: it weighs each entity by its dispatches, so when half the
+dispatches waited 18 ms and half 31 ms it can read either from one
+interval to the next while each row's own p50 holds still. Then one line
+per lint ("1 peer below half its fair share while backlogged", "events
+lost", "starved", ...).
 .SH BATCH OUTPUT
 \fB\-b\fR prints one block (\fB\-\-format text\fR), one JSON object
 (\fBjson\fR) or CSV rows (\fBcsv\fR) per iteration. JSON counts

@@ -248,6 +248,9 @@ fn help_overlay_lists_the_keys() {
         "pause / resume",
         "group by peer or by class",
         "longer / shorter refresh interval",
+        // What the header's figures cover.
+        "wait p50/p99 over every dispatch",
+        "not a row's p50",
     ] {
         assert!(text.contains(want), "{want:?} missing:\n{text}");
     }

@@ -61,6 +61,17 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
         Span::raw(", "),
         Span::styled("* top offender", styles::offender()),
     ]));
+    lines.push(Line::raw(""));
+    lines.push(Line::from(vec![
+        Span::styled("  header", styles::title()),
+        Span::raw(" = the whole server: disp/s and Jain over the last"),
+    ]));
+    for l in [
+        "  interval, backlogged now; wait p50/p99 over every dispatch,",
+        "  whichever entity's (weighted by dispatches, not a row's p50)",
+    ] {
+        lines.push(Line::raw(l));
+    }
     let r = centered(area, 72, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
