@@ -82,9 +82,84 @@ struct BatchRecord<'a> {
     entities: Vec<BatchEntity<'a>>,
 }
 
-pub fn top_entities(s: &Snapshot, group: EntityKind, top: Option<usize>) -> &[EntityStats] {
-    let all = s.entities(group);
-    &all[..top.unwrap_or(all.len()).min(all.len())]
+/// The order of entity names: addresses by value (10.0.0.2 before
+/// 10.0.0.10, IPv4 before IPv6), then other names as text. A total order,
+/// so sorts that fall back on it are stable from one snapshot to the next.
+pub fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::net::IpAddr;
+    match (a.parse::<IpAddr>(), b.parse::<IpAddr>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y).then_with(|| a.cmp(b)),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
+/// The entities of `group` busiest first (most dispatches this
+/// interval), ties by [`name_order`], at most `top` of them.
+pub fn top_entities(s: &Snapshot, group: EntityKind, top: Option<usize>) -> Vec<&EntityStats> {
+    let mut v: Vec<&EntityStats> = s.entities(group).iter().collect();
+    v.sort_by(|a, b| {
+        b.interval_dispatches
+            .cmp(&a.interval_dispatches)
+            .then_with(|| name_order(&a.name, &b.name))
+    });
+    v.truncate(top.unwrap_or(usize::MAX));
+    v
+}
+
+/// The peers of a class entity: those the class map put in it (a
+/// `per-peer` class's entities are `CLASS/ADDRESS`, one peer each).
+pub fn peers_of<'a>(
+    s: &'a Snapshot,
+    class: &'a EntityStats,
+) -> impl Iterator<Item = &'a EntityStats> {
+    s.peers.iter().filter(move |p| {
+        p.class == class.name
+            || class
+                .name
+                .strip_prefix(p.class.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+                == Some(p.name.as_str())
+    })
+}
+
+/// How many peers each of `s.classes` holds, in its order: one pass over
+/// the peers (a class entity is the peer's class, or `CLASS/ADDRESS` for
+/// a `per-peer` class).
+pub fn peer_counts(s: &Snapshot) -> Vec<u32> {
+    let index: std::collections::HashMap<&str, usize> = s
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mut counts = vec![0u32; s.classes.len()];
+    for p in &s.peers {
+        let hit = index
+            .get(p.class.as_str())
+            .or_else(|| index.get(format!("{}/{}", p.class, p.name).as_str()));
+        if let Some(&i) = hit {
+            counts[i] += 1;
+        }
+    }
+    counts
+}
+
+/// Microseconds as a person reads them: `960us`, `9.2ms`, `74ms`,
+/// `1.20s` (the UI's and the batch text's wait columns).
+pub fn fmt_us(us: f64) -> String {
+    if !us.is_finite() || us <= 0.0 {
+        "0".into()
+    } else if us < 1_000.0 {
+        format!("{us:.0}us")
+    } else if us < 10_000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else if us < 1_000_000.0 {
+        format!("{:.0}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
 }
 
 /// One line of the batch JSON contract.
@@ -122,7 +197,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             transports_evicted: s.totals.transports_evicted,
         },
         entities: top_entities(s, group, top)
-            .iter()
+            .into_iter()
             .map(|e| BatchEntity {
                 name: &e.name,
                 kind: e.kind.as_str(),
@@ -150,13 +225,16 @@ fn fmt_ratio(f: Option<f64>) -> String {
     f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into())
 }
 
-/// A `top -b`-like block.
+/// A `top -b`-like block: the UI's columns and units, every name whole
+/// (columns as wide as the longest shown), classes with their peer count
+/// instead of a class column.
 pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     let t = &s.totals;
     let (backlogged, jain) = match group {
         EntityKind::Peer => (t.backlogged, t.jain),
         EntityKind::Class => (t.backlogged_classes, t.jain_classes),
     };
+    let rows = top_entities(s, group, top);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -167,56 +245,91 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         s.source.wait_source.as_str(),
         s.interval_s
     );
-    let _ =
-        writeln!(
-        o,
-        "dispatches {} ({:.0}/s)  backlogged {}  jain {:.3}  wait p50 {:.0}us p99 {:.0}us  lost {}",
-        t.dispatches, t.dispatch_rate, backlogged, jain, t.wait_p50_us, t.wait_p99_us, t.events_lost
-    );
     let _ = writeln!(
         o,
-        "{:<28} {:<16} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>9} {:>6}",
-        group.as_str().to_uppercase(),
-        "CLASS",
-        "CONN",
-        "DISP/S",
-        "SHARE",
-        "FAIR",
-        "RATIO",
-        "WAIT_P50",
-        "WAIT_P99",
-        "EXEC"
+        "dispatches {} since start, {:.0}/s  backlogged {backlogged}  jain {jain:.3}  \
+         wait of all dispatches p50 {} p99 {}  lost {}",
+        t.dispatches,
+        t.dispatch_rate,
+        fmt_us(t.wait_p50_us),
+        fmt_us(t.wait_p99_us),
+        t.events_lost
     );
-    for e in top_entities(s, group, top) {
+    let first = group.as_str().to_uppercase();
+    let wide = |title: &str, f: &dyn Fn(&EntityStats) -> usize| {
+        rows.iter()
+            .map(|e| f(e))
+            .max()
+            .unwrap_or(0)
+            .max(title.len())
+    };
+    let nw = wide(&first, &|e| e.name.chars().count());
+    // Peers: their class; classes: how many peers they hold.
+    let (second, cells): (&str, Vec<String>) = match group {
+        EntityKind::Peer => ("CLASS", rows.iter().map(|e| e.class.clone()).collect()),
+        EntityKind::Class => {
+            let counts: std::collections::HashMap<&str, u32> = s
+                .classes
+                .iter()
+                .map(|c| c.name.as_str())
+                .zip(peer_counts(s))
+                .collect();
+            let of = |e: &EntityStats| counts.get(e.name.as_str()).copied().unwrap_or(0);
+            ("PEERS", rows.iter().map(|e| of(e).to_string()).collect())
+        }
+    };
+    let cw = cells
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(second.len());
+    // A class's peer count is a number: right-aligned.
+    let second = match group {
+        EntityKind::Peer => format!("{second:<cw$}"),
+        EntityKind::Class => format!("{second:>cw$}"),
+    };
+    let _ = writeln!(
+        o,
+        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6}",
+        "CONN", "DISP/S", "SHARE", "FAIR", "RATIO", "WAIT_P50", "WAIT_P99", "EXEC"
+    );
+    for (e, c) in rows.iter().zip(&cells) {
+        let c = match group {
+            EntityKind::Peer => format!("{c:<cw$}"),
+            EntityKind::Class => format!("{c:>cw$}"),
+        };
         let _ = writeln!(
             o,
-            "{:<28} {:<16} {:>5} {:>9.1} {:>6.1}% {:>6.1}% {:>6} {:>9.0} {:>9.0} {:>5.1}%",
-            truncate(&e.name, 28),
-            truncate(&e.class, 16),
+            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6}",
+            e.name,
             e.connections,
-            e.dispatch_rate,
-            e.share * 100.0,
-            e.fair_share * 100.0,
+            if e.dispatch_rate < 100.0 {
+                format!("{:.1}", e.dispatch_rate)
+            } else {
+                format!("{:.0}", e.dispatch_rate)
+            },
+            pct(e.share),
+            pct(e.fair_share),
             fmt_ratio(e.fairness),
-            e.wait_p50_us,
-            e.wait_p99_us,
-            e.exec_share * 100.0
+            fmt_us(e.wait_p50_us),
+            fmt_us(e.wait_p99_us),
+            pct(e.exec_share)
         );
     }
     o
 }
 
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n - 1).collect();
-        t.push('~');
-        t
-    }
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
 }
 
-pub const CSV_HEADER: &str = "time,kind,name,class,connections,dispatches,dispatch_rate,share,fair_share,entitled,fairness,wait_p50_us,wait_p99_us,exec_share";
+/// The CSV header. `*_total` columns are cumulative (since the source
+/// started, or since the aggregator first saw the entity); the others
+/// cover the interval. Each iteration ends with a `total` row: the whole
+/// server (connections = its transports, share 1, waits of every
+/// dispatch).
+pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -228,11 +341,12 @@ fn csv_field(s: &str) -> String {
 
 pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     let mut o = String::new();
+    let source = csv_field(s.source.kind.as_str());
+    let lead = format!("{:.3},{:.3},{source}", s.time, s.interval_s);
     for e in top_entities(s, group, top) {
         let _ = writeln!(
             o,
-            "{:.3},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6}",
-            s.time,
+            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6}",
             e.kind.as_str(),
             csv_field(&e.name),
             csv_field(&e.class),
@@ -248,5 +362,16 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
             e.exec_share
         );
     }
+    let t = &s.totals;
+    let share = if t.dispatch_rate > 0.0 {
+        "1.000000"
+    } else {
+        "0.000000"
+    };
+    let _ = writeln!(
+        o,
+        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share}",
+        t.transports, t.dispatches, t.dispatch_rate, t.wait_p50_us, t.wait_p99_us
+    );
     o
 }

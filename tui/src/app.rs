@@ -23,7 +23,7 @@ use ratatui::backend::Backend;
 use ratatui::Terminal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::cli::{OutputFormat, ViewArgs};
+use crate::cli::ViewArgs;
 use crate::conn::{self, Connection, DemoFallback, Update};
 use crate::out;
 use crate::tty::{Ready, Tty};
@@ -56,13 +56,8 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     }
     let interval = Duration::from_secs_f64(args.delay);
     // Open the source before touching the terminal, so errors print plainly.
-    // `--format` asks for output meant for a program: never the demo then.
-    let fallback = if args.format == OutputFormat::Text {
-        DemoFallback::Allowed
-    } else {
-        DemoFallback::Refused
-    };
-    let conn = conn::connect(&args.source, interval, fallback)?;
+    // (`--format`, output meant for a program, needs -b: never here.)
+    let conn = conn::connect(&args.source, interval, DemoFallback::Allowed)?;
     let mut state = State::new(interval, conn.notice.clone());
     state.group = args.group.into();
     state.top = args.top;

@@ -58,7 +58,7 @@ pub struct SourceArgs {
     #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "movers")]
     pub demo: Option<String>,
     /// Dispatch policy of the demo server.
-    #[arg(long, value_parser = parse_policy, requires = "demo")]
+    #[arg(long, value_parser = PolicyParser, requires = "demo")]
     pub policy: Option<Policy>,
     /// Replay a recording made by `nfsdtop record`.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["demo", "connect"])]
@@ -118,13 +118,13 @@ pub struct ViewArgs {
     #[arg(short = 'b', long)]
     pub batch: bool,
     /// Number of snapshots to print in batch mode (default: until interrupted).
-    #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations)]
+    #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations, requires = "batch")]
     pub iterations: Option<u64>,
     /// Seconds between snapshots.
     #[arg(short = 'd', long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_delay)]
     pub delay: f64,
     /// Batch output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, requires = "batch")]
     pub format: OutputFormat,
     /// Show peers or classes.
     #[arg(long, value_enum, default_value_t = Group::Peer)]
@@ -136,7 +136,7 @@ pub struct ViewArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
     pub give_up_after: f64,
     /// Replay only: add columns predicting each entity's share, ratio and wait p99 under this policy (see `nfsdtop whatif`).
-    #[arg(long, value_name = "POLICY", value_parser = parse_policy, requires = "replay", conflicts_with_all = ["batch", "demo", "connect"])]
+    #[arg(long, value_name = "POLICY", value_parser = PolicyParser, requires = "replay", conflicts_with_all = ["batch", "demo", "connect"])]
     pub whatif: Option<Policy>,
 }
 
@@ -202,8 +202,46 @@ impl From<Group> for EntityKind {
     }
 }
 
-fn parse_policy(s: &str) -> Result<Policy, String> {
-    s.parse()
+/// `--policy` and `--whatif`: parsed by the agent's own `Policy` (its
+/// message on a bad value), and listing the values for the completion
+/// scripts and `--help`.
+#[derive(Clone, Copy)]
+pub struct PolicyParser;
+
+impl clap::builder::TypedValueParser for PolicyParser {
+    type Value = Policy;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Policy, clap::Error> {
+        let text = value.to_string_lossy();
+        text.parse().map_err(|e: String| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+                .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let all = [
+            (
+                Policy::Flat,
+                "one FIFO of ready transports (today's kernel)",
+            ),
+            (Policy::RrPeer, "round-robin across peers"),
+            (
+                Policy::RrClass,
+                "round-robin across classes of the class map",
+            ),
+        ];
+        Some(Box::new(all.into_iter().map(|(p, help)| {
+            clap::builder::PossibleValue::new(p.to_string()).help(help)
+        })))
+    }
 }
 
 fn parse_delay(s: &str) -> Result<f64, String> {

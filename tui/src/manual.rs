@@ -19,7 +19,7 @@ space, \fBp\fR
 pause and resume (the pipeline keeps counting; the screen stops)
 .TP
 \fBs\fR, \fBS\fR
-next sort column; reverse the sort direction
+next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
 .TP
 \fBg\fR
 peers or classes
@@ -34,19 +34,24 @@ arrows, \fBj\fR, \fBk\fR, PgUp, PgDn, Home, End, \fBG\fR
 move the selection
 .TP
 Enter, Esc
-open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports
+open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports (for a class: its peers, each with its share, ratio and wait p99)
 .TP
 \fBw\fR
-the list of warnings (lints) behind the header's \fB!\fR lines
+the list of warnings (lints) behind the header's \fB!\fR lines, every entity each lint found (up to 1000 a lint); arrows, \fBj\fR/\fBk\fR, PgUp/PgDn, Home/End scroll it
 .SH COLUMNS
 Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).
+On a narrow terminal EXEC goes first, then WAIT50, then CLASS, CONN,
+FAIR and DISP/S: 80 columns keep NAME, CLASS, SHARE, RATIO and WAIT99.
 .TP
 \fBNAME\fR
 the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged)
 .TP
 \fBCLASS\fR
 the peer's class from the class map (without one, every peer is its own class)
+.TP
+\fBPEERS\fR
+grouped by class (\fBg\fR), in place of CLASS: how many peers the class holds
 .TP
 \fBCONN\fR
 its transports (connections) now
@@ -69,17 +74,27 @@ median and 99th percentile of its queue wait (ready to taken by a thread), inter
 \fBEXEC\fR
 its share of nfsd thread time (svc_stats_latency execute), interval: round\-robin evens out dispatches, not thread time
 .PP
-The header: dispatches per second, backlogged entities, Jain's fairness
-index over the backlogged entities' ratios (1 = all at their fair share,
-1/n = one got everything), events lost, the server's wait p50 and p99,
-and one line per lint ("1 peer below half its fair share while
-backlogged", "events lost", "starved", ...).
+The header, every figure for the whole server: dispatches per second
+over the last interval; entities backlogged (work queued) at its end, of
+all listed; Jain's fairness index over the ratios of the entities
+backlogged during the interval (1 = all at their fair share, 1/n = one
+got everything); events lost since the start; and the wait p50 and p99
+of every dispatch of the interval, whichever entity's. That p50 is not a
+typical row's: it weighs each entity by its dispatches, so when half the
+dispatches waited 18 ms and half 31 ms it can read either from one
+interval to the next while each row's own p50 holds still. Then one line
+per lint ("1 peer below half its fair share while backlogged", "events
+lost", "starved", ...).
 .SH BATCH OUTPUT
 \fB\-b\fR prints one block (\fB\-\-format text\fR), one JSON object
 (\fBjson\fR) or CSV rows (\fBcsv\fR) per iteration. JSON counts
 (dispatches, entitled, exec_seconds, backlogged_seconds) are cumulative,
 rates, shares and ratios per interval; every field is defined in the
 project's docs/json.md (installed as /usr/share/doc/nfsdtop/docs/json.md).
+CSV names its cumulative columns \fB*_total\fR and ends each iteration
+with a \fBtotal\fR row for the whole server. Text shows waits as the UI
+does (18ms) and every name whole; by class, the second column counts the
+class's peers. \fB\-n\fR and \fB\-\-format\fR need \fB\-b\fR.
 .SH EXAMPLES
 .TP
 \fBnfsdtop\fR

@@ -51,20 +51,8 @@ fn plural(n: usize, kind: EntityKind) -> String {
     format!("{n} {word}")
 }
 
-/// Microseconds as a short human duration: 850us, 5.1ms, 1.20s.
-pub fn fmt_us(us: f64) -> String {
-    if !us.is_finite() || us <= 0.0 {
-        "0".into()
-    } else if us < 1_000.0 {
-        format!("{us:.0}us")
-    } else if us < 10_000.0 {
-        format!("{:.1}ms", us / 1e3)
-    } else if us < 1_000_000.0 {
-        format!("{:.0}ms", us / 1e3)
-    } else {
-        format!("{:.2}s", us / 1e6)
-    }
-}
+/// Microseconds as a short human duration, as the batch text prints them.
+pub use nfsdtop_agent::output::fmt_us;
 
 /// Backlogged during the interval yet not one dispatch.
 pub fn is_starved(e: &EntityStats) -> bool {

@@ -86,10 +86,14 @@ fn batch_text_csv_group_and_top() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     let mut lines = text.lines();
-    assert!(lines.next().unwrap().starts_with("time,kind,name,class,"));
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("time,interval_s,source,kind,name,class,"));
     let rows: Vec<&str> = lines.collect();
-    // 1 movers class + 4 per-peer customer classes, two iterations.
-    assert_eq!(rows.len(), 10, "{text}");
+    // 1 movers class + 4 per-peer customer classes + the total row, two
+    // iterations.
+    assert_eq!(rows.len(), 12, "{text}");
     assert!(rows.iter().any(|r| r.contains(",class,movers,movers,")));
     assert!(rows
         .iter()

@@ -3,129 +3,12 @@
 //! Every wait polls the screen against a deadline; nothing sleeps to
 //! synchronise. tmux comes from scripts/setup.sh.
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_nfsdtop");
-/// Generous: a debug build on a busy two-core machine.
-const DEADLINE: Duration = Duration::from_secs(30);
+mod common;
 
-/// A private tmux server (its own socket), killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new(tag: &str) -> Tmux {
-        let probe = Command::new("tmux").arg("-V").output();
-        assert!(
-            probe.as_ref().is_ok_and(|o| o.status.success()),
-            "tmux is needed for this test: run scripts/setup.sh (or apt-get install tmux)"
-        );
-        Tmux {
-            socket: format!("nfsdtop-e2e-{}-{tag}", std::process::id()),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    /// Start `nfsdtop ARGS` in a 120x40 session, after a marker line, and
-    /// keep the pane open after it exits (`cat` copies typed lines).
-    fn start(&self, args: &str) {
-        self.start_env("", args)
-    }
-
-    /// The same with extra `NAME=value` environment words.
-    fn start_env(&self, env: &str, args: &str) {
-        let script = format!(
-            "printf 'PRE-RUN-MARKER\\n'; {env} LANG=C.UTF-8 LC_ALL=C.UTF-8 '{BIN}' {args}; \
-             printf 'EXIT-STATUS=%s\\n' $?; exec cat"
-        );
-        self.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "sh",
-            "-c",
-            &script,
-        ]);
-    }
-
-    /// The pid of nfsdtop, the child of the pane's `sh -c`.
-    fn ui_pid(&self) -> u32 {
-        let sh = self.display("#{pane_pid}");
-        let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
-            .expect("/proc children of the pane's shell");
-        let pid = children.split_whitespace().next().expect("nfsdtop's pid");
-        pid.parse().expect("a pid")
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "e2e"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
-    }
-
-    fn display(&self, format: &str) -> String {
-        String::from_utf8_lossy(&self.run(&["display", "-p", "-t", "e2e", format]).stdout)
-            .trim()
-            .to_string()
-    }
-
-    /// Poll the screen until `ok` holds; panic with the last screen at the
-    /// deadline.
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if start.elapsed() > DEADLINE {
-                panic!("timed out waiting for {what}; screen:\n{s}");
-            }
-            // Polling interval of the screen scrape, not a synchronisation.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
-/// The line of the table whose name column is `name` (after the marker).
-fn row_of(screen: &str, name: &str) -> Option<usize> {
-    screen
-        .lines()
-        .position(|l| l.starts_with(&format!("  {name} ")) || l.starts_with(&format!("* {name} ")))
-}
+use common::tmux::{row_of, Tmux, DEADLINE};
 
 #[test]
 fn keys_drive_the_ui_and_quit_restores_the_terminal() {
@@ -350,12 +233,13 @@ fn without_nfsd_only_the_plain_ui_shows_the_demo_and_says_so() {
     assert!(s.contains("DEMO DATA, NOT THIS HOST: no live nfsd"), "{s}");
     t.keys(&["q"]);
     t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
-    // --format asks for output for a program: an error, never the demo.
+    // --format asks for output for a program: without -b it is refused
+    // (bad usage), never the demo nor the UI.
     let t = Tmux::new("nodemo-format");
     t.start(&format!("--tracefs {} --format json", dir.display()));
     let s = t.wait_for("exit", |s| s.contains("EXIT-STATUS="));
-    assert!(s.contains("EXIT-STATUS=1"), "{s}");
-    assert!(s.contains("never shows the demo"), "{s}");
+    assert!(s.contains("EXIT-STATUS=2"), "{s}");
+    assert!(s.contains("--batch"), "{s}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

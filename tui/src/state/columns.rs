@@ -4,11 +4,17 @@
 use std::cmp::Ordering;
 
 use nfsdtop_agent::model::EntityStats;
+use nfsdtop_agent::output::name_order;
+
+use crate::view::table;
+use crate::warnings::fmt_us;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Column {
     Name,
     Class,
+    /// A class's peer count (the class table only, in place of CLASS).
+    Peers,
     Conn,
     Rate,
     Share,
@@ -46,12 +52,16 @@ impl Column {
         Column::WhatifWaitP99,
     ];
 
-    /// Dropped in this order when the terminal is too narrow for all.
-    pub const DROP_ORDER: [Column; 7] = [
-        Column::Class,
-        Column::WhatifWaitP99,
+    /// Dropped in this order when the terminal is too narrow for all:
+    /// thread time and the median wait first (the p99 says more), then
+    /// the class, so that 80 columns keep NAME, CLASS and every
+    /// fairness number.
+    pub const DROP_ORDER: [Column; 8] = [
         Column::Exec,
+        Column::WhatifWaitP99,
         Column::WaitP50,
+        Column::Class,
+        Column::Peers,
         Column::Conn,
         Column::Fair,
         Column::Rate,
@@ -61,6 +71,7 @@ impl Column {
         match self {
             Column::Name => "NAME",
             Column::Class => "CLASS",
+            Column::Peers => "PEERS",
             Column::Conn => "CONN",
             Column::Rate => "DISP/S",
             Column::Share => "SHARE",
@@ -80,6 +91,7 @@ impl Column {
         match self {
             Column::Name => "name",
             Column::Class => "class",
+            Column::Peers => "peers",
             Column::Conn => "connections",
             Column::Rate => "dispatches/s",
             Column::Share => "share",
@@ -100,6 +112,7 @@ impl Column {
         match self {
             Column::Name => 16,
             Column::Class => 14,
+            Column::Peers => 5,
             Column::Conn => 5,
             Column::Rate => 7,
             Column::Share => 6,
@@ -128,26 +141,84 @@ impl Column {
         Column::ALL[(i + 1) % Column::ALL.len()]
     }
 
-    /// Ascending order of two entities by this column; ties go by name so
-    /// the order is stable from one snapshot to the next.
-    pub fn compare(self, a: &EntityStats, b: &EntityStats) -> Ordering {
-        let by = |x: f64, y: f64| x.total_cmp(&y);
-        let o = match self {
-            Column::Name => Ordering::Equal,
-            Column::Class => a.class.cmp(&b.class),
-            Column::Conn => a.connections.cmp(&b.connections),
-            Column::Rate => by(a.dispatch_rate, b.dispatch_rate),
-            Column::Share => by(a.share, b.share),
-            Column::Fair => by(a.fair_share, b.fair_share),
-            // Nothing to judge sorts below any ratio.
-            Column::Ratio => by(a.fairness.unwrap_or(-1.0), b.fairness.unwrap_or(-1.0)),
-            Column::WaitP50 => by(a.wait_p50_us, b.wait_p50_us),
-            Column::WaitP99 => by(a.wait_p99_us, b.wait_p99_us),
-            Column::Exec => by(a.exec_share, b.exec_share),
-            Column::WhatifShare | Column::WhatifRatio | Column::WhatifWaitP99 => Ordering::Equal,
-        };
-        o.then_with(|| a.name.cmp(&b.name))
+    /// Ascending order of two entities by this column, on the values as
+    /// the table shows them: rows that look equal (8.3% and 8.3%) are
+    /// equal, and go by name, so shares that differ by a dispatch or two
+    /// from one interval to the next do not swap rows on every refresh.
+    /// Ties always go A→Z (by address value), whichever way the column
+    /// sorts; a name column sorts on the name itself.
+    pub fn compare(self, a: &EntityStats, b: &EntityStats, descending: bool) -> Ordering {
+        self.compare_keyed((self.shown(a), a), (self.shown(b), b), descending)
     }
+
+    fn compare_keyed(
+        self,
+        (ka, a): (f64, &EntityStats),
+        (kb, b): (f64, &EntityStats),
+        descending: bool,
+    ) -> Ordering {
+        let o = match self {
+            Column::Name => name_order(&a.name, &b.name),
+            Column::Class => name_order(&a.class, &b.class),
+            _ => ka.total_cmp(&kb),
+        };
+        let o = if descending { o.reverse() } else { o };
+        o.then_with(|| name_order(&a.name, &b.name))
+    }
+
+    /// Sort `rows` (indices into `list`) by this column, each key
+    /// computed once.
+    pub fn sort(self, list: &[EntityStats], rows: &mut Vec<u32>, descending: bool) {
+        let mut keyed: Vec<(f64, u32)> = rows
+            .iter()
+            .map(|i| (self.shown(&list[*i as usize]), *i))
+            .collect();
+        keyed.sort_unstable_by(|(ka, a), (kb, b)| {
+            self.compare_keyed(
+                (*ka, &list[*a as usize]),
+                (*kb, &list[*b as usize]),
+                descending,
+            )
+        });
+        rows.clear();
+        rows.extend(keyed.into_iter().map(|(_, i)| i));
+    }
+
+    /// A numeric column's value as the table displays it (the text of
+    /// view/table.rs read back, so rounding is the same by construction).
+    /// Name, class and what-if columns have no key (0).
+    pub fn shown(self, e: &EntityStats) -> f64 {
+        let num = |t: String| t.trim_end_matches('%').parse::<f64>().unwrap_or(-1.0);
+        match self {
+            Column::Name | Column::Class | Column::Peers => 0.0,
+            Column::Conn => e.connections as f64,
+            Column::Rate => num(table::rate(e.dispatch_rate)),
+            Column::Share => num(table::pct(e.share)),
+            Column::Fair => num(table::pct(e.fair_share)),
+            // Nothing to judge ("-") sorts below any ratio.
+            Column::Ratio => num(table::ratio(e.fairness)),
+            Column::WaitP50 => shown_us(e.wait_p50_us),
+            Column::WaitP99 => shown_us(e.wait_p99_us),
+            Column::Exec => num(table::pct(e.exec_share)),
+            Column::WhatifShare | Column::WhatifRatio | Column::WhatifWaitP99 => 0.0,
+        }
+    }
+}
+
+/// Microseconds as `fmt_us` prints them ("9.2ms", "960us", "1.20s"),
+/// read back in microseconds.
+fn shown_us(us: f64) -> f64 {
+    let t = fmt_us(us);
+    let (n, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    n.parse::<f64>().map_or(0.0, |v| v * scale)
 }
 
 /// The columns that fit in `width` cells (one space between columns),
@@ -156,11 +227,14 @@ impl Column {
 /// columns.
 pub fn fitting(width: u16, show_class: bool, whatif: bool) -> Vec<Column> {
     let extra = if whatif { &Column::WHATIF[..] } else { &[] };
+    // Classes show their peer count where peers show their class.
     let mut cols: Vec<Column> = Column::ALL
         .iter()
         .chain(extra)
-        .copied()
-        .filter(|c| show_class || *c != Column::Class)
+        .map(|c| match c {
+            Column::Class if !show_class => Column::Peers,
+            c => *c,
+        })
         .collect();
     let need =
         |cols: &[Column]| -> u32 { cols.iter().map(|c| c.width() as u32 + 1).sum::<u32>() - 1 };
@@ -180,7 +254,7 @@ mod tests {
     #[test]
     fn eighty_columns_keep_the_essentials() {
         let c = fitting(80, true, false);
-        assert!(!c.contains(&Column::Class));
+        assert!(c.contains(&Column::Class), "{c:?}");
         for want in [
             Column::Name,
             Column::Share,
@@ -192,11 +266,101 @@ mod tests {
         }
         assert_eq!(fitting(200, true, false).len(), 10);
         assert!(!fitting(200, false, false).contains(&Column::Class));
+        assert_eq!(fitting(200, false, false)[1], Column::Peers);
+        assert!(fitting(80, false, false).contains(&Column::Peers));
         // Very narrow: still something to show, never a panic.
         assert!(fitting(10, true, false).contains(&Column::Name));
         // What-if columns: all of them when wide, the share even at 80.
         assert_eq!(fitting(200, true, true).len(), 13);
         assert!(fitting(80, true, true).contains(&Column::WhatifShare));
+    }
+
+    fn peer(name: &str, share: f64) -> EntityStats {
+        EntityStats {
+            name: name.into(),
+            share,
+            fairness: Some(share * 12.0),
+            ..Default::default()
+        }
+    }
+
+    /// Shares within a dispatch of each other (all shown as 8.3%) sort by
+    /// address, whatever their last digits; a shown difference still wins.
+    #[test]
+    fn near_equal_rows_sort_as_shown_then_by_address() {
+        let rows = [
+            peer("10.20.0.10", 0.083_34),
+            peer("10.20.0.2", 0.083_31),
+            peer("10.20.0.1", 0.083_30),
+            peer("10.20.0.9", 0.083_33),
+            peer("10.20.0.3", 0.085_0),
+        ];
+        for col in [Column::Share, Column::Ratio] {
+            let mut v: Vec<&EntityStats> = rows.iter().collect();
+            v.sort_by(|a, b| col.compare(a, b, true));
+            let got: Vec<&str> = v.iter().map(|e| e.name.as_str()).collect();
+            let want = [
+                "10.20.0.3",
+                "10.20.0.1",
+                "10.20.0.2",
+                "10.20.0.9",
+                "10.20.0.10",
+            ];
+            assert_eq!(got, want, "{col:?} descending");
+            v.sort_by(|a, b| col.compare(a, b, false));
+            let got: Vec<&str> = v.iter().map(|e| e.name.as_str()).collect();
+            let want = [
+                "10.20.0.1",
+                "10.20.0.2",
+                "10.20.0.9",
+                "10.20.0.10",
+                "10.20.0.3",
+            ];
+            assert_eq!(got, want, "{col:?} ascending");
+        }
+        // Names alone: by address value, not as text.
+        let mut names = ["10.20.0.100", "10.20.0.10", "fd00::1", "10.20.0.1", "box"];
+        names.sort_by(|a, b| name_order(a, b));
+        assert_eq!(
+            names,
+            ["10.20.0.1", "10.20.0.10", "10.20.0.100", "fd00::1", "box"]
+        );
+    }
+
+    /// The sort key and the table's text agree: equal text, equal key,
+    /// and the key never goes down as the value goes up.
+    #[test]
+    fn shown_values_match_the_displayed_text() {
+        use crate::view::table::{pct, rate, ratio};
+        let check = |what: &str, x: f64, y: f64, kx: f64, ky: f64, tx: String, ty: String| {
+            assert!(kx <= ky, "{what}: {x} {y} keys {kx} {ky}");
+            if tx == ty {
+                assert_eq!(kx, ky, "{what}: {x} {y} both show {ty}");
+            }
+        };
+        for i in 0..20_000u32 {
+            let x = i as f64 * 0.000_137;
+            let y = x + 0.000_049;
+            let e = |share: f64, rate: f64, wait: f64| EntityStats {
+                share,
+                fairness: Some(share * 12.0),
+                dispatch_rate: rate,
+                wait_p99_us: wait,
+                ..Default::default()
+            };
+            let (a, b) = (e(x, x * 2e3, x * 3e5), e(y, y * 2e3, y * 3e5));
+            let c = Column::Share;
+            check("share", x, y, c.shown(&a), c.shown(&b), pct(x), pct(y));
+            let c = Column::Ratio;
+            let (ta, tb) = (ratio(a.fairness), ratio(b.fairness));
+            check("ratio", x, y, c.shown(&a), c.shown(&b), ta, tb);
+            let c = Column::Rate;
+            let (ta, tb) = (rate(a.dispatch_rate), rate(b.dispatch_rate));
+            check("rate", x, y, c.shown(&a), c.shown(&b), ta, tb);
+            let c = Column::WaitP99;
+            let (ta, tb) = (fmt_us(a.wait_p99_us), fmt_us(b.wait_p99_us));
+            check("wait", x, y, c.shown(&a), c.shown(&b), ta, tb);
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
+use nfsdtop_agent::output;
 
 pub use columns::Column;
 pub use history::History;
@@ -24,6 +25,10 @@ use crate::warnings::{self, Lint, Warning};
 
 /// The refresh intervals `+` and `-` step through.
 pub const INTERVAL_STEPS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0];
+
+/// Lines of detail each lint keeps (the warnings panel scrolls through
+/// them; past this, "... and N more").
+pub const MAX_WARNING_DETAILS: usize = 1000;
 
 /// How a remote source's link is doing (local sources have none).
 #[derive(Clone, Debug, PartialEq)]
@@ -131,12 +136,17 @@ pub struct State {
     rows: Vec<u32>,
     /// Index (into the entities) of the top offender, if any.
     offender: Option<u32>,
+    /// Grouped by class: each class's peer count, by entity index.
+    peer_counts: Vec<u32>,
     selected: usize,
     offset: usize,
     /// The selection follows its entity across re-sorts.
     selected_name: Option<String>,
     /// Rows that fit on screen at the last draw (for PgUp/PgDn).
     page: usize,
+    /// First line of the warnings panel on screen, and how many fit.
+    pub warnings_scroll: usize,
+    pub warnings_page: usize,
     shown: Option<Box<Snapshot>>,
     shown_seq: u64,
     pending: Option<(Box<Snapshot>, u64)>,
@@ -171,10 +181,13 @@ impl State {
             whatif: None,
             rows: Vec::new(),
             offender: None,
+            peer_counts: Vec::new(),
             selected: 0,
             offset: 0,
             selected_name: None,
             page: 10,
+            warnings_scroll: 0,
+            warnings_page: 10,
             shown: None,
             shown_seq: 0,
             pending: None,
@@ -242,19 +255,16 @@ impl State {
                 .map(|(i, _)| i as u32),
         );
         let (col, desc) = (self.sort, self.descending);
-        self.rows.sort_unstable_by(|a, b| {
-            let o = col.compare(&list[*a as usize], &list[*b as usize]);
-            if desc {
-                o.reverse()
-            } else {
-                o
-            }
-        });
+        col.sort(list, &mut self.rows, desc);
         if let Some(n) = self.top {
             self.rows.truncate(n);
         }
         self.offender = warnings::top_offender(list).map(|i| i as u32);
-        self.warnings = warnings::run(&self.lints, s, self.group, 8);
+        self.peer_counts = match self.group {
+            EntityKind::Class => output::peer_counts(s),
+            EntityKind::Peer => Vec::new(),
+        };
+        self.warnings = warnings::run(&self.lints, s, self.group, MAX_WARNING_DETAILS);
         // Keep the selection on its entity if it is still listed.
         let by_name = self.selected_name.as_deref().and_then(|n| {
             self.rows
@@ -296,6 +306,11 @@ impl State {
 
     pub fn is_offender(&self, index: u32) -> bool {
         self.offender == Some(index)
+    }
+
+    /// How many peers the class at `index` holds (None for peers).
+    pub fn peer_count(&self, index: u32) -> Option<u32> {
+        self.peer_counts.get(index as usize).copied()
     }
 
     pub fn offender(&self) -> Option<&EntityStats> {
@@ -415,6 +430,24 @@ impl State {
             self.refresh();
             return Action::Redraw;
         }
+        if self.show_warnings {
+            // The panel scrolls; the view clamps the offset to its lines.
+            let page = self.warnings_page.max(1);
+            let at = self.warnings_scroll;
+            let moved = match key.code {
+                KeyCode::Up | KeyCode::Char('k') => Some(at.saturating_sub(1)),
+                KeyCode::Down | KeyCode::Char('j') => Some(at.saturating_add(1)),
+                KeyCode::PageUp => Some(at.saturating_sub(page)),
+                KeyCode::PageDown | KeyCode::Char(' ') => Some(at.saturating_add(page)),
+                KeyCode::Home => Some(0),
+                KeyCode::End | KeyCode::Char('G') => Some(usize::MAX / 2),
+                _ => None,
+            };
+            if let Some(to) = moved {
+                self.warnings_scroll = to;
+                return Action::Redraw;
+            }
+        }
         if self.show_help || self.show_warnings {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
@@ -426,6 +459,7 @@ impl State {
                 KeyCode::Char('w') => {
                     self.show_help = false;
                     self.show_warnings = true;
+                    self.warnings_scroll = 0;
                 }
                 _ => return Action::None,
             }
@@ -434,7 +468,10 @@ impl State {
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Char('?') | KeyCode::Char('h') | KeyCode::F(1) => self.show_help = true,
-            KeyCode::Char('w') => self.show_warnings = true,
+            KeyCode::Char('w') => {
+                self.show_warnings = true;
+                self.warnings_scroll = 0;
+            }
             KeyCode::Char(' ') | KeyCode::Char('p') => self.toggle_pause(),
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
@@ -612,6 +649,38 @@ mod tests {
             st.on_key(key(KeyCode::Char(c)));
         }
         assert_eq!(st.rows().len(), 50);
+    }
+
+    /// Twelve peers within a dispatch of 1/12 each, the last digits
+    /// reshuffled every interval: the rows and the selection stay put.
+    #[test]
+    fn near_equal_shares_keep_their_order_and_the_selection() {
+        let mut st = State::new(Duration::from_secs(1), None);
+        let names = |st: &State| -> Vec<String> {
+            st.rows()
+                .iter()
+                .map(|i| st.entities()[*i as usize].name.clone())
+                .collect()
+        };
+        let mut first = None;
+        for round in 0..10u64 {
+            let mut s = snap(12);
+            for (i, e) in s.peers.iter_mut().enumerate() {
+                // 2666 or 2667 dispatches of 32000, which one varies.
+                let extra = ((i as u64 * 7 + round * 5) % 12 < 8) as u64;
+                e.share = (2666 + extra) as f64 / 32_000.0;
+            }
+            st.on_snapshot(s);
+            if round == 0 {
+                st.on_key(key(KeyCode::Down));
+                st.on_key(key(KeyCode::Down));
+                first = Some(names(&st));
+            }
+            assert_eq!(Some(names(&st)), first, "round {round}");
+            assert_eq!(st.selected_entity().unwrap().name, "10.0.0.2");
+        }
+        let want: Vec<String> = (0..12).map(|i| format!("10.0.0.{i}")).collect();
+        assert_eq!(first.unwrap(), want, "ties go by address");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The drill-down into one peer or class: its numbers now, its share and
-//! fair share over time, its wait histogram, its transports.
+//! fair share over time, its wait histogram, its transports (a class:
+//! its peers).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -11,11 +12,12 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use nfsdtop_agent::model::{EntityKind, EntityStats};
+use nfsdtop_agent::output;
 
 use super::mini_histogram::WaitBars;
 use super::styles;
 use super::table::{pct, rate, ratio, row_style};
-use crate::state::{Screen, State};
+use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
 
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
@@ -37,7 +39,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     f.render_widget(block, area);
 
     let [summary, sparks, chart, bottom] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(4),
         Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Fill(1),
@@ -68,7 +70,67 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
             hi,
         );
     }
-    draw_transports(f, xprts, entity);
+    match kind {
+        EntityKind::Peer => draw_transports(f, xprts, entity),
+        EntityKind::Class => draw_class_peers(f, xprts, state, entity),
+    }
+}
+
+/// A class's peers, busiest first: each one's share of all dispatches
+/// and its own fairness ratio.
+fn draw_class_peers(f: &mut Frame, area: Rect, state: &State, class: Option<&EntityStats>) {
+    let mut peers: Vec<&EntityStats> = match (state.snapshot(), class) {
+        (Some(s), Some(c)) => output::peers_of(s, c).collect(),
+        _ => Vec::new(),
+    };
+    peers.sort_by(|a, b| Column::Share.compare(a, b, true));
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(
+            format!(" peers ({}) ", peers.len()),
+            styles::title(),
+        ));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if class.is_some() && peers.is_empty() {
+        let msg = "no peers in this snapshot";
+        f.render_widget(Paragraph::new(Line::styled(msg, styles::dim())), inner);
+        return;
+    }
+    let right = |t: String| Cell::from(Line::from(t).right_aligned());
+    let rows: Vec<Row> = peers
+        .iter()
+        .take(inner.height.saturating_sub(1) as usize)
+        .map(|p| {
+            Row::new([
+                Cell::from(p.name.clone()),
+                right(pct(p.share)),
+                right(ratio(p.fairness)),
+                right(fmt_us(p.wait_p99_us)),
+            ])
+            .style(row_style(p, false))
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Length(6),
+            Constraint::Length(7),
+        ],
+    )
+    .header(
+        Row::new([
+            Cell::from("PEER"),
+            right("SHARE".into()),
+            right("RATIO".into()),
+            right("WAIT99".into()),
+        ])
+        .style(styles::table_header()),
+    );
+    f.render_widget(table, inner);
 }
 
 fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>> {
@@ -116,15 +178,16 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         )),
         Line::from(vec![
             backlog,
-            Span::raw(format!("  {} connections  ", e.connections)),
-            Span::styled(
-                format!(
-                    "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
-                    e.dispatches, e.entitled, e.backlogged_seconds
-                ),
-                styles::dim(),
-            ),
+            Span::raw(format!("  {} connections", e.connections)),
         ]),
+        // A line of its own: whole on an 80-column terminal.
+        Line::styled(
+            format!(
+                "since start: {} dispatches, {:.1} entitled, {:.1}s backlogged",
+                e.dispatches, e.entitled, e.backlogged_seconds
+            ),
+            styles::dim(),
+        ),
     ]
 }
 
@@ -261,10 +324,7 @@ fn draw_transports(f: &mut Frame, area: Rect, e: Option<&EntityStats>) {
     f.render_widget(block, area);
     let Some(e) = e else { return };
     if e.transports.is_empty() {
-        let msg = match e.kind {
-            EntityKind::Class => "per-peer only: drill into a peer (g)",
-            EntityKind::Peer => "no transports known",
-        };
+        let msg = "no transports known";
         f.render_widget(Paragraph::new(Line::styled(msg, styles::dim())), inner);
         return;
     }

@@ -10,7 +10,7 @@ pub mod table;
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::state::{Screen, State};
@@ -19,7 +19,12 @@ use crate::state::{Screen, State};
 pub fn draw(f: &mut Frame, state: &mut State) {
     let area = f.area();
     if area.width < 20 || area.height < 6 {
-        f.render_widget(Paragraph::new("nfsdtop: terminal too small"), area);
+        // Wrapped, so the message itself is whole in the smallest window.
+        let msg = format!(
+            "nfsdtop: terminal too small ({}x{}, need 20x6)",
+            area.width, area.height
+        );
+        f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
     let [head, body, foot] = Layout::vertical([
@@ -52,18 +57,18 @@ fn footer(f: &mut Frame, area: Rect, state: &State) {
     } else if let Some(m) = &state.message {
         Line::styled(m.clone(), styles::warn())
     } else {
-        let mut spans = Vec::new();
+        // In order of priority: what does not fit is left out whole.
         let keys: &[(&str, &str)] = match state.screen {
             Screen::Table => &[
                 ("q", "quit"),
                 ("?", "help"),
+                ("w", "warnings"),
                 ("s/S", "sort"),
                 ("g", "group"),
                 ("/", "filter"),
-                ("p", "pause"),
                 ("Enter", "detail"),
+                ("p", "pause"),
                 ("+/-", "interval"),
-                ("w", "warnings"),
             ],
             Screen::Detail { .. } => &[
                 ("q", "quit"),
@@ -73,9 +78,18 @@ fn footer(f: &mut Frame, area: Rect, state: &State) {
                 ("p", "pause"),
             ],
         };
+        let mut spans = Vec::new();
+        let mut used = 0usize;
         for (k, what) in keys {
+            let item = format!(" {what}  ");
+            let w = k.chars().count() + item.chars().count();
+            // The trailing gap may go past the edge; the words may not.
+            if used + w - 2 > area.width as usize {
+                break;
+            }
+            used += w;
             spans.push(Span::styled(*k, styles::key()));
-            spans.push(Span::raw(format!(" {what}  ")));
+            spans.push(Span::raw(item));
         }
         Line::from(spans)
     };

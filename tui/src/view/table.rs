@@ -38,7 +38,13 @@ pub fn ratio(r: Option<f64>) -> String {
     }
 }
 
-fn cell_text(c: Column, e: &EntityStats, offender: bool, wi: Option<&WhatIf>) -> String {
+fn cell_text(
+    c: Column,
+    e: &EntityStats,
+    offender: bool,
+    peers: Option<u32>,
+    wi: Option<&WhatIf>,
+) -> String {
     // A prediction whose fit was off carries a '?'.
     let predicted = |f: fn(&Numbers) -> String| match wi.and_then(|w| w.get(e.kind, &e.name)) {
         Some((n, true)) => f(n),
@@ -48,6 +54,7 @@ fn cell_text(c: Column, e: &EntityStats, offender: bool, wi: Option<&WhatIf>) ->
     match c {
         Column::Name => format!("{}{}", if offender { "* " } else { "  " }, e.name),
         Column::Class => e.class.clone(),
+        Column::Peers => peers.map_or_else(|| "-".into(), |n| n.to_string()),
         Column::Conn => e.connections.to_string(),
         Column::Rate => rate(e.dispatch_rate),
         Column::Share => pct(e.share),
@@ -154,7 +161,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
             let e = &entities[i as usize];
             let off = state.is_offender(i);
             let cells = cols.iter().map(|c| {
-                let text = cell_text(*c, e, off, state.whatif.as_ref());
+                let text = cell_text(*c, e, off, state.peer_count(i), state.whatif.as_ref());
                 if c.numeric() {
                     Cell::from(Line::from(text).right_aligned())
                 } else {

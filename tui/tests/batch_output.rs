@@ -1,0 +1,164 @@
+//! `nfsdtop -b` text and CSV, byte for byte, for a scenario small enough
+//! to work out by hand; and the flags that only mean something with -b.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// One nfsd thread, 10 ms a request, round-robin across two backlogged
+/// peers: 10.0.0.10 with one connection, 10.0.0.2 with two.
+const TINY: &str = r#"
+name = "tiny"
+threads = 1
+service_ms = 10.0
+jitter = 0.0
+policy = "rr-peer"
+
+[[client]]
+address = "10.0.0.10"
+connections = 1
+inflight = 2
+
+[[client]]
+address = "10.0.0.2"
+connections = 2
+inflight = 2
+"#;
+
+fn scenario(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-batch-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("tiny.toml");
+    std::fs::write(&p, TINY).unwrap();
+    p
+}
+
+fn nfsdtop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(args)
+        .output()
+        .expect("run nfsdtop")
+}
+
+/// Two one-second snapshots of TINY, simulated as fast as possible.
+fn run(tag: &str, extra: &[&str]) -> String {
+    let file = scenario(tag);
+    let path = file.to_str().unwrap();
+    let mut args = vec!["--demo", path, "-b", "-n", "2", "-d", "1", "--speed", "0"];
+    args.extend_from_slice(extra);
+    let o = nfsdtop(&args);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+// By hand, for the second second (the first has the start-up: 10.0.0.2's
+// first request comes after 10.0.0.10's, so the first dispatch goes to
+// 10.0.0.10 alone, which earns it in full: 51 dispatches against 49,
+// entitled 50.5 against 49.5):
+// - one thread at 10 ms a request: 100 dispatches a second, 200 since
+//   the start;
+// - round-robin across the two peers, both always backlogged: 50 each,
+//   share 50.0%, fair share 50.0% (each earns 1/2 of every dispatch),
+//   ratio 1.00, thread time 50.0% (equal service times); cumulative
+//   51 + 50 = 101 for 10.0.0.10, 49 + 50 = 99 for 10.0.0.2, entitled
+//   50.5 + 50 = 100.5 and 49.5 + 50 = 99.5;
+// - equal rows go by address value: 10.0.0.2 before 10.0.0.10;
+// - a transport goes back on the queue when a thread takes a request
+//   and another is waiting, else when the next request arrives (reply
+//   and request: 0.1 ms after the service ends). 10.0.0.10's one
+//   connection holds both its requests, so it is queued again at once
+//   and waits for 10.0.0.2's turn and its own: 20 ms, in the histogram
+//   bucket [16384, 20480) us, midpoint 18431.5 us, shown 18ms.
+//   10.0.0.2's two connections hold one request each and take turns
+//   within its turns: each is queued again 10.1 ms after it was taken
+//   and taken 40 ms after: a 29.9 ms wait, bucket [28672, 32768) us,
+//   midpoint 30719.5, shown 31ms;
+// - over all 100 dispatches, 50 waits of each: p50 the 50th, 18ms; p99
+//   31ms;
+// - 3 transports in all (the CSV total row's connections).
+const TEXT_SECOND: &str = "\
+nfsdtop - demo tiny policy=rr-peer threads=1 service=10ms (demo) wait source: enqueue-dequeue - interval 1.00s
+dispatches 200 since start, 100/s  backlogged 2  jain 1.000  wait of all dispatches p50 18ms p99 31ms  lost 0
+PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC
+10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%
+10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%
+";
+
+#[test]
+fn batch_text_of_a_hand_computed_scenario() {
+    let out = run("text", &[]);
+    let blocks: Vec<&str> = out.split("\n\n").collect();
+    assert_eq!(
+        blocks.len(),
+        3,
+        "two blocks, each with a blank line:\n{out}"
+    );
+    assert_eq!(format!("{}\n", blocks[1]), TEXT_SECOND, "{out}");
+    // Every name whole, however long (no `~`).
+    assert!(!out.contains('~'), "{out}");
+
+    // By class: each peer is its own class (no class map); the second
+    // column is the peer count, not the class again.
+    let out = run("class", &["--group", "class"]);
+    let second = out.split("\n\n").nth(1).unwrap();
+    let lines: Vec<&str> = second.lines().collect();
+    assert_eq!(
+        lines[2],
+        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC"
+    );
+    assert_eq!(
+        lines[3],
+        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%"
+    );
+}
+
+#[test]
+fn batch_csv_of_a_hand_computed_scenario() {
+    let out = run("csv", &["--format", "csv"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,\
+         share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share"
+    );
+    // Header, then (2 peers + the total row) per iteration.
+    assert_eq!(lines.len(), 7, "{out}");
+    // The time is the clock's: one second apart, the same on every row
+    // of an iteration.
+    let time = |l: &str| -> f64 { l.split(',').next().unwrap().parse().unwrap() };
+    assert!(
+        lines[1..4].iter().all(|l| time(l) == time(lines[1])),
+        "{out}"
+    );
+    assert!(
+        (time(lines[4]) - time(lines[1]) - 1.0).abs() < 1e-6,
+        "{out}"
+    );
+    let rest: Vec<&str> = lines[4..]
+        .iter()
+        .map(|l| l.split_once(',').unwrap().1)
+        .collect();
+    // The numbers worked out above; the total row: 3 transports, 200
+    // dispatches, share 1, waits of every dispatch, no entitlement or
+    // ratio of its own.
+    assert_eq!(
+        rest,
+        [
+            "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000",
+            "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000",
+            "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000",
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn iterations_and_format_need_batch_mode() {
+    for args in [&["--demo", "-n", "1"][..], &["--demo", "--format", "csv"]] {
+        let o = nfsdtop(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("--batch"), "{args:?}: {e}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
