@@ -19,7 +19,7 @@ pub struct WhatifArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Policies to predict, comma-separated (flat, rr-peer, rr-class).
-    #[arg(long, value_delimiter = ',', value_parser = parse_policy, default_value = "flat,rr-peer,rr-class")]
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::PolicyParser, default_value = "flat,rr-peer,rr-class")]
     pub policy: Vec<Policy>,
     /// Class map file for rr-class and the per-class rows (default: the one recorded).
     #[arg(long, value_name = "FILE")]
@@ -39,10 +39,6 @@ pub struct WhatifArgs {
 pub enum WhatifFormat {
     Text,
     Json,
-}
-
-fn parse_policy(s: &str) -> Result<Policy, String> {
-    s.parse()
 }
 
 /// The what-if columns for a replay (`--replay FILE --whatif POLICY`):
