@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,13 +27,7 @@ fn bounded_exit(args: &[&str]) -> (i32, String) {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        let rss_kb = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
-            .ok()
-            .and_then(|t| {
-                let l = t.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
-                l.split_whitespace().nth(1)?.parse::<u64>().ok()
-            })
-            .unwrap_or(0);
+        let (rss_kb, _) = common::rss_kib(child.id());
         if rss_kb > 500_000 || Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
@@ -42,14 +35,7 @@ fn bounded_exit(args: &[&str]) -> (i32, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status.code().unwrap_or(-1), err)
+    (status.code().unwrap_or(-1), common::stderr_of(&mut child))
 }
 
 #[test]

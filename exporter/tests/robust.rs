@@ -344,13 +344,7 @@ fn a_bcrypt_cost_of_31_is_refused_at_once() {
         let _ = child.wait();
         panic!("nfsdtopd still starting 10 s later: it is checking the cost-31 hash");
     };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = common::stderr_of(&mut child);
     assert!(!st.success());
     assert!(err.contains(&format!("{cfg}:3:9: ")), "{err}");
     assert!(

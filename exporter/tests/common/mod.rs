@@ -142,6 +142,15 @@ pub fn wait_exit(child: &mut Child, secs: f64) -> Option<std::process::ExitStatu
     }
 }
 
+/// All a piped stderr holds (read once the process has exited).
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).expect("read stderr");
+    }
+    err
+}
+
 /// (VmRSS, VmHWM) of a process in KiB, from /proc/PID/status.
 pub fn rss_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
