@@ -20,7 +20,7 @@ use nfsdtop_agent::source::live::btf::Arg;
 use nfsdtop_agent::source::live::decode::{self, KnownXprts, TraceFields};
 use nfsdtop_agent::source::live::raw::{self, KernelOffsets};
 use nfsdtop_agent::source::live::{Layout, Tracepoints};
-use nfsdtop_common::{rawrec, slot, Record, RecordView};
+use nfsdtop_common::{rawrec, Record, RecordView, Slot};
 
 /// 4095 ring records (one chunk) as a loaded nfsd produces them:
 /// per request an enqueue, a dequeue and a svc_stats_latency, over 64
@@ -50,7 +50,7 @@ fn chunk(layout: &Layout, raw: bool) -> Vec<u8> {
                     server,
                 };
                 let ptr = 0xffff_8880_0000_0000u64 + (u64::from(peer) << 12) + u64::from(conn);
-                for s in [slot::ENQUEUE, slot::DEQUEUE, slot::STATS_LATENCY] {
+                for s in [Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency] {
                     ts += 1_000;
                     let cfg = &layout.slots[s as usize];
                     let mut r = decode::kernel_record(cfg, s, ts, &f);

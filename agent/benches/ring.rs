@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use nfsdtop_agent::model::EventKind;
 use nfsdtop_agent::source::live::{host, Layout, LiveOptions, LiveSource};
 use nfsdtop_agent::source::Source;
-use nfsdtop_common::{slot, SlotConfig};
+use nfsdtop_common::{Slot, SlotConfig};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 const EVENT: &str = "events/syscalls/sys_enter_fcntl/format";
@@ -34,10 +34,10 @@ const REEXEC: &str = "NFSDTOP_BENCH_IN_PRIVATE_MOUNTNS";
 fn layout(busy: bool) -> Layout {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
     let mut l = Layout::from_tracefs(&fixture).expect("fixture layout");
-    l.slots = [SlotConfig::DISABLED; slot::COUNT];
+    l.slots = [SlotConfig::DISABLED; Slot::COUNT];
     l.events = Default::default();
     // __syscall_nr as netns, cmd as value, fd as flags; no addresses.
-    l.slots[slot::DEQUEUE as usize] = SlotConfig {
+    l.slots[Slot::Dequeue as usize] = SlotConfig {
         enabled: 1,
         netns_off: 8,
         netns_size: 4,
@@ -48,7 +48,7 @@ fn layout(busy: bool) -> Layout {
         drop_mask: if busy { 0x2 } else { 0 },
         ..SlotConfig::DISABLED
     };
-    l.events[slot::DEQUEUE as usize] = Some("sys_enter_fcntl".into());
+    l.events[Slot::Dequeue as usize] = Some("sys_enter_fcntl".into());
     l
 }
 
@@ -141,7 +141,7 @@ fn main() {
                 })
             })
             .collect();
-        let c0 = src.counts()[slot::DEQUEUE as usize];
+        let c0 = src.counts()[Slot::Dequeue as usize];
         let b0 = src.bpf_stats();
         let t0 = Instant::now();
         let mut delivered = 0u64;
@@ -163,7 +163,7 @@ fn main() {
         for p in producers {
             p.join().expect("producer");
         }
-        let c1 = src.counts()[slot::DEQUEUE as usize];
+        let c1 = src.counts()[Slot::Dequeue as usize];
         let b1 = src.bpf_stats();
         let bpf_ns = match (b0.first(), b1.first()) {
             (Some(a), Some(b)) if b.runs > a.runs => {

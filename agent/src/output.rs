@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{EntityKind, EntityStats, Snapshot, SourceInfo};
+use crate::model::{EntityKind, EntityStats, Snapshot, SourceInfo, Tracepoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -180,12 +180,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             wait_p50_us: s.totals.wait_p50_us,
             wait_p99_us: s.totals.wait_p99_us,
             events_lost: s.totals.events_lost,
-            lost_dispatches: s
-                .totals
-                .lost_by_tracepoint
-                .iter()
-                .find(|(t, _)| t == "svc_xprt_dequeue")
-                .map_or(0, |(_, n)| *n),
+            lost_dispatches: s.totals.lost_by_tracepoint[Tracepoint::Dequeue],
             run_wait_p50_us: s.totals.wait_histogram.quantile_us(0.5),
             run_wait_p50_bucket: s.totals.wait_histogram.bucket_index_of_quantile(0.5),
             own_wait_p50_us: s.totals.own_wait_histogram.quantile_us(0.5),

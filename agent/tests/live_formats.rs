@@ -7,7 +7,7 @@ use std::time::Duration;
 use nfsdtop_agent::model::{Endpoint, EventKind, WaitSource};
 use nfsdtop_agent::source::live::decode::TraceFields;
 use nfsdtop_agent::source::live::{self, decode, Generation, Layout, LiveError, LiveOptions};
-use nfsdtop_common::{slot, Record, RecordView, SlotConfig, OFF_NONE};
+use nfsdtop_common::{Record, RecordView, Slot, SlotConfig, OFF_NONE};
 
 fn fixture(gen: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,7 +19,7 @@ fn layout(gen: &str) -> Layout {
     Layout::from_tracefs(&fixture(gen)).unwrap_or_else(|e| panic!("{gen}: {e}"))
 }
 
-fn cfg(l: &Layout, s: u8) -> SlotConfig {
+fn cfg(l: &Layout, s: Slot) -> SlotConfig {
     l.slots[s as usize]
 }
 
@@ -29,7 +29,7 @@ fn gen_5_18_to_6_5_enqueue_has_pid_and_is_never_dropped() {
     assert_eq!(l.generation, Generation::G518);
     assert_eq!(l.label(), "5.18-6.5");
     assert_eq!(l.wait_source(), WaitSource::EnqueueDequeue);
-    let e = cfg(&l, slot::ENQUEUE);
+    let e = cfg(&l, Slot::Enqueue);
     assert_eq!((e.server_off, e.client_off), (8, 12));
     assert_eq!((e.flags_off, e.flags_size), (16, 8));
     assert_eq!((e.netns_off, e.netns_size), (24, 4));
@@ -37,7 +37,7 @@ fn gen_5_18_to_6_5_enqueue_has_pid_and_is_never_dropped() {
     assert_eq!(e.drop_mask, 0);
     assert_eq!(e.need_mask, 0, "5.18-6.5 traces only real enqueues");
     assert_eq!(l.busy_mask, 1);
-    let d = cfg(&l, slot::DEQUEUE);
+    let d = cfg(&l, Slot::Dequeue);
     assert_eq!(d.value_off, OFF_NONE, "no qtime before 6.16");
     assert_eq!(d.class_off, OFF_NONE);
 }
@@ -48,7 +48,7 @@ fn gen_6_6_drops_busy_attempts_with_the_6_12_layout() {
     assert_eq!(l.generation, Generation::G66);
     assert_eq!(l.label(), "6.6+");
     assert_eq!(l.wait_source(), WaitSource::EnqueueDequeue);
-    let e = cfg(&l, slot::ENQUEUE);
+    let e = cfg(&l, Slot::Enqueue);
     assert_eq!(e.enabled, 1);
     assert_eq!(
         (e.server_off, e.client_off, e.flags_off, e.netns_off),
@@ -57,18 +57,18 @@ fn gen_6_6_drops_busy_attempts_with_the_6_12_layout() {
     assert_eq!(e.drop_mask, 1);
     // CONN 1, CLOSE 2, DATA 3, DEFERRED 7, HANDSHAKE 14 (from print fmt).
     assert_eq!(e.need_mask, 1 << 1 | 1 << 2 | 1 << 3 | 1 << 7 | 1 << 14);
-    let d = cfg(&l, slot::DEQUEUE);
+    let d = cfg(&l, Slot::Dequeue);
     assert_eq!(
         (d.server_off, d.client_off, d.flags_off, d.netns_off),
         (8, 12, 16, 24)
     );
-    let s = cfg(&l, slot::STATS_LATENCY);
+    let s = cfg(&l, Slot::StatsLatency);
     assert_eq!((s.netns_off, s.value_off, s.value_size), (16, 24, 8));
-    for sl in [slot::ACCEPT, slot::CLOSE] {
+    for sl in [Slot::Accept, Slot::Close] {
         assert_eq!(cfg(&l, sl).enabled, 1);
     }
     assert_eq!(
-        l.events[slot::CLOSE as usize].as_deref(),
+        l.events[Slot::Close as usize].as_deref(),
         Some("svc_xprt_free")
     );
     assert!(l.notes.is_empty(), "{:?}", l.notes);
@@ -81,7 +81,7 @@ fn gen_6_16_uses_qtime() {
     assert_eq!(l.label(), "6.16+");
     assert!(l.qtime);
     assert_eq!(l.wait_source(), WaitSource::Qtime);
-    let d = cfg(&l, slot::DEQUEUE);
+    let d = cfg(&l, Slot::Dequeue);
     assert_eq!((d.value_off, d.value_size), (40, 8));
 }
 
@@ -90,17 +90,17 @@ fn kernel_class_field_on_dequeue() {
     let l = layout("class");
     assert!(l.kernel_class);
     assert_eq!(l.label(), "6.16+ +class");
-    let d = cfg(&l, slot::DEQUEUE);
+    let d = cfg(&l, Slot::Dequeue);
     assert_eq!((d.class_off, d.class_size), (48, 4));
 }
 
 #[test]
 fn xpt_id_shifts_later_offsets_by_8() {
     let l = layout("xpt_id");
-    let e = cfg(&l, slot::ENQUEUE);
+    let e = cfg(&l, Slot::Enqueue);
     assert_eq!((e.server_off, e.client_off), (8, 12));
     assert_eq!((e.flags_off, e.netns_off), (24, 32));
-    let d = cfg(&l, slot::DEQUEUE);
+    let d = cfg(&l, Slot::Dequeue);
     assert_eq!((d.flags_off, d.netns_off), (24, 32));
     assert_eq!(l.generation, Generation::G66);
 }
@@ -109,7 +109,7 @@ fn xpt_id_shifts_later_offsets_by_8() {
 fn busy_bit_comes_from_print_fmt() {
     let l = layout("busy-moved");
     assert_eq!(l.busy_mask, 1 << 3);
-    assert_eq!(cfg(&l, slot::ENQUEUE).drop_mask, 1 << 3);
+    assert_eq!(cfg(&l, Slot::Enqueue).drop_mask, 1 << 3);
 }
 
 #[test]
@@ -172,8 +172,8 @@ fn missing_optional_events_are_notes_not_errors() {
     std::fs::remove_dir_all(t.join("events/sunrpc/svc_xprt_accept")).unwrap();
     std::fs::remove_dir_all(t.join("events/sunrpc/svc_stats_latency")).unwrap();
     let l = Layout::from_tracefs(&t).unwrap();
-    assert_eq!(cfg(&l, slot::ACCEPT).enabled, 0);
-    assert_eq!(cfg(&l, slot::STATS_LATENCY).enabled, 0);
+    assert_eq!(cfg(&l, Slot::Accept).enabled, 0);
+    assert_eq!(cfg(&l, Slot::StatsLatency).enabled, 0);
     assert!(l.notes.iter().any(|n| n.contains("svc_xprt_accept")));
     assert!(l.notes.iter().any(|n| n.contains("svc_stats_latency")));
     let _ = std::fs::remove_dir_all(&t);
@@ -228,7 +228,7 @@ fn v4(ip: [u8; 4], port: u16) -> Endpoint {
 
 /// The ring item the BPF program writes for a hit of `slot` on a kernel
 /// with layout `l`.
-fn ring_item(l: &Layout, slot: u8, f: TraceFields) -> [u8; Record::SIZE] {
+fn ring_item(l: &Layout, slot: Slot, f: TraceFields) -> [u8; Record::SIZE] {
     decode::kernel_record(&l.slots[slot as usize], slot, 1_000_000, &f).to_bytes()
 }
 
@@ -249,7 +249,7 @@ fn decode_raw_record_bytes_to_events() {
     };
 
     // Dequeue with qtime (µs → ns), from raw bytes as the ring gives them.
-    let item = ring_item(&l616, slot::DEQUEUE, TraceFields { value: 250, ..base });
+    let item = ring_item(&l616, Slot::Dequeue, TraceFields { value: 250, ..base });
     let ev = decode_item(&item, &l616).unwrap();
     assert_eq!(ev.ts_ns, 1_000_000);
     assert_eq!(ev.xprt.netns, 4026531840);
@@ -265,7 +265,7 @@ fn decode_raw_record_bytes_to_events() {
 
     // Without qtime in the format, no qtime.
     let l66 = layout("6.6+");
-    let item = ring_item(&l66, slot::DEQUEUE, TraceFields { value: 250, ..base });
+    let item = ring_item(&l66, Slot::Dequeue, TraceFields { value: 250, ..base });
     assert_eq!(
         decode_item(&item, &l66).unwrap().kind,
         EventKind::Dequeue {
@@ -278,7 +278,7 @@ fn decode_raw_record_bytes_to_events() {
     let lc = layout("class");
     let item = ring_item(
         &lc,
-        slot::DEQUEUE,
+        Slot::Dequeue,
         TraceFields {
             value: 250,
             class: 0x8000_0003,
@@ -298,17 +298,17 @@ fn decode_raw_record_bytes_to_events() {
         flags: 0x1 | 0x2,
         ..base
     };
-    assert!(decode_item(&ring_item(&l66, slot::ENQUEUE, busy_conn), &l66).is_none());
+    assert!(decode_item(&ring_item(&l66, Slot::Enqueue, busy_conn), &l66).is_none());
     let l518 = layout("5.18-6.5");
     assert_eq!(
-        decode_item(&ring_item(&l518, slot::ENQUEUE, busy_conn), &l518)
+        decode_item(&ring_item(&l518, Slot::Enqueue, busy_conn), &l518)
             .unwrap()
             .kind,
         EventKind::Enqueue
     );
     let conn = TraceFields { flags: 0x2, ..base };
     assert_eq!(
-        decode_item(&ring_item(&l66, slot::ENQUEUE, conn), &l66)
+        decode_item(&ring_item(&l66, Slot::Enqueue, conn), &l66)
             .unwrap()
             .kind,
         EventKind::Enqueue
@@ -329,7 +329,7 @@ fn decode_raw_record_bytes_to_events() {
         server: s6,
         ..base
     };
-    let ev = decode_item(&ring_item(&l66, slot::STATS_LATENCY, x), &l66).unwrap();
+    let ev = decode_item(&ring_item(&l66, Slot::StatsLatency, x), &l66).unwrap();
     assert_eq!(
         ev.kind,
         EventKind::Executed {
@@ -345,24 +345,24 @@ fn decode_raw_record_bytes_to_events() {
         client: Endpoint::None,
         ..base
     };
-    let ev = decode_item(&ring_item(&l66, slot::ACCEPT, a), &l66).unwrap();
+    let ev = decode_item(&ring_item(&l66, Slot::Accept, a), &l66).unwrap();
     assert_eq!(ev.kind, EventKind::Accepted);
     assert_eq!(ev.xprt.client, Endpoint::None);
     assert!(ev.xprt.peer().is_listener());
 
     assert_eq!(
-        decode_item(&ring_item(&l66, slot::CLOSE, base), &l66)
+        decode_item(&ring_item(&l66, Slot::Close, base), &l66)
             .unwrap()
             .kind,
         EventKind::Closed
     );
     // Unknown slot, garbage family, data beyond the copy, short buffers:
     // no event or no address, never a panic.
-    let mut unknown = ring_item(&l66, slot::CLOSE, base);
+    let mut unknown = ring_item(&l66, Slot::Close, base);
     unknown[8] = 9;
     assert!(decode_item(&unknown, &l66).is_none());
-    let d = &l66.slots[slot::DEQUEUE as usize];
-    let mut g = decode::kernel_record(&l66.slots[slot::DEQUEUE as usize], slot::DEQUEUE, 1, &base);
+    let d = &l66.slots[Slot::Dequeue as usize];
+    let mut g = decode::kernel_record(&l66.slots[Slot::Dequeue as usize], Slot::Dequeue, 1, &base);
     let client_at = {
         let loc = u32::from_ne_bytes(g.raw[d.client_off as usize..][..4].try_into().unwrap());
         (loc & 0xffff) as usize
@@ -395,7 +395,7 @@ fn real_debian_kernel_formats() {
         let l = layout(gen);
         assert_eq!(l.label(), want, "{gen}");
         assert_eq!(l.busy_mask, 1, "{gen}");
-        let e = cfg(&l, slot::ENQUEUE);
+        let e = cfg(&l, Slot::Enqueue);
         assert_eq!(
             (
                 e.server_off,
@@ -407,7 +407,7 @@ fn real_debian_kernel_formats() {
             (8, 12, 16, 8, 24),
             "{gen}"
         );
-        let d = cfg(&l, slot::DEQUEUE);
+        let d = cfg(&l, Slot::Dequeue);
         assert_eq!(
             (d.server_off, d.client_off, d.flags_off, d.netns_off),
             (8, 12, 16, 24),
@@ -415,7 +415,7 @@ fn real_debian_kernel_formats() {
         );
         assert_eq!(d.value_off != OFF_NONE, want == "6.16+", "{gen}");
         // Events the capture did not include are notes, not errors.
-        assert_eq!(cfg(&l, slot::STATS_LATENCY).enabled, 0, "{gen}");
+        assert_eq!(cfg(&l, Slot::StatsLatency).enabled, 0, "{gen}");
         let text =
             std::fs::read_to_string(fixture(gen).join("events/sunrpc/svc_xprt_dequeue/format"))
                 .unwrap();
@@ -426,7 +426,7 @@ fn real_debian_kernel_formats() {
             "{gen}"
         );
     }
-    assert_eq!(cfg(&layout("debian-7.2"), slot::DEQUEUE).value_off, 40);
+    assert_eq!(cfg(&layout("debian-7.2"), Slot::Dequeue).value_off, 40);
 }
 
 #[test]
@@ -436,12 +436,12 @@ fn enqueue_records_without_work_flags_are_not_enqueues_on_6_6() {
     // with no data is not enqueued, and must not count as backlogged.
     for gen in ["6.6+", "debian-6.12", "debian-7.2"] {
         let l = layout(gen);
-        let e = cfg(&l, slot::ENQUEUE);
+        let e = cfg(&l, Slot::Enqueue);
         assert_ne!(e.need_mask, 0, "{gen}");
         let with = |flags: u64| {
             ring_item(
                 &l,
-                slot::ENQUEUE,
+                Slot::Enqueue,
                 TraceFields {
                     flags,
                     ..TraceFields::default()

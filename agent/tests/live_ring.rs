@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::{Endpoint, EventKind, SourceKind, Tracepoint, WaitSource};
 use nfsdtop_agent::source::live::{
-    bpf, format::Format, host, BenchStage, Layout, LiveOptions, LiveSource,
+    bpf, drain, format::Format, host, BenchSource, BenchStage, Layout, LiveOptions, LiveSource,
+    Tracepoints,
 };
 use nfsdtop_agent::source::Source;
-use nfsdtop_common::{slot, Record, RecordView, SlotConfig, OFF_NONE};
+use nfsdtop_common::{Record, RecordView, Slot, SlotConfig, OFF_NONE};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 const EVENT: &str = "events/sched/sched_process_exec/format";
@@ -132,14 +133,14 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     }
     let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
     let counters = bpf::Counters::take(&mut ebpf).unwrap();
-    let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
-    let mut slots = [SlotConfig::DISABLED; slot::COUNT];
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
+    let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
     // Enqueue: every record "BUSY" (old_pid is never 0): counted, dropped.
-    slots[slot::ENQUEUE as usize] = exec_config(u64::MAX);
-    slots[slot::DEQUEUE as usize] = exec_config(0);
+    slots[Slot::Enqueue as usize] = exec_config(u64::MAX);
+    slots[Slot::Dequeue as usize] = exec_config(0);
     bpf::write_config(&mut ebpf, &slots).unwrap();
-    for s in [slot::ENQUEUE, slot::DEQUEUE, slot::STATS_LATENCY] {
-        bpf::attach_slot(&mut ebpf, s as usize, "sched", "sched_process_exec").unwrap();
+    for s in [Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency] {
+        bpf::attach_slot(&mut ebpf, s, "sched", "sched_process_exec").unwrap();
     }
 
     let t0 = host::monotonic_ns();
@@ -152,7 +153,11 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
         };
         for raw in chunk.chunks_exact(Record::SIZE) {
             let r = RecordView::new(raw).unwrap();
-            assert_eq!(r.slot(), slot::DEQUEUE, "only the dequeue slot streams");
+            assert_eq!(
+                r.slot(),
+                Some(Slot::Dequeue),
+                "only the dequeue slot streams"
+            );
             let cfg = exec_config(0);
             let pid = r.field(cfg.netns_off, cfg.netns_size).unwrap() as u32;
             if !pids.contains(&pid) {
@@ -174,8 +179,8 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     assert_eq!(seen, pids, "every exec reached the ring");
 
     let c = stable(|| counters.read());
-    let enq = c[slot::ENQUEUE as usize];
-    let deq = c[slot::DEQUEUE as usize];
+    let enq = c[Slot::Enqueue as usize];
+    let deq = c[Slot::Dequeue as usize];
     assert!(
         enq.busy >= 20 && enq.submitted == 0 && enq.lost == 0,
         "{enq:?}"
@@ -183,7 +188,7 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     assert!(deq.seen >= 20 && deq.lost == 0 && deq.busy == 0, "{deq:?}");
     assert!(deq.submitted >= 20, "{deq:?}");
     assert_eq!(enq.seen, enq.busy, "{enq:?}");
-    let stats = c[slot::STATS_LATENCY as usize];
+    let stats = c[Slot::StatsLatency as usize];
     assert_eq!(
         stats.submitted, 0,
         "a disabled slot streams nothing: {stats:?}"
@@ -198,18 +203,12 @@ fn a_full_ring_counts_every_lost_record() {
     // One page of ring (about 26 records) and nobody draining it.
     let mut ebpf = bpf::open(4096).expect("load the BPF object");
     let counters = bpf::Counters::take(&mut ebpf).unwrap();
-    let mut slots = [SlotConfig::DISABLED; slot::COUNT];
-    slots[slot::DEQUEUE as usize] = exec_config(0);
+    let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
+    slots[Slot::Dequeue as usize] = exec_config(0);
     bpf::write_config(&mut ebpf, &slots).unwrap();
-    bpf::attach_slot(
-        &mut ebpf,
-        slot::DEQUEUE as usize,
-        "sched",
-        "sched_process_exec",
-    )
-    .unwrap();
+    bpf::attach_slot(&mut ebpf, Slot::Dequeue, "sched", "sched_process_exec").unwrap();
     spawn_true(100);
-    let d = stable(|| counters.read())[slot::DEQUEUE as usize];
+    let d = stable(|| counters.read())[Slot::Dequeue as usize];
     assert!(d.lost > 0, "a 4 KiB ring cannot hold 100 records: {d:?}");
     assert!(d.submitted > 0 && d.submitted < 100, "{d:?}");
     assert!(
@@ -223,10 +222,10 @@ fn a_full_ring_counts_every_lost_record() {
 fn exec_layout() -> Layout {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
     let mut l = Layout::from_tracefs(&fixture).unwrap();
-    l.slots = [SlotConfig::DISABLED; slot::COUNT];
+    l.slots = [SlotConfig::DISABLED; Slot::COUNT];
     l.events = Default::default();
-    l.slots[slot::DEQUEUE as usize] = exec_config(0);
-    l.events[slot::DEQUEUE as usize] = Some("sched_process_exec".into());
+    l.slots[Slot::Dequeue as usize] = exec_config(0);
+    l.events[Slot::Dequeue as usize] = Some("sched_process_exec".into());
     l
 }
 
@@ -240,6 +239,14 @@ fn live_source_polls_decoded_events() {
         ..LiveOptions::default()
     };
     let mut src = LiveSource::start(&opts, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    // Off the sunrpc category nothing goes raw, and nothing is handed over.
+    let r = src.report();
+    assert_eq!((r.asked, r.raw.as_slice()), (Tracepoints::Raw, &[][..]));
+    assert!(
+        r.kept_classic.is_empty() && r.hand_overs.is_empty(),
+        "{r:?}"
+    );
+    assert!(!r.folds_exec, "{r:?}");
     let info = src.info();
     assert_eq!(info.kind, SourceKind::Live);
     assert_eq!(info.generation, "6.6+");
@@ -311,7 +318,7 @@ fn live_source_reports_ring_overflow_as_lost_events() {
             _ => 0,
         })
         .sum();
-    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
+    let c = stable(|| src.counts())[Slot::Dequeue as usize];
     assert!(lost > 0, "{c:?}");
     // Others may exec after the poll: the counter only grows.
     assert!(lost <= c.lost, "{lost} {c:?}");
@@ -326,7 +333,7 @@ fn live_source_reports_ring_overflow_as_lost_events() {
         })
         .sum();
     // Lost events are deltas: together they never count a loss twice.
-    assert!(lost + later <= stable(|| src.counts())[slot::DEQUEUE as usize].lost);
+    assert!(lost + later <= stable(|| src.counts())[Slot::Dequeue as usize].lost);
     // Dropping the source stops the drain thread at once.
     let t = Instant::now();
     drop(src);
@@ -345,18 +352,27 @@ fn bench_stages_stop_where_they_say() {
         stage: BenchStage::Hooked,
         ..LiveOptions::default()
     };
-    let src = LiveSource::start(&hooked, TRACEFS.into(), exec_layout(), "sched").unwrap();
-    assert!(src.info().detail.contains("benchmark"), "{:?}", src.info());
+    let src = BenchSource::start(&hooked, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    assert_eq!(src.stage(), BenchStage::Hooked);
+    assert!(src
+        .info()
+        .detail
+        .ends_with(" [benchmark: programs attached but idle]"));
+    // Other tests exec too, also between the attach and the idling.
+    let before = stable(|| src.counts())[Slot::Dequeue as usize];
     spawn_true(20);
-    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
-    assert!(c.seen >= 20 && c.submitted == 0 && c.lost == 0, "{c:?}");
+    let c = stable(|| src.counts())[Slot::Dequeue as usize];
+    assert!(
+        c.seen >= before.seen + 20 && c.submitted == before.submitted && c.lost == 0,
+        "{before:?} {c:?}"
+    );
     drop(src);
 
     let discard = LiveOptions {
         stage: BenchStage::Discard,
         ..LiveOptions::default()
     };
-    let mut src = LiveSource::start(&discard, TRACEFS.into(), exec_layout(), "sched").unwrap();
+    let mut src = BenchSource::start(&discard, TRACEFS.into(), exec_layout(), "sched").unwrap();
     spawn_true(20);
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -365,7 +381,7 @@ fn bench_stages_stop_where_they_say() {
         src.wait(Duration::from_millis(100));
         src.poll(0, &mut out).unwrap();
     }
-    let c = stable(|| src.counts())[slot::DEQUEUE as usize];
+    let c = stable(|| src.counts())[Slot::Dequeue as usize];
     assert!(c.submitted >= 20, "{c:?}");
     assert!(src.records_discarded() >= 20, "{}", src.records_discarded());
     assert!(
@@ -395,7 +411,7 @@ type SlotCounters = nfsdtop_agent::source::live::bpf::SlotCounts;
 
 /// `keeps`: which children's execs should become records.
 fn exec_run(
-    s: u8,
+    s: Slot,
     flags_arg: bool,
     drop_mask: u64,
     children: usize,
@@ -415,8 +431,8 @@ fn exec_run(
     };
     let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
     let counters = bpf::Counters::take(&mut ebpf).unwrap();
-    let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
-    let mut raw = [RawConfig::default(); slot::COUNT];
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
+    let mut raw = [RawConfig::default(); Slot::COUNT];
     raw[s as usize] = RawConfig {
         enabled: 1,
         xpt_flags: off(&["pid"]),
@@ -431,7 +447,7 @@ fn exec_run(
         ..RawConfig::default()
     };
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
-    bpf::attach_raw(&mut ebpf, s as usize, "sched_process_exec").unwrap();
+    bpf::attach_raw(&mut ebpf, s, "sched_process_exec").unwrap();
 
     // The forking thread is the children's real_parent: its tid.
     let parent: u64 = std::fs::read_link("/proc/thread-self")
@@ -453,7 +469,7 @@ fn exec_run(
         for item in chunk.chunks_exact(Record::SIZE) {
             let r = RecordView::new(item).unwrap();
             assert!(r.is_raw(), "written by the raw program");
-            assert_eq!(r.slot(), s);
+            assert_eq!(r.slot(), Some(s));
             let pid = r.field(16, 4).unwrap() as u32;
             if spawned.contains(&pid) {
                 records.insert(
@@ -480,7 +496,7 @@ fn raw_program_reads_fields_at_btf_offsets() {
     if !ready("raw_program_reads_fields_at_btf_offsets") {
         return;
     }
-    let Some(run) = exec_run(slot::DEQUEUE, false, 0, 10, |_| true) else {
+    let Some(run) = exec_run(Slot::Dequeue, false, 0, 10, |_| true) else {
         return;
     };
     assert_eq!(
@@ -511,7 +527,7 @@ fn raw_enqueue_drops_on_its_flags_argument() {
     if !ready("raw_enqueue_drops_on_its_flags_argument") {
         return;
     }
-    let Some(run) = exec_run(slot::ENQUEUE, true, 1, 24, |p| p % 2 == 0) else {
+    let Some(run) = exec_run(Slot::Enqueue, true, 1, 24, |p| p % 2 == 0) else {
         return;
     };
     let even: BTreeSet<u32> = run.spawned.iter().copied().filter(|p| p % 2 == 0).collect();
@@ -550,22 +566,22 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
     use std::collections::BTreeMap;
     for forget in [false, true] {
         let mut ebpf = bpf::open(4 << 20).expect("load the BPF object");
-        let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
-        let mut raw = [RawConfig::default(); slot::COUNT];
+        let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
+        let mut raw = [RawConfig::default(); Slot::COUNT];
         let cfg = RawConfig {
             enabled: 1,
             short_records: 1,
             ..RawConfig::default()
         };
-        raw[slot::DEQUEUE as usize] = cfg;
-        raw[slot::CLOSE as usize] = cfg;
+        raw[Slot::Dequeue as usize] = cfg;
+        raw[Slot::Close as usize] = cfg;
         bpf::write_raw_config(&mut ebpf, &raw).unwrap();
         // The forgetting program first, as nfsdtop attaches svc_xprt_free
         // first: a pointer known before it watched would never be forgotten.
         if forget {
-            bpf::attach_raw(&mut ebpf, slot::CLOSE as usize, "sched_waking").unwrap();
+            bpf::attach_raw(&mut ebpf, Slot::Close, "sched_waking").unwrap();
         }
-        bpf::attach_raw(&mut ebpf, slot::DEQUEUE as usize, "sched_wakeup").unwrap();
+        bpf::attach_raw(&mut ebpf, Slot::Dequeue, "sched_wakeup").unwrap();
         // Per pointer: (full, short) records, and whether the first was full.
         let mut seen: BTreeMap<u64, (u64, u64, bool)> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -575,7 +591,7 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
             };
             for item in chunk.chunks_exact(Record::SIZE) {
                 let r = RecordView::new(item).unwrap();
-                if r.slot() != slot::DEQUEUE {
+                if r.slot() != Some(Slot::Dequeue) {
                     continue;
                 }
                 let ptr = r.field(rawrec::XPRT, 8).unwrap();
@@ -653,9 +669,9 @@ fn folded_execution_times_reach_the_agent_once() {
     let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
     let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
     let counters = bpf::Counters::take(&mut ebpf).unwrap();
-    let drain = bpf::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
-    let s = slot::STATS_LATENCY;
-    let mut raw = [RawConfig::default(); slot::COUNT];
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
+    let s = Slot::StatsLatency;
+    let mut raw = [RawConfig::default(); Slot::COUNT];
     raw[s as usize] = RawConfig {
         enabled: 1,
         short_records: 1,
@@ -669,7 +685,7 @@ fn folded_execution_times_reach_the_agent_once() {
         ..RawConfig::default()
     };
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
-    bpf::attach_raw(&mut ebpf, s as usize, "sched_wakeup").unwrap();
+    bpf::attach_raw(&mut ebpf, s, "sched_wakeup").unwrap();
 
     // The raw layout of the slot, as the live source decodes it.
     let mut layout = exec_layout();

@@ -99,8 +99,8 @@ impl Lint for EventsLost {
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(t, n)| Hit {
-                name: t.clone(),
-                value: *n as f64,
+                name: t.name().into(),
+                value: n as f64,
                 extra: 0.0,
             })
             .collect();
@@ -356,6 +356,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfsdtop_agent::model::Tracepoint;
 
     fn peer(name: &str, disp: u64, entitled: f64, backlogged: bool) -> EntityStats {
         EntityStats {
@@ -406,7 +407,7 @@ mod tests {
         let mut s = snap(vec![]);
         assert!(EventsLost.check(&s, EntityKind::Peer).is_empty());
         s.totals.events_lost = 7;
-        s.totals.lost_by_tracepoint = vec![("svc_xprt_dequeue".into(), 7)];
+        s.totals.lost_by_tracepoint[Tracepoint::Dequeue] = 7;
         let h = EventsLost.check(&s, EntityKind::Peer);
         assert_eq!(
             EventsLost.summary(&h, EntityKind::Peer),

@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use nfsdtop::state::{LinkLabel, RemoteStatus, Screen, State};
 use nfsdtop::view;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
-use nfsdtop_agent::model::{EntityKind, Snapshot, SourceInfo, SourceKind, WaitSource};
+use nfsdtop_agent::model::{EntityKind, Snapshot, SourceInfo, SourceKind, Tracepoint, WaitSource};
 use nfsdtop_agent::source::demo::{Policy, Scenario, Simulator};
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -159,7 +159,7 @@ fn a_starved_row_is_red_and_lost_events_are_highlighted() {
     p.fairness = Some(0.0);
     p.backlogged = true;
     last.totals.events_lost = 5;
-    last.totals.lost_by_tracepoint = vec![("svc_xprt_dequeue".into(), 5)];
+    last.totals.lost_by_tracepoint[Tracepoint::Dequeue] = 5;
     let mut st = state_with(&snaps, 4);
     let b = render(&mut st, 120, 40);
     let text = screen(&b);

@@ -14,8 +14,8 @@ use rustc_hash::FxHashMap;
 
 use crate::classify::ClassMap;
 use crate::model::{
-    EntityKind, EntityStats, Event, EventKind, PeerKey, Snapshot, SourceInfo, Totals, Tracepoint,
-    TransportStats, WaitSource, XprtKey,
+    EntityKind, EntityStats, Event, EventKind, PeerKey, PerTracepoint, Snapshot, SourceInfo,
+    Totals, Tracepoint, TransportStats, WaitSource, XprtKey,
 };
 use crate::redact::Redactor;
 use histogram::WaitHistogram;
@@ -77,8 +77,8 @@ pub struct Aggregator {
     prev_dispatches: u64,
     exec_ns: u64,
     prev_exec_ns: u64,
-    events: [u64; 5],
-    lost: [u64; 5],
+    events: [u64; Tracepoint::COUNT],
+    lost: [u64; Tracepoint::COUNT],
     wait_interval: WaitHistogram,
     wait_total: WaitHistogram,
     /// The agent's own enqueue→dequeue waits, kept even when the kernel
@@ -115,8 +115,8 @@ impl Aggregator {
             prev_dispatches: 0,
             exec_ns: 0,
             prev_exec_ns: 0,
-            events: [0; 5],
-            lost: [0; 5],
+            events: [0; Tracepoint::COUNT],
+            lost: [0; Tracepoint::COUNT],
             wait_interval: WaitHistogram::dense(),
             wait_total: WaitHistogram::dense(),
             own_wait_total: WaitHistogram::dense(),
@@ -562,14 +562,8 @@ impl Aggregator {
             transports: self.xprt_index.len() as u64,
             peers_evicted: self.peers.evicted,
             transports_evicted: self.transports_evicted,
-            events: Tracepoint::ALL
-                .iter()
-                .map(|t| (t.kernel_name().to_string(), self.events[t.index()]))
-                .collect(),
-            lost_by_tracepoint: Tracepoint::ALL
-                .iter()
-                .map(|t| (t.kernel_name().to_string(), self.lost[t.index()]))
-                .collect(),
+            events: PerTracepoint(self.events),
+            lost_by_tracepoint: PerTracepoint(self.lost),
             exec_seconds: self.exec_ns as f64 / 1e9,
             wait_histogram: self.wait_total.clone(),
             own_wait_histogram: self.own_wait_total.clone(),

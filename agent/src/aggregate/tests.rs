@@ -317,10 +317,7 @@ fn lost_events_are_counted() {
     );
     let snap = s.snap();
     assert_eq!(snap.totals.events_lost, 42);
-    assert!(snap
-        .totals
-        .lost_by_tracepoint
-        .contains(&("svc_xprt_dequeue".to_string(), 42)));
+    assert_eq!(snap.totals.lost_by_tracepoint[Tracepoint::Dequeue], 42);
 }
 
 #[test]

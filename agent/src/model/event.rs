@@ -131,38 +131,58 @@ impl fmt::Display for PeerKey {
     }
 }
 
-/// Which tracepoint a lost-event count belongs to (self-metrics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tracepoint {
-    Enqueue,
-    Dequeue,
-    StatsLatency,
-    Accept,
-    Close,
-}
+/// Which tracepoint an event or a count belongs to: the BPF side's slot
+/// (`nfsdtop_common::SLOTS` is the one table of tracepoints; its number is
+/// also the recording format's code).
+pub use nfsdtop_common::Slot as Tracepoint;
 
-impl Tracepoint {
-    pub const ALL: [Tracepoint; 5] = [
-        Tracepoint::Enqueue,
-        Tracepoint::Dequeue,
-        Tracepoint::StatsLatency,
-        Tracepoint::Accept,
-        Tracepoint::Close,
-    ];
+/// One count per tracepoint, indexed by [`Tracepoint`]; named only where
+/// it is written out. In JSON it is `[[name, count], ...]` in slot order
+/// (docs/json.md); reading, a name this version does not know is skipped
+/// (a newer agent's tracepoint) and a missing one is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PerTracepoint(pub [u64; Tracepoint::COUNT]);
 
-    pub fn kernel_name(self) -> &'static str {
-        match self {
-            Tracepoint::Enqueue => "svc_xprt_enqueue",
-            Tracepoint::Dequeue => "svc_xprt_dequeue",
-            Tracepoint::StatsLatency => "svc_stats_latency",
-            Tracepoint::Accept => "svc_xprt_accept",
-            Tracepoint::Close => "svc_xprt_free",
-        }
+impl PerTracepoint {
+    /// (tracepoint, count) in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (Tracepoint, u64)> + '_ {
+        Tracepoint::ALL.into_iter().zip(self.0.iter().copied())
     }
 
-    pub fn index(self) -> usize {
-        self as usize
+    pub fn sum(&self) -> u64 {
+        self.0.iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
+impl std::ops::Index<Tracepoint> for PerTracepoint {
+    type Output = u64;
+    fn index(&self, t: Tracepoint) -> &u64 {
+        &self.0[t as usize]
+    }
+}
+
+impl std::ops::IndexMut<Tracepoint> for PerTracepoint {
+    fn index_mut(&mut self, t: Tracepoint) -> &mut u64 {
+        &mut self.0[t as usize]
+    }
+}
+
+impl Serialize for PerTracepoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter().map(|(t, n)| (t.name(), n)))
+    }
+}
+
+impl<'de> Deserialize<'de> for PerTracepoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pairs = Vec::<(String, u64)>::deserialize(d)?;
+        let mut out = PerTracepoint::default();
+        for (name, n) in pairs {
+            if let Some(t) = Tracepoint::ALL.into_iter().find(|t| t.name() == name) {
+                out[t] = n;
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -220,5 +240,22 @@ mod tests {
         assert_eq!(v6.to_string(), "[fd00::2]:700");
         assert_eq!(v6.without_port().to_string(), "fd00::2");
         assert_eq!(Endpoint::None.to_string(), "(listener)");
+    }
+
+    /// The JSON of docs/json.md: names in slot order, and back.
+    #[test]
+    fn per_tracepoint_counts_serialise_as_named_pairs() {
+        let mut c = PerTracepoint::default();
+        c[Tracepoint::Dequeue] = 7;
+        c[Tracepoint::Close] = 2;
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            json,
+            r#"[["svc_xprt_enqueue",0],["svc_xprt_dequeue",7],["svc_stats_latency",0],["svc_xprt_accept",0],["svc_xprt_free",2]]"#
+        );
+        assert_eq!(serde_json::from_str::<PerTracepoint>(&json).unwrap(), c);
+        let newer = r#"[["svc_xprt_free",3],["svc_pool_thread_wake",9]]"#;
+        let back: PerTracepoint = serde_json::from_str(newer).unwrap();
+        assert_eq!((back[Tracepoint::Close], back.sum()), (3, 3));
     }
 }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::PerTracepoint;
 use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -128,12 +129,12 @@ pub struct Totals {
     pub peers_evicted: u64,
     #[serde(default)]
     pub transports_evicted: u64,
-    /// Events seen, by tracepoint name.
+    /// Events seen, per tracepoint.
     #[serde(default)]
-    pub events: Vec<(String, u64)>,
-    /// Events lost, by tracepoint name.
+    pub events: PerTracepoint,
+    /// Events lost, per tracepoint.
     #[serde(default)]
-    pub lost_by_tracepoint: Vec<(String, u64)>,
+    pub lost_by_tracepoint: PerTracepoint,
     /// Cumulative execution seconds over every peer.
     #[serde(default)]
     pub exec_seconds: f64,

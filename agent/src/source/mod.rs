@@ -79,7 +79,7 @@ pub enum SourceSpec {
 impl SourceSpec {
     pub fn open(&self) -> anyhow::Result<Box<dyn Source>> {
         match self {
-            SourceSpec::Live(opts) => Ok(Box::new(live::LiveSource::open(opts)?)),
+            SourceSpec::Live(opts) => Ok(live::open(opts)?),
             SourceSpec::Demo { scenario, policy } => {
                 let mut s = demo::Scenario::resolve(scenario)?;
                 if let Some(p) = policy {

@@ -15,18 +15,8 @@
 /// bytes, a `sockaddr_in` 16; 0 is a listener or UDP transport.
 pub const ADDR_MAX: usize = 28;
 
-/// One program (and one tracepoint) per slot: the program cannot tell which
-/// event fired (`common_type` is not valid from BPF), so each passes its own
-/// slot number to the shared handler.
-pub mod slot {
-    pub const ENQUEUE: u8 = 0;
-    pub const DEQUEUE: u8 = 1;
-    pub const STATS_LATENCY: u8 = 2;
-    pub const ACCEPT: u8 = 3;
-    pub const CLOSE: u8 = 4;
-    /// Number of slots; the `CONFIG` map has this many entries.
-    pub const COUNT: usize = 5;
-}
+mod slot;
+pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
 
 /// Per-slot counters in the per-CPU `COUNTERS` array, at
 /// `slot * counter::COUNT + counter::X`. Every hit a program handles lands
@@ -49,7 +39,7 @@ pub mod counter {
     pub const FOLDED: u32 = 4;
     pub const COUNT: u32 = 5;
     /// Entries in the `COUNTERS` map.
-    pub const ENTRIES: u32 = super::slot::COUNT as u32 * COUNT;
+    pub const ENTRIES: u32 = super::Slot::COUNT as u32 * COUNT;
 }
 
 /// A field offset of [`OFF_NONE`] means "this event has no such field".
@@ -262,7 +252,7 @@ pub const RAW_WORDS: usize = RAW_BYTES / 8;
 pub struct Record {
     /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC.
     pub ts_ns: u64,
-    /// Which program wrote it ([`slot`]).
+    /// Which program wrote it ([`Slot`] number).
     pub slot: u8,
     /// 0: a copy of the tracepoint's own record; [`rawrec::FULL`] or
     /// [`rawrec::SHORT`]: written by a raw-tracepoint program (fields at
@@ -282,10 +272,10 @@ impl Record {
     /// Byte offset of `raw` in a record.
     pub const RAW_AT: usize = 16;
 
-    pub const fn new(ts_ns: u64, slot: u8) -> Record {
+    pub const fn new(ts_ns: u64, slot: Slot) -> Record {
         Record {
             ts_ns,
-            slot,
+            slot: slot as u8,
             raw_kind: 0,
             _pad: [0; 6],
             raw: [0; RAW_BYTES],
@@ -322,9 +312,10 @@ impl<'a> RecordView<'a> {
         u64::from_ne_bytes(a)
     }
 
+    /// The slot that wrote it (None for a number no slot has).
     #[inline]
-    pub fn slot(&self) -> u8 {
-        self.0[8]
+    pub fn slot(&self) -> Option<Slot> {
+        Slot::from_u8(self.0[8])
     }
 
     /// Written by a raw-tracepoint program (see [`Record::raw_kind`]).
@@ -416,7 +407,7 @@ mod tests {
 
     #[test]
     fn view_reads_what_to_bytes_wrote() {
-        let mut r = Record::new(0x0102_0304_0506_0708, slot::DEQUEUE);
+        let mut r = Record::new(0x0102_0304_0506_0708, Slot::Dequeue);
         r.raw[16..24].copy_from_slice(&0x41u64.to_ne_bytes());
         r.raw[24..28].copy_from_slice(&4026531840u32.to_ne_bytes());
         // server: 16 bytes at 40; client: none.
@@ -426,7 +417,7 @@ mod tests {
         let b = r.to_bytes();
         let v = RecordView::new(&b).unwrap();
         assert_eq!(v.ts_ns(), 0x0102_0304_0506_0708);
-        assert_eq!(v.slot(), slot::DEQUEUE);
+        assert_eq!(v.slot(), Some(Slot::Dequeue));
         assert_eq!(v.field(16, 8), Some(0x41));
         assert_eq!(v.field(24, 4), Some(4026531840));
         assert_eq!(v.field(OFF_NONE, 4), None);
@@ -441,7 +432,7 @@ mod tests {
 
     #[test]
     fn data_loc_beyond_the_copy_is_none() {
-        let mut r = Record::new(1, slot::ENQUEUE);
+        let mut r = Record::new(1, Slot::Enqueue);
         r.raw[8..12].copy_from_slice(&((28u32 << 16) | 110).to_ne_bytes());
         let b = r.to_bytes();
         assert_eq!(RecordView::new(&b).unwrap().data_loc(8), None);

@@ -33,7 +33,7 @@ use aya_ebpf::{
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use nfsdtop_common::{
-    counter, exec::ExecTotals, not_enqueued, rawrec, slot, xprt_table, RawConfig, Record,
+    counter, exec::ExecTotals, not_enqueued, rawrec, xprt_table, RawConfig, Record, Slot,
     SlotConfig, ADDR_MAX, RAW_BYTES,
 };
 
@@ -41,11 +41,11 @@ use nfsdtop_common::{
 const RB_NO_WAKEUP: u64 = 1;
 
 #[map]
-static CONFIG: Array<SlotConfig> = Array::with_max_entries(slot::COUNT as u32, 0);
+static CONFIG: Array<SlotConfig> = Array::with_max_entries(Slot::COUNT as u32, 0);
 
 /// The raw-tracepoint programs' offsets, one per slot.
 #[map]
-static RAWCONFIG: Array<RawConfig> = Array::with_max_entries(slot::COUNT as u32, 0);
+static RAWCONFIG: Array<RawConfig> = Array::with_max_entries(Slot::COUNT as u32, 0);
 
 /// Per-CPU room for the transport's two addresses and lengths, read in one
 /// helper call (too big for the 512-byte BPF stack with the rest).
@@ -77,7 +77,7 @@ const BPF_F_MMAPABLE: u32 = 1 << 10;
 static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 #[inline(always)]
-fn bump(slot: u8, c: u32) {
+fn bump(slot: Slot, c: u32) {
     let idx = slot as u32 * counter::COUNT + c;
     if let Some(p) = COUNTERS.get_ptr_mut(idx) {
         // SAFETY: this CPU's per-CPU slot; tracepoint programs run non-preemptibly and never nest.
@@ -122,7 +122,7 @@ fn flags_at(ctx: &TracePointContext, off: u16) -> Option<u32> {
 }
 
 #[inline(always)]
-fn handle(ctx: &TracePointContext, slot: u8) -> u32 {
+fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     // While the slot's raw program owns it, this one (attached only while
     // the agent hands the slot over to it) does nothing: one map word
     // decides, for every hit, which of the two records it.
@@ -189,29 +189,32 @@ fn ktime_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+// One classic program per row of the tracepoint table
+// (`nfsdtop_common::SLOTS`), named as its `program` says, passing its slot.
+
 #[tracepoint]
 pub fn svc_xprt_enqueue(ctx: TracePointContext) -> u32 {
-    handle(&ctx, slot::ENQUEUE)
+    handle(&ctx, Slot::Enqueue)
 }
 
 #[tracepoint]
 pub fn svc_xprt_dequeue(ctx: TracePointContext) -> u32 {
-    handle(&ctx, slot::DEQUEUE)
+    handle(&ctx, Slot::Dequeue)
 }
 
 #[tracepoint]
 pub fn svc_stats_latency(ctx: TracePointContext) -> u32 {
-    handle(&ctx, slot::STATS_LATENCY)
+    handle(&ctx, Slot::StatsLatency)
 }
 
 #[tracepoint]
 pub fn svc_xprt_accept(ctx: TracePointContext) -> u32 {
-    handle(&ctx, slot::ACCEPT)
+    handle(&ctx, Slot::Accept)
 }
 
 #[tracepoint]
 pub fn svc_xprt_free(ctx: TracePointContext) -> u32 {
-    handle(&ctx, slot::CLOSE)
+    handle(&ctx, Slot::Close)
 }
 
 /// A kernel value of type `T` at `addr` (None if unreadable).
@@ -230,7 +233,7 @@ fn kread<T>(addr: u64) -> Option<T> {
 /// kernel refuses to attach a program that reads past the tracepoint's
 /// arguments, and dequeue and svc_stats_latency have one).
 #[inline(always)]
-fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u32 {
+fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> u32 {
     // Disabled: the slot was handed over to its classic program, which
     // counts the hits from then on.
     let cfg = match RAWCONFIG.get(slot as u32) {
@@ -282,10 +285,10 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
     let short = cfg.short_records != 0;
-    let is_close = slot == nfsdtop_common::slot::CLOSE;
+    let is_close = matches!(slot, Slot::Close);
     let entry_idx = xprt_table::slot(xprt);
     let known = KNOWN_XPRTS.get_ptr_mut(entry_idx);
-    if is_close || slot == nfsdtop_common::slot::ACCEPT {
+    if is_close || matches!(slot, Slot::Accept) {
         // Forgotten when it is freed, before the memory can be reused for
         // another transport, and again when a transport is accepted at that
         // address (in case the kernel skipped this program at the free).
@@ -440,33 +443,37 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: u8) -> u3
     0
 }
 
+// One raw program per row that has one, named as its `raw.name` says and
+// attached (by the agent) to the raw tracepoint of the row's event; whether
+// it may read argument 1 comes from the row too.
+
 #[raw_tracepoint(tracepoint = "svc_xprt_enqueue")]
 pub fn raw_svc_xprt_enqueue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<true>(&ctx, slot::ENQUEUE);
+    raw_handle::<{ Slot::Enqueue.raw_flags_arg() }>(&ctx, Slot::Enqueue);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
 pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<false>(&ctx, slot::DEQUEUE);
+    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_stats_latency")]
 pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<false>(&ctx, slot::STATS_LATENCY);
+    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_accept")]
 pub fn raw_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<false>(&ctx, slot::ACCEPT);
+    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_free")]
 pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<false>(&ctx, slot::CLOSE);
+    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close);
     0
 }
 

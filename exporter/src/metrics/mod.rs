@@ -139,12 +139,12 @@ impl MetricsState {
         self.events = t
             .events
             .iter()
-            .map(|(n, c)| (escape_label(n), *c))
+            .map(|(tp, c)| (escape_label(tp.name()), c))
             .collect();
         self.lost = t
             .lost_by_tracepoint
             .iter()
-            .map(|(n, c)| (escape_label(n), *c))
+            .map(|(tp, c)| (escape_label(tp.name()), c))
             .collect();
         self.source = Some(s.source.clone());
         self.last_time = Some(s.time);

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::error::LiveError;
 use super::format::Format;
 use super::host::{self, Caps};
-use super::layout::{Layout, EVENTS};
+use super::layout::{self, Layout};
 use super::{bpf, LiveOptions};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -70,14 +70,14 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
 
     let mut events = BTreeMap::new();
     let mut formats = BTreeMap::new();
-    for ev in EVENTS {
+    for ev in layout::event_names() {
         let fmt = tracefs_path
             .as_ref()
             .map(|t| t.join("events/sunrpc").join(ev).join("format"))
             .and_then(|p| std::fs::read_to_string(p).ok())
             .and_then(|s| Format::parse(&s).ok());
-        if fmt.is_none() && ev == "svc_xprt_do_enqueue" {
-            continue; // the ≤5.16 name: only worth showing where it exists
+        if fmt.is_none() && layout::is_old_name(ev) {
+            continue; // an older kernel's name: only worth showing where it exists
         }
         events.insert(
             ev.to_string(),
@@ -134,9 +134,9 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                 match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
                     Ok(k) => {
                         let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
-                        for (s, ev) in super::raw::RAW_SLOTS {
-                            if p.is_raw(s as usize) {
-                                raw_tracepoints.push(ev.to_string());
+                        for s in super::raw::attach_order() {
+                            if p.is_raw(s) {
+                                raw_tracepoints.push(s.name().to_string());
                             }
                         }
                         for why in p.kept_classic {
@@ -163,7 +163,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
             (Vec::new(), Some(e.to_string()))
         }
     };
-    let all_programs = bpf::PROGRAMS.len() + bpf::RAW_PROGRAMS.iter().flatten().count();
+    let all_programs = bpf::program_names().count();
     let bpf_programs_verified = bpf_error.is_none() && bpf_programs.len() == all_programs;
 
     Diagnosis {

@@ -6,22 +6,26 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nfsdtop_common::{slot, SlotConfig, ADDR_MAX, OFF_NONE, RAW_BYTES};
+use nfsdtop_common::{Slot, SlotConfig, ADDR_MAX, OFF_NONE, RAW_BYTES, SLOTS};
 
 use super::error::LiveError;
 use super::format::{Field, Format};
 use crate::model::WaitSource;
 
-/// Events nfsdtop reads (and doctor reports), in slot order where they
-/// have one. `svc_xprt_do_enqueue` is the ≤5.16 name of the enqueue event.
-pub const EVENTS: [&str; 6] = [
-    "svc_xprt_enqueue",
-    "svc_xprt_dequeue",
-    "svc_stats_latency",
-    "svc_xprt_accept",
-    "svc_xprt_free",
-    "svc_xprt_do_enqueue",
-];
+/// Events nfsdtop reads (and doctor reports): every slot's event in slot
+/// order, then the older names some of them had (`svc_xprt_do_enqueue`,
+/// ≤5.16), from the tracepoint table.
+pub fn event_names() -> impl Iterator<Item = &'static str> {
+    SLOTS
+        .iter()
+        .map(|i| i.event)
+        .chain(SLOTS.iter().flat_map(|i| i.old_names.iter().copied()))
+}
+
+/// An older kernel's name of a slot's event (see [`event_names`]).
+pub fn is_old_name(event: &str) -> bool {
+    SLOTS.iter().any(|i| i.old_names.contains(&event))
+}
 
 /// The tracepoint generations (the README's kernel support table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,9 +63,9 @@ pub struct Layout {
     /// The BUSY flag (from `print fmt`, else bit 0).
     pub busy_mask: u64,
     /// One config per slot, ready for the BPF `CONFIG` map.
-    pub slots: [SlotConfig; slot::COUNT],
+    pub slots: [SlotConfig; Slot::COUNT],
     /// The kernel event name attached for each slot (None = not used).
-    pub events: [Option<String>; slot::COUNT],
+    pub events: [Option<String>; Slot::COUNT],
     /// Things that work less well than they could on this kernel.
     pub notes: Vec<String>,
 }
@@ -106,29 +110,35 @@ impl Layout {
             };
         let mut notes = Vec::new();
 
-        let Some(deq) = formats.get("svc_xprt_dequeue") else {
+        // A slot's event under its name, else under an older one.
+        let find = |s: Slot| {
+            let i = s.info();
+            std::iter::once(i.event)
+                .chain(i.old_names.iter().copied())
+                .find_map(|n| formats.get(n).map(|f| (n, f)))
+        };
+        let deq_name = Slot::Dequeue.name();
+        let Some((_, deq)) = find(Slot::Dequeue) else {
             return Err(unsupported(
-                "svc_xprt_dequeue",
+                deq_name,
                 None,
                 "the event does not exist although other sunrpc events do".into(),
             ));
         };
-        let (enq_name, enq) = match formats.get("svc_xprt_enqueue") {
-            Some(f) => ("svc_xprt_enqueue", f),
-            None => match formats.get("svc_xprt_do_enqueue") {
-                Some(f) => ("svc_xprt_do_enqueue", f),
-                None => {
-                    return Err(unsupported(
-                        "svc_xprt_enqueue",
-                        None,
-                        "neither svc_xprt_enqueue nor svc_xprt_do_enqueue exists".into(),
-                    ))
-                }
-            },
+        let Some((enq_name, enq)) = find(Slot::Enqueue) else {
+            let names = std::iter::once(Slot::Enqueue.name())
+                .chain(Slot::Enqueue.info().old_names.iter().copied())
+                .collect::<Vec<_>>()
+                .join(" nor ");
+            return Err(unsupported(
+                Slot::Enqueue.name(),
+                None,
+                format!("neither {names} exists"),
+            ));
         };
 
         // ≤ 5.17: a text `addr` and no sockaddr `client`.
-        for (name, f) in [("svc_xprt_dequeue", deq), (enq_name, enq)] {
+        for (name, f) in [(deq_name, deq), (enq_name, enq)] {
             if f.field("client").is_none() && f.field("addr").is_some() {
                 return Err(unsupported(
                     name,
@@ -159,8 +169,8 @@ impl Layout {
             .filter(|m| *m != 0)
             .unwrap_or(1);
 
-        let mut slots = [SlotConfig::DISABLED; slot::COUNT];
-        let mut events: [Option<String>; slot::COUNT] = Default::default();
+        let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
+        let mut events: [Option<String>; Slot::COUNT] = Default::default();
 
         // Enqueue: flags required; on 6.6+ BUSY attempts are dropped in BPF.
         let mut c = endpoint(enq_name, enq, &unsupported)?;
@@ -193,55 +203,50 @@ impl Layout {
             }
             c.need_mask = need;
         }
-        slots[slot::ENQUEUE as usize] = c;
-        events[slot::ENQUEUE as usize] = Some(enq_name.into());
+        slots[Slot::Enqueue as usize] = c;
+        events[Slot::Enqueue as usize] = Some(enq_name.into());
 
         // Dequeue: qtime and class when the kernel has them.
-        let mut c = endpoint("svc_xprt_dequeue", deq, &unsupported)?;
-        let (o, s) = scalar("svc_xprt_dequeue", deq, "flags", &[4, 8], &unsupported)?;
+        let mut c = endpoint(deq_name, deq, &unsupported)?;
+        let (o, s) = scalar(deq_name, deq, "flags", &[4, 8], &unsupported)?;
         (c.flags_off, c.flags_size) = (o, s);
         if qtime {
-            let (o, s) = scalar("svc_xprt_dequeue", deq, "qtime", &[4, 8], &unsupported)?;
+            let (o, s) = scalar(deq_name, deq, "qtime", &[4, 8], &unsupported)?;
             (c.value_off, c.value_size) = (o, s);
         }
         let kernel_class = deq.field("class").is_some();
         if kernel_class {
-            let (o, s) = scalar(
-                "svc_xprt_dequeue",
-                deq,
-                "class",
-                &[1, 2, 4, 8],
-                &unsupported,
-            )?;
+            let (o, s) = scalar(deq_name, deq, "class", &[1, 2, 4, 8], &unsupported)?;
             (c.class_off, c.class_size) = (o, s);
         }
-        slots[slot::DEQUEUE as usize] = c;
-        events[slot::DEQUEUE as usize] = Some("svc_xprt_dequeue".into());
+        slots[Slot::Dequeue as usize] = c;
+        events[Slot::Dequeue as usize] = Some(deq_name.into());
 
         // Execution time.
-        match formats.get("svc_stats_latency") {
-            Some(f) => {
-                let mut c = endpoint("svc_stats_latency", f, &unsupported)?;
-                let (o, s) = scalar("svc_stats_latency", f, "execute", &[4, 8], &unsupported)?;
+        match find(Slot::StatsLatency) {
+            Some((ev, f)) => {
+                let mut c = endpoint(ev, f, &unsupported)?;
+                let (o, s) = scalar(ev, f, "execute", &[4, 8], &unsupported)?;
                 (c.value_off, c.value_size) = (o, s);
-                slots[slot::STATS_LATENCY as usize] = c;
-                events[slot::STATS_LATENCY as usize] = Some("svc_stats_latency".into());
+                slots[Slot::StatsLatency as usize] = c;
+                events[Slot::StatsLatency as usize] = Some(ev.into());
             }
-            None => notes.push("svc_stats_latency is missing: no execution times".into()),
+            None => notes.push(format!(
+                "{} is missing: no execution times",
+                Slot::StatsLatency.name()
+            )),
         }
 
         // Connections (the socket table seeds them at start).
-        for (sl, ev) in [
-            (slot::ACCEPT, "svc_xprt_accept"),
-            (slot::CLOSE, "svc_xprt_free"),
-        ] {
-            match formats.get(ev) {
-                Some(f) => {
+        for sl in [Slot::Accept, Slot::Close] {
+            match find(sl) {
+                Some((ev, f)) => {
                     slots[sl as usize] = endpoint(ev, f, &unsupported)?;
                     events[sl as usize] = Some(ev.into());
                 }
                 None => notes.push(format!(
-                    "{ev} is missing: connection counts come from the socket table at start only"
+                    "{} is missing: connection counts come from the socket table at start only",
+                    sl.name()
                 )),
             }
         }
@@ -381,7 +386,7 @@ fn scalar(
     Ok((offset16(ev, fld, unsupported)?, fld.size as u16))
 }
 
-/// Parse the format file of every event in [`EVENTS`] that exists under
+/// Parse the format file of every event of [`event_names`] that exists under
 /// `tracefs/events/sunrpc`. A missing sunrpc directory is "no nfsd".
 pub fn read_formats(tracefs: &Path) -> Result<BTreeMap<String, Format>, LiveError> {
     let dir = tracefs.join("events/sunrpc");
@@ -394,7 +399,7 @@ pub fn read_formats(tracefs: &Path) -> Result<BTreeMap<String, Format>, LiveErro
         });
     }
     let mut out = BTreeMap::new();
-    for ev in EVENTS {
+    for ev in event_names() {
         let p: PathBuf = dir.join(ev).join("format");
         match std::fs::read_to_string(&p) {
             Ok(text) => {

@@ -1,0 +1,174 @@
+//! The attach plan and the hand-over: which slots go on raw tracepoints
+//! and which on classic ones ([`choose_plan`], the one place that
+//! decides), configuring and attaching the programs accordingly, and, while
+//! running, moving raw slots to their classic tracepoints when the kernel
+//! makes raw programs miss hits.
+
+use nfsdtop_common::Slot;
+
+use super::error::LiveError;
+use super::layout::Layout;
+use super::loss::Loss;
+use super::raw::{self, KernelOffsets, RawPlan, Tracepoints};
+use super::report::{AccessReport, HandOver};
+use super::{bpf, LiveOptions};
+use crate::model::Event;
+
+type RawLink = aya::programs::raw_trace_point::RawTracePointLinkId;
+
+/// Which slots go raw, before anything is attached: none with
+/// `--classic-tracepoints` or off the sunrpc category (tests), else those
+/// the kernel's BTF allows (see [`raw::plan`]).
+pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPlan {
+    if opts.tracepoints == Tracepoints::Classic || category != "sunrpc" {
+        return RawPlan::none(layout);
+    }
+    match KernelOffsets::from_sys(&opts.btf_dir) {
+        Ok(k) => raw::plan(layout, &k, opts.tracepoints),
+        Err(why) => RawPlan::classic(layout, why),
+    }
+}
+
+/// The programs as attached: which slot records through which program.
+pub struct Attachment {
+    /// The kernel's layout: classic programs' records are read with it.
+    pub layout: Layout,
+    /// The raw programs' configs (a slot is raw while its config is
+    /// enabled; it goes back to classic when its raw program misses hits)
+    /// and the layout their records are read with (`rawrec` offsets).
+    pub plan: RawPlan,
+    links: [Option<RawLink>; Slot::COUNT],
+    category: String,
+    pub report: AccessReport,
+}
+
+impl Attachment {
+    /// Configure and attach every slot in use as [`choose_plan`] says,
+    /// a slot whose raw attach fails on its classic tracepoint.
+    /// `exec_totals`: why the kernel's execution totals cannot be read,
+    /// if they cannot (then nothing is folded).
+    pub fn attach(
+        ebpf: &mut aya::Ebpf,
+        opts: &LiveOptions,
+        layout: Layout,
+        category: &str,
+        exec_totals: Option<&LiveError>,
+    ) -> Result<Attachment, LiveError> {
+        let mut plan = choose_plan(opts, &layout, category);
+        let mut report = AccessReport {
+            asked: opts.tracepoints,
+            ..AccessReport::default()
+        };
+        if let (true, Some(e)) = (plan.folds_exec(), exec_totals) {
+            plan.no_folding();
+            report.fold_unavailable = Some(e.to_string());
+        }
+        // Raw first: a slot whose raw attach fails goes back to classic.
+        let mut links: [Option<RawLink>; Slot::COUNT] = Default::default();
+        bpf::write_raw_config(ebpf, &plan.configs)?;
+        for s in raw::attach_order() {
+            if !plan.is_raw(s) {
+                continue;
+            }
+            match bpf::attach_raw(ebpf, s, s.name()) {
+                Ok(link) => links[s as usize] = Some(link),
+                Err(e) => {
+                    plan.revert(s, &layout, format!("{}: {e}", s.name()));
+                    bpf::write_raw_config(ebpf, &plan.configs)?;
+                }
+            }
+        }
+        // The raw slots' classic fallbacks, verified now rather than
+        // during a hand-over under load.
+        for s in raw::attach_order() {
+            if plan.is_raw(s) {
+                bpf::load_classic(ebpf, s)?;
+            }
+        }
+        let classic = plan.classic_configs(&layout);
+        bpf::write_config(ebpf, &classic)?;
+        for s in Slot::ALL {
+            if let (Some(ev), 1) = (&layout.events[s as usize], classic[s as usize].enabled) {
+                bpf::attach_slot(ebpf, s, category, ev)?;
+            }
+        }
+        report.raw = raw::attach_order().filter(|&s| plan.is_raw(s)).collect();
+        report.folds_exec = plan.folds_exec();
+        report.kept_classic = plan.kept_classic.clone();
+        Ok(Attachment {
+            layout,
+            plan,
+            links,
+            category: category.to_string(),
+            report,
+        })
+    }
+
+    /// Whether slot `s`'s raw program is attached (it may have handed
+    /// the slot over, and still run until detached).
+    pub fn watching_raw(&self, s: Slot) -> bool {
+        self.plan.is_raw(s) || self.links[s as usize].is_some()
+    }
+
+    /// The program that records slot `s` now.
+    pub fn program(&self, s: Slot) -> &'static str {
+        match bpf::raw_program_name(s) {
+            Some(raw) if self.plan.is_raw(s) => raw,
+            _ => s.info().program,
+        }
+    }
+
+    /// Raw programs missed `missed` hits: a kernel that makes one miss
+    /// makes them all miss, so every raw slot goes to its classic
+    /// tracepoint at once (one map word, read by both programs on every
+    /// hit, decides). Misses between the count and the hand-over are
+    /// lost too (into `out`). A slot that cannot be moved keeps its raw
+    /// program, whose misses go on being counted as lost; the hand-over is
+    /// tried again at the next miss.
+    pub fn hand_over_all(
+        &mut self,
+        ebpf: &mut aya::Ebpf,
+        loss: &mut Loss,
+        mut missed: u64,
+        now: u64,
+        out: &mut Vec<Event>,
+    ) {
+        let mut moved = Vec::new();
+        for s in Slot::ALL {
+            if !self.plan.is_raw(s) {
+                continue;
+            }
+            match self.move_to_classic(ebpf, s) {
+                Ok(()) => {
+                    missed = missed.saturating_add(loss.raw_misses(ebpf, s, now, out));
+                    if let Some(link) = self.links[s as usize].take() {
+                        let _ = bpf::detach_raw(ebpf, s, link);
+                    }
+                    moved.push(s);
+                }
+                Err(e) => self.report.hand_over_failed(s, e.to_string()),
+            }
+        }
+        if !moved.is_empty() {
+            self.report.hand_overs.push(HandOver::Moved {
+                slots: moved,
+                missed,
+            });
+        }
+    }
+
+    /// Attach slot `s`'s classic program (it yields while the raw one owns
+    /// the slot), then flip the slot's owner.
+    fn move_to_classic(&mut self, ebpf: &mut aya::Ebpf, s: Slot) -> Result<(), LiveError> {
+        let event = self.layout.events[s as usize].clone().unwrap_or_default();
+        let mut classic = self.plan.classic_configs(&self.layout);
+        classic[s as usize] = self.layout.slots[s as usize];
+        bpf::write_config(ebpf, &classic)?;
+        bpf::attach_slot(ebpf, s, &self.category, &event)?;
+        let mut raw = self.plan.clone();
+        raw.hand_over(s);
+        bpf::write_raw_config(ebpf, &raw.configs)?;
+        self.plan = raw;
+        Ok(())
+    }
+}

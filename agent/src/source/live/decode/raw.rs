@@ -1,0 +1,148 @@
+//! Records the raw-tracepoint programs wrote: full ones (decoded like a
+//! classic record, at the `rawrec` offsets) and short ones, which name
+//! their transport by its `struct svc_xprt` pointer; and the execution
+//! totals the kernel folds per transport (`nfsdtop_common::exec`).
+
+use nfsdtop_common::exec::ExecTotals;
+use nfsdtop_common::{rawrec, xprt_table, RecordView, Slot};
+use rustc_hash::FxHashMap;
+
+use super::{classic::decode, kind};
+use crate::model::{Event, EventKind, XprtKey};
+use crate::source::live::layout::Layout;
+
+/// The transports the raw programs have sent in full, by their `struct
+/// svc_xprt` pointer: a short record (`rawrec::SHORT`) names its transport
+/// by pointer only. A raw svc_xprt_free record forgets the pointer; the
+/// BPF side forgets it at the free and again at svc_xprt_accept, so a
+/// transport at a reused address starts with a full record, which
+/// replaces the old one here.
+///
+/// Also what has been reported of each transport's execution totals
+/// folded in the kernel (`nfsdtop_common::exec`): the totals of the
+/// entry a full record claimed (its `gen` is the record's time), read by
+/// [`KnownXprts::sweep`] and settled by the record that ends the claim.
+#[derive(Default)]
+pub struct KnownXprts {
+    keys: FxHashMap<u64, Known>,
+    /// Short records whose pointer was never sent in full, and folded
+    /// requests of a claim never seen, per slot (never expected: counted
+    /// as lost events, not guessed at).
+    pub unknown: [u64; Slot::COUNT],
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Known {
+    key: XprtKey,
+    /// The time of the full record that claimed the transport's totals.
+    gen: u64,
+    /// Folded µs and requests reported so far for that claim.
+    us: u64,
+    count: u64,
+}
+
+impl Known {
+    /// What grew of `t` (this claim's totals) since last reported.
+    fn report(&mut self, t: &ExecTotals, ts_ns: u64, out: &mut Vec<Event>) {
+        let (us, count) = (
+            t.us.saturating_sub(self.us),
+            t.count.saturating_sub(self.count),
+        );
+        self.us = self.us.max(t.us);
+        self.count = self.count.max(t.count);
+        if us > 0 || count > 0 {
+            out.push(Event {
+                ts_ns,
+                xprt: self.key,
+                kind: EventKind::Executed {
+                    exec_ns: us.saturating_mul(1000),
+                    requests: count,
+                },
+            });
+        }
+    }
+}
+
+impl KnownXprts {
+    /// Decode a raw program's record (full or short) with the raw layout
+    /// into `out`: its event, after the execution totals it settles.
+    pub fn decode(&mut self, rec: &RecordView<'_>, layout: &Layout, out: &mut Vec<Event>) {
+        let ptr = rec.field(rawrec::XPRT, 8).unwrap_or(0);
+        if rec.raw_kind() == rawrec::SHORT {
+            let Some(s) = rec.slot() else {
+                return;
+            };
+            let cfg = &layout.slots[s as usize];
+            let Some(known) = self.keys.get(&ptr) else {
+                self.unknown[s as usize] += 1;
+                return;
+            };
+            if let Some(kind) = kind(rec, s, cfg, layout) {
+                out.push(Event {
+                    ts_ns: rec.ts_ns(),
+                    xprt: known.key,
+                    kind,
+                });
+            }
+            return;
+        }
+        let settled = ExecTotals {
+            owner: rec.field(rawrec::EXEC_OWNER, 8).unwrap_or(0),
+            gen: rec.field(rawrec::EXEC_GEN, 8).unwrap_or(0),
+            us: rec.field(rawrec::EXEC_US, 8).unwrap_or(0),
+            count: rec.field(rawrec::EXEC_COUNT, 8).unwrap_or(0),
+        };
+        if settled.owner != 0 {
+            match self.keys.get_mut(&settled.owner) {
+                Some(k) if k.gen == settled.gen => k.report(&settled, rec.ts_ns(), out),
+                _ => {
+                    let n = &mut self.unknown[Slot::StatsLatency as usize];
+                    *n = n.saturating_add(settled.count);
+                }
+            }
+        }
+        let Some(ev) = decode(rec, layout) else {
+            return;
+        };
+        if ptr != 0 {
+            if ev.kind == EventKind::Closed {
+                self.keys.remove(&ptr);
+            } else {
+                self.keys.insert(
+                    ptr,
+                    Known {
+                        key: ev.xprt,
+                        gen: rec.ts_ns(),
+                        us: 0,
+                        count: 0,
+                    },
+                );
+            }
+        }
+        out.push(ev);
+    }
+
+    /// Report what grew of every known transport's folded totals;
+    /// `read` gives an entry of the kernel's `EXEC_TOTALS` (None while it
+    /// changes hands). An entry that another claim holds, or whose claim's
+    /// full record has not been decoded yet, waits for a later sweep or
+    /// for the record that settles it.
+    pub fn sweep(
+        &mut self,
+        read: impl Fn(u32) -> Option<ExecTotals>,
+        now_ns: u64,
+        out: &mut Vec<Event>,
+    ) {
+        for (&ptr, k) in &mut self.keys {
+            if let Some(t) = read(xprt_table::slot(ptr)) {
+                if t.owner == ptr && t.gen == k.gen {
+                    k.report(&t, now_ns, out);
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}

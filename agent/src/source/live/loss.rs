@@ -1,0 +1,144 @@
+//! Loss accounting: every event nfsdtop did not see becomes a `Lost`
+//! event of its tracepoint, counted once. Three causes: records the
+//! programs could not put in the ring (the kernel's per-CPU `LOST`
+//! counters), short records of a transport never sent in full (counted by
+//! the raw decoder), and runs the kernel skipped (`recursion_misses`: the
+//! program, or on classic tracepoints any BPF program, was already running
+//! on that CPU, which kernels that preempt tracepoint programs make
+//! happen).
+
+use std::time::{Duration, Instant};
+
+use nfsdtop_common::Slot;
+
+use super::bpf;
+use crate::model::{Event, EventKind};
+
+/// The counters are a few syscalls: read at most this often.
+const READ_EVERY: Duration = Duration::from_millis(100);
+
+/// What has been reported lost so far, per slot.
+#[derive(Default)]
+pub struct Loss {
+    lost_seen: [u64; Slot::COUNT],
+    unknown_seen: [u64; Slot::COUNT],
+    classic_misses_seen: [u64; Slot::COUNT],
+    raw_misses_seen: [u64; Slot::COUNT],
+    last_read: Option<Instant>,
+}
+
+/// `count` events of slot `s` that never reached the agent.
+pub fn lost_event(now: u64, s: Slot, count: u64) -> Event {
+    Event {
+        ts_ns: now,
+        xprt: Default::default(),
+        kind: EventKind::Lost {
+            tracepoint: s,
+            count,
+        },
+    }
+}
+
+/// Runs of program `name` the kernel skipped since `seen` was last
+/// updated (None where it does not say).
+fn new_misses(ebpf: &aya::Ebpf, name: &str, seen: &mut u64) -> Option<u64> {
+    let misses = bpf::recursion_misses(ebpf, name)?;
+    let delta = misses.saturating_sub(*seen);
+    *seen = misses;
+    Some(delta)
+}
+
+impl Loss {
+    /// True (and the clock restarted) when the counters are due a read.
+    pub fn due(&mut self) -> bool {
+        let due = self.last_read.is_none_or(|t| t.elapsed() >= READ_EVERY);
+        if due {
+            self.last_read = Some(Instant::now());
+        }
+        due
+    }
+
+    /// What grew of the ring's loss counters and of the decoder's count
+    /// of `unknown` short records, as `Lost` events.
+    pub fn ring(
+        &mut self,
+        counts: &[bpf::SlotCounts; Slot::COUNT],
+        unknown: &[u64; Slot::COUNT],
+        now: u64,
+        out: &mut Vec<Event>,
+    ) {
+        for s in Slot::ALL {
+            let i = s as usize;
+            let delta = counts[i].lost.saturating_sub(self.lost_seen[i]);
+            if delta > 0 {
+                self.lost_seen[i] = counts[i].lost;
+                out.push(lost_event(now, s, delta));
+            }
+            let unknown_delta = unknown[i].saturating_sub(self.unknown_seen[i]);
+            if unknown_delta > 0 {
+                self.unknown_seen[i] = unknown[i];
+                out.push(lost_event(now, s, unknown_delta));
+            }
+        }
+    }
+
+    /// Runs slot `s`'s classic program skipped since the last call, as a
+    /// `Lost` event (where the program is loaded).
+    pub fn classic_misses(&mut self, ebpf: &aya::Ebpf, s: Slot, now: u64, out: &mut Vec<Event>) {
+        let seen = &mut self.classic_misses_seen[s as usize];
+        if let Some(delta) = new_misses(ebpf, s.info().program, seen).filter(|&d| d > 0) {
+            out.push(lost_event(now, s, delta));
+        }
+    }
+
+    /// Runs slot `s`'s raw program skipped since the last call, as a
+    /// `Lost` event; returns how many (0 where the kernel does not say).
+    pub fn raw_misses(&mut self, ebpf: &aya::Ebpf, s: Slot, now: u64, out: &mut Vec<Event>) -> u64 {
+        let Some(name) = bpf::raw_program_name(s) else {
+            return 0;
+        };
+        let seen = &mut self.raw_misses_seen[s as usize];
+        match new_misses(ebpf, name, seen) {
+            Some(delta) if delta > 0 => {
+                out.push(lost_event(now, s, delta));
+                delta
+            }
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost(out: &[Event]) -> Vec<(Slot, u64)> {
+        out.iter()
+            .map(|e| match e.kind {
+                EventKind::Lost { tracepoint, count } => (tracepoint, count),
+                _ => panic!("not a loss: {e:?}"),
+            })
+            .collect()
+    }
+
+    /// Counters only grow: each loss is reported once, as the growth.
+    #[test]
+    fn ring_losses_are_reported_as_deltas() {
+        let mut l = Loss::default();
+        let mut counts = [bpf::SlotCounts::default(); Slot::COUNT];
+        let mut unknown = [0; Slot::COUNT];
+        counts[Slot::Dequeue as usize].lost = 5;
+        unknown[Slot::StatsLatency as usize] = 2;
+        let mut out = Vec::new();
+        l.ring(&counts, &unknown, 1, &mut out);
+        assert_eq!(lost(&out), [(Slot::Dequeue, 5), (Slot::StatsLatency, 2)]);
+        out.clear();
+        l.ring(&counts, &unknown, 2, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        counts[Slot::Dequeue as usize].lost = 7;
+        l.ring(&counts, &unknown, 3, &mut out);
+        assert_eq!(lost(&out), [(Slot::Dequeue, 2)]);
+        assert!(l.due());
+        assert!(!l.due(), "read at most every {READ_EVERY:?}");
+    }
+}

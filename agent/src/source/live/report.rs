@@ -1,0 +1,159 @@
+//! How the live source watches nfsd, as a value: which events are on raw
+//! tracepoints, what is folded in the kernel, why a slot stayed classic,
+//! and the hand-overs to classic tracepoints while running. Rendered to
+//! text only at the edge (the source's `detail`, docs/json.md), where
+//! `cargo xtask vm-test` reads it.
+
+use std::fmt;
+
+use nfsdtop_common::Slot;
+
+use super::raw::Tracepoints;
+
+/// The live source's attach report (see the module comment).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessReport {
+    /// What the user asked for (`--classic-tracepoints` or the default).
+    pub asked: Tracepoints,
+    /// The slots on raw tracepoints at start, in attach order; empty: all
+    /// classic.
+    pub raw: Vec<Slot>,
+    /// svc_stats_latency hits of known transports are added up in the
+    /// kernel (`nfsdtop_common::exec`).
+    pub folds_exec: bool,
+    /// Why they are sent per request instead though the plan folded them
+    /// (the kernel's totals cannot be read).
+    pub fold_unavailable: Option<String>,
+    /// Why slots that could have been raw are classic, one line each.
+    pub kept_classic: Vec<String>,
+    /// What happened to raw slots whose programs missed hits, in order.
+    pub hand_overs: Vec<HandOver>,
+}
+
+/// A raw slot's program missed hits (the kernel preempts tracepoint
+/// programs): see `attach::Attachment::hand_over_all`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HandOver {
+    /// These slots moved to their classic tracepoints; the raw programs
+    /// had missed `missed` hits (counted as lost).
+    Moved { slots: Vec<Slot>, missed: u64 },
+    /// The slot could not be moved (`error`): its raw program stays and
+    /// its misses go on being counted as lost.
+    Failed { slot: Slot, error: String },
+}
+
+impl AccessReport {
+    /// Note a hand-over that failed, once per slot and error.
+    pub fn hand_over_failed(&mut self, slot: Slot, error: String) {
+        let h = HandOver::Failed { slot, error };
+        if !self.hand_overs.contains(&h) {
+            self.hand_overs.push(h);
+        }
+    }
+
+    /// Whether any slot moved to its classic tracepoint while running.
+    pub fn handed_over(&self) -> bool {
+        self.hand_overs
+            .iter()
+            .any(|h| matches!(h, HandOver::Moved { .. }))
+    }
+}
+
+fn names(slots: &[Slot]) -> String {
+    slots
+        .iter()
+        .map(|s| s.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for AccessReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.raw.is_empty(), self.asked) {
+            (true, Tracepoints::Classic) => f.write_str("classic tracepoints")?,
+            (true, Tracepoints::Raw) => {
+                f.write_str("classic tracepoints (raw ones not possible here)")?
+            }
+            (false, _) => write!(
+                f,
+                "raw tracepoints (BTF offsets) for {} (the default)",
+                names(&self.raw)
+            )?,
+        }
+        let stats = Slot::StatsLatency.name();
+        if self.folds_exec {
+            write!(f, "; {stats} of known transports added up in the kernel")?;
+        }
+        if let Some(e) = &self.fold_unavailable {
+            write!(
+                f,
+                "; {stats} sent per request (the kernel's totals cannot be read: {e})"
+            )?;
+        }
+        for why in &self.kept_classic {
+            write!(f, "; classic: {why}")?;
+        }
+        for h in &self.hand_overs {
+            match h {
+                HandOver::Failed { slot, error } => {
+                    write!(f, "; {}: raw tracepoint misses hits, {error}", slot.name())?
+                }
+                HandOver::Moved { slots, missed } => write!(
+                    f,
+                    "; moved to classic tracepoints: {} (raw ones missed {missed} hits: this \
+                     kernel preempts tracepoint programs)",
+                    names(slots)
+                )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text `cargo xtask vm-test` and users read, from each part.
+    #[test]
+    fn renders_every_part_in_order() {
+        let classic = AccessReport {
+            asked: Tracepoints::Classic,
+            ..AccessReport::default()
+        };
+        assert_eq!(classic.to_string(), "classic tracepoints");
+        let mut r = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::Close, Slot::Accept, Slot::Dequeue],
+            folds_exec: true,
+            fold_unavailable: None,
+            kept_classic: vec!["svc_stats_latency: why".into()],
+            hand_overs: Vec::new(),
+        };
+        r.hand_over_failed(Slot::Dequeue, "EBUSY".into());
+        r.hand_over_failed(Slot::Dequeue, "EBUSY".into());
+        assert!(!r.handed_over());
+        r.hand_overs.push(HandOver::Moved {
+            slots: vec![Slot::Close, Slot::Accept],
+            missed: 3,
+        });
+        assert!(r.handed_over());
+        assert_eq!(
+            r.to_string(),
+            "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
+             (the default); svc_stats_latency of known transports added up in the kernel; \
+             classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
+             EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
+             missed 3 hits: this kernel preempts tracepoint programs)"
+        );
+        let none = AccessReport {
+            fold_unavailable: Some("no map".into()),
+            ..AccessReport::default()
+        };
+        assert_eq!(
+            none.to_string(),
+            "classic tracepoints (raw ones not possible here); svc_stats_latency sent per \
+             request (the kernel's totals cannot be read: no map)"
+        );
+    }
+}
