@@ -6,6 +6,9 @@
 //! as bytes; the agent writes one [`SlotConfig`] per tracepoint into the
 //! `CONFIG` array map before attaching, the programs read it on every hit.
 //!
+//! Which tracepoints there are, and every name they go by, is the
+//! tracepoint table of [`Slot`] (`slot.rs`).
+//!
 //! Classic tracepoint records have no CO-RE relocations from Rust BPF, so
 //! every field offset comes from the running kernel's format file
 //! (`/sys/kernel/tracing/events/sunrpc/<event>/format`), parsed by the agent.
