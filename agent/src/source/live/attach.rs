@@ -172,3 +172,32 @@ impl Attachment {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decision before anything is attached: classic when asked, off
+    /// sunrpc, or without the kernel's BTF (saying why).
+    #[test]
+    fn plan_is_classic_when_asked_off_sunrpc_or_without_btf() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let layout = Layout::from_tracefs(&dir.join("formats/6.6+")).unwrap();
+        let no_btf = LiveOptions {
+            btf_dir: dir.join("no-such-btf"),
+            ..LiveOptions::default()
+        };
+        let classic = LiveOptions {
+            tracepoints: Tracepoints::Classic,
+            ..no_btf.clone()
+        };
+        for (opts, category) in [(&classic, "sunrpc"), (&no_btf, "sched")] {
+            let p = choose_plan(opts, &layout, category);
+            assert_eq!(p, RawPlan::none(&layout), "{category}");
+        }
+        let p = choose_plan(&no_btf, &layout, "sunrpc");
+        assert!(Slot::ALL.iter().all(|&s| !p.is_raw(s)));
+        assert_eq!(p.kept_classic.len(), 1, "{:?}", p.kept_classic);
+        assert_eq!(p.decode, layout);
+    }
+}
