@@ -34,6 +34,12 @@
 //! ```
 //!
 //! Every error names the file, line and column of the offending value.
+//!
+//! Here: the flags (the source flags are nfsdtop's, from the agent), the
+//! resolved [`Config`] and the checks of the daemon's own values; the
+//! file's schema and its mapping in `file`. The pipeline's settings
+//! (source, class map, speed, interval) are the agent's `SessionConfig`,
+//! with its defaults and checks.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -13,7 +13,7 @@ use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::model::Snapshot;
 use nfsdtop_agent::pipeline::{Control, Flow};
 use nfsdtop_agent::redact::Redactor;
-use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig, SourceChoice};
+use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig};
 
 use crate::cli::SourceArgs;
 use crate::{out, remote};
@@ -73,8 +73,8 @@ pub fn open_local(
         interval,
         ..args.local.config()?
     };
+    // (--wait is a live source's option only.)
     match cfg.live.wait_for_nfsd {
-        Some(_) if cfg.source != SourceChoice::Live => {}
         Some(Duration::MAX) => out::warn("waiting for nfsd (its sunrpc tracepoints) to appear..."),
         Some(w) => out::warn(format_args!(
             "waiting up to {w:.0?} for nfsd (its sunrpc tracepoints) to appear..."

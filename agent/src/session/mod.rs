@@ -120,10 +120,11 @@ impl Session {
     /// e.g. after privileges are dropped, or to fail before anything else
     /// is set up.
     pub fn load_class_map(&mut self) -> anyhow::Result<&ClassMap> {
-        if self.classmap.is_none() {
-            self.classmap = Some(self.cfg.load_class_map(&self.spec)?);
-        }
-        Ok(self.classmap.as_ref().expect("just loaded"))
+        let map = match self.classmap.take() {
+            Some(m) => m,
+            None => self.cfg.load_class_map(&self.spec)?,
+        };
+        Ok(self.classmap.insert(map))
     }
 
     /// Use this class map instead of loading the configured one.
