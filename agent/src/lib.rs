@@ -7,6 +7,8 @@
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
 //!   to a view (TUI, batch output, HTTP API, exporter);
+//! - [`session`]: the source, class map and pacing a front end asks for,
+//!   opened and run (with the shared source flags under feature `cli`);
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`).
 
@@ -20,6 +22,7 @@ pub mod output;
 pub mod pipeline;
 pub mod record;
 pub mod redact;
+pub mod session;
 pub mod source;
 pub mod testing;
 pub mod whatif;

@@ -2,7 +2,7 @@
 //! index on small event sequences. Each comment shows the arithmetic.
 
 use super::*;
-use crate::model::Endpoint;
+use crate::model::{Endpoint, EntityStats, Snapshot, SourceInfo};
 
 fn ep(s: &str) -> Endpoint {
     Endpoint::from_socket_addr(s.parse().unwrap())
