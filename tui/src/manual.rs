@@ -18,6 +18,9 @@ quit
 space, \fBp\fR
 pause and resume (the pipeline keeps counting; the screen stops)
 .TP
+\fB1\fR ... \fB9\fR, \fB0\fR
+sort by the first ... tenth column in display order (NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC, whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
+.TP
 \fBs\fR, \fBS\fR
 next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
 .TP
@@ -25,13 +28,13 @@ next sort column; reverse the sort direction. Rows sort on the values as shown (
 peers or classes
 .TP
 \fB/\fR
-filter rows by name (Enter applies, Esc clears)
+filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), or else a case\-insensitive substring of the name or the class
 .TP
 \fB+\fR, \fB\-\fR
 longer or shorter refresh interval
 .TP
 arrows, \fBj\fR, \fBk\fR, PgUp, PgDn, Home, End, \fBG\fR
-move the selection
+move the selection; with the mouse, a click on a row selects it and the wheel scrolls (the terminal's own selection: hold Shift)
 .TP
 Enter, Esc
 open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports (for a class: its peers, each with its share, ratio and wait p99)

@@ -13,13 +13,22 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("?", "this help (Esc closes)"),
     ("space, p", "pause / resume the display (data keeps coming)"),
+    (
+        "1-9, 0",
+        "sort by column 1-10 (again: reverse); or click a title",
+    ),
     ("s / S", "sort by the next column / reverse the order"),
     ("g", "group by peer or by class"),
-    ("/", "filter by name or class (Enter keeps, Esc clears)"),
+    (
+        "/",
+        "filter: text, 10.0.0.0/24, fd00::/16, <fair (all words)",
+    ),
     ("Enter, Esc", "drill into the selection / back"),
-    ("up/down, j/k", "move the selection"),
-    ("PgUp/PgDn", "a page up / down"),
-    ("Home/End", "first / last row"),
+    (
+        "up/down, j/k",
+        "move the selection (or click a row, the wheel)",
+    ),
+    ("PgUp/PgDn", "a page up / down; Home/End: first / last row"),
     ("+ / -", "longer / shorter refresh interval"),
     (
         "w",

@@ -34,6 +34,7 @@ pub fn draw(f: &mut Frame, state: &mut State) {
     ])
     .areas(area);
     header::draw(f, head, state);
+    state.geometry = None;
     match state.screen {
         Screen::Table => table::draw(f, body, state),
         Screen::Detail { .. } => detail::draw(f, body, state),
