@@ -20,6 +20,7 @@ pub mod output;
 pub mod pipeline;
 pub mod record;
 pub mod redact;
+pub mod server;
 pub mod source;
 pub mod testing;
 pub mod whatif;

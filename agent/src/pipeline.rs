@@ -79,6 +79,7 @@ impl<'a> Pipeline<'a> {
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut next_snapshot = self.interval;
         let mut last_target = src0;
+        let mut server = crate::server::Tracker::default();
         loop {
             if let Some(rx) = &control {
                 loop {
@@ -134,6 +135,7 @@ impl<'a> Pipeline<'a> {
                 let info = self.source.info();
                 let mut snap = self.aggregator.snapshot(now, wall, &info);
                 snap.totals.bpf = self.source.bpf_stats();
+                snap.server = server.view(&self.source.nfsd_threads(), &snap);
                 if sink(snap) == Flow::Stop || finished {
                     return Ok(self.aggregator);
                 }

@@ -85,7 +85,15 @@ got everything); events lost since the start; and the wait p50 and p99
 of every dispatch of the interval, whichever entity's. That p50 is not a
 typical row's: it weighs each entity by its dispatches, so when half the
 dispatches waited 18 ms and half 31 ms it can read either from one
-interval to the next while each row's own p50 holds still. Then one line
+interval to the next while each row's own p50 holds still. The third
+line is nfsd itself: its threads (\fB/proc/fs/nfsd/threads\fR live, the
+scenario's in the demo, the recording's in a replay; \fB?\fR when unknown),
+the busy threads (execution time over the interval: the mean number of
+threads in service, and in parentheses that over the threads, the
+saturation that makes a queue at all), the threads of each pool when
+there are several (how busy each pool is needs the kernel's pid\(->pool
+tracepoints of 6.17+ and is not shown), and how many network namespaces
+the peers are in when more than one. Then one line
 per lint ("1 peer below half its fair share while backlogged", "events
 lost", "starved", ...).
 .SH BATCH OUTPUT

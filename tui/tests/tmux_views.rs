@@ -223,3 +223,33 @@ fn at_80x24_every_line_is_whole() {
         "{s}"
     );
 }
+
+/// Four threads, 2 ms a request, one client that always has work: every
+/// thread busy all the time (4.0 busy threads, 100%).
+const FOUR_BUSY: &str = r#"
+name = "four-busy"
+threads = 4
+service_ms = 2.0
+jitter = 0.0
+policy = "flat"
+
+[[client]]
+address = "10.30.0.1"
+connections = 4
+inflight = 64
+"#;
+
+#[test]
+fn the_header_shows_the_demos_threads_and_busy_threads_whole_at_80x24() {
+    let t = Tmux::new("server");
+    let file = scenario("server", FOUR_BUSY);
+    t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
+    let s = t.wait_for("the server line", |s| s.contains("nfsd threads 4, busy"));
+    let line = s.lines().find(|l| l.contains("nfsd threads")).unwrap();
+    assert_eq!(line.trim_end(), "nfsd threads 4, busy 4.0 (100%)", "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    // The table and the footer are still there, whole.
+    assert!(s.contains("10.30.0.1 "), "{s}");
+    assert!(s.lines().any(|l| l.starts_with("q quit")), "{s}");
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

@@ -583,6 +583,7 @@ impl Aggregator {
             totals,
             peers,
             classes,
+            server: Default::default(),
         }
     }
 }

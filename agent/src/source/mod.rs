@@ -58,6 +58,11 @@ pub trait Source: Send {
     fn bpf_stats(&self) -> Vec<BpfProgramStats> {
         Vec::new()
     }
+
+    /// nfsd's threads as far as the source knows (unknown by default).
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        Default::default()
+    }
 }
 
 pub use crate::model::BpfProgramStats;

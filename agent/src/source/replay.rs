@@ -347,6 +347,16 @@ impl Source for ReplaySource {
         }
     }
 
+    /// As recorded in the header (threads per pool were not).
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        let n = self.reader.header().nfsd;
+        crate::server::NfsdThreads {
+            threads: n.threads,
+            pools: n.pools,
+            pool_threads: None,
+        }
+    }
+
     fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
         let h = self.reader.header();
         let since = i128::from(now_ns) + self.shift - i128::from(h.start_mono_ns);

@@ -77,7 +77,8 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
     ]));
     for l in [
         "  interval, backlogged now; wait p50/p99 over every dispatch,",
-        "  whichever entity's (weighted by dispatches, not a row's p50)",
+        "  whichever entity's (weighted by dispatches, not a row's p50);",
+        "  nfsd threads, busy = thread time / interval (% of the threads)",
     ] {
         lines.push(Line::raw(l));
     }

@@ -526,6 +526,10 @@ impl LiveSource {
 }
 
 impl Source for LiveSource {
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        crate::server::read_proc(std::path::Path::new(crate::server::PROC_NFSD))
+    }
+
     fn info(&self) -> SourceInfo {
         let mut detail = format!("tracefs {}; {}", self.tracefs.display(), self.access);
         if self.layout.kernel_class {
