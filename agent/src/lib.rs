@@ -18,6 +18,7 @@ pub mod input;
 pub mod model;
 pub mod output;
 pub mod pipeline;
+pub mod playback;
 pub mod record;
 pub mod redact;
 pub mod server;

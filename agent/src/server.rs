@@ -61,6 +61,13 @@ impl Default for Tracker {
 }
 
 impl Tracker {
+    /// A snapshot taken but not shown (a seek): the next interval starts
+    /// from its totals.
+    pub fn skip(&mut self, s: &Snapshot) {
+        let executions = s.peers.iter().map(|p| p.executions).sum();
+        self.last_exec = Some((s.totals.exec_seconds, executions));
+    }
+
     pub fn view(&mut self, threads: &NfsdThreads, s: &Snapshot) -> ServerView {
         let exec = s.totals.exec_seconds;
         let executions: u64 = s.peers.iter().map(|p| p.executions).sum();

@@ -184,6 +184,16 @@ fn event_loop<B: Backend>(
         }
         state.tick(Instant::now());
         dirty |= drain(conn, state);
+        if let Some(h) = &conn.playback {
+            let now = h.status();
+            if state.playback.as_ref() != Some(&now) {
+                if now.note.is_some() {
+                    state.message = now.note.clone();
+                }
+                state.playback = Some(now);
+                dirty = true;
+            }
+        }
         if dirty || last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {
             if terminal.draw(|f| view::draw(f, state)).is_err() {
                 // Nothing can be shown any more (EIO: the terminal is gone).
@@ -215,6 +225,11 @@ fn event_loop<B: Backend>(
                         // A closed channel means the source has ended:
                         // nothing left to pace.
                         let _ = conn.control.send(Control::SetInterval(d));
+                    }
+                    Action::Playback(c) => {
+                        if let Some(h) = &conn.playback {
+                            h.send(c);
+                        }
                     }
                     Action::Redraw | Action::None => {}
                 },

@@ -13,7 +13,8 @@ use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::Snapshot;
-use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline, Restart};
+use nfsdtop_agent::playback::Handle;
 use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::source::live::{BenchStage, LiveError, LiveOptions, Tracepoints};
 use nfsdtop_agent::source::{Source, SourceSpec};
@@ -38,6 +39,8 @@ pub struct Connection {
     pub notice: Option<String>,
     /// The remote agent's URL as it may be shown (no credentials).
     pub remote: Option<String>,
+    /// Pause, step, seek and speed of a demo or replay paced in real time.
+    pub playback: Option<Handle>,
     pub(crate) thread: Option<JoinHandle<()>>,
 }
 
@@ -205,19 +208,35 @@ pub fn connect(
             .map_or(defaults.max_transports, |n| n.get() as usize),
         ..defaults
     };
-    let mut aggregator = Aggregator::new(classmap, limits);
-    if args.redact {
-        aggregator = aggregator.with_redactor(Redactor::random());
-    }
+    let redactor = args.redact.then(Redactor::random);
+    let fresh_aggregator = move || {
+        let a = Aggregator::new(classmap.clone(), limits);
+        match &redactor {
+            Some(r) => a.with_redactor(r.clone()),
+            None => a,
+        }
+    };
+    let aggregator = fresh_aggregator();
+    // A virtual source in real time can be paused, stepped, sought
+    // through and sped up; seeking back opens it again from the start.
+    let playback = (source.is_virtual() && matches!(pace, Pace::Realtime { .. }))
+        .then(|| Handle::new(args.speed));
+    let restart: Restart<'static> = Box::new(move || {
+        let source = spec.open().context("cannot open the event source again")?;
+        Ok((source, fresh_aggregator()))
+    });
     // Bounded: a view that falls behind (stdout piped into a slow reader)
     // holds the pipeline back instead of letting snapshots pile up.
     let (utx, urx) = mpsc::sync_channel(SNAPSHOTS_QUEUED);
     let (ctx, crx) = mpsc::channel();
+    let handle = playback.clone();
     let thread = std::thread::Builder::new()
         .name("nfsdtop-pipeline".into())
         .spawn(move || {
             let pipeline = Pipeline {
                 pace,
+                playback: handle,
+                restart: Some(restart),
                 ..Pipeline::new(source, aggregator, interval)
             };
             let tx = utx.clone();
@@ -243,6 +262,7 @@ pub fn connect(
         control: ctx,
         notice,
         remote: None,
+        playback,
         thread: Some(thread),
     })
 }

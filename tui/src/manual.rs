@@ -16,7 +16,16 @@ help; \fBq\fR or Esc closes it
 quit
 .TP
 space, \fBp\fR
-pause and resume (the pipeline keeps counting; the screen stops)
+pause and resume: live, the screen stops while the pipeline keeps counting; a demo or a replay (\fB\-\-speed\fR other than 0) stops its source, and the header says where it is ("at 12.5s x1": source time since the start, and the speed)
+.TP
+\fB.\fR, \fBn\fR
+demo or replay: step one refresh interval of source time (pausing first)
+.TP
+Left, Right
+demo or replay: seek back or on 10 s of source time. On reads every event up to there (cumulative numbers stay whole); back starts the source again from the beginning and reads up to there. At the end of a replay it stays on its last snapshot (END) until sought back or quit
+.TP
+\fB<\fR, \fB>\fR
+demo or replay: half or double speed (1/16 to 64)
 .TP
 \fB1\fR ... \fB9\fR, \fB0\fR
 sort by the first ... tenth column in display order (NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC, whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same

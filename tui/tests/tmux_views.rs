@@ -246,7 +246,10 @@ fn the_header_shows_the_demos_threads_and_busy_threads_whole_at_80x24() {
     t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
     let s = t.wait_for("the server line", |s| s.contains("nfsd threads 4, busy"));
     let line = s.lines().find(|l| l.contains("nfsd threads")).unwrap();
-    assert_eq!(line.trim_end(), "nfsd threads 4, busy 4.0 (100%)", "{s}");
+    // After where the demo is ("demo at 0.5s x1 | ").
+    let server = line.trim_end().rsplit(" | ").next().unwrap();
+    assert_eq!(server, "nfsd threads 4, busy 4.0 (100%)", "{s}");
+    assert!(line.starts_with("demo at "), "{s}");
     assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
     // The table and the footer are still there, whole.
     assert!(s.contains("10.30.0.1 "), "{s}");

@@ -8,7 +8,9 @@ use crossterm::event::{
 };
 use nfsdtop_agent::model::EntityKind;
 
-use super::{Action, Column, Screen, State, INTERVAL_STEPS};
+use nfsdtop_agent::playback::Command;
+
+use super::{Action, Column, Screen, State, INTERVAL_STEPS, SEEK};
 
 /// Rows one notch of the mouse wheel moves the selection.
 const WHEEL_ROWS: isize = 3;
@@ -96,7 +98,27 @@ impl State {
                 self.show_warnings = true;
                 self.warnings_scroll = 0;
             }
+            KeyCode::Char(' ') | KeyCode::Char('p') if self.playback.is_some() => {
+                return Action::Playback(Command::TogglePause)
+            }
             KeyCode::Char(' ') | KeyCode::Char('p') => self.toggle_pause(),
+            KeyCode::Char('.') | KeyCode::Char('n') if self.playback.is_some() => {
+                return Action::Playback(Command::Step)
+            }
+            KeyCode::Left | KeyCode::Right if self.playback.is_some() => {
+                let ns = SEEK.as_nanos() as i64;
+                let by = if key.code == KeyCode::Left { -ns } else { ns };
+                return Action::Playback(Command::Seek(by));
+            }
+            KeyCode::Char('>') if self.playback.is_some() => {
+                return Action::Playback(Command::Faster)
+            }
+            KeyCode::Char('<') if self.playback.is_some() => {
+                return Action::Playback(Command::Slower)
+            }
+            KeyCode::Char('.' | 'n' | '<' | '>') | KeyCode::Left | KeyCode::Right => {
+                self.message = Some("step, seek and speed are for a demo or a replay".into());
+            }
             KeyCode::Char('s') => {
                 let next = self.sort.next().for_table(self.group == EntityKind::Peer);
                 self.sort_by(next);

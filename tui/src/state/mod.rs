@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
 use nfsdtop_agent::output;
+use nfsdtop_agent::playback;
 
 pub use columns::Column;
 pub use filter::Filter;
@@ -54,7 +55,12 @@ pub enum Action {
     Quit,
     /// Ask the source for snapshots this often.
     SetInterval(Duration),
+    /// Steer a demo or replay (see `nfsdtop_agent::playback`).
+    Playback(playback::Command),
 }
+
+/// How far one seek (Left/Right) moves a demo or replay.
+pub const SEEK: Duration = Duration::from_secs(10);
 
 pub struct State {
     pub group: EntityKind,
@@ -69,6 +75,9 @@ pub struct State {
     pub show_help: bool,
     pub show_warnings: bool,
     pub paused: bool,
+    /// A demo or replay under playback control: what the pipeline last
+    /// said (the keys steer the source rather than freeze the display).
+    pub playback: Option<playback::Status>,
     pub interval: Duration,
     pub notice: Option<String>,
     /// None for a local source.
@@ -123,6 +132,7 @@ impl State {
             show_help: false,
             show_warnings: false,
             paused: false,
+            playback: None,
             interval,
             notice,
             remote: None,

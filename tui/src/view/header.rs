@@ -87,12 +87,17 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let mut lines: Vec<Line> = Vec::with_capacity(6);
     let link = state.link();
     let mut l1 = vec![Span::styled("nfsdtop", styles::title())];
-    if state.paused {
+    let badge = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+    let play = state.playback.as_ref();
+    if state.paused || play.is_some_and(|p| p.paused && !p.ended) {
         l1.push(Span::raw(" "));
-        l1.push(Span::styled(
-            " PAUSED ",
-            styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
-        ));
+        l1.push(Span::styled(" PAUSED ", badge));
+    }
+    if let Some(p) = play {
+        if p.ended {
+            l1.push(Span::raw(" "));
+            l1.push(Span::styled(" END ", badge));
+        }
     }
     if link == LinkLabel::Connected {
         l1.push(Span::raw(" "));
@@ -179,7 +184,17 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     lines.push(Line::from(l1));
     lines.push(Line::from(l2));
     if let Some(s) = state.snapshot() {
-        lines.push(server_line(&s.server, area.width));
+        let mut l3 = server_line(&s.server, area.width);
+        if let Some(p) = play {
+            // Where the demo or replay is (source time since its start),
+            // before the server (its figures are of that moment).
+            let at = format!("{} at {:.1}s x{} | ", src_word(s), p.position_s, p.speed);
+            let keep = at.chars().count() + l3.width() <= area.width as usize;
+            if keep || l3.spans.is_empty() {
+                l3.spans.insert(0, Span::raw(at));
+            }
+        }
+        lines.push(l3);
     }
     if link_line(&link) {
         lines.extend(link_span(&link, state.data_age()).map(Line::from));
@@ -201,6 +216,10 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         lines.push(Line::from(spans));
     }
     f.render_widget(Paragraph::new(lines), area);
+}
+
+fn src_word(s: &nfsdtop_agent::model::Snapshot) -> &'static str {
+    s.source.kind.as_str()
 }
 
 /// "nfsd threads 8, busy 7.9 (99%) | pools 4+4 | netns 2": each part

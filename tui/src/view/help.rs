@@ -12,7 +12,12 @@ use crate::state::State;
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("?", "this help (Esc closes)"),
-    ("space, p", "pause / resume the display (data keeps coming)"),
+    ("space, p", "pause / resume (a demo or replay: its source)"),
+    (
+        ". / Left Right",
+        "demo, replay: step one interval / seek back, on 10 s",
+    ),
+    ("< / >", "demo, replay: half / double speed"),
     (
         "1-9, 0",
         "sort by column 1-10 (again: reverse); or click a title",
