@@ -256,3 +256,43 @@ fn the_header_shows_the_demos_threads_and_busy_threads_whole_at_80x24() {
     assert!(s.lines().any(|l| l.starts_with("q quit")), "{s}");
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+#[test]
+fn help_says_what_each_header_figure_covers_whole_at_80x24() {
+    let t = Tmux::new("help");
+    t.start_sized(80, 24, "", "--demo movers -d 0.5");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    t.keys(&["?"]);
+    let s = t.wait_for("the whole help", |s| {
+        s.contains("nfsdtop help") && s.lines().last().is_some_and(|l| l.contains('┘'))
+    });
+    for want in [
+        "header",
+        "over every dispatch",
+        "not a row's p50",
+        "busy = thread time / interval",
+        "1-9, 0",
+        "10.0.0.0/24",
+        "<fair",
+        "seek back",
+    ] {
+        assert!(s.contains(want), "{want:?} not in help:\n{s}");
+    }
+    // The box is whole: its right border on every line, and the longest
+    // lines end inside it.
+    let right = s.lines().next().unwrap().chars().position(|c| c == '┐');
+    let right = right.expect("the help's top border");
+    for l in s.lines() {
+        let c = l.chars().nth(right);
+        assert!(matches!(c, Some('│' | '┐' | '┘')), "{l:?}:\n{s}");
+    }
+    for end in [
+        "or click a title│",
+        "10.0.0.0/24, <fair  │",
+        "seek back, on 10 s  │",
+        "PgUp/PgDn scroll)",
+        "(% of the threads)",
+    ] {
+        assert!(s.contains(end), "{end:?} cut:\n{s}");
+    }
+}

@@ -20,14 +20,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("< / >", "demo, replay: half / double speed"),
     (
         "1-9, 0",
-        "sort by column 1-10 (again: reverse); or click a title",
+        "sort by column 1-10 (again: reverse), or click a title",
     ),
     ("s / S", "sort by the next column / reverse the order"),
     ("g", "group by peer or by class"),
-    (
-        "/",
-        "filter: text, 10.0.0.0/24, fd00::/16, <fair (all words)",
-    ),
+    ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
     (
         "up/down, j/k",
@@ -37,7 +34,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("+ / -", "longer / shorter refresh interval"),
     (
         "w",
-        "warnings, one line per entity (arrows, PgUp/PgDn scroll)",
+        "warnings, a line per entity (arrows, PgUp/PgDn scroll)",
     ),
 ];
 
