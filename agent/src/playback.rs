@@ -278,6 +278,96 @@ mod tests {
         assert_eq!(c.speed, MAX_SPEED);
     }
 
+    /// The demo under playback control, as the TUI drives it: paused
+    /// from the start, stepped, sought on and back. The simulator is
+    /// deterministic, so seeking back to a place gives the numbers it
+    /// had there.
+    #[test]
+    fn pause_step_and_seek_drive_the_pipeline() {
+        use crate::aggregate::{Aggregator, Limits};
+        use crate::pipeline::{Flow, Pace};
+        use crate::source::SourceSpec;
+        use std::sync::mpsc;
+
+        let spec = SourceSpec::Demo {
+            scenario: "seed-k8".into(),
+            policy: None,
+        };
+        let fresh = || Aggregator::new(Default::default(), Limits::default());
+        let h = Handle::new(1.0);
+        h.send(Command::TogglePause);
+        let (tx, rx) = mpsc::channel();
+        let (ctx, crx) = mpsc::channel();
+        let pipe_h = h.clone();
+        let spec2 = spec.clone();
+        let t = std::thread::spawn(move || {
+            let p = Pipeline {
+                pace: Pace::Realtime { speed: 1.0 },
+                playback: Some(pipe_h),
+                restart: Some(Box::new(move || Ok((spec2.open()?, fresh())))),
+                ..Pipeline::new(spec.open().unwrap(), fresh(), Duration::from_millis(500))
+            };
+            p.run(Some(crx), move |s| {
+                if tx.send(s).is_err() {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                }
+            })
+            .map(|_| ())
+        });
+        let deadline = Duration::from_secs(20);
+        let at = |want: f64| {
+            let start = Instant::now();
+            while (h.status().position_s - want).abs() > 1e-6 {
+                assert!(
+                    start.elapsed() < deadline,
+                    "at {:?}, not {want}",
+                    h.status()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        // Paused from the start: no snapshot in a second of wall time.
+        assert!(rx.recv_timeout(Duration::from_secs(1)).is_err());
+        assert!(h.status().paused);
+        let mut steps = Vec::new();
+        for i in 1..=2 {
+            h.send(Command::Step);
+            let s = rx.recv_timeout(deadline).expect("a snapshot per step");
+            assert!((s.interval_s - 0.5).abs() < 1e-9, "{}", s.interval_s);
+            at(0.5 * i as f64);
+            steps.push(s.totals.dispatches);
+        }
+        assert!(steps[1] > steps[0] && steps[0] > 0, "{steps:?}");
+        h.send(Command::Seek(10_000_000_000));
+        let s = rx.recv_timeout(deadline).expect("a snapshot after a seek");
+        at(11.0);
+        assert!((s.interval_s - 0.5).abs() < 1e-9, "only the last interval");
+        assert!(
+            s.totals.dispatches > steps[1] * 5,
+            "every event read on the way"
+        );
+        h.send(Command::Seek(-10_000_000_000));
+        let s = rx
+            .recv_timeout(deadline)
+            .expect("a snapshot after seeking back");
+        at(1.0);
+        assert_eq!(
+            s.totals.dispatches, steps[1],
+            "the same place, the same numbers"
+        );
+        assert!(h.status().paused, "seeking keeps the pause");
+        h.send(Command::Faster);
+        let start = Instant::now();
+        while h.status().speed != 2.0 {
+            assert!(start.elapsed() < deadline);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(ctx);
+        t.join().unwrap().unwrap();
+    }
+
     #[test]
     fn a_handle_queues_a_bounded_number_of_commands() {
         let h = Handle::new(1.0);
