@@ -30,6 +30,9 @@ demo or replay: half or double speed (1/16 to 64)
 \fB1\fR ... \fB9\fR, \fB0\fR
 sort by the first ... tenth column in display order (NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC, whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
 .TP
+F6, \fBo\fR
+the sort menu: every column with its digit, the one sorted by marked; up/down and Enter pick one (again: reverse), a digit picks at once, Esc closes
+.TP
 \fBs\fR, \fBS\fR
 next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
 .TP

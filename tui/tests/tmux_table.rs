@@ -284,3 +284,47 @@ fn clicks_select_rows_the_wheel_scrolls_and_quitting_gives_the_mouse_back() {
     assert_eq!(t.display("#{mouse_any_flag}"), "0", "mouse given back");
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+#[test]
+fn the_sort_menu_lists_every_column_and_enter_picks_one() {
+    let t = Tmux::new("sortmenu");
+    let file = scenario("sortmenu", SUBNETS);
+    t.start_sized(100, 30, "", &format!("--demo '{}' -d 0.5", file.display()));
+    t.wait_for("the table", |s| s.contains("sort: share ▼"));
+    t.keys(&["F6"]);
+    let s = t.wait_for("the sort menu", |s| s.contains("sort by (Enter)"));
+    for (digit, title) in [
+        (1, "NAME"),
+        (2, "CLASS"),
+        (3, "CONN"),
+        (4, "DISP/S"),
+        (5, "SHARE"),
+        (6, "FAIR"),
+        (7, "RATIO"),
+        (8, "WAIT50"),
+        (9, "WAIT99"),
+        (0, "EXEC"),
+    ] {
+        let line = s
+            .lines()
+            .find(|l| l.contains(&format!(" {digit} ")) && l.contains(&format!(" {title} ")))
+            .unwrap_or_else(|| panic!("{title} not in the menu:\n{s}"));
+        // The column sorted by is marked.
+        assert_eq!(line.contains(" * "), title == "SHARE", "{line}");
+    }
+    // From SHARE, two down: RATIO.
+    t.keys(&["Down", "Down", "Enter"]);
+    let s = t.wait_for("sorted by ratio", |s| s.contains("sort: ratio ▼"));
+    assert!(!s.contains("sort by (Enter)"), "the menu closed:\n{s}");
+    // Esc closes it without a change; a digit picks at once.
+    t.keys(&["o"]);
+    t.wait_for("the menu again", |s| s.contains("sort by (Enter)"));
+    t.keys(&["Escape"]);
+    let s = t.wait_for("closed", |s| !s.contains("sort by (Enter)"));
+    assert!(s.contains("sort: ratio ▼"), "{s}");
+    t.keys(&["o", "1"]);
+    t.wait_for("by name", |s| {
+        s.contains("sort: name ▲") && !s.contains("sort by (Enter)")
+    });
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

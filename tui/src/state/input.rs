@@ -56,6 +56,28 @@ impl State {
             self.refresh();
             return Action::Redraw;
         }
+        if let Some(at) = self.sort_menu {
+            let n = Column::ALL.len();
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => self.sort_menu = Some((at + n - 1) % n),
+                KeyCode::Down | KeyCode::Char('j') => self.sort_menu = Some((at + 1) % n),
+                KeyCode::Enter => {
+                    self.sort_menu = None;
+                    let c = Column::ALL[at].for_table(self.group == EntityKind::Peer);
+                    self.sort_by(c);
+                }
+                KeyCode::Char(d @ '0'..='9') => {
+                    self.sort_menu = None;
+                    if let Some(c) = Column::by_digit(d, self.group == EntityKind::Peer) {
+                        self.sort_by(c);
+                    }
+                }
+                KeyCode::Esc | KeyCode::F(6) | KeyCode::Char('o') => self.sort_menu = None,
+                KeyCode::Char('q') => return Action::Quit,
+                _ => return Action::None,
+            }
+            return Action::Redraw;
+        }
         if self.show_warnings {
             // The panel scrolls; the view clamps the offset to its lines.
             let page = self.warnings_page.max(1);
@@ -118,6 +140,13 @@ impl State {
             }
             KeyCode::Char('.' | 'n' | '<' | '>') | KeyCode::Left | KeyCode::Right => {
                 self.message = Some("step, seek and speed are for a demo or a replay".into());
+            }
+            KeyCode::F(6) | KeyCode::Char('o') => {
+                let i = Column::ALL
+                    .iter()
+                    .position(|c| c.for_table(true) == self.sort.for_table(true));
+                self.screen = Screen::Table;
+                self.sort_menu = Some(i.unwrap_or(0));
             }
             KeyCode::Char('s') => {
                 let next = self.sort.next().for_table(self.group == EntityKind::Peer);
@@ -196,6 +225,7 @@ impl State {
         let on_table = matches!(self.screen, Screen::Table)
             && !self.show_help
             && !self.show_warnings
+            && self.sort_menu.is_none()
             && self.filter_input.is_none();
         let Some(g) = self.geometry.as_ref().filter(|_| on_table) else {
             return Action::None;

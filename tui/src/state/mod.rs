@@ -73,6 +73,9 @@ pub struct State {
     pub filter_input: Option<String>,
     pub screen: Screen,
     pub show_help: bool,
+    /// Some while the sort menu (F6) is open: the column under its cursor
+    /// (an index into `Column::ALL`).
+    pub sort_menu: Option<usize>,
     pub show_warnings: bool,
     pub paused: bool,
     /// A demo or replay under playback control: what the pipeline last
@@ -130,6 +133,7 @@ impl State {
             filter_input: None,
             screen: Screen::Table,
             show_help: false,
+            sort_menu: None,
             show_warnings: false,
             paused: false,
             playback: None,

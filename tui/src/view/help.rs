@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::styles;
-use crate::state::State;
+use crate::state::{Column, State};
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
@@ -22,7 +22,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "1-9, 0",
         "sort by column 1-10 (again: reverse), or click a title",
     ),
-    ("s / S", "sort by the next column / reverse the order"),
+    ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
     ("g", "group by peer or by class"),
     ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
@@ -88,6 +88,34 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" nfsdtop help ")),
+        r,
+    );
+}
+
+/// The sort menu (F6, `o`): every column in display order with its
+/// digit, the one sorted by marked, the cursor on `at`.
+pub fn draw_sort_menu(f: &mut Frame, area: Rect, state: &State, at: usize) {
+    let peers = state.group == nfsdtop_agent::model::EntityKind::Peer;
+    let lines: Vec<Line> = Column::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let c = c.for_table(peers);
+            let digit = (i + 1) % 10;
+            let mark = if c == state.sort { "*" } else { " " };
+            let text = format!(" {digit} {mark} {:<8} {}", c.title(), c.label());
+            let style = if i == at {
+                styles::selected()
+            } else {
+                Style::default()
+            };
+            Line::styled(text, style)
+        })
+        .collect();
+    let r = centered(area, 34, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" sort by (Enter) ")),
         r,
     );
 }
