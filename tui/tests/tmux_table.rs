@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
+use common::scenario;
 use common::tmux::{row_of, Tmux};
 
 /// Peers in two IPv4 subnets and one IPv6 prefix, and one client with
@@ -40,14 +39,6 @@ address = "10.9.0.1"
 connections = 64
 inflight = 512
 "#;
-
-fn scenario(tag: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nfsdtop-table-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("scenario.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
 
 /// The table's rows as cells (the name without its `* ` marker first).
 fn rows(screen: &str) -> Vec<Vec<String>> {
@@ -110,7 +101,7 @@ fn in_order(rows: &[Vec<String>], i: usize, descending: bool, by_name: bool) -> 
 #[test]
 fn sort_by_each_column_with_its_digit_and_by_a_click_on_its_title() {
     let t = Tmux::new("sort");
-    let file = scenario("sort", SUBNETS);
+    let file = scenario("table-sort", SUBNETS);
     t.start_sized(160, 40, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table", |s| rows(s).len() == 9);
     // Display order: NAME CLASS CONN DISP/S SHARE FAIR RATIO WAIT50 WAIT99 EXEC.
@@ -192,7 +183,7 @@ fn sort_by_each_column_with_its_digit_and_by_a_click_on_its_title() {
 #[test]
 fn filter_by_address_prefix_and_below_fair_share() {
     let t = Tmux::new("filter");
-    let file = scenario("filter", SUBNETS);
+    let file = scenario("table-filter", SUBNETS);
     t.start_sized(160, 40, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table", |s| rows(s).len() == 9);
     let filter = |text: &str| {
@@ -255,7 +246,7 @@ fn filter_by_address_prefix_and_below_fair_share() {
 #[test]
 fn clicks_select_rows_the_wheel_scrolls_and_quitting_gives_the_mouse_back() {
     let t = Tmux::new("mouse");
-    let file = scenario("mouse", SUBNETS);
+    let file = scenario("table-mouse", SUBNETS);
     t.start_sized(160, 40, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table", |s| rows(s).len() == 9);
     assert_eq!(t.display("#{mouse_any_flag}"), "1", "mouse reports on");
@@ -288,7 +279,7 @@ fn clicks_select_rows_the_wheel_scrolls_and_quitting_gives_the_mouse_back() {
 #[test]
 fn the_sort_menu_lists_every_column_and_enter_picks_one() {
     let t = Tmux::new("sortmenu");
-    let file = scenario("sortmenu", SUBNETS);
+    let file = scenario("table-sortmenu", SUBNETS);
     t.start_sized(100, 30, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table", |s| s.contains("sort: share ▼"));
     t.keys(&["F6"]);

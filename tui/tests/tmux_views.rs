@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
+use common::scenario;
 use common::tmux::Tmux;
 
 /// Twelve backlogged peers served round-robin: every interval each gets
@@ -25,14 +24,6 @@ connections = 1
 inflight = 64
 "#;
 
-fn scenario(tag: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nfsdtop-views-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("scenario.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 /// The names of the table's rows, top to bottom.
 fn row_names(screen: &str) -> Vec<String> {
     screen
@@ -45,7 +36,7 @@ fn row_names(screen: &str) -> Vec<String> {
 #[test]
 fn stable_order_over_10_refreshes_of_a_scenario_with_equal_shares() {
     let t = Tmux::new("order");
-    let file = scenario("order", NEAR_EQUAL);
+    let file = scenario("views-order", NEAR_EQUAL);
     t.start(&format!("--demo '{}' -d 0.25", file.display()));
     let want: Vec<String> = (1..=12).map(|i| format!("10.20.0.{i}")).collect();
     // Ten different screens (each refresh changes the rates) with all
@@ -152,7 +143,7 @@ fn panel_lines(screen: &str) -> Option<(usize, usize, usize)> {
 #[test]
 fn the_warnings_panel_scrolls_through_every_line() {
     let t = Tmux::new("warnscroll");
-    let file = scenario("warnscroll", MANY_BELOW);
+    let file = scenario("views-warnscroll", MANY_BELOW);
     t.start_sized(100, 30, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table with warnings", |s| {
         s.contains("sort: share") && s.contains("below half")
@@ -242,7 +233,7 @@ inflight = 64
 #[test]
 fn the_header_shows_the_demos_threads_and_busy_threads_whole_at_80x24() {
     let t = Tmux::new("server");
-    let file = scenario("server", FOUR_BUSY);
+    let file = scenario("views-server", FOUR_BUSY);
     t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
     let s = t.wait_for("the server line", |s| s.contains("nfsd threads 4, busy"));
     let line = s.lines().find(|l| l.contains("nfsd threads")).unwrap();
