@@ -96,7 +96,7 @@ impl<'a> Pipeline<'a> {
             Pace::Realtime { speed } => speed,
             Pace::AsFastAsPossible => 1.0,
         };
-        let mut play = Playing::new(Clock::new(src0, wall0, speed));
+        let mut play = Playing::new(Clock::new(src0, wall0, speed), self.source.length_ns());
         loop {
             if let Some(rx) = &control {
                 loop {

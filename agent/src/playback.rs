@@ -144,6 +144,7 @@ pub(crate) struct Playing {
     pub step_to: Option<u64>,
     pub at_end: bool,
     note: Option<String>,
+    length_ns: Option<u64>,
 }
 
 /// What a command did that the pipeline must know about.
@@ -157,12 +158,13 @@ pub(crate) struct Moved {
 }
 
 impl Playing {
-    pub fn new(clock: Clock) -> Playing {
+    pub fn new(clock: Clock, length_ns: Option<u64>) -> Playing {
         Playing {
             clock,
             step_to: None,
             at_end: false,
             note: None,
+            length_ns,
         }
     }
 
@@ -172,6 +174,7 @@ impl Playing {
         st.position_s = position_ns as f64 / 1e9;
         st.note = self.note.clone();
         st.ended = self.at_end;
+        st.length_s = self.length_ns.map(|n| n as f64 / 1e9);
     }
 }
 

@@ -15,7 +15,8 @@ use common::tmux::{Tmux, BIN};
 fn position(screen: &str) -> Option<(f64, String)> {
     let line = screen.lines().find(|l| l.starts_with("replay at "))?;
     let words: Vec<&str> = line.split_whitespace().collect();
-    let pos = words.get(2)?.strip_suffix('s')?.parse().ok()?;
+    let (pos, _length) = words.get(2)?.strip_suffix('s')?.split_once('/')?;
+    let pos = pos.parse().ok()?;
     Some((pos, words.get(3)?.to_string()))
 }
 
@@ -41,6 +42,18 @@ fn replay_pause_step_seek_and_speed() {
     let s = t.wait_for("paused", |s| s.contains("PAUSED"));
     let (p0, speed) = position(&s).unwrap();
     assert_eq!(speed, "x1", "{s}");
+    // And how long the recording is: its 60 s (the last event a little
+    // before the end).
+    let line = s.lines().find(|l| l.starts_with("replay at ")).unwrap();
+    let word = line.split_whitespace().nth(2).unwrap();
+    let length: f64 = word
+        .trim_end_matches('s')
+        .split_once('/')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    assert!((59.0..=60.0).contains(&length), "{line}");
     // Paused means the source: the position stands still (watched for
     // a second and a half, two refresh intervals and more).
     let start = Instant::now();

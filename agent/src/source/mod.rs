@@ -59,6 +59,12 @@ pub trait Source: Send {
         Vec::new()
     }
 
+    /// How much source time the source spans from its start, where it
+    /// ends (a recording).
+    fn length_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// nfsd's threads as far as the source knows (unknown by default).
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
         Default::default()

@@ -347,6 +347,11 @@ impl Source for ReplaySource {
         }
     }
 
+    fn length_ns(&self) -> Option<u64> {
+        let start = self.reader.header().start_mono_ns;
+        Some(self.scan.last_ts?.saturating_sub(start))
+    }
+
     /// As recorded in the header (threads per pool were not).
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
         let n = self.reader.header().nfsd;

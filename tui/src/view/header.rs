@@ -188,7 +188,13 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         if let Some(p) = play {
             // Where the demo or replay is (source time since its start),
             // before the server (its figures are of that moment).
-            let at = format!("{} at {:.1}s x{} | ", src_word(s), p.position_s, p.speed);
+            let of = p.length_s.map_or(String::new(), |l| format!("/{l:.1}"));
+            let at = format!(
+                "{} at {:.1}{of}s x{} | ",
+                src_word(s),
+                p.position_s,
+                p.speed
+            );
             let keep = at.chars().count() + l3.width() <= area.width as usize;
             if keep || l3.spans.is_empty() {
                 l3.spans.insert(0, Span::raw(at));
