@@ -16,7 +16,7 @@ help; \fBq\fR or Esc closes it
 quit
 .TP
 space, \fBp\fR
-pause and resume: live, the screen stops while the pipeline keeps counting; a demo or a replay (\fB\-\-speed\fR other than 0) stops its source, and the header says where it is ("at 12.5s x1": source time since the start, and the speed)
+pause and resume: live, the screen stops while the pipeline keeps counting; a demo or a replay (\fB\-\-speed\fR other than 0) stops its source, and the header's third line starts with where it is ("replay at 12.5/60.0s x1": source time since the start, out of the recording's length, and the speed)
 .TP
 \fB.\fR, \fBn\fR
 demo or replay: step one refresh interval of source time (pausing first)
