@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{EntityKind, EntityStats, Snapshot, SourceInfo, Tracepoint};
+use crate::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -79,6 +79,7 @@ struct BatchRecord<'a> {
     interval_s: f64,
     source: &'a SourceInfo,
     totals: BatchTotals,
+    server: &'a ServerView,
     entities: Vec<BatchEntity<'a>>,
 }
 
@@ -172,6 +173,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
         time: s.time,
         interval_s: s.interval_s,
         source: &s.source,
+        server: &s.server,
         totals: BatchTotals {
             dispatches: s.totals.dispatches,
             dispatch_rate: s.totals.dispatch_rate,

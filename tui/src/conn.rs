@@ -12,6 +12,7 @@ use std::time::Duration;
 use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::model::Snapshot;
 use nfsdtop_agent::pipeline::{Control, Flow};
+use nfsdtop_agent::playback::Handle;
 use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig};
 
@@ -35,6 +36,8 @@ pub struct Connection {
     pub notice: Option<String>,
     /// The remote agent's URL as it may be shown (no credentials).
     pub remote: Option<String>,
+    /// Pause, step, seek and speed of a demo or replay paced in real time.
+    pub playback: Option<Handle>,
     pub(crate) thread: Option<JoinHandle<()>>,
 }
 
@@ -114,7 +117,10 @@ pub fn connect(
     let mut session = open_local(args, interval, fallback)?;
     session.load_class_map()?;
     let notice = session.notice().map(str::to_string);
-    let session = session.with_redactor(args.redact.then(Redactor::random));
+    let mut session = session.with_redactor(args.redact.then(Redactor::random));
+    // A virtual source in real time can be paused, stepped, sought
+    // through and sped up; seeking back opens it again from the start.
+    let playback = session.playback();
     // Bounded: a view that falls behind (stdout piped into a slow reader)
     // holds the pipeline back instead of letting snapshots pile up.
     let (utx, urx) = mpsc::sync_channel(SNAPSHOTS_QUEUED);
@@ -139,6 +145,7 @@ pub fn connect(
         control: ctx,
         notice,
         remote: None,
+        playback,
         thread: Some(thread),
     })
 }

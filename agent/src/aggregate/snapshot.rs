@@ -94,6 +94,7 @@ impl Aggregator {
             totals,
             peers,
             classes,
+            server: Default::default(),
         }
     }
 }

@@ -19,7 +19,8 @@ use anyhow::Context as _;
 
 use crate::classify::ClassMap;
 use crate::model::Snapshot;
-use crate::pipeline::{Control, Flow, Pipeline};
+use crate::pipeline::{Control, Flow, Pace, Pipeline, Restart};
+use crate::playback::Handle;
 use crate::redact::Redactor;
 use crate::source::live::LiveError;
 use crate::source::{Source, SourceSpec};
@@ -50,6 +51,7 @@ pub struct Session {
     notice: Option<String>,
     classmap: Option<ClassMap>,
     redactor: Option<Redactor>,
+    playback: Option<Handle>,
 }
 
 impl Session {
@@ -98,6 +100,7 @@ impl Session {
             notice,
             classmap: None,
             redactor: None,
+            playback: None,
         })
     }
 
@@ -139,14 +142,41 @@ impl Session {
         self
     }
 
+    /// Playback controls (pause, step, seek, speed) for a view, where the
+    /// source is virtual (demo, replay) and paced in real time; `None`
+    /// elsewhere. Seeking back opens the source again from the start with
+    /// a fresh aggregator (same class map, same pseudonym key).
+    pub fn playback(&mut self) -> Option<Handle> {
+        let pace = self.cfg.pace(self.source.is_virtual());
+        if !self.source.is_virtual() || !matches!(pace, Pace::Realtime { .. }) {
+            return None;
+        }
+        Some(
+            self.playback
+                .get_or_insert_with(|| Handle::new(self.cfg.speed))
+                .clone(),
+        )
+    }
+
     /// The pipeline, paced and configured, for the caller to run (and
     /// to add a tap or a source-time limit to).
-    pub fn pipeline(mut self) -> anyhow::Result<Pipeline<'static>> {
+    pub fn pipeline<'a>(mut self) -> anyhow::Result<Pipeline<'a>> {
         self.load_class_map()?;
         let classmap = self.classmap.take().unwrap_or_default();
-        let aggregator = self.cfg.aggregator(classmap, self.redactor.take());
+        let redactor = self.redactor.take();
+        let aggregator = self.cfg.aggregator(classmap.clone(), redactor.clone());
+        let restart: Option<Restart<'a>> = self.playback.is_some().then(|| {
+            let (spec, cfg) = (self.spec.clone(), self.cfg.clone());
+            let restart: Restart<'a> = Box::new(move || {
+                let source = spec.open().context("cannot open the event source again")?;
+                Ok((source, cfg.aggregator(classmap.clone(), redactor.clone())))
+            });
+            restart
+        });
         Ok(Pipeline {
             pace: self.cfg.pace(self.source.is_virtual()),
+            playback: self.playback,
+            restart,
             ..Pipeline::new(self.source, aggregator, self.cfg.interval)
         })
     }

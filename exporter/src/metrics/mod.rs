@@ -19,6 +19,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::fold::{delta_f, delta_u, dense, Folder, Series, Smooth};
 
+mod server;
+
 /// The default fairness ratio under which an entity counts as unfairly
 /// served (the NfsdtopUnfairShare alert's default UNFAIR_RATIO).
 pub const DEFAULT_UNFAIR_BELOW: f64 = 0.5;
@@ -75,6 +77,7 @@ pub struct MetricsState {
     last_time: Option<f64>,
     bpf: Vec<BpfProgramStats>,
     version: String,
+    server: server::ServerMetrics,
 }
 
 impl MetricsState {
@@ -107,6 +110,7 @@ impl MetricsState {
             last_time: None,
             bpf: Vec::new(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            server: server::ServerMetrics::default(),
         }
     }
 
@@ -149,6 +153,7 @@ impl MetricsState {
         self.source = Some(s.source.clone());
         self.last_time = Some(s.time);
         self.bpf = bpf_stats(s);
+        self.server.update(s);
     }
 
     pub fn peers_folded(&self) -> u64 {
@@ -450,6 +455,7 @@ impl MetricsState {
             )?;
             m.encode_gauge(&t)?;
         }
+        self.server.encode(enc)?;
         Ok(())
     }
 }
