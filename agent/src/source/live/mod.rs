@@ -18,6 +18,7 @@ pub mod error;
 pub mod format;
 pub mod host;
 pub mod layout;
+pub mod preempt;
 pub mod raw;
 pub mod seed;
 
@@ -211,6 +212,8 @@ fn attach_all(
 ) -> Result<(raw::RawPlan, String, [Option<RawLink>; slot::COUNT]), LiveError> {
     let mut plan = if opts.tracepoints == raw::Tracepoints::Classic || category != "sunrpc" {
         raw::RawPlan::none(layout)
+    } else if let Some(why) = preempt::Verdict::probe().classic_because() {
+        raw::RawPlan::classic(layout, why)
     } else {
         match raw::KernelOffsets::from_sys(&opts.btf_dir) {
             Ok(k) => raw::plan(layout, &k, opts.tracepoints),
