@@ -210,3 +210,14 @@ fn the_exposition_is_unchanged() {
         );
     }
 }
+
+#[test]
+fn the_prometheus_text_is_made_once_per_snapshot() {
+    let e = Exposition::new(openmetrics(representative()));
+    assert_eq!(e.text(), openmetrics_to_text(e.openmetrics()));
+    assert!(
+        std::ptr::eq(e.text(), e.text()),
+        "later scrapes share the first one's text"
+    );
+    assert!(!e.text().contains("# EOF"));
+}

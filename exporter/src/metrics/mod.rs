@@ -247,6 +247,34 @@ pub fn encode_openmetrics(registry: &Registry) -> String {
     out
 }
 
+/// One snapshot's /metrics: the OpenMetrics text the pipeline encoded, and
+/// the Prometheus 0.0.4 text made from it by the first scrape that asks for
+/// it, then shared by the snapshot's later scrapes (no lock: a `OnceLock`).
+#[derive(Debug, Default)]
+pub struct Exposition {
+    openmetrics: String,
+    text: std::sync::OnceLock<String>,
+}
+
+impl Exposition {
+    pub fn new(openmetrics: String) -> Exposition {
+        Exposition {
+            openmetrics,
+            text: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn openmetrics(&self) -> &str {
+        &self.openmetrics
+    }
+
+    /// The 0.0.4 text ([`openmetrics_to_text`]), converted once.
+    pub fn text(&self) -> &str {
+        self.text
+            .get_or_init(|| openmetrics_to_text(&self.openmetrics))
+    }
+}
+
 /// The Prometheus text format 0.0.4 from prometheus-client's OpenMetrics
 /// output, for clients that do not ask for OpenMetrics (promtool, curl):
 /// counters' metadata names gain `_total`, `info` becomes a gauge named
