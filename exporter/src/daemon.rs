@@ -120,8 +120,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     )));
     let unfair = crate::unfair::UnfairSource(metrics_state.clone());
     let registry = metrics::registry(metrics_state.clone());
-    let (metrics_tx, metrics_rx) =
-        watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
+    let (metrics_tx, metrics_rx) = watch::channel(Arc::new(metrics::Exposition::new(
+        metrics::encode_openmetrics(&registry),
+    )));
     let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
     let tx = Arc::new(tx);
     let streams = Arc::new(Streams::new(cfg.max_streams, cfg.redact.is_some()));
@@ -147,7 +148,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .unwrap_or_else(|p| p.into_inner())
                     .update(&snap);
                 // Encode here, once per snapshot: scrapes just copy.
-                metrics_tx.send_replace(metrics::encode_openmetrics(&registry).into());
+                metrics_tx.send_replace(Arc::new(metrics::Exposition::new(
+                    metrics::encode_openmetrics(&registry),
+                )));
                 let published = Arc::new(Published::new(snap));
                 let seq = published.seq;
                 tx.send_replace(Some(published));

@@ -26,6 +26,7 @@ pub mod format;
 pub mod host;
 pub mod layout;
 pub mod loss;
+pub mod preempt;
 pub mod probe;
 pub mod raw;
 pub mod report;
