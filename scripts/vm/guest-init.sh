@@ -21,6 +21,7 @@ GUEST_TIMEOUT=900      # the guest gives up and reports after this long
 NFSDTOP_MAX_N=900      # -n bound for nfsdtop (it is stopped when the load is done)
 TRACE_KB=65536         # ftrace buffer per CPU
 FAULTS=""              # space-separated fault scenarios (issue 4)
+AFTER_MAIN=""          # scenarios sourced after the main measurement (scenario-NAME.sh)
 SCENARIO=main          # main | wait (nfsdtop --wait started before nfsd)
 # name  family  nconnect  (client i gets 10.99.i.2 or fd99:i::2, server .1)
 CLIENTS="c1:4:1 c2:4:4 c3:6:8"
@@ -202,6 +203,9 @@ load() {
   # A fault scenario may do something to the server while fio runs.
   [ -n "${DURING_LOAD:-}" ] && "$DURING_LOAD"
   wait "$fio" || mark "fio failed for $tag"
+  # nfsd's thread count as the server had it under the load (the agent's
+  # snapshot reports it too).
+  summary "nfsd_threads.$tag" "$(cat /proc/fs/nfsd/threads 2>/dev/null)"
   summary "t_fio_done.$tag" "$(up)"
   umount_clients
   wait_until 60 "the server to close every connection" no_nfs_conns || summary "quiescent.$tag" no
@@ -272,6 +276,17 @@ else
 fi
 measure main
 mark "main measurement done"
+
+# --- scenarios after the main measurement (issue 23: whatif) -------------
+for s in $AFTER_MAIN; do
+  if [ -f "/vm/scenario-$s.sh" ]; then
+    mark "scenario $s"
+    # shellcheck source=/dev/null
+    . "/vm/scenario-$s.sh"
+  else
+    summary "scenario.$s" "unknown"
+  fi
+done
 
 # --- faults (issue 4) ------------------------------------------------------
 for f in $FAULTS; do

@@ -20,6 +20,7 @@ mod smallring;
 #[cfg(test)]
 mod tests;
 mod wait;
+mod whatif;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -91,16 +92,19 @@ struct RunConfig {
     scenario: Scenario,
     fio_secs: u32,
     faults: Vec<&'static str>,
+    /// Scenarios after the main measurement, in the same boot
+    /// (scripts/vm/scenario-NAME.sh).
+    after_main: Vec<&'static str>,
     guest_timeout_s: u64,
 }
 
 /// The guest run of `cfg`: guest-init.sh with its config and every
-/// fault script.
+/// fault and scenario script.
 fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_run::Spec<'a>> {
     let mut extra = vec![];
     for e in fs::read_dir(crate::root().join("scripts/vm"))? {
         let name = e?.file_name().to_string_lossy().to_string();
-        if name.starts_with("fault-") && name.ends_with(".sh") {
+        if (name.starts_with("fault-") || name.starts_with("scenario-")) && name.ends_with(".sh") {
             extra.push(name);
         }
     }
@@ -110,7 +114,7 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
         .map(|(n, fam, nc)| format!("{n}:{fam}:{nc}"))
         .collect();
     let config = format!(
-        "SCENARIO={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nCLIENTS=\"{}\"\n",
+        "SCENARIO={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nAFTER_MAIN=\"{}\"\nCLIENTS=\"{}\"\n",
         if cfg.scenario == Scenario::Wait {
             "wait"
         } else {
@@ -119,6 +123,7 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
         cfg.fio_secs,
         cfg.guest_timeout_s,
         cfg.faults.join(" "),
+        cfg.after_main.join(" "),
         clients.join(" "),
     );
     Ok(guest_run::Spec {
@@ -189,11 +194,16 @@ fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Repo
             first.join("console.log").display()
         ));
     }
-    check_results(&run_dir.join("results"), cfg, &mut rep)?;
+    check_results(&run_dir.join("results"), cfg, nfsdtop, &mut rep)?;
     Ok(rep)
 }
 
-fn check_results(results: &Path, cfg: &RunConfig, rep: &mut Report) -> anyhow::Result<()> {
+fn check_results(
+    results: &Path,
+    cfg: &RunConfig,
+    nfsdtop: &Path,
+    rep: &mut Report,
+) -> anyhow::Result<()> {
     let summary = read_kv(&results.join("summary.txt"))?;
     rep.note(format!(
         "guest kernel {}",
@@ -206,6 +216,12 @@ fn check_results(results: &Path, cfg: &RunConfig, rep: &mut Report) -> anyhow::R
         Scenario::Wait => wait::check(results, &summary, rep),
         Scenario::Main => {
             main_scenario::check(results, &summary, rep);
+            for s in &cfg.after_main {
+                match *s {
+                    "whatif" => whatif::check(results, &summary, rep, nfsdtop),
+                    other => rep.check(false, format!("unknown scenario {other}")),
+                }
+            }
             for f in &cfg.faults {
                 match *f {
                     "restart" => restart::check(results, &summary, rep),
@@ -236,6 +252,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         } else {
             vec!["restart", "kill", "smallring", "flood"]
         },
+        after_main: vec!["whatif"],
         guest_timeout_s: if args.quick { 600 } else { 1200 },
     }];
     if !args.quick {
@@ -243,6 +260,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
             scenario: Scenario::Wait,
             fio_secs,
             faults: vec![],
+            after_main: vec![],
             guest_timeout_s: 600,
         });
     }
@@ -258,7 +276,12 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
             lines: vec![format!("recheck {}", dir.display())],
             failures: vec![],
         };
-        check_results(&dir, &cfg, &mut rep)?;
+        // The whatif check runs nfsdtop on the recording.
+        let nfsdtop = match args.nfsdtop {
+            Some(p) => p,
+            None => guest_run::build_nfsdtop()?,
+        };
+        check_results(&dir, &cfg, &nfsdtop, &mut rep)?;
         return report(vec![(String::from("recheck"), rep)]);
     }
     // Images first (the slow part, and independent of the nfsdtop build).
