@@ -143,6 +143,17 @@ pub struct Fit {
     pub transports_dropped: u64,
     /// Service times of every transport, for those without their own.
     pub pooled_service_ns: Vec<u64>,
+    /// Time during which some transport waited on the ready queue (so
+    /// every thread was busy), between the first and last dispatch of each
+    /// such period, and the dispatches after the first in it: a thread's
+    /// time per request is threads × this time / these dispatches.
+    pub saturated_ns: u64,
+    pub saturated_dispatches: u64,
+    /// Mean recorded execution time per request (ns).
+    pub mean_service_ns: f64,
+    /// Completions were estimated from dispatches (see
+    /// [`Fitter::with_estimated_completions`]).
+    pub completions_estimated: bool,
 }
 
 struct State {
@@ -190,6 +201,14 @@ pub struct Fitter {
     estimated: bool,
     service_sum_ns: u64,
     service_n: u64,
+    /// Transports on the ready queue now; the first and last dispatch and
+    /// the dispatches since one was; the totals over such periods.
+    queued_now: u64,
+    period_first: u64,
+    period_last: u64,
+    period_dispatches: u64,
+    saturated_ns: u64,
+    saturated_dispatches: u64,
 }
 
 /// Requests in service remembered per transport when completions are
@@ -262,12 +281,17 @@ impl Fitter {
         }
         match ev.kind {
             EventKind::Enqueue => {
+                let mut newly = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     if !s.queued {
                         arrival(s, ts);
+                        newly = true;
                     }
                     s.queued = true;
                     begin_burst(s, ts);
+                }
+                if newly {
+                    self.queued_now += 1;
                 }
             }
             EventKind::Dequeue { .. } => {
@@ -275,8 +299,10 @@ impl Fitter {
                 self.in_service += 1;
                 self.peak_in_service = self.peak_in_service.max(self.in_service);
                 let (estimated, sum, n) = (self.estimated, self.service_sum_ns, self.service_n);
+                let mut was_queued = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     begin_burst(s, ts);
+                    was_queued = s.queued;
                     s.queued = false;
                     s.in_service += 1;
                     s.burst = s.burst.saturating_add(1);
@@ -298,6 +324,14 @@ impl Fitter {
                         }
                         s.due.push_back(at);
                     }
+                }
+                if was_queued {
+                    if self.period_dispatches == 0 {
+                        self.period_first = ts;
+                    }
+                    self.period_last = ts;
+                    self.period_dispatches += 1;
+                    self.unqueued();
                 }
             }
             EventKind::Executed { exec_ns, requests } => {
@@ -330,6 +364,7 @@ impl Fitter {
             EventKind::Closed => {
                 if let Some(&i) = self.index.get(&ev.xprt) {
                     let s = &mut self.states[i];
+                    let was_queued = s.queued;
                     // Its last busy period was cut by the close: not a burst.
                     s.busy = false;
                     s.queued = false;
@@ -337,6 +372,9 @@ impl Fitter {
                     s.in_service = 0;
                     s.due.clear();
                     s.idle_since = None;
+                    if was_queued {
+                        self.unqueued();
+                    }
                 }
             }
             EventKind::Accepted => {
@@ -346,10 +384,30 @@ impl Fitter {
         }
     }
 
+    /// A transport left the ready queue. When the queue empties, a period
+    /// with requests waiting ends: from its first to its last dispatch every
+    /// thread was busy (the first may have been an idle thread's, woken
+    /// by the arrival, so the rate is taken between them).
+    fn unqueued(&mut self) {
+        self.queued_now = self.queued_now.saturating_sub(1);
+        if self.queued_now == 0 {
+            self.end_period();
+        }
+    }
+
+    fn end_period(&mut self) {
+        if self.period_dispatches >= 2 {
+            self.saturated_ns += self.period_last - self.period_first;
+            self.saturated_dispatches += self.period_dispatches - 1;
+        }
+        self.period_dispatches = 0;
+    }
+
     pub fn finish(mut self) -> Fit {
         for s in &mut self.states {
             settle(s, self.last_ts);
         }
+        self.end_period();
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
@@ -392,7 +450,63 @@ impl Fitter {
             events_lost: self.lost,
             transports_dropped: self.dropped,
             pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
+            saturated_ns: self.saturated_ns,
+            saturated_dispatches: self.saturated_dispatches,
+            mean_service_ns: self.service_sum_ns as f64 / self.service_n.max(1) as f64,
+            completions_estimated: self.estimated,
         }
+    }
+}
+
+/// Fewest dispatches, and least share of the recording, while requests
+/// waited, for [`Fit::scale_to_occupancy`] to trust its estimate.
+const MIN_SATURATED_DISPATCHES: u64 = 200;
+/// Below this ratio of thread time to execution time the recorded
+/// executions stand as they are (the estimate's own noise).
+const MIN_OCCUPANCY_RATIO: f64 = 1.25;
+
+impl Fit {
+    /// nfsd's `execute` times only the procedure: receiving, decoding and
+    /// replying hold the thread too. While requests wait every thread is
+    /// busy, so there a thread's time per request is threads × that time
+    /// / its dispatches. Where that is clearly longer than the recorded
+    /// executions, every service time is scaled to it, and (completions
+    /// having been estimated as dispatch + execution) think times are
+    /// shortened by the difference. Returns the scale applied.
+    pub fn scale_to_occupancy(&mut self, threads: u32) -> Option<f64> {
+        if self.saturated_dispatches < MIN_SATURATED_DISPATCHES
+            || self.saturated_ns < self.span_ns / 10
+            || self.mean_service_ns <= 0.0
+        {
+            return None;
+        }
+        let occupancy =
+            f64::from(threads) * self.saturated_ns as f64 / self.saturated_dispatches as f64;
+        let k = occupancy / self.mean_service_ns;
+        if !k.is_finite() || k < MIN_OCCUPANCY_RATIO {
+            return None;
+        }
+        let scale = |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = (*x as f64 * k) as u64);
+        for t in &mut self.transports {
+            let mean = if t.service_ns.is_empty() {
+                self.mean_service_ns
+            } else {
+                t.service_ns.iter().sum::<u64>() as f64 / t.service_ns.len() as f64
+            };
+            scale(&mut t.service_ns);
+            if self.completions_estimated {
+                let late = ((k - 1.0) * mean) as u64;
+                let shorten =
+                    |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = x.saturating_sub(late));
+                match &mut t.demand {
+                    FittedDemand::Bursts { thinks_ns, .. }
+                    | FittedDemand::Closed { thinks_ns, .. } => shorten(thinks_ns),
+                    FittedDemand::Backlogged => {}
+                }
+            }
+        }
+        scale(&mut self.pooled_service_ns);
+        Some(k)
     }
 }
 

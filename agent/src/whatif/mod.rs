@@ -226,7 +226,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         host: header.host.clone(),
     };
     let measured = agg.snapshot(last_ts, span_ns as f64 / 1e9, &info);
-    let fit = fitter.finish();
+    let mut fit = fitter.finish();
     if fit.dispatches == 0 {
         anyhow::bail!(
             "{} holds no dispatches (no svc_xprt_dequeue events): there is nothing to model; \
@@ -288,6 +288,16 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             "{threads} threads ({threads_from}) is out of range for the model: \
              pass --threads N with N from 1 to 65536"
         );
+    }
+
+    if let Some(k) = fit.scale_to_occupancy(threads) {
+        notes.push(format!(
+            "while requests waited, a thread spent {:.2} ms a request, {k:.1} times the recorded \
+             execution time ({:.2} ms; nfsd's execute leaves out receiving and replying): \
+             service times scaled to it",
+            k * fit.mean_service_ns / 1e6,
+            fit.mean_service_ns / 1e6
+        ));
     }
     match header.nfsd.pools {
         Some(p) if p > 1 => notes.push(format!(

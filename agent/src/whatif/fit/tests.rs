@@ -130,3 +130,47 @@ fn the_simulators_three_kinds_of_client_are_told_apart() {
         .iter()
         .all(|&t| (19_900_000..20_100_000).contains(&t)));
 }
+
+/// Two transports always queued on one thread that takes 1 ms a request
+/// while nfsd's `execute` says 0.25 ms (receiving and replying are outside
+/// it): the service times are scaled to the thread's time; with the
+/// thread's own time recorded, nothing changes.
+#[test]
+fn service_times_scale_to_a_saturated_threads_time_per_request() {
+    let stream = |exec_ns: u64| {
+        let mut f = Fitter::new();
+        f.ingest(&ev(0, 700, EventKind::Enqueue));
+        f.ingest(&ev(0, 701, EventKind::Enqueue));
+        for i in 0..400u64 {
+            let port = 700 + (i % 2) as u16;
+            let t = i * 1_000_000;
+            f.ingest(&ev(t, port, DQ));
+            f.ingest(&ev(t + 1, port, EventKind::Enqueue));
+            f.ingest(&ev(
+                t + exec_ns,
+                port,
+                EventKind::Executed {
+                    exec_ns,
+                    requests: 1,
+                },
+            ));
+        }
+        f.finish()
+    };
+    let mut fit = stream(250_000);
+    let k = fit
+        .scale_to_occupancy(1)
+        .expect("a thread's time is 4x execute");
+    assert!((k - 4.0).abs() < 0.05, "{k}");
+    let s = &fit.transports[0].service_ns;
+    assert!(
+        s.iter().all(|&x| (990_000..=1_010_000).contains(&x)),
+        "{s:?}"
+    );
+    let mut fit = stream(1_000_000);
+    assert_eq!(
+        fit.scale_to_occupancy(1),
+        None,
+        "execute is the thread's time"
+    );
+}
