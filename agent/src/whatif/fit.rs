@@ -199,6 +199,9 @@ pub struct Fitter {
     pooled: Option<Reservoir<u64>>,
     /// Completions estimated from dispatches, not taken from executions.
     estimated: bool,
+    /// A thread's time per request over the recorded execution time,
+    /// known from a first pass ([`Fitter::with_estimated_completions_scaled`]).
+    occupancy_scale: Option<f64>,
     service_sum_ns: u64,
     service_n: u64,
     /// Transports on the ready queue now; the first and last dispatch and
@@ -226,6 +229,18 @@ impl Fitter {
     pub fn with_estimated_completions() -> Self {
         Fitter {
             estimated: true,
+            ..Fitter::default()
+        }
+    }
+
+    /// As [`Fitter::with_estimated_completions`], a request taking `k` times
+    /// its transport's mean execution time (a thread's time per request,
+    /// from [`Fit::occupancy_ratio`] of a first pass); service times come
+    /// out scaled by `k`.
+    pub fn with_estimated_completions_scaled(k: f64) -> Self {
+        Fitter {
+            estimated: true,
+            occupancy_scale: Some(k),
             ..Fitter::default()
         }
     }
@@ -299,6 +314,7 @@ impl Fitter {
                 self.in_service += 1;
                 self.peak_in_service = self.peak_in_service.max(self.in_service);
                 let (estimated, sum, n) = (self.estimated, self.service_sum_ns, self.service_n);
+                let k = self.occupancy_scale.unwrap_or(1.0);
                 let mut was_queued = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     begin_burst(s, ts);
@@ -316,6 +332,7 @@ impl Fitter {
                             (0, k @ 1..) => sum / k,
                             _ => 1_000_000,
                         };
+                        let mean = (mean as f64 * k) as u64;
                         let at = (ts + mean.max(1)).max(s.due.back().copied().unwrap_or(0));
                         if s.due.len() >= MAX_DUE {
                             if let Some(t) = s.due.pop_front() {
@@ -408,6 +425,8 @@ impl Fitter {
             settle(s, self.last_ts);
         }
         self.end_period();
+        let k = self.occupancy_scale.unwrap_or(1.0);
+        let scaled = |v: &[u64]| -> Vec<u64> { v.iter().map(|&x| (x as f64 * k) as u64).collect() };
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
@@ -437,7 +456,7 @@ impl Fitter {
                     key: s.key,
                     dispatches: s.dispatches,
                     demand,
-                    service_ns: s.service.items().to_vec(),
+                    service_ns: scaled(s.service.items()),
                 }
             })
             .collect();
@@ -449,10 +468,10 @@ impl Fitter {
             peak_in_service: u32::try_from(self.peak_in_service).unwrap_or(u32::MAX),
             events_lost: self.lost,
             transports_dropped: self.dropped,
-            pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
+            pooled_service_ns: self.pooled.map(|r| scaled(r.items())).unwrap_or_default(),
             saturated_ns: self.saturated_ns,
             saturated_dispatches: self.saturated_dispatches,
-            mean_service_ns: self.service_sum_ns as f64 / self.service_n.max(1) as f64,
+            mean_service_ns: k * self.service_sum_ns as f64 / self.service_n.max(1) as f64,
             completions_estimated: self.estimated,
         }
     }
@@ -469,11 +488,9 @@ impl Fit {
     /// nfsd's `execute` times only the procedure: receiving, decoding and
     /// replying hold the thread too. While requests wait every thread is
     /// busy, so there a thread's time per request is threads × that time
-    /// / its dispatches. Where that is clearly longer than the recorded
-    /// executions, every service time is scaled to it, and (completions
-    /// having been estimated as dispatch + execution) think times are
-    /// shortened by the difference. Returns the scale applied.
-    pub fn scale_to_occupancy(&mut self, threads: u32) -> Option<f64> {
+    /// / its dispatches. Its ratio to the recorded executions, where that
+    /// is clearly above 1 and enough of the recording shows it.
+    pub fn occupancy_ratio(&self, threads: u32) -> Option<f64> {
         if self.saturated_dispatches < MIN_SATURATED_DISPATCHES
             || self.saturated_ns < self.span_ns / 10
             || self.mean_service_ns <= 0.0
@@ -483,28 +500,21 @@ impl Fit {
         let occupancy =
             f64::from(threads) * self.saturated_ns as f64 / self.saturated_dispatches as f64;
         let k = occupancy / self.mean_service_ns;
-        if !k.is_finite() || k < MIN_OCCUPANCY_RATIO {
-            return None;
-        }
+        (k.is_finite() && k >= MIN_OCCUPANCY_RATIO).then_some(k)
+    }
+
+    /// Scales every service time by [`Fit::occupancy_ratio`] (for a fit
+    /// whose completions were recorded, not estimated: an estimated one is
+    /// fitted again with [`Fitter::with_estimated_completions_scaled`], so
+    /// that its think times start from the later completions). Returns
+    /// the scale applied.
+    pub fn scale_to_occupancy(&mut self, threads: u32) -> Option<f64> {
+        let k = self.occupancy_ratio(threads)?;
         let scale = |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = (*x as f64 * k) as u64);
         for t in &mut self.transports {
-            let mean = if t.service_ns.is_empty() {
-                self.mean_service_ns
-            } else {
-                t.service_ns.iter().sum::<u64>() as f64 / t.service_ns.len() as f64
-            };
             scale(&mut t.service_ns);
-            if self.completions_estimated {
-                let late = ((k - 1.0) * mean) as u64;
-                let shorten =
-                    |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = x.saturating_sub(late));
-                match &mut t.demand {
-                    FittedDemand::Bursts { thinks_ns, .. }
-                    | FittedDemand::Closed { thinks_ns, .. } => shorten(thinks_ns),
-                    FittedDemand::Backlogged => {}
-                }
-            }
         }
+        self.mean_service_ns *= k;
         scale(&mut self.pooled_service_ns);
         Some(k)
     }

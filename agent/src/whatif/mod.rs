@@ -290,13 +290,28 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         );
     }
 
-    if let Some(k) = fit.scale_to_occupancy(threads) {
+    if let Some(k) = fit.occupancy_ratio(threads) {
+        let exec_ms = fit.mean_service_ns / 1e6;
+        if fit.completions_estimated {
+            // Again, with each request completing a thread's time after
+            // its dispatch: think times and loops start from there.
+            let mut again = fit::Fitter::with_estimated_completions_scaled(k);
+            let mut reader =
+                Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let mut buf: Vec<Event> = Vec::with_capacity(8192);
+            while let Ok(Some(_)) = reader.read_frame(&mut buf) {
+                again.ingest_all(&buf);
+                buf.clear();
+            }
+            fit = again.finish();
+        } else {
+            fit.scale_to_occupancy(threads);
+        }
         notes.push(format!(
             "while requests waited, a thread spent {:.2} ms a request, {k:.1} times the recorded \
-             execution time ({:.2} ms; nfsd's execute leaves out receiving and replying): \
+             execution time ({exec_ms:.2} ms; nfsd's execute leaves out receiving and replying): \
              service times scaled to it",
-            k * fit.mean_service_ns / 1e6,
-            fit.mean_service_ns / 1e6
+            k * exec_ms,
         ));
     }
     match header.nfsd.pools {

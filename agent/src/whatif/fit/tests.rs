@@ -174,3 +174,43 @@ fn service_times_scale_to_a_saturated_threads_time_per_request() {
         "execute is the thread's time"
     );
 }
+
+/// Fitted again with a known scale, a live recording's estimated
+/// completions and service times are a thread's time, not `execute`.
+#[test]
+fn a_scaled_second_pass_completes_requests_a_threads_time_later() {
+    let mut f = Fitter::with_estimated_completions_scaled(4.0);
+    for i in 0..10u64 {
+        let t = i * 10_000_000;
+        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t + 1, 700, DQ));
+        f.ingest(&ev(
+            t + 2,
+            700,
+            EventKind::Executed {
+                exec_ns: 250_000,
+                requests: 1,
+            },
+        ));
+    }
+    let fit = f.finish();
+    assert!(fit.completions_estimated);
+    assert!(
+        (fit.mean_service_ns - 1_000_000.0).abs() < 1.0,
+        "{}",
+        fit.mean_service_ns
+    );
+    assert!(fit.transports[0].service_ns.iter().all(|&x| x == 1_000_000));
+    let FittedDemand::Bursts { thinks_ns, .. } = &fit.transports[0].demand else {
+        panic!("{:?}", fit.transports[0].demand);
+    };
+    // Each request done 1 ms after its dispatch, the next 10 ms after it
+    // (the first request, before any execution was seen, is taken as the
+    // default 1 ms times the scale).
+    assert!(
+        thinks_ns[1..]
+            .iter()
+            .all(|&t| (8_900_000..=9_100_000).contains(&t)),
+        "{thinks_ns:?}"
+    );
+}
