@@ -162,15 +162,16 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             ),
         );
         let err = flat.map(|f| (f.share - m.share) * 100.0);
-        // Not yet a check: on this kernel the model misses by 6-20 points
-        // (its service times are nfsd's `execute` alone, a sixth of what a
-        // thread spends on a request under TCG; see scripts/vm/README.md).
-        rep.note(format!(
-            "whatif: {name} {ip}: flat against the measured share {:.1}%: {:+.2} points (fit {:+.2}; to be within {SHARE_POINTS})",
-            m.share * 100.0,
-            err.unwrap_or(f64::NAN),
-            row.fit_error_points
-        ));
+        rep.check(
+            err.is_some_and(|e| e.abs() <= SHARE_POINTS)
+                && row.fit_error_points.abs() <= SHARE_POINTS,
+            format!(
+                "whatif: {name} {ip}: flat reproduces the measured share {:.1}% within {SHARE_POINTS} points (flat {:+.2}, fit {:+.2} points)",
+                m.share * 100.0,
+                err.unwrap_or(f64::NAN),
+                row.fit_error_points
+            ),
+        );
         if backlogged {
             let ratio = rr.and_then(|f| f.fairness);
             rep.check(
