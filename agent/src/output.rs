@@ -1,9 +1,10 @@
 //! Batch output: the JSON contract of docs/json.md (one object per line per
 //! iteration), a `top -b`-like text table, and CSV.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint};
 
@@ -26,61 +27,68 @@ impl std::str::FromStr for Format {
     }
 }
 
-#[derive(Serialize)]
-struct BatchTotals {
-    dispatches: u64,
-    dispatch_rate: f64,
-    backlogged: u64,
-    jain: f64,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    events_lost: u64,
-    peers: u64,
-    classes: u64,
-    peers_evicted: u64,
-    transports: u64,
-    transports_evicted: u64,
+/// The totals of one batch JSON line (docs/json.md). Public and
+/// deserialisable so that readers of the batch output (the QEMU tests in
+/// xtask) read the same typed record the agent writes: a renamed or
+/// missing field fails to parse instead of reading as 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchTotals {
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    pub backlogged: u64,
+    pub jain: f64,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub events_lost: u64,
+    pub peers: u64,
+    pub classes: u64,
+    pub peers_evicted: u64,
+    pub transports: u64,
+    pub transports_evicted: u64,
     /// Whole-run p50 of the wait source in use and of the agent's own
     /// enqueue→dequeue waits, with their histogram bucket indices: on
     /// 6.16+ the two sources can be compared bucket for bucket.
     /// Dequeue records the kernel could not hand over (ring full), from
     /// the per-CPU loss counters: dispatches + lost_dispatches is the
     /// kernel's dispatch count even when records were lost.
-    lost_dispatches: u64,
-    run_wait_p50_us: f64,
-    run_wait_p50_bucket: Option<usize>,
-    own_wait_p50_us: f64,
-    own_wait_p50_bucket: Option<usize>,
+    pub lost_dispatches: u64,
+    pub run_wait_p50_us: f64,
+    pub run_wait_p50_bucket: Option<usize>,
+    pub own_wait_p50_us: f64,
+    pub own_wait_p50_bucket: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct BatchEntity<'a> {
-    name: &'a str,
-    kind: &'static str,
-    class: &'a str,
-    dispatches: u64,
-    dispatch_rate: f64,
-    share: f64,
-    entitled: f64,
-    fairness: Option<f64>,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    exec_share: f64,
-    connections: u64,
-    fair_share: f64,
-    backlogged_seconds: f64,
-    exec_seconds: f64,
-    executions: u64,
+/// One entity (peer or class) of a batch JSON line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchEntity<'a> {
+    pub name: Cow<'a, str>,
+    pub kind: EntityKind,
+    pub class: Cow<'a, str>,
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    pub share: f64,
+    pub entitled: f64,
+    pub fairness: Option<f64>,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub exec_share: f64,
+    pub connections: u64,
+    pub fair_share: f64,
+    pub backlogged_seconds: f64,
+    pub exec_seconds: f64,
+    pub executions: u64,
 }
 
-#[derive(Serialize)]
-struct BatchRecord<'a> {
-    time: f64,
-    interval_s: f64,
-    source: &'a SourceInfo,
-    totals: BatchTotals,
-    server: &'a ServerView,
-    entities: Vec<BatchEntity<'a>>,
+/// One line of the batch JSON output; `BatchRecord<'static>` is the
+/// owned form a reader deserialises.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchRecord<'a> {
+    pub time: f64,
+    pub interval_s: f64,
+    pub source: Cow<'a, SourceInfo>,
+    pub totals: BatchTotals,
+    pub server: Cow<'a, ServerView>,
+    pub entities: Vec<BatchEntity<'a>>,
 }
 
 /// The order of entity names: addresses by value (10.0.0.2 before
@@ -172,8 +180,8 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
     let rec = BatchRecord {
         time: s.time,
         interval_s: s.interval_s,
-        source: &s.source,
-        server: &s.server,
+        source: Cow::Borrowed(&s.source),
+        server: Cow::Borrowed(&s.server),
         totals: BatchTotals {
             dispatches: s.totals.dispatches,
             dispatch_rate: s.totals.dispatch_rate,
@@ -196,9 +204,9 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
         entities: top_entities(s, group, top)
             .into_iter()
             .map(|e| BatchEntity {
-                name: &e.name,
-                kind: e.kind.as_str(),
-                class: &e.class,
+                name: Cow::Borrowed(&e.name),
+                kind: e.kind,
+                class: Cow::Borrowed(&e.class),
                 dispatches: e.dispatches,
                 dispatch_rate: e.dispatch_rate,
                 share: e.share,
@@ -371,4 +379,51 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
         t.transports, t.dispatches, t.dispatch_rate, t.wait_p50_us, t.wait_p99_us
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        let mut s = Snapshot::default();
+        s.totals.dispatches = 7;
+        s.peers.push(EntityStats {
+            name: "10.0.0.2".into(),
+            class: "default".into(),
+            dispatches: 7,
+            entitled: 3.5,
+            fairness: Some(2.0),
+            connections: 8,
+            ..EntityStats::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_batch_json_line_reads_back_as_the_typed_record() {
+        let line = json_line(&snapshot(), EntityKind::Peer, None);
+        let rec: BatchRecord<'static> = serde_json::from_str(&line).expect("parses");
+        assert_eq!(rec.totals.dispatches, 7);
+        assert_eq!(rec.entities.len(), 1);
+        let e = &rec.entities[0];
+        assert_eq!((e.name.as_ref(), e.kind), ("10.0.0.2", EntityKind::Peer));
+        assert_eq!((e.dispatches, e.entitled, e.connections), (7, 3.5, 8));
+        assert_eq!(e.fairness, Some(2.0));
+    }
+
+    #[test]
+    fn a_renamed_field_fails_to_read_instead_of_reading_as_zero() {
+        let line = json_line(&snapshot(), EntityKind::Peer, None);
+        for (from, to) in [
+            ("\"lost_dispatches\"", "\"lost_dispatch\""),
+            ("\"entitled\"", "\"entitlement\""),
+        ] {
+            assert!(line.contains(from));
+            let renamed = line.replace(from, to);
+            let err = serde_json::from_str::<BatchRecord<'static>>(&renamed)
+                .expect_err("a missing field is an error");
+            assert!(err.to_string().contains("missing field"), "{err}");
+        }
+    }
 }
