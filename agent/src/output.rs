@@ -71,6 +71,12 @@ struct BatchEntity<'a> {
     backlogged_seconds: f64,
     exec_seconds: f64,
     executions: u64,
+    requests: u64,
+    request_rate: f64,
+    bytes_in: Option<u64>,
+    bytes_out: Option<u64>,
+    bytes_in_rate: Option<f64>,
+    bytes_out_rate: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -210,6 +216,12 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
                 executions: e.executions,
+                requests: e.requests,
+                request_rate: e.request_rate,
+                bytes_in: e.bytes_in,
+                bytes_out: e.bytes_out,
+                bytes_in_rate: e.bytes_in_rate,
+                bytes_out_rate: e.bytes_out_rate,
             })
             .collect(),
     };

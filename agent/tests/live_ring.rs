@@ -682,6 +682,10 @@ fn folded_execution_times_reach_the_agent_once() {
         xpt_net: off(&["real_parent"]),
         net_ns_inum: off(&["pid"]),
         xpt_local: off(&["comm"]),
+        // The "request's lengths": the task's pid and tgid, the same on
+        // every hit of one task, so a sum of n hits is n times them.
+        rq_arg_len: off(&["pid"]),
+        rq_res_len: off(&["tgid"]),
         ..RawConfig::default()
     };
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
@@ -710,7 +714,7 @@ fn folded_execution_times_reach_the_agent_once() {
         if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
             decoded = take(chunk, &mut known, &mut events);
         }
-        known.sweep(|i| totals.read(i), 0, &mut events);
+        known.sweep(|i| totals.read(i), &layout, 0, &mut events);
     }
     // Stop the program, then take what is left in the ring: every record
     // the counters say was submitted.
@@ -724,7 +728,7 @@ fn folded_execution_times_reach_the_agent_once() {
         }
     }
     assert_eq!(decoded, c.submitted, "every submitted record decoded");
-    known.sweep(|i| totals.read(i), 0, &mut events);
+    known.sweep(|i| totals.read(i), &layout, 0, &mut events);
 
     let requests: u64 = events
         .iter()
@@ -743,6 +747,32 @@ fn folded_execution_times_reach_the_agent_once() {
     assert_eq!(
         known.unknown[s as usize], 0,
         "every settled claim was known"
+    );
+    // Lengths folded with the times: each report of one task's hits
+    // holds n times its pid and tgid (pids are at most 2^22), except
+    // where a fold raced a takeover (below).
+    let odd = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Executed {
+                requests, bytes, ..
+            } => Some((requests, bytes)),
+            _ => None,
+        })
+        .filter(|&(n, b)| {
+            !b.is_some_and(|b| {
+                n > 0
+                    && b.received % n == 0
+                    && b.sent % n == 0
+                    && (1..=1 << 22).contains(&(b.received / n))
+                    && (1..=1 << 22).contains(&(b.sent / n))
+            })
+        })
+        .count() as u64;
+    assert!(
+        odd * 1000 <= events.len() as u64,
+        "{odd} of {} reports have lengths that are not n × (pid, tgid)",
+        events.len()
     );
     // A hit folded into an entry while another task's full record takes
     // it over can be lost (the program reads the totals, then resets

@@ -228,17 +228,24 @@ impl Aggregator {
             }
             // Counts and times from the kernel or a file saturate: a
             // corrupt word can pin a counter at its maximum, never wrap it.
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns,
+                requests,
+                bytes,
+            } => {
                 let n = &mut self.events[Tracepoint::StatsLatency.index()];
                 *n = n.saturating_add(requests);
                 let xi = self.xprt(&ev.xprt, ts);
                 let (ps, cs) = self.owners(xi);
-                let p = self.peers.get_mut(ps);
-                p.exec_ns = p.exec_ns.saturating_add(exec_ns);
-                p.executions = p.executions.saturating_add(requests);
-                let c = self.classes.get_mut(cs);
-                c.exec_ns = c.exec_ns.saturating_add(exec_ns);
-                c.executions = c.executions.saturating_add(requests);
+                for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
+                    e.exec_ns = e.exec_ns.saturating_add(exec_ns);
+                    e.executions = e.executions.saturating_add(requests);
+                    if let Some(b) = bytes {
+                        let t = e.bytes.get_or_insert_default();
+                        t.received = t.received.saturating_add(b.received);
+                        t.sent = t.sent.saturating_add(b.sent);
+                    }
+                }
                 self.exec_ns = self.exec_ns.saturating_add(exec_ns);
             }
             EventKind::Accepted => {
@@ -654,9 +661,23 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
         let d = e.dispatches - e.prev_dispatches;
         let de = entitled - e.prev_entitled;
         let dexec = e.exec_ns - e.prev_exec_ns;
+        let dreq = e.executions.saturating_sub(e.prev_executions);
+        let bytes = e.bytes;
+        let byte_rates = bytes.map(|b| {
+            let r = (
+                rate(
+                    b.received.saturating_sub(e.prev_bytes.received),
+                    ctx.interval_s,
+                ),
+                rate(b.sent.saturating_sub(e.prev_bytes.sent), ctx.interval_s),
+            );
+            e.prev_bytes = b;
+            r
+        });
         e.prev_dispatches = e.dispatches;
         e.prev_entitled = entitled;
         e.prev_exec_ns = e.exec_ns;
+        e.prev_executions = e.executions;
         // Tiny residues of floating-point subtraction are not a backlog.
         let fairness = if de > 1e-9 { Some(d as f64 / de) } else { None };
         if let Some(f) = fairness {
@@ -705,6 +726,12 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             queued_transports: e.queued as u64,
             exec_seconds: e.exec_ns as f64 / 1e9,
             executions: e.executions,
+            requests: e.executions,
+            request_rate: rate(dreq, ctx.interval_s),
+            bytes_in: bytes.map(|b| b.received),
+            bytes_out: bytes.map(|b| b.sent),
+            bytes_in_rate: byte_rates.map(|r| r.0),
+            bytes_out_rate: byte_rates.map(|r| r.1),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

@@ -300,7 +300,9 @@ impl Fitter {
                     }
                 }
             }
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns, requests, ..
+            } => {
                 let requests = requests.max(1);
                 self.executions += requests;
                 self.in_service = self.in_service.saturating_sub(requests);

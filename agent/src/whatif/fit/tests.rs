@@ -28,6 +28,7 @@ const DQ: EventKind = EventKind::Dequeue {
 const EX: EventKind = EventKind::Executed {
     exec_ns: 1_000,
     requests: 1,
+    bytes: None,
 };
 
 #[test]
