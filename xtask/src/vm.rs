@@ -25,6 +25,8 @@ use anyhow::{anyhow, bail, Context};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 
+mod workload;
+
 use crate::root;
 
 /// Packages of every image. No initramfs-tools: sid's kernel
@@ -946,6 +948,26 @@ fn check_nfsdtop_run(
                     (n - f) * 1e6 / requests.max(1) as f64
                 ),
             );
+        }
+        let clients: Vec<workload::ClientLoad> = CLIENTS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, fam, _))| {
+                let ip = client_addr(i, *fam);
+                workload::ClientLoad {
+                    name,
+                    ip,
+                    fio: workload::fio_bytes(&results.join(format!("fio-{trace_tag}-{name}.json"))),
+                    ftrace_requests: ft.exec_per_client.get(&ip).map_or(0, |e| e.0),
+                }
+            })
+            .collect();
+        let measured = last["source"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(workload::BYTES_MEASURED));
+        let entities = last["entities"].as_array().map_or(&[][..], Vec::as_slice);
+        for (ok, what) in workload::check(entities, measured, &clients) {
+            rep.check(ok, format!("{tag}: {what}"));
         }
         if tag == "wait" {
             rep.note(format!(
