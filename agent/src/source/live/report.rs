@@ -55,6 +55,13 @@ impl AccessReport {
         }
     }
 
+    /// Whether slot `s` moved to its classic tracepoint while running.
+    pub fn moved(&self, s: Slot) -> bool {
+        self.hand_overs
+            .iter()
+            .any(|h| matches!(h, HandOver::Moved { slots, .. } if slots.contains(&s)))
+    }
+
     /// Whether any slot moved to its classic tracepoint while running.
     pub fn handed_over(&self) -> bool {
         self.hand_overs
@@ -96,11 +103,17 @@ impl fmt::Display for AccessReport {
         }
         if self.measures_bytes {
             f.write_str("; bytes in/out from rq_arg.len/rq_res.len")?;
+            if self.moved(Slot::StatsLatency) {
+                write!(
+                    f,
+                    " until {stats} moved to its classic tracepoint (not counted since)"
+                )?;
+            }
         } else {
             write!(
                 f,
-                "; bytes in/out not measured (only the raw {stats} program reads them, at \
-                 svc_rqst offsets from the kernel's BTF)"
+                "; bytes in/out not measured (the {stats} record has no lengths: they are \
+                 read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
         for why in &self.kept_classic {
@@ -136,8 +149,8 @@ mod tests {
         };
         assert_eq!(
             classic.to_string(),
-            "classic tracepoints; bytes in/out not measured (only the raw svc_stats_latency \
-             program reads them, at svc_rqst offsets from the kernel's BTF)"
+            "classic tracepoints; bytes in/out not measured (the svc_stats_latency record has \
+             no lengths: they are read at svc_rqst offsets from the kernel's BTF)"
         );
         let mut r = AccessReport {
             asked: Tracepoints::Raw,
@@ -156,6 +169,7 @@ mod tests {
             missed: 3,
         });
         assert!(r.handed_over());
+        assert!(r.moved(Slot::Accept) && !r.moved(Slot::StatsLatency));
         assert_eq!(
             r.to_string(),
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
@@ -163,6 +177,24 @@ mod tests {
              bytes in/out from rq_arg.len/rq_res.len; classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
+        );
+        // Bytes stop being measured when svc_stats_latency moves.
+        let mut m = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::StatsLatency],
+            measures_bytes: true,
+            ..AccessReport::default()
+        };
+        m.hand_overs.push(HandOver::Moved {
+            slots: vec![Slot::StatsLatency],
+            missed: 1,
+        });
+        assert!(
+            m.to_string().contains(
+                "; bytes in/out from rq_arg.len/rq_res.len until svc_stats_latency moved to its \
+                 classic tracepoint (not counted since);"
+            ),
+            "{m}"
         );
         let none = AccessReport {
             fold_unavailable: Some("no map".into()),
@@ -172,8 +204,8 @@ mod tests {
             none.to_string(),
             "classic tracepoints (raw ones not possible here); svc_stats_latency sent per \
              request (the kernel's totals cannot be read: no map); bytes in/out not measured \
-             (only the raw svc_stats_latency program reads them, at svc_rqst offsets from the \
-             kernel's BTF)"
+             (the svc_stats_latency record has no lengths: they are read at svc_rqst offsets \
+             from the kernel's BTF)"
         );
     }
 }
