@@ -7,6 +7,8 @@
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
 //!   to a view (TUI, batch output, HTTP API, exporter);
+//! - [`session`]: the source, class map and pacing a front end asks for,
+//!   opened and run (with the shared source flags under feature `cli`);
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`).
 
@@ -18,8 +20,11 @@ pub mod input;
 pub mod model;
 pub mod output;
 pub mod pipeline;
+pub mod playback;
 pub mod record;
 pub mod redact;
+pub mod server;
+pub mod session;
 pub mod source;
 pub mod testing;
 pub mod whatif;

@@ -1,11 +1,12 @@
 //! Batch output: the JSON contract of docs/json.md (one object per line per
 //! iteration), a `top -b`-like text table, and CSV.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::model::{EntityKind, EntityStats, Snapshot, SourceInfo, Tracepoint};
+use crate::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -26,66 +27,84 @@ impl std::str::FromStr for Format {
     }
 }
 
-#[derive(Serialize)]
-struct BatchTotals {
-    dispatches: u64,
-    dispatch_rate: f64,
-    backlogged: u64,
-    jain: f64,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    events_lost: u64,
-    peers: u64,
-    classes: u64,
-    peers_evicted: u64,
-    transports: u64,
-    transports_evicted: u64,
+/// The totals of one batch JSON line (docs/json.md). Public and
+/// deserialisable so that readers of the batch output (the QEMU tests in
+/// xtask) read the same typed record the agent writes: a renamed or
+/// missing field fails to parse instead of reading as 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchTotals {
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    pub backlogged: u64,
+    pub jain: f64,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub events_lost: u64,
+    pub peers: u64,
+    pub classes: u64,
+    pub peers_evicted: u64,
+    pub transports: u64,
+    pub transports_evicted: u64,
     /// Whole-run p50 of the wait source in use and of the agent's own
     /// enqueue→dequeue waits, with their histogram bucket indices: on
     /// 6.16+ the two sources can be compared bucket for bucket.
     /// Dequeue records the kernel could not hand over (ring full), from
     /// the per-CPU loss counters: dispatches + lost_dispatches is the
     /// kernel's dispatch count even when records were lost.
-    lost_dispatches: u64,
-    run_wait_p50_us: f64,
-    run_wait_p50_bucket: Option<usize>,
-    own_wait_p50_us: f64,
-    own_wait_p50_bucket: Option<usize>,
+    pub lost_dispatches: u64,
+    pub run_wait_p50_us: f64,
+    pub run_wait_p50_bucket: Option<usize>,
+    pub own_wait_p50_us: f64,
+    pub own_wait_p50_bucket: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct BatchEntity<'a> {
-    name: &'a str,
-    kind: &'static str,
-    class: &'a str,
-    dispatches: u64,
-    dispatch_rate: f64,
-    share: f64,
-    entitled: f64,
-    fairness: Option<f64>,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    exec_share: f64,
-    connections: u64,
-    fair_share: f64,
-    backlogged_seconds: f64,
-    exec_seconds: f64,
-    executions: u64,
-    requests: u64,
-    request_rate: f64,
-    bytes_in: Option<u64>,
-    bytes_out: Option<u64>,
-    bytes_in_rate: Option<f64>,
-    bytes_out_rate: Option<f64>,
+/// One entity (peer or class) of a batch JSON line.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchEntity<'a> {
+    pub name: Cow<'a, str>,
+    pub kind: EntityKind,
+    pub class: Cow<'a, str>,
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    pub share: f64,
+    pub entitled: f64,
+    pub fairness: Option<f64>,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub exec_share: f64,
+    pub connections: u64,
+    pub fair_share: f64,
+    pub backlogged_seconds: f64,
+    pub exec_seconds: f64,
+    pub executions: u64,
+    /// The workload fields (docs/json.md). Always written by this
+    /// version; `None` reading a line from before they existed, and
+    /// `bytes_*` `null` where the source does not measure bytes (never 0
+    /// for unknown).
+    #[serde(default)]
+    pub requests: Option<u64>,
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    #[serde(default)]
+    pub bytes_in: Option<u64>,
+    #[serde(default)]
+    pub bytes_out: Option<u64>,
+    #[serde(default)]
+    pub bytes_in_rate: Option<f64>,
+    #[serde(default)]
+    pub bytes_out_rate: Option<f64>,
 }
 
-#[derive(Serialize)]
-struct BatchRecord<'a> {
-    time: f64,
-    interval_s: f64,
-    source: &'a SourceInfo,
-    totals: BatchTotals,
-    entities: Vec<BatchEntity<'a>>,
+/// One line of the batch JSON output; `BatchRecord<'static>` is the
+/// owned form a reader deserialises.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchRecord<'a> {
+    pub time: f64,
+    pub interval_s: f64,
+    pub source: Cow<'a, SourceInfo>,
+    pub totals: BatchTotals,
+    pub server: Cow<'a, ServerView>,
+    pub entities: Vec<BatchEntity<'a>>,
 }
 
 /// The order of entity names: addresses by value (10.0.0.2 before
@@ -177,7 +196,8 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
     let rec = BatchRecord {
         time: s.time,
         interval_s: s.interval_s,
-        source: &s.source,
+        source: Cow::Borrowed(&s.source),
+        server: Cow::Borrowed(&s.server),
         totals: BatchTotals {
             dispatches: s.totals.dispatches,
             dispatch_rate: s.totals.dispatch_rate,
@@ -200,9 +220,9 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
         entities: top_entities(s, group, top)
             .into_iter()
             .map(|e| BatchEntity {
-                name: &e.name,
-                kind: e.kind.as_str(),
-                class: &e.class,
+                name: Cow::Borrowed(&e.name),
+                kind: e.kind,
+                class: Cow::Borrowed(&e.class),
                 dispatches: e.dispatches,
                 dispatch_rate: e.dispatch_rate,
                 share: e.share,
@@ -216,8 +236,8 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
                 executions: e.executions,
-                requests: e.requests,
-                request_rate: e.request_rate,
+                requests: Some(e.requests),
+                request_rate: Some(e.request_rate),
                 bytes_in: e.bytes_in,
                 bytes_out: e.bytes_out,
                 bytes_in_rate: e.bytes_in_rate,
@@ -381,4 +401,85 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
         t.transports, t.dispatches, t.dispatch_rate, t.wait_p50_us, t.wait_p99_us
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        let mut s = Snapshot::default();
+        s.totals.dispatches = 7;
+        s.peers.push(EntityStats {
+            name: "10.0.0.2".into(),
+            class: "default".into(),
+            dispatches: 7,
+            entitled: 3.5,
+            fairness: Some(2.0),
+            connections: 8,
+            ..EntityStats::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_batch_json_line_reads_back_as_the_typed_record() {
+        let line = json_line(&snapshot(), EntityKind::Peer, None);
+        let rec: BatchRecord<'static> = serde_json::from_str(&line).expect("parses");
+        assert_eq!(rec.totals.dispatches, 7);
+        assert_eq!(rec.entities.len(), 1);
+        let e = &rec.entities[0];
+        assert_eq!((e.name.as_ref(), e.kind), ("10.0.0.2", EntityKind::Peer));
+        assert_eq!((e.dispatches, e.entitled, e.connections), (7, 3.5, 8));
+        assert_eq!(e.fairness, Some(2.0));
+    }
+
+    #[test]
+    fn workload_fields_read_back_and_are_none_on_older_lines() {
+        let mut s = snapshot();
+        s.peers[0].requests = 5;
+        s.peers[0].request_rate = 2.5;
+        s.peers[0].bytes_in = Some(640);
+        s.peers[0].bytes_in_rate = Some(320.0);
+        let line = json_line(&s, EntityKind::Peer, None);
+        // Not measured is null on the wire, never 0.
+        assert!(line.contains("\"bytes_out\":null"), "{line}");
+        let rec: BatchRecord<'static> = serde_json::from_str(&line).unwrap();
+        let e = &rec.entities[0];
+        assert_eq!((e.requests, e.request_rate), (Some(5), Some(2.5)));
+        assert_eq!((e.bytes_in, e.bytes_out), (Some(640), None));
+        assert_eq!((e.bytes_in_rate, e.bytes_out_rate), (Some(320.0), None));
+        // A line from before the fields: they read as None, not 0.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let o = v["entities"][0].as_object_mut().unwrap();
+        for k in [
+            "requests",
+            "request_rate",
+            "bytes_in",
+            "bytes_out",
+            "bytes_in_rate",
+            "bytes_out_rate",
+        ] {
+            assert!(o.remove(k).is_some(), "{k}");
+        }
+        let old: BatchRecord<'static> = serde_json::from_value(v).unwrap();
+        let e = &old.entities[0];
+        assert_eq!((e.requests, e.request_rate, e.bytes_in), (None, None, None));
+        assert_eq!(e.dispatches, 7);
+    }
+
+    #[test]
+    fn a_renamed_field_fails_to_read_instead_of_reading_as_zero() {
+        let line = json_line(&snapshot(), EntityKind::Peer, None);
+        for (from, to) in [
+            ("\"lost_dispatches\"", "\"lost_dispatch\""),
+            ("\"entitled\"", "\"entitlement\""),
+        ] {
+            assert!(line.contains(from));
+            let renamed = line.replace(from, to);
+            let err = serde_json::from_str::<BatchRecord<'static>>(&renamed)
+                .expect_err("a missing field is an error");
+            assert!(err.to_string().contains("missing field"), "{err}");
+        }
+    }
 }

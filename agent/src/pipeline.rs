@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::aggregate::Aggregator;
 use crate::classify::ClassMap;
 use crate::model::{Event, Snapshot};
+use crate::playback::{Clock, Handle, Playing};
 use crate::source::{Poll, Source};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,6 +36,10 @@ pub enum Flow {
 
 pub type Tap<'a> = Box<dyn FnMut(&[Event]) -> anyhow::Result<()> + Send + 'a>;
 
+/// Opens the source again with a fresh aggregator (to seek back).
+pub type Restart<'a> =
+    Box<dyn FnMut() -> anyhow::Result<(Box<dyn Source + 'a>, Aggregator)> + Send + 'a>;
+
 pub struct Pipeline<'a> {
     pub source: Box<dyn Source + 'a>,
     pub aggregator: Aggregator,
@@ -44,6 +49,11 @@ pub struct Pipeline<'a> {
     pub tap: Option<Tap<'a>>,
     /// Stop after this much source time (recording `--duration`).
     pub max_source_ns: Option<u64>,
+    /// Pause, step, seek and speed, from a view (a virtual source paced
+    /// in real time only; see `crate::playback`).
+    pub playback: Option<Handle>,
+    /// How to start again from the beginning, for seeking back.
+    pub restart: Option<Restart<'a>>,
 }
 
 fn unix_now() -> f64 {
@@ -62,6 +72,8 @@ impl<'a> Pipeline<'a> {
             pace: Pace::Realtime { speed: 1.0 },
             tap: None,
             max_source_ns: None,
+            playback: None,
+            restart: None,
         }
     }
 
@@ -79,6 +91,12 @@ impl<'a> Pipeline<'a> {
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut next_snapshot = self.interval;
         let mut last_target = src0;
+        let mut server = crate::server::Tracker::default();
+        let speed = match self.pace {
+            Pace::Realtime { speed } => speed,
+            Pace::AsFastAsPossible => 1.0,
+        };
+        let mut play = Playing::new(Clock::new(src0, wall0, speed), self.source.length_ns());
         loop {
             if let Some(rx) = &control {
                 loop {
@@ -94,6 +112,19 @@ impl<'a> Pipeline<'a> {
                     }
                 }
             }
+            if let (Some(h), Pace::Realtime { .. }) = (self.playback.clone(), self.pace) {
+                for c in h.take() {
+                    let moved = self.command(c, &mut play, &mut last_target)?;
+                    if moved.restarted {
+                        server = crate::server::Tracker::default();
+                    }
+                    if let Some(s) = &moved.skipped {
+                        server.skip(s);
+                    }
+                    next_snapshot = wall0.elapsed() + self.interval;
+                }
+                h.publish(|st| play.publish(st, last_target.saturating_sub(src0)));
+            }
             let (target, snapshot_due, wall) = match self.pace {
                 Pace::AsFastAsPossible => {
                     // Saturating: a recording's clock may start near the
@@ -101,10 +132,20 @@ impl<'a> Pipeline<'a> {
                     let t = last_target.saturating_add(self.interval.as_nanos() as u64);
                     (t, true, unix0 + (t - src0) as f64 / 1e9)
                 }
-                Pace::Realtime { speed } => {
+                Pace::Realtime { .. } => {
                     let el = wall0.elapsed();
-                    let t = src0.saturating_add((el.as_nanos() as f64 * speed) as u64);
-                    (t, el >= next_snapshot, unix_now())
+                    match play.step_to.take() {
+                        Some(t) => (t, true, unix_now()),
+                        None if play.clock.paused || play.at_end => {
+                            self.source.wait(Duration::from_millis(20));
+                            continue;
+                        }
+                        None => (
+                            play.clock.at(Instant::now()),
+                            el >= next_snapshot,
+                            unix_now(),
+                        ),
+                    }
                 }
             };
             let target = match self.max_source_ns {
@@ -134,8 +175,17 @@ impl<'a> Pipeline<'a> {
                 let info = self.source.info();
                 let mut snap = self.aggregator.snapshot(now, wall, &info);
                 snap.totals.bpf = self.source.bpf_stats();
-                if sink(snap) == Flow::Stop || finished {
+                snap.server = server.view(&self.source.nfsd_threads(), &snap);
+                if sink(snap) == Flow::Stop {
                     return Ok(self.aggregator);
+                }
+                if finished {
+                    // Under playback control the end is one more place
+                    // to seek back from.
+                    if self.playback.is_none() || self.max_source_ns.is_some() {
+                        return Ok(self.aggregator);
+                    }
+                    play.at_end = true;
                 }
                 if let Pace::Realtime { .. } = self.pace {
                     next_snapshot += self.interval;

@@ -34,21 +34,27 @@
 //! ```
 //!
 //! Every error names the file, line and column of the offending value.
+//!
+//! Here: the flags (the source flags are nfsdtop's, from the agent), the
+//! resolved [`Config`] and the checks of the daemon's own values; the
+//! file's schema and its mapping in `file`. The pipeline's settings
+//! (source, class map, speed, interval) are the agent's `SessionConfig`,
+//! with its defaults and checks.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use clap::Parser;
-use nfsdtop_agent::source::demo::Policy;
-use nfsdtop_agent::source::live::Tracepoints;
-use serde::Deserialize;
-use toml::Spanned;
+use nfsdtop_agent::session::config::check_interval;
+use nfsdtop_agent::session::{SessionConfig, SourceArgs};
 
 use crate::auth::PasswordHash;
-use crate::http_config::{FileHttp, HttpSettings};
+use crate::http_config::HttpSettings;
+
+mod file;
+pub(crate) use file::Origin;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
 pub const DEFAULT_TOP_K: usize = 50;
@@ -67,7 +73,8 @@ pub const MAX_BCRYPT_COST: u32 = 14;
 serves its snapshots over HTTP: /metrics (OpenMetrics or Prometheus text), /api/v1/snapshot \
 (JSON), /api/v1/stream (server-sent events for remote TUIs) and /healthz.\n\n\
 Without a source flag it watches this host's nfsd and fails when there is none: it never \
-silently serves the demo. SIGHUP reloads the class map without losing counts."
+silently serves the demo. SIGHUP reloads the class map without losing counts.",
+    mut_arg("class_map", |a| a.help("Class map file: lines of \"PREFIX CLASS [per-peer]\" (reloaded on SIGHUP)."))
 )]
 pub struct Cli {
     /// Print a shell completion script for SHELL and exit.
@@ -79,42 +86,14 @@ pub struct Cli {
     /// TOML configuration file (flags override it).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Live source: wait up to SECS for nfsd's tracepoints to appear (nfsd started later).
-    #[arg(long, value_name = "SECS")]
-    pub wait: Option<f64>,
-    /// Live source: tracefs mount point [default: /sys/kernel/tracing].
-    #[arg(long, value_name = "DIR")]
-    pub tracefs: Option<PathBuf>,
-    /// Live source: have the kernel time nfsdtop's BPF programs (kernel.bpf_stats_enabled while running) and export their run time; costs two clock reads per tracepoint hit.
-    #[arg(long)]
-    pub bpf_stats: bool,
-    /// Live source: size of the BPF ring buffer, e.g. 64M (a power of two from 4096 bytes to 1G) [default: 16M]. Enlarge it when events are lost (nfsdtop_events_lost_total grows).
-    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
-    pub ring_size: Option<u32>,
-    /// Live source: raw tracepoints where the kernel's BTF allows (the default; kept for scripts that pass it).
-    #[arg(long, hide = true, conflicts_with = "classic_tracepoints")]
-    pub raw_tracepoints: bool,
-    /// Live source: watch every event through its classic tracepoint instead of the default raw tracepoints (which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once).
-    #[arg(long)]
-    pub classic_tracepoints: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Address to serve on [default: 127.0.0.1:9847].
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
     /// Allow a non-loopback --listen address (serve other hosts).
     #[arg(long)]
     pub expose: bool,
-    /// Serve the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml).
-    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "movers", conflicts_with = "replay")]
-    pub demo: Option<String>,
-    /// Dispatch policy of the demo server: flat|rr-peer|rr-class.
-    #[arg(long, value_name = "P", value_parser = parse_policy)]
-    pub policy: Option<Policy>,
-    /// Replay a recording made by `nfsdtop record`.
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
-    /// Class map file: lines of "PREFIX CLASS [per-peer]" (reloaded on SIGHUP).
-    #[arg(long, value_name = "FILE")]
-    pub class_map: Option<PathBuf>,
     /// Peers with their own series in /metrics; the rest are summed into peer="other" [default: 50].
     #[arg(long, value_name = "K")]
     pub top_k: Option<usize>,
@@ -130,9 +109,6 @@ pub struct Cli {
     /// Seconds between snapshots [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,
-    /// Run a demo or replay this many times faster than real time (0 = as fast as possible) [default: 1].
-    #[arg(long, value_name = "X")]
-    pub speed: Option<f64>,
     /// Hash client addresses in every output (pseudonyms change per run
     /// unless redact_key is set in the config file).
     #[arg(long)]
@@ -145,24 +121,6 @@ pub struct Cli {
     pub tls_key: Option<PathBuf>,
 }
 
-fn parse_policy(s: &str) -> Result<Policy, String> {
-    s.parse()
-}
-
-fn parse_ring_size(s: &str) -> Result<u32, String> {
-    nfsdtop_agent::source::live::bpf::parse_ring_size(s)
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum SourceChoice {
-    Live,
-    Demo {
-        scenario: String,
-        policy: Option<Policy>,
-    },
-    Replay(PathBuf),
-}
-
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
     pub cert: PathBuf,
@@ -173,24 +131,14 @@ pub struct TlsFiles {
 pub struct Config {
     pub listen: SocketAddr,
     pub expose: bool,
-    pub class_map: Option<PathBuf>,
     pub top_k: usize,
     pub top_k_classes: usize,
     pub max_streams: usize,
-    pub interval: Duration,
-    pub speed: f64,
-    /// Live source: how long to wait for nfsd's tracepoints.
-    pub wait: Option<Duration>,
-    pub tracefs: Option<PathBuf>,
-    /// Live source: kernel BPF run-time statistics on while attached.
-    pub bpf_stats: bool,
-    /// Live source: which events go on raw tracepoints.
-    pub tracepoints: Tracepoints,
-    /// Live source: the BPF ring buffer's size in bytes.
-    pub ring_bytes: u32,
+    /// The source, class map, speed and interval: the pipeline's settings,
+    /// as nfsdtop's.
+    pub session: SessionConfig,
     /// The fairness ratio under which an entity counts as unfairly served.
     pub unfair_ratio: f64,
-    pub source: SourceChoice,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
     /// Redact client addresses: None = no; Some(None) = random key;
@@ -198,87 +146,6 @@ pub struct Config {
     pub redact: Option<Option<String>>,
     /// The `[http]` table.
     pub http: HttpSettings,
-}
-
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<Spanned<String>>,
-    expose: Option<bool>,
-    class_map: Option<Spanned<PathBuf>>,
-    top_k: Option<Spanned<i64>>,
-    top_k_classes: Option<Spanned<i64>>,
-    max_streams: Option<Spanned<i64>>,
-    interval: Option<Spanned<f64>>,
-    speed: Option<Spanned<f64>>,
-    wait: Option<Spanned<f64>>,
-    ring_size: Option<Spanned<RingSize>>,
-    unfair_ratio: Option<Spanned<f64>>,
-    source: Option<Spanned<FileSource>>,
-    tls_server_config: Option<Spanned<FileTls>>,
-    basic_auth_users: Option<BTreeMap<String, Spanned<String>>>,
-    redact: Option<bool>,
-    redact_key: Option<Spanned<String>>,
-    bpf_stats: Option<bool>,
-    raw_tracepoints: Option<bool>,
-    http: Option<FileHttp>,
-}
-
-/// `ring_size = 16777216` or `ring_size = "16M"`.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum RingSize {
-    Bytes(i64),
-    Text(String),
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct FileSource {
-    kind: Spanned<String>,
-    scenario: Option<Spanned<String>>,
-    policy: Option<Spanned<String>>,
-    path: Option<Spanned<PathBuf>>,
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct FileTls {
-    cert_file: Spanned<PathBuf>,
-    key_file: Spanned<PathBuf>,
-}
-
-/// Where in the config file a value was (for error messages).
-pub(crate) struct Origin<'a> {
-    path: &'a Path,
-    text: &'a str,
-}
-
-impl Origin<'_> {
-    fn at(&self, offset: usize) -> String {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-        format!("{}:{line}:{col}", self.path.display())
-    }
-
-    pub(crate) fn err<T>(
-        &self,
-        span: std::ops::Range<usize>,
-        reason: impl std::fmt::Display,
-    ) -> anyhow::Result<T> {
-        Err(anyhow!("{}: {reason}", self.at(span.start)))
-    }
-
-    /// Paths in the file are relative to the file's directory.
-    fn path(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.path.parent().unwrap_or(Path::new(".")).join(p)
-        }
-    }
 }
 
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -329,24 +196,6 @@ lower cost, e.g. `htpasswd -nBC 12 {user}`"
     }
 }
 
-fn check_interval(s: f64) -> Result<Duration, String> {
-    if !(0.05..=3600.0).contains(&s) || !s.is_finite() {
-        return Err(format!(
-            "interval must be between 0.05 and 3600 seconds, not {s}"
-        ));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-fn check_speed(s: f64) -> Result<f64, String> {
-    if !s.is_finite() || !(0.0..=1_000_000.0).contains(&s) {
-        return Err(format!(
-            "speed must be between 0 (as fast as possible) and 1000000, not {s}"
-        ));
-    }
-    Ok(s)
-}
-
 fn check_unfair_ratio(r: f64) -> Result<f64, String> {
     if !(r.is_finite() && r > 0.0 && r <= 1.0) {
         return Err(format!(
@@ -356,34 +205,17 @@ fn check_unfair_ratio(r: f64) -> Result<f64, String> {
     Ok(r)
 }
 
-fn check_wait(s: f64) -> Result<Duration, String> {
-    if !s.is_finite() || !(0.0..=31_536_000.0).contains(&s) {
-        return Err(format!(
-            "wait must be between 0 and 31536000 seconds, not {s}"
-        ));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
 impl Config {
     /// The flags, over the config file when one is given.
     pub fn resolve(cli: &Cli) -> anyhow::Result<Config> {
         let mut cfg = Config {
             listen: parse_listen(DEFAULT_LISTEN).map_err(|e| anyhow!(e))?,
             expose: false,
-            class_map: None,
             top_k: DEFAULT_TOP_K,
             top_k_classes: DEFAULT_TOP_K_CLASSES,
             max_streams: crate::stream::DEFAULT_MAX_STREAMS,
-            interval: Duration::from_secs(1),
-            speed: 1.0,
-            wait: None,
-            tracefs: None,
-            bpf_stats: false,
-            tracepoints: Tracepoints::Raw,
-            ring_bytes: nfsdtop_agent::source::live::bpf::DEFAULT_RING_BYTES,
+            session: SessionConfig::default(),
             unfair_ratio: crate::metrics::DEFAULT_UNFAIR_BELOW,
-            source: SourceChoice::Live,
             tls: None,
             users: BTreeMap::new(),
             redact: None,
@@ -411,154 +243,6 @@ impl Config {
         Ok(cfg)
     }
 
-    fn apply_file(&mut self, path: &Path, text: &str) -> anyhow::Result<()> {
-        let o = Origin { path, text };
-        let f: FileConfig = match toml::from_str(text) {
-            Ok(f) => f,
-            Err(e) => {
-                let at = match e.span() {
-                    Some(span) => o.at(span.start),
-                    None => path.display().to_string(),
-                };
-                bail!("{at}: {}", e.message().trim_end());
-            }
-        };
-        if let Some(l) = &f.listen {
-            match parse_listen(l.get_ref()) {
-                Ok(a) => self.listen = a,
-                Err(e) => return o.err(l.span(), e),
-            }
-        }
-        if let Some(x) = f.bpf_stats {
-            self.bpf_stats = x;
-        }
-        if let Some(x) = f.raw_tracepoints {
-            self.tracepoints = if x {
-                Tracepoints::Raw
-            } else {
-                Tracepoints::Classic
-            };
-        }
-        if let Some(x) = f.expose {
-            self.expose = x;
-        }
-        if let Some(c) = &f.class_map {
-            self.class_map = Some(o.path(c.get_ref()));
-        }
-        if let Some(k) = &f.top_k {
-            self.top_k = check_top_k(*k.get_ref(), "top_k").or_else(|e| o.err(k.span(), e))?;
-        }
-        if let Some(k) = &f.top_k_classes {
-            self.top_k_classes =
-                check_top_k(*k.get_ref(), "top_k_classes").or_else(|e| o.err(k.span(), e))?;
-        }
-        if let Some(n) = &f.max_streams {
-            self.max_streams =
-                check_max_streams(*n.get_ref(), "max_streams").or_else(|e| o.err(n.span(), e))?;
-        }
-        if let Some(i) = &f.interval {
-            self.interval = check_interval(*i.get_ref()).or_else(|e| o.err(i.span(), e))?;
-        }
-        if let Some(s) = &f.speed {
-            self.speed = check_speed(*s.get_ref()).or_else(|e| o.err(s.span(), e))?;
-        }
-        if let Some(w) = &f.wait {
-            self.wait = Some(check_wait(*w.get_ref()).or_else(|e| o.err(w.span(), e))?);
-        }
-        if let Some(r) = &f.ring_size {
-            let parsed = match r.get_ref() {
-                RingSize::Bytes(n) => parse_ring_size(&n.to_string()),
-                RingSize::Text(t) => parse_ring_size(t),
-            };
-            self.ring_bytes = parsed.or_else(|e| o.err(r.span(), format!("ring_size: {e}")))?;
-        }
-        if let Some(r) = &f.unfair_ratio {
-            self.unfair_ratio = check_unfair_ratio(*r.get_ref()).or_else(|e| o.err(r.span(), e))?;
-        }
-        if let Some(src) = &f.source {
-            let s = src.get_ref();
-            let policy = match &s.policy {
-                Some(p) => Some(
-                    p.get_ref()
-                        .parse::<Policy>()
-                        .or_else(|e| o.err(p.span(), e))?,
-                ),
-                None => None,
-            };
-            self.source = match s.kind.get_ref().as_str() {
-                "live" => SourceChoice::Live,
-                "demo" => SourceChoice::Demo {
-                    scenario: match &s.scenario {
-                        Some(sc) => {
-                            let v = sc.get_ref();
-                            if v.ends_with(".toml") {
-                                o.path(Path::new(v)).display().to_string()
-                            } else {
-                                v.clone()
-                            }
-                        }
-                        None => "movers".into(),
-                    },
-                    policy,
-                },
-                "replay" => match &s.path {
-                    Some(p) => SourceChoice::Replay(o.path(p.get_ref())),
-                    None => {
-                        return o.err(src.span(), "source kind \"replay\" needs path = \"FILE\"")
-                    }
-                },
-                other => {
-                    return o.err(
-                        s.kind.span(),
-                        format!("unknown source kind {other:?}: expected live, demo or replay"),
-                    )
-                }
-            };
-            if policy.is_some() && !matches!(self.source, SourceChoice::Demo { .. }) {
-                return o.err(
-                    s.policy.as_ref().map(|p| p.span()).unwrap_or(src.span()),
-                    "policy applies to kind = \"demo\" only",
-                );
-            }
-        }
-        if let Some(t) = &f.tls_server_config {
-            let t = t.get_ref();
-            self.tls = Some(TlsFiles {
-                cert: o.path(t.cert_file.get_ref()),
-                key: o.path(t.key_file.get_ref()),
-            });
-        }
-        if let Some(k) = &f.redact_key {
-            if k.get_ref().len() < 16 {
-                return o.err(k.span(), "redact_key must be at least 16 characters");
-            }
-        }
-        match (f.redact, &f.redact_key) {
-            (Some(false), _) => self.redact = None,
-            (_, Some(k)) => self.redact = Some(Some(k.get_ref().clone())),
-            (Some(true), None) => self.redact = Some(None),
-            (None, None) => {}
-        }
-        if let Some(h) = &f.http {
-            crate::http_config::apply(&o, h, &mut self.http)?;
-        }
-        if let Some(users) = &f.basic_auth_users {
-            for (user, hash) in users {
-                if user.is_empty() || user.contains(':') {
-                    return o.err(
-                        hash.span(),
-                        format!("invalid user name {user:?} (empty or contains ':')"),
-                    );
-                }
-                check_bcrypt_cost(hash.get_ref(), user).or_else(|e| o.err(hash.span(), e))?;
-                let h = PasswordHash::parse(hash.get_ref())
-                    .or_else(|e| o.err(hash.span(), format!("user {user:?}: {e}")))?;
-                self.users.insert(user.clone(), h);
-            }
-        }
-        Ok(())
-    }
-
     fn apply_cli(&mut self, cli: &Cli) -> anyhow::Result<()> {
         if let Some(l) = &cli.listen {
             self.listen = parse_listen(l).map_err(|e| anyhow!("--listen: {e}"))?;
@@ -568,9 +252,6 @@ impl Config {
         }
         if cli.redact && self.redact.is_none() {
             self.redact = Some(None);
-        }
-        if let Some(c) = &cli.class_map {
-            self.class_map = Some(c.clone());
         }
         if let Some(k) = cli.top_k {
             self.top_k =
@@ -585,46 +266,13 @@ impl Config {
                 .map_err(|e| anyhow!(e))?;
         }
         if let Some(i) = cli.interval {
-            self.interval = check_interval(i).map_err(|e| anyhow!("--interval: {e}"))?;
-        }
-        if let Some(s) = cli.speed {
-            self.speed = check_speed(s).map_err(|e| anyhow!("--speed: {e}"))?;
-        }
-        if let Some(w) = cli.wait {
-            self.wait = Some(check_wait(w).map_err(|e| anyhow!("--wait: {e}"))?);
-        }
-        if let Some(r) = cli.ring_size {
-            self.ring_bytes = r;
+            self.session.interval = check_interval(i).map_err(|e| anyhow!("--interval: {e}"))?;
         }
         if let Some(r) = cli.unfair_ratio {
             self.unfair_ratio =
                 check_unfair_ratio(r).map_err(|e| anyhow!("--unfair-ratio: {e}"))?;
         }
-        if let Some(t) = &cli.tracefs {
-            self.tracefs = Some(t.clone());
-        }
-        if cli.bpf_stats {
-            self.bpf_stats = true;
-        }
-        if cli.raw_tracepoints {
-            self.tracepoints = Tracepoints::Raw;
-        }
-        if cli.classic_tracepoints {
-            self.tracepoints = Tracepoints::Classic;
-        }
-        if let Some(d) = &cli.demo {
-            self.source = SourceChoice::Demo {
-                scenario: d.clone(),
-                policy: cli.policy,
-            };
-        } else if let Some(r) = &cli.replay {
-            self.source = SourceChoice::Replay(r.clone());
-        } else if let Some(p) = cli.policy {
-            match &mut self.source {
-                SourceChoice::Demo { policy, .. } => *policy = Some(p),
-                _ => bail!("--policy applies to the demo server only: add --demo [SCENARIO]"),
-            }
-        }
+        cli.source.apply(&mut self.session)?;
         if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
             self.tls = Some(TlsFiles {
                 cert: cert.clone(),

@@ -10,16 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context as _};
 use clap::Parser;
-use nfsdtop_agent::aggregate::{Aggregator, Limits};
-use nfsdtop_agent::classify::ClassMap;
-use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::pipeline::{Control, Flow};
 use nfsdtop_agent::redact::Redactor;
-use nfsdtop_agent::source::live::LiveOptions;
-use nfsdtop_agent::source::{Source, SourceSpec};
+use nfsdtop_agent::session::{NoNfsd, Session, SourceChoice};
+use nfsdtop_agent::source::SourceSpec;
 use tokio::sync::watch;
 
 use crate::auth::Auth;
-use crate::config::{Cli, Config, SourceChoice};
+use crate::config::{Cli, Config};
 use crate::log::log;
 use crate::metrics::{self, MetricsState};
 use crate::server::{self, AppState};
@@ -54,54 +52,31 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn spec_of(cfg: &Config) -> SourceSpec {
-    match &cfg.source {
-        SourceChoice::Live => SourceSpec::Live(LiveOptions {
-            wait_for_nfsd: cfg.wait,
-            tracefs: cfg.tracefs.clone(),
-            kernel_stats: cfg.bpf_stats,
-            tracepoints: cfg.tracepoints,
-            ring_bytes: cfg.ring_bytes,
-            ..LiveOptions::default()
-        }),
-        SourceChoice::Demo { scenario, policy } => SourceSpec::Demo {
-            scenario: scenario.clone(),
-            policy: *policy,
-        },
-        SourceChoice::Replay(path) => SourceSpec::Replay { path: path.clone() },
-    }
-}
-
-pub fn open_source(cfg: &Config) -> anyhow::Result<(SourceSpec, Box<dyn Source>)> {
-    let spec = spec_of(cfg);
-    let src = match spec.open() {
+/// Open the source the configuration names: never the demo in place of
+/// a missing nfsd.
+pub fn open_source(cfg: &Config) -> anyhow::Result<Session> {
+    let session = match Session::open(&cfg.session, NoNfsd::Fail) {
         Ok(s) => s,
-        Err(e) if matches!(spec, SourceSpec::Live(_)) => {
+        Err(e) if cfg.session.source == SourceChoice::Live => {
             return Err(anyhow!(
-                "cannot watch this host's nfsd: {e:#}\n\
+                "{e:#}\n\
 nfsdtopd never falls back to the demo server on its own: pass --demo [SCENARIO] to serve the \
 simulated one, or --replay FILE for a recording"
             ))
         }
-        Err(e) => return Err(e.context("cannot open the event source")),
+        Err(e) => return Err(e),
     };
     // E.g. a replay's gaps or damage: said once, at the start.
-    if let Some(n) = src.notice() {
+    if let Some(n) = session.notice() {
         crate::log::log(n);
     }
-    Ok((spec, src))
-}
-
-pub fn load_class_map(cfg: &Config, spec: &SourceSpec) -> anyhow::Result<ClassMap> {
-    match &cfg.class_map {
-        Some(p) => ClassMap::load(p),
-        None => Ok(spec.builtin_classmap()?.unwrap_or_default()),
-    }
+    Ok(session)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::resolve(&cli)?;
-    let (spec, source) = open_source(&cfg)?;
+    let mut session = open_source(&cfg)?;
+    let spec = session.spec().clone();
     if matches!(spec, SourceSpec::Live(_)) {
         // Attached: give up what attaching needed, before any other thread
         // (pipeline, HTTP) starts and inherits it.
@@ -118,7 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Err(e) => log(format_args!("warning: cannot drop capabilities: {e}")),
         }
     }
-    let classmap = load_class_map(&cfg, &spec)?;
+    session.load_class_map()?;
     let tls = match &cfg.tls {
         Some(t) => Some(crate::tls::server_config(&t.cert, &t.key)?),
         None => None,
@@ -145,8 +120,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     )));
     let unfair = crate::unfair::UnfairSource(metrics_state.clone());
     let registry = metrics::registry(metrics_state.clone());
-    let (metrics_tx, metrics_rx) =
-        watch::channel::<Arc<str>>(metrics::encode_openmetrics(&registry).into());
+    let (metrics_tx, metrics_rx) = watch::channel(Arc::new(metrics::Exposition::new(
+        metrics::encode_openmetrics(&registry),
+    )));
     let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
     let tx = Arc::new(tx);
     let streams = Arc::new(Streams::new(cfg.max_streams, cfg.redact.is_some()));
@@ -163,45 +139,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let stopping = stopping.clone();
         let state = metrics_state.clone();
         let streams = streams.clone();
-        let pace = if cfg.speed == 0.0 {
-            Pace::AsFastAsPossible
-        } else {
-            Pace::Realtime { speed: cfg.speed }
-        };
-        let interval = cfg.interval;
-        let mut aggregator = Aggregator::new(classmap, Limits::default());
-        if let Some(r) = &redactor {
-            aggregator = aggregator.with_redactor(r.clone());
-        }
-        std::thread::Builder::new()
-            .name("nfsdtopd-pipeline".into())
-            .spawn(move || {
-                let pipeline = Pipeline {
-                    pace,
-                    ..Pipeline::new(source, aggregator, interval)
-                };
-                let res = pipeline.run(Some(ctl_rx), move |snap| {
-                    state
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .update(&snap);
-                    // Encode here, once per snapshot: scrapes just copy.
-                    metrics_tx.send_replace(metrics::encode_openmetrics(&registry).into());
-                    let published = Arc::new(Published::new(snap));
-                    let seq = published.seq;
-                    tx.send_replace(Some(published));
-                    streams.published(seq);
-                    Flow::Continue
-                });
-                match res {
-                    Ok(_) if stopping.load(std::sync::atomic::Ordering::SeqCst) => {}
-                    Ok(_) => log("the event source has ended; serving the last snapshot"),
-                    Err(e) => log(format_args!(
-                        "the pipeline stopped: {e:#}; serving the last snapshot"
-                    )),
-                }
-            })
-            .context("cannot start the pipeline thread")?
+        session.with_redactor(redactor.clone()).spawn(
+            "nfsdtopd-pipeline",
+            ctl_rx,
+            move |snap| {
+                state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update(&snap);
+                // Encode here, once per snapshot: scrapes just copy.
+                metrics_tx.send_replace(Arc::new(metrics::Exposition::new(
+                    metrics::encode_openmetrics(&registry),
+                )));
+                let published = Arc::new(Published::new(snap));
+                let seq = published.seq;
+                tx.send_replace(Some(published));
+                streams.published(seq);
+                Flow::Continue
+            },
+            move |res| match res {
+                Ok(()) if stopping.load(std::sync::atomic::Ordering::SeqCst) => {}
+                Ok(()) => log("the event source has ended; serving the last snapshot"),
+                Err(e) => log(format_args!(
+                    "the pipeline stopped: {e}; serving the last snapshot"
+                )),
+            },
+        )?
     };
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -209,7 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         latest: rx,
         metrics: metrics_rx,
         auth: Arc::new(Auth::with_limits(cfg.users.clone(), cfg.http.failures)),
-        interval: cfg.interval,
+        interval: cfg.session.interval,
         shutdown: stop_rx,
         streams,
         encoder: Arc::default(),
@@ -283,12 +246,12 @@ async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Contr
     let cfg = Arc::new(cfg);
     let spec = Arc::new(spec);
     while hup.recv().await.is_some() {
-        if cfg.class_map.is_none() {
+        if cfg.session.class_map.is_none() {
             log("SIGHUP: no class map configured (--class-map), nothing to reload");
             continue;
         }
         let (c, s) = (cfg.clone(), spec.clone());
-        match tokio::task::spawn_blocking(move || load_class_map(&c, &s)).await {
+        match tokio::task::spawn_blocking(move || c.session.load_class_map(&s)).await {
             Ok(Ok(m)) => {
                 let n = m.rules().len();
                 if ctl.send(Control::SetClassMap(m)).is_err() {
@@ -308,16 +271,17 @@ async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Contr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfsdtop_agent::source::live::LiveOptions;
 
     #[test]
     fn ring_size_reaches_the_live_source() {
         let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd", "--ring-size", "64M"])).unwrap();
-        match spec_of(&cfg) {
+        match cfg.session.spec() {
             SourceSpec::Live(o) => assert_eq!(o.ring_bytes, 64 << 20),
             other => panic!("not the live source: {other:?}"),
         }
         let cfg = Config::resolve(&Cli::parse_from(["nfsdtopd"])).unwrap();
-        match spec_of(&cfg) {
+        match cfg.session.spec() {
             SourceSpec::Live(o) => assert_eq!(o.ring_bytes, LiveOptions::default().ring_bytes),
             other => panic!("not the live source: {other:?}"),
         }

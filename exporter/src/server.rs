@@ -25,9 +25,9 @@ pub type Latest = watch::Receiver<Option<Arc<Published>>>;
 #[derive(Clone)]
 pub struct AppState {
     pub latest: Latest,
-    /// /metrics in OpenMetrics text, encoded by the pipeline thread right
-    /// after each snapshot (so a scrape never waits for an update).
-    pub metrics: watch::Receiver<Arc<str>>,
+    /// /metrics, encoded by the pipeline thread right after each snapshot
+    /// (so a scrape never waits for an update).
+    pub metrics: watch::Receiver<Arc<metrics::Exposition>>,
     pub auth: Arc<Auth>,
     pub interval: Duration,
     /// Becomes true when the daemon stops: open streams end, so a graceful
@@ -96,11 +96,11 @@ fn wants_openmetrics(headers: &HeaderMap) -> bool {
 
 async fn metrics_handler(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let om = wants_openmetrics(&headers);
-    let text = st.metrics.borrow().clone();
+    let exposition = st.metrics.borrow().clone();
     let body = if om {
-        Ok(text.to_string())
+        Ok(exposition.openmetrics().to_string())
     } else {
-        tokio::task::spawn_blocking(move || metrics::openmetrics_to_text(&text)).await
+        tokio::task::spawn_blocking(move || exposition.text().to_string()).await
     };
     match body {
         Ok(b) => (

@@ -18,7 +18,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot, SourceInfo, Totals};
+use nfsdtop_agent::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Totals};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
@@ -189,6 +189,7 @@ struct ViewOf<'a> {
     totals: &'a Totals,
     peers: Vec<&'a EntityStats>,
     classes: Vec<&'a EntityStats>,
+    server: &'a ServerView,
 }
 
 impl View {
@@ -268,6 +269,7 @@ impl View {
             totals: &s.totals,
             peers: self.pick(EntityKind::Peer, &s.peers),
             classes: self.pick(EntityKind::Class, &s.classes),
+            server: &s.server,
         };
         // About 1 KiB per entity: one allocation instead of a dozen
         // doublings (each a copy of everything so far).

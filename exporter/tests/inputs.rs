@@ -113,13 +113,13 @@ fn a_replay_with_a_huge_gap_says_so_serves_everything_and_rests() {
         }
     });
     // Every stderr line until the replay has ended (it used to spin
-    // through 2^62 ns of empty snapshots, for ever).
+    // through 2^62 ns of empty snapshots, for ever) and the server is
+    // listening: the pipeline and the server start side by side, so
+    // either may say so first.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut lines: Vec<String> = Vec::new();
-    while !lines
-        .iter()
-        .any(|l| l.contains("the event source has ended"))
-    {
+    let seen = |lines: &[String], what: &str| lines.iter().any(|l| l.contains(what));
+    while !(seen(&lines, "the event source has ended") && seen(&lines, "listening on http://")) {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(l) => lines.push(l),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# nfsdtop benchmark, guest side (`cargo xtask bench`, xtask/src/bench.rs).
+# nfsdtop benchmark, guest side (`cargo xtask bench`, xtask/src/bench/guest.rs).
 # The host puts this script (as init.sh), its config and the nfsdtop binary
 # on the input disk; the image's init unpacks them to /vm and execs this.
 #
@@ -21,10 +21,9 @@
 # and gives, with bpftool, the programs' run time and run count.
 # Results: summary.txt (key=value lines) and fio JSON, as a tar archive on
 # /dev/vdc. Markers "NFSDTOP-VM: ..." on the console; every wait bounded.
+# The shared prelude (environment, markers, watchdog, results, nfsd,
+# ftrace) is guest-lib.sh.
 set -u
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export LANG=C
-exec </dev/null
 
 RUN_ID=unknown
 FIO_RUNTIME=8
@@ -38,81 +37,17 @@ IDLE_SECS=5
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
 
-OUT=/tmp/out
-T=/sys/kernel/tracing
-NFSDTOP=/vm/nfsdtop
+# shellcheck source=guest-lib.sh
+. /vm/guest-lib.sh
 EVENTS="svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free"
 
-up() { cut -d' ' -f1 /proc/uptime; }
-mark() { echo "NFSDTOP-VM: $* (t=$(up))"; }
-summary() { echo "$1=$2" >>"$OUT/summary.txt"; }
-
-finished=0
-finish() {
-  [ "$finished" = 1 ] && return
-  finished=1
-  summary t_end "$(up)"
-  dmesg >"$OUT/dmesg.txt" 2>&1
-  if tar -cf /dev/vdc -C "$OUT" . && sync; then
-    mark "results written"
-  else
-    echo "NFSDTOP-VM: FATAL cannot write the output disk"
-  fi
-  echo "NFSDTOP-VM: done"
-  echo o >/proc/sysrq-trigger
-  while :; do sleep 60; done
-}
-fail() {
-  mark "FAIL: $*"
-  summary error "$*"
-  finish
-}
-trap 'fail "guest watchdog: run exceeded ${GUEST_TIMEOUT}s"' USR1
-watchdog() { sleep "$GUEST_TIMEOUT"; kill -USR1 $$; }
-
-# wait_until TIMEOUT DESCRIPTION COMMAND...: poll a condition, bounded.
-wait_until() {
-  local timeout=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + timeout))
-  until "$@"; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      mark "timed out after ${timeout}s waiting for $what"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-mount -t tmpfs -o mode=0755 tmpfs /run
-mount -t tmpfs tmpfs /tmp
-mkdir -p "$OUT" /dev/pts /dev/shm
-mount -t devpts devpts /dev/pts
-mount -t tmpfs tmpfs /dev/shm
-mount -t tracefs tracefs $T || fail "cannot mount tracefs"
-mount -t bpf bpf /sys/fs/bpf || fail "cannot mount bpffs"
-ip link set lo up
-hostname nfsdtop-vm
-watchdog &
-WATCHDOG_PID=$!
-: >"$OUT/summary.txt"
-summary run_id "$RUN_ID"
-summary kernel "$(uname -r)"
-summary nproc "$(nproc)"
+system_up
 summary cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 mark "bench init, kernel $(uname -r)"
 
 # --- nfsd, one loopback mount ------------------------------------------
-modprobe nfsd || fail "modprobe nfsd failed"
-mount -t nfsd nfsd /proc/fs/nfsd || fail "cannot mount the nfsd filesystem"
-mkdir -p /export /run/rpcbind /var/lib/nfs /mnt/nfs
-mount -t tmpfs -o size=$((FILE_MB + 64))m tmpfs /export
-dd if=/dev/zero of=/export/bench.dat bs=1M count="$FILE_MB" status=none
-echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
-timeout 30 rpcbind -w || fail "rpcbind failed"
-timeout 30 exportfs -ra || fail "exportfs failed"
-timeout 60 rpc.nfsd "$NFSD_THREADS" || fail "rpc.nfsd failed"
-timeout 30 rpc.mountd || fail "rpc.mountd failed"
+nfsd_up "$NFSD_THREADS" $((FILE_MB + 64)) bench.dat
+mkdir -p /mnt/nfs
 timeout 120 mount -t nfs -o "vers=3,proto=tcp,nolock,nconnect=$NCONNECT" 127.0.0.1:/export /mnt/nfs ||
   fail "loopback mount failed"
 sysctl -q -w kernel.bpf_stats_enabled=0 || mark "cannot set kernel.bpf_stats_enabled"
@@ -120,7 +55,6 @@ summary nfsd_threads "$(cat /proc/fs/nfsd/threads)"
 mark "nfsd and the loopback mount ready"
 
 # --- helpers -----------------------------------------------------------
-pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
 lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 nfsdtop_ready() { [ "$(lines "$1")" -ge 1 ] || pid_gone "$NFSDTOP_PID"; }
 # utime + stime of a process, in clock ticks
@@ -137,20 +71,12 @@ bpf_stats() {
                   for (i = 1; i <= NF; i++) { if ($i == "run_time_ns") rt = $(i + 1); if ($i == "run_cnt") rc = $(i + 1) }
                   if (name ~ /^(raw_)?svc_/) print name, rt, rc }'
 }
-ftrace_on() {
-  echo 0 >$T/tracing_on
-  echo nop >$T/current_tracer
-  echo 65536 >$T/buffer_size_kb
-  echo >$T/trace
-  for e in $EVENTS; do
-    [ -f "$T/events/sunrpc/$e/enable" ] && echo 1 >"$T/events/sunrpc/$e/enable"
-  done
-  echo 1 >$T/tracing_on
-}
+# shellcheck disable=SC2086
+ftrace_on() { ftrace_enable 65536 $EVENTS; }
 ftrace_off() {
   echo 0 >$T/tracing_on
-  summary "ftrace_entries.$1" "$(cat $T/per_cpu/cpu*/stats | awk '/^entries:/ {n += $2} END {print n + 0}')"
-  summary "ftrace_overrun.$1" "$(cat $T/per_cpu/cpu*/stats | awk '/^overrun:/ {n += $2} END {print n + 0}')"
+  summary "ftrace_entries.$1" "$(ftrace_sum entries)"
+  summary "ftrace_overrun.$1" "$(ftrace_sum overrun)"
   for e in $T/events/sunrpc/*/enable; do echo 0 >"$e"; done
   echo >$T/trace
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # nfsdtop VM test: the guest side of one run (see scripts/vm/README.md and
-# xtask/src/vm.rs). The host puts this script, its config and the nfsdtop
+# xtask/src/vm/). The host puts this script, its config and the nfsdtop
 # binary on the input disk; nfsdtop-vm-init unpacks them to /vm and execs
 # this. It starts a real nfsd with few threads, makes client network
 # namespaces (IPv4 and IPv6, different nconnect), runs fio from all of them
@@ -8,10 +8,9 @@
 # events, then writes everything it saw to the output disk (/dev/vdc, a
 # plain tar archive) and powers off. Every step has a timeout; progress
 # goes to the console as "NFSDTOP-VM: ..." markers the host waits for.
+# The shared prelude (environment, markers, watchdog, results, nfsd,
+# ftrace) is guest-lib.sh.
 set -u
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export LANG=C
-exec </dev/null
 
 # Defaults; /vm/config (written by the host) overrides them.
 RUN_ID=unknown
@@ -22,91 +21,22 @@ GUEST_TIMEOUT=900      # the guest gives up and reports after this long
 NFSDTOP_MAX_N=900      # -n bound for nfsdtop (it is stopped when the load is done)
 TRACE_KB=65536         # ftrace buffer per CPU
 FAULTS=""              # space-separated fault scenarios (issue 4)
+AFTER_MAIN=""          # scenarios sourced after the main measurement (scenario-NAME.sh)
 SCENARIO=main          # main | wait (nfsdtop --wait started before nfsd)
 # name  family  nconnect  (client i gets 10.99.i.2 or fd99:i::2, server .1)
 CLIENTS="c1:4:1 c2:4:4 c3:6:8"
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
 
-OUT=/tmp/out
-T=/sys/kernel/tracing
-NFSDTOP=/vm/nfsdtop
+# shellcheck source=guest-lib.sh
+. /vm/guest-lib.sh
 
-up() { cut -d' ' -f1 /proc/uptime; }
-mark() {
-  echo "NFSDTOP-VM: $* (t=$(up))"
-  [ -d "$OUT" ] && echo "$(up) $*" >>"$OUT/markers.txt"
-}
-summary() { echo "$1=$2" >>"$OUT/summary.txt"; }
-
-finished=0
-finish() {
-  [ "$finished" = 1 ] && return
-  finished=1
-  mark "collecting results"
-  summary t_end "$(up)"
-  dmesg >"$OUT/dmesg.txt" 2>&1
-  cat /proc/fs/nfsd/pool_stats >"$OUT/pool_stats.txt" 2>/dev/null
-  ps -eo pid,stat,etimes,args >"$OUT/ps.txt" 2>&1
-  if tar -cf /dev/vdc -C "$OUT" . && sync; then
-    mark "results written"
-  else
-    echo "NFSDTOP-VM: FATAL cannot write the output disk"
-  fi
-  echo "NFSDTOP-VM: done"
-  echo o >/proc/sysrq-trigger
-  while :; do sleep 60; done
-}
-fail() {
-  mark "FAIL: $*"
-  summary error "$*"
-  finish
-}
-# A guest-side watchdog, so a wedged step still reports what it had.
-trap 'fail "guest watchdog: run exceeded ${GUEST_TIMEOUT}s"' USR1
-watchdog() { sleep "$GUEST_TIMEOUT"; kill -USR1 $$; }
-
-# wait_until TIMEOUT DESCRIPTION COMMAND...: poll a condition (every 0.2 s)
-# until it holds; returns 1 on timeout. A condition wait, not a fixed sleep.
-wait_until() {
-  local timeout=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + timeout))
-  until "$@"; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      mark "timed out after ${timeout}s waiting for $what"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-# --- basic system --------------------------------------------------------
-mount -t tmpfs -o mode=0755 tmpfs /run
-mount -t tmpfs tmpfs /tmp
-mkdir -p "$OUT" /dev/pts /dev/shm
-mount -t devpts devpts /dev/pts
-mount -t tmpfs tmpfs /dev/shm
-mount -t tracefs tracefs $T || fail "cannot mount tracefs"
-mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
-mount -t bpf bpf /sys/fs/bpf || fail "cannot mount bpffs"
-ip link set lo up
-hostname nfsdtop-vm
-watchdog &
-WATCHDOG_PID=$!
-: >"$OUT/summary.txt"
-summary run_id "$RUN_ID"
-summary kernel "$(uname -r)"
-summary t_init "$(up)"
-summary nproc "$(nproc)"
+system_up
 mark "init started, kernel $(uname -r)"
 
 # --- nfsdtop helpers ----------------------------------------------------------
 have_nfsdtop() { [ -x "$NFSDTOP" ]; }
 jsonl_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
-# gone: exited, i.e. no such process or a zombie not yet reaped (kill -0
-# succeeds on a zombie).
-pid_gone() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in "" | Z*) return 0 ;; *) return 1 ;; esac; }
 nfsdtop_gone() { pid_gone "$NFSDTOP_PID"; }
 nfsdtop_line_or_gone() { [ "$(jsonl_lines "$1")" -ge "$2" ] || nfsdtop_gone; }
 # nfsdtop_launch FILE [args]: batch JSON into FILE, in the background.
@@ -136,20 +66,10 @@ fi
 
 # --- nfsd --------------------------------------------------------------
 start_nfsd() {
-  modprobe nfsd || fail "modprobe nfsd failed"
-  mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || fail "cannot mount the nfsd filesystem"
-  mkdir -p /export /run/rpcbind /var/lib/nfs
-  if ! mountpoint -q /export; then
-    mount -t tmpfs -o size=$((FILE_MB * 8 + 64))m tmpfs /export
-    for spec in $CLIENTS; do
-      dd if=/dev/zero of="/export/${spec%%:*}.dat" bs=1M count="$FILE_MB" status=none
-    done
-  fi
-  echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
-  pidof rpcbind >/dev/null || timeout 30 rpcbind -w || fail "rpcbind failed"
-  timeout 30 exportfs -ra || fail "exportfs failed"
-  timeout 60 rpc.nfsd "$NFSD_THREADS" || fail "rpc.nfsd failed"
-  pidof rpc.mountd >/dev/null || timeout 30 rpc.mountd || fail "rpc.mountd failed"
+  local spec files=""
+  for spec in $CLIENTS; do files="$files ${spec%%:*}.dat"; done
+  # shellcheck disable=SC2086
+  nfsd_up "$NFSD_THREADS" $((FILE_MB * 8 + 64)) $files
 }
 stop_nfsd() {
   timeout 60 rpc.nfsd 0 || mark "rpc.nfsd 0 failed"
@@ -190,19 +110,10 @@ mark "client namespaces ready: $CLIENTS"
 
 # --- ftrace: the independent ground truth ----------------------------------
 ftrace_start() {
-  echo 0 >$T/tracing_on
-  echo nop >$T/current_tracer
-  echo "$TRACE_KB" >$T/buffer_size_kb || fail "cannot size the ftrace buffer"
-  echo >$T/trace
-  for e in svc_xprt_dequeue svc_xprt_enqueue svc_stats_latency svc_xprt_accept svc_xprt_close svc_xprt_free; do
-    [ -f "$T/events/sunrpc/$e/enable" ] && echo 1 >"$T/events/sunrpc/$e/enable"
-  done
-  echo 1 >$T/tracing_on
+  ftrace_enable "$TRACE_KB" svc_xprt_dequeue svc_xprt_enqueue svc_stats_latency svc_xprt_accept svc_xprt_close svc_xprt_free
 }
-ftrace_entries() {
-  # entries recorded so far, over all CPUs (quiescence check)
-  cat $T/per_cpu/cpu*/stats | awk '/^entries:/ {n += $2} END {print n + 0}'
-}
+# entries recorded so far, over all CPUs (quiescence check)
+ftrace_entries() { ftrace_sum entries; }
 # ftrace_stop TAG: stop, save stats and trace as *-TAG.txt.
 ftrace_stop() {
   echo 0 >$T/tracing_on
@@ -292,6 +203,9 @@ load() {
   # A fault scenario may do something to the server while fio runs.
   [ -n "${DURING_LOAD:-}" ] && "$DURING_LOAD"
   wait "$fio" || mark "fio failed for $tag"
+  # nfsd's thread count as the server had it under the load (the agent's
+  # snapshot reports it too).
+  summary "nfsd_threads.$tag" "$(cat /proc/fs/nfsd/threads 2>/dev/null)"
   summary "t_fio_done.$tag" "$(up)"
   umount_clients
   wait_until 60 "the server to close every connection" no_nfs_conns || summary "quiescent.$tag" no
@@ -362,6 +276,17 @@ else
 fi
 measure main
 mark "main measurement done"
+
+# --- scenarios after the main measurement (issue 23: whatif) -------------
+for s in $AFTER_MAIN; do
+  if [ -f "/vm/scenario-$s.sh" ]; then
+    mark "scenario $s"
+    # shellcheck source=/dev/null
+    . "/vm/scenario-$s.sh"
+  else
+    summary "scenario.$s" "unknown"
+  fi
+done
 
 # --- faults (issue 4) ------------------------------------------------------
 for f in $FAULTS; do

@@ -15,7 +15,7 @@ use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossterm::event::{self, Event};
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use nfsdtop::state::{Action, RemoteStatus, State};
 use nfsdtop::view;
 use nfsdtop_agent::pipeline::Control;
@@ -79,17 +79,21 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
             return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
         }
     };
+    // Clicks and the wheel come as events (see State::on_mouse); the
+    // terminal gets its own mouse handling back on every way out.
+    let _ = crossterm::execute!(io::stdout(), EnableMouseCapture);
     // ratatui's hook leaves the alternate screen and raw mode; show the
     // cursor again too, before the panic message is printed.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
+        let _ = crossterm::execute!(io::stdout(), DisableMouseCapture, crossterm::cursor::Show);
         hook(info);
     }));
     let end = event_loop(&mut terminal, &mut state, &conn, &signalled, &tty);
     if matches!(end, Ok(End::Hangup)) {
         std::process::exit(HANGUP_STATUS);
     }
+    let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
     ratatui::restore();
     let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
     conn.join();
@@ -180,6 +184,16 @@ fn event_loop<B: Backend>(
         }
         state.tick(Instant::now());
         dirty |= drain(conn, state);
+        if let Some(h) = &conn.playback {
+            let now = h.status();
+            if state.playback.as_ref() != Some(&now) {
+                if now.note.is_some() {
+                    state.message = now.note.clone();
+                }
+                state.playback = Some(now);
+                dirty = true;
+            }
+        }
         if dirty || last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {
             if terminal.draw(|f| view::draw(f, state)).is_err() {
                 // Nothing can be shown any more (EIO: the terminal is gone).
@@ -212,8 +226,16 @@ fn event_loop<B: Backend>(
                         // nothing left to pace.
                         let _ = conn.control.send(Control::SetInterval(d));
                     }
+                    Action::Playback(c) => {
+                        if let Some(h) = &conn.playback {
+                            h.send(c);
+                        }
+                    }
                     Action::Redraw | Action::None => {}
                 },
+                Event::Mouse(m) => {
+                    state.on_mouse(m);
+                }
                 Event::Resize(..) if terminal.autoresize().is_err() => return Ok(End::Hangup),
                 _ => {}
             }

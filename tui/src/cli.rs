@@ -52,19 +52,16 @@ pub enum Command {
     Manpage { dir: Option<std::path::PathBuf> },
 }
 
+/// Where the snapshots come from: a local source (the flags the agent
+/// shares with nfsdtopd) or a remote agent.
 #[derive(Args, Debug, Clone)]
+#[group(skip)]
+#[command(mut_arg("policy", |a| a.requires("demo")))]
 pub struct SourceArgs {
-    /// Watch the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file).
-    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "movers")]
-    pub demo: Option<String>,
-    /// Dispatch policy of the demo server.
-    #[arg(long, value_parser = PolicyParser, requires = "demo")]
-    pub policy: Option<Policy>,
-    /// Replay a recording made by `nfsdtop record`.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["demo", "connect"])]
-    pub replay: Option<PathBuf>,
+    #[command(flatten)]
+    pub local: nfsdtop_agent::session::SourceArgs,
     /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay"])]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "bench_stage", "bpf_stats"])]
     pub connect: Option<String>,
     /// With --connect https://...: trust the CA certificates in this PEM file instead of the system's.
     #[arg(long, value_name = "FILE", requires = "connect")]
@@ -72,42 +69,9 @@ pub struct SourceArgs {
     /// With --connect: the netrc file holding the agent's user and password ("machine HOST login USER password PASS"; default: $NETRC, else ~/.netrc).
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub netrc_file: Option<PathBuf>,
-    /// Run a demo or replay this many times faster than real time (0 = as fast as possible).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
-    pub speed: f64,
-    /// Class map file: lines of "PREFIX CLASS [per-peer]".
-    #[arg(long, value_name = "FILE")]
-    pub class_map: Option<PathBuf>,
     /// Hash client addresses in every output (for sensitive client lists).
     #[arg(long)]
     pub redact: bool,
-    /// Wait for this host's nfsd (its sunrpc tracepoints) to appear, up to SECS seconds (no value: as long as it takes), instead of showing the demo.
-    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "forever", value_parser = parse_wait, conflicts_with_all = ["demo", "replay", "connect"])]
-    pub wait: Option<f64>,
-    /// tracefs mount point (default: /sys/kernel/tracing).
-    #[arg(long, value_name = "DIR", hide = true)]
-    pub tracefs: Option<PathBuf>,
-    /// Size of the live source's BPF ring buffer, e.g. 16M (a power of two, at least 4096 bytes; too small loses events, which are counted and shown).
-    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size, conflicts_with_all = ["demo", "replay", "connect"])]
-    pub ring_size: Option<u32>,
-    /// Raw tracepoints where the kernel's BTF allows: the default (kept for scripts that pass it).
-    #[arg(long, hide = true, conflicts_with_all = ["demo", "replay", "connect", "classic_tracepoints"])]
-    pub raw_tracepoints: bool,
-    /// Watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
-    #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
-    pub classic_tracepoints: bool,
-    /// Benchmarks only (`cargo xtask bench`): run part of the live pipeline, to split its cost: `hooked` = programs attached but idle, `discard` = records drained and thrown away undecoded.
-    #[arg(long, hide = true, value_name = "STAGE", value_enum, conflicts_with_all = ["demo", "replay", "connect"])]
-    pub bench_stage: Option<BenchStageArg>,
-    /// Have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
-    #[arg(long, conflicts_with_all = ["demo", "replay", "connect"])]
-    pub bpf_stats: bool,
-    /// Most peers the aggregator keeps before it evicts idle ones (tests; default 65536).
-    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
-    pub max_peers: Option<std::num::NonZeroU32>,
-    /// Most transports the aggregator keeps before it evicts idle ones (tests; default 262144).
-    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
-    pub max_transports: Option<std::num::NonZeroU32>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -202,47 +166,7 @@ impl From<Group> for EntityKind {
     }
 }
 
-/// `--policy` and `--whatif`: parsed by the agent's own `Policy` (its
-/// message on a bad value), and listing the values for the completion
-/// scripts and `--help`.
-#[derive(Clone, Copy)]
-pub struct PolicyParser;
-
-impl clap::builder::TypedValueParser for PolicyParser {
-    type Value = Policy;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        _arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<Policy, clap::Error> {
-        let text = value.to_string_lossy();
-        text.parse().map_err(|e: String| {
-            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
-                .with_cmd(cmd)
-        })
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        let all = [
-            (
-                Policy::Flat,
-                "one FIFO of ready transports (today's kernel)",
-            ),
-            (Policy::RrPeer, "round-robin across peers"),
-            (
-                Policy::RrClass,
-                "round-robin across classes of the class map",
-            ),
-        ];
-        Some(Box::new(all.into_iter().map(|(p, help)| {
-            clap::builder::PossibleValue::new(p.to_string()).help(help)
-        })))
-    }
-}
+pub use nfsdtop_agent::session::PolicyParser;
 
 fn parse_delay(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -254,49 +178,9 @@ fn parse_delay(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-fn parse_speed(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| {
-        format!("{s:?} is not a speed factor (e.g. 1, 10, 0.5; 0 = as fast as possible)")
-    })?;
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("speed {v} must be 0 or positive"));
-    }
-    Ok(v)
-}
-
-/// `--ring-size`: bytes, or with a K/M/G suffix (KiB, MiB, GiB).
-fn parse_ring_size(s: &str) -> Result<u32, String> {
-    nfsdtop_agent::source::live::bpf::parse_ring_size(s)
-}
-
-/// `--wait` seconds; "forever" (the flag without a value) is infinite.
-fn parse_wait(s: &str) -> Result<f64, String> {
-    if s == "forever" {
-        return Ok(f64::INFINITY);
-    }
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("{s:?} is not a number of seconds to wait for nfsd")),
-    }
-}
-
-/// A limit of the aggregator's tables (> 0; 4-byte option, so the
-/// arguments stay small).
-fn parse_limit(s: &str) -> Result<std::num::NonZeroU32, String> {
-    s.parse()
-        .map_err(|_| format!("{s:?} is not a positive number"))
-}
-
 fn parse_iterations(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) | Err(_) => Err(format!("{s:?} is not a positive number of iterations")),
         Ok(n) => Ok(n),
     }
-}
-
-/// `--bench-stage` (see `nfsdtop_agent::source::live::BenchStage`).
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BenchStageArg {
-    Hooked,
-    Discard,
 }

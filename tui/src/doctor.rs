@@ -99,6 +99,7 @@ pub fn text(d: &Diagnosis) -> String {
             d.raw_tracepoints.join(", ")
         },
     );
+    line("tracepoint preemption", d.tracepoint_preemption.clone());
     for (name, ev) in &d.events {
         let v = if ev.present {
             format!("present: {}", ev.fields.join(", "))

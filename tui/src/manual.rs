@@ -16,7 +16,22 @@ help; \fBq\fR or Esc closes it
 quit
 .TP
 space, \fBp\fR
-pause and resume (the pipeline keeps counting; the screen stops)
+pause and resume: live, the screen stops while the pipeline keeps counting; a demo or a replay (\fB\-\-speed\fR other than 0) stops its source, and the header's third line starts with where it is ("replay at 12.5/60.0s x1": source time since the start, out of the recording's length, and the speed)
+.TP
+\fB.\fR, \fBn\fR
+demo or replay: step one refresh interval of source time (pausing first)
+.TP
+Left, Right
+demo or replay: seek back or on 10 s of source time. On reads every event up to there (cumulative numbers stay whole); back starts the source again from the beginning and reads up to there. At the end of a replay it stays on its last snapshot (END) until sought back or quit
+.TP
+\fB<\fR, \fB>\fR
+demo or replay: half or double speed (1/16 to 64)
+.TP
+\fB1\fR ... \fB9\fR, \fB0\fR
+sort by the first ... tenth column in display order (NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC, whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
+.TP
+F6, \fBo\fR
+the sort menu: every column with its digit, the one sorted by marked; up/down and Enter pick one (again: reverse), a digit picks at once, Esc closes
 .TP
 \fBs\fR, \fBS\fR
 next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
@@ -25,13 +40,13 @@ next sort column; reverse the sort direction. Rows sort on the values as shown (
 peers or classes
 .TP
 \fB/\fR
-filter rows by name (Enter applies, Esc clears)
+filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), or else a case\-insensitive substring of the name or the class
 .TP
 \fB+\fR, \fB\-\fR
 longer or shorter refresh interval
 .TP
 arrows, \fBj\fR, \fBk\fR, PgUp, PgDn, Home, End, \fBG\fR
-move the selection
+move the selection; with the mouse, a click on a row selects it and the wheel scrolls (the terminal's own selection: hold Shift)
 .TP
 Enter, Esc
 open and close the drill\-down of the selected row: share against fair share over time, the wait histogram, the transports (for a class: its peers, each with its share, ratio and wait p99)
@@ -82,7 +97,15 @@ got everything); events lost since the start; and the wait p50 and p99
 of every dispatch of the interval, whichever entity's. That p50 is not a
 typical row's: it weighs each entity by its dispatches, so when half the
 dispatches waited 18 ms and half 31 ms it can read either from one
-interval to the next while each row's own p50 holds still. Then one line
+interval to the next while each row's own p50 holds still. The third
+line is nfsd itself: its threads (\fB/proc/fs/nfsd/threads\fR live, the
+scenario's in the demo, the recording's in a replay; \fB?\fR when unknown),
+the busy threads (execution time over the interval: the mean number of
+threads in service, and in parentheses that over the threads, the
+saturation that makes a queue at all), the threads of each pool when
+there are several (how busy each pool is needs the kernel's pid\(->pool
+tracepoints of 6.17+ and is not shown), and how many network namespaces
+the peers are in when more than one. Then one line
 per lint ("1 peer below half its fair share while backlogged", "events
 lost", "starved", ...).
 .SH BATCH OUTPUT

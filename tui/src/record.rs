@@ -13,16 +13,15 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
-use nfsdtop_agent::pipeline::{Control, Flow, Pace, Pipeline};
+use nfsdtop_agent::pipeline::{Control, Flow, Pipeline};
 use nfsdtop_agent::record::{Header, Reader, Writer};
 use nfsdtop_agent::redact::Redactor;
+use nfsdtop_agent::session::{NoNfsd, Session};
 use nfsdtop_agent::source::SourceSpec;
 
 use crate::cli::RecordArgs;
-use crate::conn;
 
 /// How often a recording is flushed to disk while running: what a crash
 /// or `kill -9` can lose.
@@ -82,15 +81,20 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
              run `nfsdtop record` on the NFS server itself"
         );
     }
-    let spec = conn::spec_of(&args.source);
+    let cfg = args.source.local.config()?;
+    let spec = cfg.spec();
     check_output(args, &spec)?;
-    let classmap = conn::class_map(&args.source, &spec)?;
-    let source = spec.open().with_context(|| {
-        "cannot open the event source to record (use --demo to record the built-in simulator)"
-    })?;
-    if let Some(n) = source.notice() {
+    let classmap = cfg.load_class_map(&spec)?;
+    let session = Session::open(
+        &cfg,
+        NoNfsd::FailSaying(
+            "cannot open the event source to record (use --demo to record the built-in simulator)",
+        ),
+    )?;
+    if let Some(n) = session.notice() {
         crate::out::warn(n);
     }
+    let source = session.source();
     let info = source.info();
     // A class map can name single hosts (a /32 is a client address), so a
     // redacted recording carries none: it replays grouped by pseudonym.
@@ -112,15 +116,6 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             header.nfsd = h.nfsd;
         }
     }
-    let pace = if !source.is_virtual() {
-        Pace::Realtime { speed: 1.0 }
-    } else if args.source.speed == 0.0 {
-        Pace::AsFastAsPossible
-    } else {
-        Pace::Realtime {
-            speed: args.source.speed,
-        }
-    };
     let created = if may_overwrite(args) {
         Writer::create(&args.output, &header)
     } else {
@@ -207,14 +202,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         };
         let max_source_ns = args.duration.map(|d| (d * 1e9) as u64);
         let pipeline = Pipeline {
-            pace,
             tap: Some(Box::new(tap)),
             max_source_ns,
-            ..Pipeline::new(
-                source,
-                Aggregator::new(classmap, Limits::default()),
-                Duration::from_secs(1),
-            )
+            ..session.with_class_map(classmap).pipeline()?
         };
         pipeline.run(Some(ctl_rx), |_| Flow::Continue)
     };

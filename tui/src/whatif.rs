@@ -44,12 +44,13 @@ pub enum WhatifFormat {
 /// The what-if columns for a replay (`--replay FILE --whatif POLICY`):
 /// the whole recording fitted once, before the UI starts.
 pub fn replay_columns(source: &SourceArgs, policy: Policy) -> anyhow::Result<WhatIf> {
-    let Some(file) = &source.replay else {
+    let Some(file) = &source.local.replay else {
         anyhow::bail!("--whatif needs --replay FILE: the prediction is made from a recording");
     };
     let opts = Options {
         policies: vec![policy],
         class_map: source
+            .local
             .class_map
             .as_deref()
             .map(ClassMap::load)

@@ -162,3 +162,27 @@ fn iterations_and_format_need_batch_mode() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// The JSON record's `server`: TINY's one thread, busy all the time
+/// (100 requests of 10 ms in each second: 1.0 busy thread), in its one
+/// pool, all peers in one network namespace.
+#[test]
+fn json_server_has_the_scenarios_threads_and_the_busy_threads_by_hand() {
+    let out = run("server", &["--format", "json"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let v: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let server = &v["server"];
+    assert_eq!(server["threads"], 1, "{server}");
+    let busy = server["busy_threads"].as_f64().expect("busy threads known");
+    assert!((busy - 1.0).abs() <= 0.011, "busy {busy}, by hand 1.0");
+    assert_eq!(
+        server["pools"],
+        serde_json::json!([{"pool": 0, "threads": 1, "busy_threads": null}])
+    );
+    assert_eq!(
+        server["netns"].as_array().map(Vec::len),
+        Some(1),
+        "{server}"
+    );
+}

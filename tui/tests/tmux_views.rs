@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
+use common::scenario;
 use common::tmux::Tmux;
 
 /// Twelve backlogged peers served round-robin: every interval each gets
@@ -25,14 +24,6 @@ connections = 1
 inflight = 64
 "#;
 
-fn scenario(tag: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nfsdtop-views-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("scenario.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 /// The names of the table's rows, top to bottom.
 fn row_names(screen: &str) -> Vec<String> {
     screen
@@ -45,7 +36,7 @@ fn row_names(screen: &str) -> Vec<String> {
 #[test]
 fn stable_order_over_10_refreshes_of_a_scenario_with_equal_shares() {
     let t = Tmux::new("order");
-    let file = scenario("order", NEAR_EQUAL);
+    let file = scenario("views-order", NEAR_EQUAL);
     t.start(&format!("--demo '{}' -d 0.25", file.display()));
     let want: Vec<String> = (1..=12).map(|i| format!("10.20.0.{i}")).collect();
     // Ten different screens (each refresh changes the rates) with all
@@ -152,7 +143,7 @@ fn panel_lines(screen: &str) -> Option<(usize, usize, usize)> {
 #[test]
 fn the_warnings_panel_scrolls_through_every_line() {
     let t = Tmux::new("warnscroll");
-    let file = scenario("warnscroll", MANY_BELOW);
+    let file = scenario("views-warnscroll", MANY_BELOW);
     t.start_sized(100, 30, "", &format!("--demo '{}' -d 0.5", file.display()));
     t.wait_for("the table with warnings", |s| {
         s.contains("sort: share") && s.contains("below half")
@@ -222,4 +213,77 @@ fn at_80x24_every_line_is_whole() {
         text.contains("nfsdtop: terminal too small (16x5, need 20x6)"),
         "{s}"
     );
+}
+
+/// Four threads, 2 ms a request, one client that always has work: every
+/// thread busy all the time (4.0 busy threads, 100%).
+const FOUR_BUSY: &str = r#"
+name = "four-busy"
+threads = 4
+service_ms = 2.0
+jitter = 0.0
+policy = "flat"
+
+[[client]]
+address = "10.30.0.1"
+connections = 4
+inflight = 64
+"#;
+
+#[test]
+fn the_header_shows_the_demos_threads_and_busy_threads_whole_at_80x24() {
+    let t = Tmux::new("server");
+    let file = scenario("views-server", FOUR_BUSY);
+    t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
+    let s = t.wait_for("the server line", |s| s.contains("nfsd threads 4, busy"));
+    let line = s.lines().find(|l| l.contains("nfsd threads")).unwrap();
+    // After where the demo is ("demo at 0.5s x1 | ").
+    let server = line.trim_end().rsplit(" | ").next().unwrap();
+    assert_eq!(server, "nfsd threads 4, busy 4.0 (100%)", "{s}");
+    assert!(line.starts_with("demo at "), "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    // The table and the footer are still there, whole.
+    assert!(s.contains("10.30.0.1 "), "{s}");
+    assert!(s.lines().any(|l| l.starts_with("q quit")), "{s}");
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+#[test]
+fn help_says_what_each_header_figure_covers_whole_at_80x24() {
+    let t = Tmux::new("help");
+    t.start_sized(80, 24, "", "--demo movers -d 0.5");
+    t.wait_for("the table", |s| s.contains("sort: share"));
+    t.keys(&["?"]);
+    let s = t.wait_for("the whole help", |s| {
+        s.contains("nfsdtop help") && s.lines().last().is_some_and(|l| l.contains('┘'))
+    });
+    for want in [
+        "header",
+        "over every dispatch",
+        "not a row's p50",
+        "busy = thread time / interval",
+        "1-9, 0",
+        "10.0.0.0/24",
+        "<fair",
+        "seek back",
+    ] {
+        assert!(s.contains(want), "{want:?} not in help:\n{s}");
+    }
+    // The box is whole: its right border on every line, and the longest
+    // lines end inside it.
+    let right = s.lines().next().unwrap().chars().position(|c| c == '┐');
+    let right = right.expect("the help's top border");
+    for l in s.lines() {
+        let c = l.chars().nth(right);
+        assert!(matches!(c, Some('│' | '┐' | '┘')), "{l:?}:\n{s}");
+    }
+    for end in [
+        "or click a title│",
+        "10.0.0.0/24, <fair  │",
+        "seek back, on 10 s  │",
+        "PgUp/PgDn scroll)",
+        "(% of the threads)",
+    ] {
+        assert!(s.contains(end), "{end:?} cut:\n{s}");
+    }
 }

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod guest;
 mod install;
 mod vm;
 
@@ -32,7 +33,7 @@ enum Task {
     /// end-to-end tests against real components.
     Test,
     /// Build (once; cached) the Debian guest image for the real-kernel tests.
-    VmImage(vm::ImageArgs),
+    VmImage(guest::image::ImageArgs),
     /// Real-kernel tests: nfsd in QEMU, nfsdtop checked against ftrace.
     VmTest(vm::TestArgs),
     /// Install binaries, man pages, completions, the systemd unit and an
@@ -135,7 +136,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::VmImage(args) => {
             setup("all")?;
-            vm::image(args)
+            guest::image::image(args)
         }
         Task::VmTest(args) => {
             setup("all")?;

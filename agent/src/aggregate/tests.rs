@@ -2,7 +2,7 @@
 //! index on small event sequences. Each comment shows the arithmetic.
 
 use super::*;
-use crate::model::{Bytes, Endpoint};
+use crate::model::{Bytes, Endpoint, EntityStats, Snapshot, SourceInfo};
 
 fn ep(s: &str) -> Endpoint {
     Endpoint::from_socket_addr(s.parse().unwrap())

@@ -237,6 +237,34 @@ pub struct Snapshot {
     pub totals: Totals,
     pub peers: Vec<EntityStats>,
     pub classes: Vec<EntityStats>,
+    /// nfsd's threads and how busy they were (see `crate::server`).
+    #[serde(default)]
+    pub server: ServerView,
+}
+
+/// The server as a whole: threads, busy threads, pools, namespaces.
+/// `None` (JSON `null`) where the source cannot tell, never 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServerView {
+    /// nfsd threads over all pools.
+    pub threads: Option<u32>,
+    /// Mean threads in service over the interval: execution seconds /
+    /// interval seconds. busy_threads / threads is the saturation.
+    pub busy_threads: Option<f64>,
+    /// Thread pools, where known.
+    #[serde(default)]
+    pub pools: Vec<PoolView>,
+    /// Network namespaces (inode numbers) of the peers, ascending.
+    #[serde(default)]
+    pub netns: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct PoolView {
+    pub pool: u32,
+    pub threads: Option<u32>,
+    /// Not measured yet (needs the kernel's pid→pool tracepoints): None.
+    pub busy_threads: Option<f64>,
 }
 
 impl Snapshot {

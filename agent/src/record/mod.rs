@@ -97,13 +97,11 @@ fn nfsd_config(info: &SourceInfo) -> NfsdConfig {
             pools: Some(1),
         },
         SourceKind::Live => {
-            let read = |f: &str| std::fs::read_to_string(Path::new("/proc/fs/nfsd").join(f)).ok();
-            let threads = read("threads").and_then(|t| t.trim().parse().ok());
-            // One number per pool, e.g. "8 8" for two NUMA pools.
-            let pools = read("pool_threads")
-                .map(|t| t.split_whitespace().count() as u32)
-                .filter(|&n| n > 0);
-            NfsdConfig { threads, pools }
+            let t = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
+            NfsdConfig {
+                threads: t.threads,
+                pools: t.pools,
+            }
         }
         SourceKind::Replay | SourceKind::Remote => NfsdConfig::default(),
     }

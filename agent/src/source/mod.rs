@@ -58,6 +58,17 @@ pub trait Source: Send {
     fn bpf_stats(&self) -> Vec<BpfProgramStats> {
         Vec::new()
     }
+
+    /// How much source time the source spans from its start, where it
+    /// ends (a recording).
+    fn length_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// nfsd's threads as far as the source knows (unknown by default).
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        Default::default()
+    }
 }
 
 pub use crate::model::BpfProgramStats;

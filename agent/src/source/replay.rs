@@ -347,6 +347,21 @@ impl Source for ReplaySource {
         }
     }
 
+    fn length_ns(&self) -> Option<u64> {
+        let start = self.reader.header().start_mono_ns;
+        Some(self.scan.last_ts?.saturating_sub(start))
+    }
+
+    /// As recorded in the header (threads per pool were not).
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        let n = self.reader.header().nfsd;
+        crate::server::NfsdThreads {
+            threads: n.threads,
+            pools: n.pools,
+            pool_threads: None,
+        }
+    }
+
     fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
         let h = self.reader.header();
         let since = i128::from(now_ns) + self.shift - i128::from(h.start_mono_ns);

@@ -143,6 +143,17 @@ pub struct Fit {
     pub transports_dropped: u64,
     /// Service times of every transport, for those without their own.
     pub pooled_service_ns: Vec<u64>,
+    /// Time during which some transport waited on the ready queue (so
+    /// every thread was busy), between the first and last dispatch of each
+    /// such period, and the dispatches after the first in it: a thread's
+    /// time per request is threads × this time / these dispatches.
+    pub saturated_ns: u64,
+    pub saturated_dispatches: u64,
+    /// Mean recorded execution time per request (ns).
+    pub mean_service_ns: f64,
+    /// Completions were estimated from dispatches (see
+    /// [`Fitter::with_estimated_completions`]).
+    pub completions_estimated: bool,
 }
 
 struct State {
@@ -188,8 +199,19 @@ pub struct Fitter {
     pooled: Option<Reservoir<u64>>,
     /// Completions estimated from dispatches, not taken from executions.
     estimated: bool,
+    /// A thread's time per request over the recorded execution time,
+    /// known from a first pass ([`Fitter::with_estimated_completions_scaled`]).
+    occupancy_scale: Option<f64>,
     service_sum_ns: u64,
     service_n: u64,
+    /// Transports on the ready queue now; the first and last dispatch and
+    /// the dispatches since one was; the totals over such periods.
+    queued_now: u64,
+    period_first: u64,
+    period_last: u64,
+    period_dispatches: u64,
+    saturated_ns: u64,
+    saturated_dispatches: u64,
 }
 
 /// Requests in service remembered per transport when completions are
@@ -207,6 +229,18 @@ impl Fitter {
     pub fn with_estimated_completions() -> Self {
         Fitter {
             estimated: true,
+            ..Fitter::default()
+        }
+    }
+
+    /// As [`Fitter::with_estimated_completions`], a request taking `k` times
+    /// its transport's mean execution time (a thread's time per request,
+    /// from [`Fit::occupancy_ratio`] of a first pass); service times come
+    /// out scaled by `k`.
+    pub fn with_estimated_completions_scaled(k: f64) -> Self {
+        Fitter {
+            estimated: true,
+            occupancy_scale: Some(k),
             ..Fitter::default()
         }
     }
@@ -262,12 +296,17 @@ impl Fitter {
         }
         match ev.kind {
             EventKind::Enqueue => {
+                let mut newly = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     if !s.queued {
                         arrival(s, ts);
+                        newly = true;
                     }
                     s.queued = true;
                     begin_burst(s, ts);
+                }
+                if newly {
+                    self.queued_now += 1;
                 }
             }
             EventKind::Dequeue { .. } => {
@@ -275,8 +314,11 @@ impl Fitter {
                 self.in_service += 1;
                 self.peak_in_service = self.peak_in_service.max(self.in_service);
                 let (estimated, sum, n) = (self.estimated, self.service_sum_ns, self.service_n);
+                let k = self.occupancy_scale.unwrap_or(1.0);
+                let mut was_queued = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     begin_burst(s, ts);
+                    was_queued = s.queued;
                     s.queued = false;
                     s.in_service += 1;
                     s.burst = s.burst.saturating_add(1);
@@ -290,6 +332,7 @@ impl Fitter {
                             (0, k @ 1..) => sum / k,
                             _ => 1_000_000,
                         };
+                        let mean = (mean as f64 * k) as u64;
                         let at = (ts + mean.max(1)).max(s.due.back().copied().unwrap_or(0));
                         if s.due.len() >= MAX_DUE {
                             if let Some(t) = s.due.pop_front() {
@@ -298,6 +341,14 @@ impl Fitter {
                         }
                         s.due.push_back(at);
                     }
+                }
+                if was_queued {
+                    if self.period_dispatches == 0 {
+                        self.period_first = ts;
+                    }
+                    self.period_last = ts;
+                    self.period_dispatches += 1;
+                    self.unqueued();
                 }
             }
             EventKind::Executed {
@@ -332,6 +383,7 @@ impl Fitter {
             EventKind::Closed => {
                 if let Some(&i) = self.index.get(&ev.xprt) {
                     let s = &mut self.states[i];
+                    let was_queued = s.queued;
                     // Its last busy period was cut by the close: not a burst.
                     s.busy = false;
                     s.queued = false;
@@ -339,6 +391,9 @@ impl Fitter {
                     s.in_service = 0;
                     s.due.clear();
                     s.idle_since = None;
+                    if was_queued {
+                        self.unqueued();
+                    }
                 }
             }
             EventKind::Accepted => {
@@ -348,10 +403,32 @@ impl Fitter {
         }
     }
 
+    /// A transport left the ready queue. When the queue empties, a period
+    /// with requests waiting ends: from its first to its last dispatch every
+    /// thread was busy (the first may have been an idle thread's, woken
+    /// by the arrival, so the rate is taken between them).
+    fn unqueued(&mut self) {
+        self.queued_now = self.queued_now.saturating_sub(1);
+        if self.queued_now == 0 {
+            self.end_period();
+        }
+    }
+
+    fn end_period(&mut self) {
+        if self.period_dispatches >= 2 {
+            self.saturated_ns += self.period_last - self.period_first;
+            self.saturated_dispatches += self.period_dispatches - 1;
+        }
+        self.period_dispatches = 0;
+    }
+
     pub fn finish(mut self) -> Fit {
         for s in &mut self.states {
             settle(s, self.last_ts);
         }
+        self.end_period();
+        let k = self.occupancy_scale.unwrap_or(1.0);
+        let scaled = |v: &[u64]| -> Vec<u64> { v.iter().map(|&x| (x as f64 * k) as u64).collect() };
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
@@ -381,7 +458,7 @@ impl Fitter {
                     key: s.key,
                     dispatches: s.dispatches,
                     demand,
-                    service_ns: s.service.items().to_vec(),
+                    service_ns: scaled(s.service.items()),
                 }
             })
             .collect();
@@ -393,8 +470,55 @@ impl Fitter {
             peak_in_service: u32::try_from(self.peak_in_service).unwrap_or(u32::MAX),
             events_lost: self.lost,
             transports_dropped: self.dropped,
-            pooled_service_ns: self.pooled.map(|r| r.items().to_vec()).unwrap_or_default(),
+            pooled_service_ns: self.pooled.map(|r| scaled(r.items())).unwrap_or_default(),
+            saturated_ns: self.saturated_ns,
+            saturated_dispatches: self.saturated_dispatches,
+            mean_service_ns: k * self.service_sum_ns as f64 / self.service_n.max(1) as f64,
+            completions_estimated: self.estimated,
         }
+    }
+}
+
+/// Fewest dispatches, and least share of the recording, while requests
+/// waited, for [`Fit::scale_to_occupancy`] to trust its estimate.
+const MIN_SATURATED_DISPATCHES: u64 = 200;
+/// Below this ratio of thread time to execution time the recorded
+/// executions stand as they are (the estimate's own noise).
+const MIN_OCCUPANCY_RATIO: f64 = 1.25;
+
+impl Fit {
+    /// nfsd's `execute` times only the procedure: receiving, decoding and
+    /// replying hold the thread too. While requests wait every thread is
+    /// busy, so there a thread's time per request is threads × that time
+    /// / its dispatches. Its ratio to the recorded executions, where that
+    /// is clearly above 1 and enough of the recording shows it.
+    pub fn occupancy_ratio(&self, threads: u32) -> Option<f64> {
+        if self.saturated_dispatches < MIN_SATURATED_DISPATCHES
+            || self.saturated_ns < self.span_ns / 10
+            || self.mean_service_ns <= 0.0
+        {
+            return None;
+        }
+        let occupancy =
+            f64::from(threads) * self.saturated_ns as f64 / self.saturated_dispatches as f64;
+        let k = occupancy / self.mean_service_ns;
+        (k.is_finite() && k >= MIN_OCCUPANCY_RATIO).then_some(k)
+    }
+
+    /// Scales every service time by [`Fit::occupancy_ratio`] (for a fit
+    /// whose completions were recorded, not estimated: an estimated one is
+    /// fitted again with [`Fitter::with_estimated_completions_scaled`], so
+    /// that its think times start from the later completions). Returns
+    /// the scale applied.
+    pub fn scale_to_occupancy(&mut self, threads: u32) -> Option<f64> {
+        let k = self.occupancy_ratio(threads)?;
+        let scale = |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = (*x as f64 * k) as u64);
+        for t in &mut self.transports {
+            scale(&mut t.service_ns);
+        }
+        self.mean_service_ns *= k;
+        scale(&mut self.pooled_service_ns);
+        Some(k)
     }
 }
 

@@ -226,7 +226,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         host: header.host.clone(),
     };
     let measured = agg.snapshot(last_ts, span_ns as f64 / 1e9, &info);
-    let fit = fitter.finish();
+    let mut fit = fitter.finish();
     if fit.dispatches == 0 {
         anyhow::bail!(
             "{} holds no dispatches (no svc_xprt_dequeue events): there is nothing to model; \
@@ -288,6 +288,31 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             "{threads} threads ({threads_from}) is out of range for the model: \
              pass --threads N with N from 1 to 65536"
         );
+    }
+
+    if let Some(k) = fit.occupancy_ratio(threads) {
+        let exec_ms = fit.mean_service_ns / 1e6;
+        if fit.completions_estimated {
+            // Again, with each request completing a thread's time after
+            // its dispatch: think times and loops start from there.
+            let mut again = fit::Fitter::with_estimated_completions_scaled(k);
+            let mut reader =
+                Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let mut buf: Vec<Event> = Vec::with_capacity(8192);
+            while let Ok(Some(_)) = reader.read_frame(&mut buf) {
+                again.ingest_all(&buf);
+                buf.clear();
+            }
+            fit = again.finish();
+        } else {
+            fit.scale_to_occupancy(threads);
+        }
+        notes.push(format!(
+            "while requests waited, a thread spent {:.2} ms a request, {k:.1} times the recorded \
+             execution time ({exec_ms:.2} ms; nfsd's execute leaves out receiving and replying): \
+             service times scaled to it",
+            k * exec_ms,
+        ));
     }
     match header.nfsd.pools {
         Some(p) if p > 1 => notes.push(format!(

@@ -1,6 +1,10 @@
 //! The config file and flags: values, overrides and FILE:LINE errors.
 
 use super::*;
+use nfsdtop_agent::session::SourceChoice;
+use nfsdtop_agent::source::demo::Policy;
+use nfsdtop_agent::source::live::Tracepoints;
+use std::time::Duration;
 
 #[test]
 fn the_example_config_parses() {
@@ -11,8 +15,11 @@ fn the_example_config_parses() {
     let text = std::fs::read_to_string(path).unwrap();
     let cfg = Config::from_file_text(path, &text).unwrap();
     assert_eq!(cfg.listen.to_string(), DEFAULT_LISTEN);
-    assert_eq!(cfg.source, SourceChoice::Live);
-    assert_eq!(cfg.wait, Some(Duration::from_secs(300)));
+    assert_eq!(cfg.session.source, SourceChoice::Live);
+    assert_eq!(
+        cfg.session.live.wait_for_nfsd,
+        Some(Duration::from_secs(300))
+    );
     assert_eq!((cfg.top_k, cfg.top_k_classes), (50, 200));
 }
 
@@ -38,12 +45,12 @@ fn flags_override_the_file() {
     let cfg = Config::resolve(&cli).unwrap();
     assert_eq!(cfg.top_k, 9);
     assert_eq!(
-        cfg.class_map,
+        cfg.session.class_map,
         Some(dir.join("m.txt")),
         "relative to the file"
     );
     assert_eq!(
-        cfg.source,
+        cfg.session.source,
         SourceChoice::Demo {
             scenario: "seed-k4".into(),
             policy: Some(Policy::RrPeer)
@@ -56,9 +63,15 @@ fn flags_override_the_file() {
 fn ring_size_and_unfair_ratio_from_file_and_flags() {
     let path = Path::new("/etc/nfsdtop/nfsdtopd.toml");
     let cfg = |text: &str| Config::from_file_text(path, text);
-    assert_eq!(cfg("").unwrap().ring_bytes, 16 << 20);
-    assert_eq!(cfg("ring_size = \"64M\"").unwrap().ring_bytes, 64 << 20);
-    assert_eq!(cfg("ring_size = 65536").unwrap().ring_bytes, 65536);
+    assert_eq!(cfg("").unwrap().session.live.ring_bytes, 16 << 20);
+    assert_eq!(
+        cfg("ring_size = \"64M\"").unwrap().session.live.ring_bytes,
+        64 << 20
+    );
+    assert_eq!(
+        cfg("ring_size = 65536").unwrap().session.live.ring_bytes,
+        65536
+    );
     let e = cfg("wait = 1\nring_size = \"3M\"").unwrap_err().to_string();
     assert!(
         e.starts_with("/etc/nfsdtop/nfsdtopd.toml:2:") && e.contains("not a power of two"),
@@ -74,7 +87,10 @@ fn ring_size_and_unfair_ratio_from_file_and_flags() {
     );
     let cli = Cli::parse_from(["nfsdtopd", "--ring-size", "256K", "--unfair-ratio", "0.4"]);
     let c = Config::resolve(&cli).unwrap();
-    assert_eq!((c.ring_bytes, c.unfair_ratio), (256 << 10, 0.4));
+    assert_eq!(
+        (c.session.live.ring_bytes, c.unfair_ratio),
+        (256 << 10, 0.4)
+    );
     let e = Cli::try_parse_from(["nfsdtopd", "--ring-size", "5000"])
         .unwrap_err()
         .to_string();
@@ -113,7 +129,8 @@ fn max_streams_from_file_and_flags() {
 #[test]
 fn tracepoint_choice_from_file_and_flags() {
     let path = Path::new("/etc/nfsdtopd.toml");
-    let choice = |text: &str| Config::from_file_text(path, text).map(|c| c.tracepoints);
+    let choice =
+        |text: &str| Config::from_file_text(path, text).map(|c| c.session.live.tracepoints);
     assert_eq!(choice("").unwrap(), Tracepoints::Raw);
     assert_eq!(choice("raw_tracepoints = true").unwrap(), Tracepoints::Raw);
     assert_eq!(
@@ -124,7 +141,7 @@ fn tracepoint_choice_from_file_and_flags() {
     assert!(e.contains("/etc/nfsdtopd.toml"), "{e}");
     let cli = Cli::parse_from(["nfsdtopd", "--classic-tracepoints"]);
     assert_eq!(
-        Config::resolve(&cli).unwrap().tracepoints,
+        Config::resolve(&cli).unwrap().session.live.tracepoints,
         Tracepoints::Classic
     );
     assert!(

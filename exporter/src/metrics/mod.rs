@@ -6,18 +6,25 @@
 //! carry their own label; who gets one, and how the rest are summed into
 //! `peer="other"` / `class="other"`, is [`crate::fold`]'s business. The
 //! number of entities below their fair share, however many are folded, is
-//! `nfsdtop_unfair_entities` (the list: /api/v1/unfair).
+//! `nfsdtop_unfair_entities` (the list: /api/v1/unfair). The families
+//! themselves (name, help, unit, type, value) are the tables of
+//! [`families`]; this module keeps the state they read and the encoding
+//! (once per snapshot, by the pipeline: scrapes copy the text).
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use nfsdtop_agent::model::{BpfProgramStats, EntityKind, EntityStats, Snapshot, SourceInfo};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::fold::{delta_f, delta_u, dense, Folder, Series, Smooth};
+use crate::fold::{delta_f, delta_u, dense, Folder, Smooth};
+
+mod families;
+
+mod server;
 
 /// The default fairness ratio under which an entity counts as unfairly
 /// served (the NfsdtopUnfairShare alert's default UNFAIR_RATIO).
@@ -75,6 +82,7 @@ pub struct MetricsState {
     last_time: Option<f64>,
     bpf: Vec<BpfProgramStats>,
     version: String,
+    server: server::ServerMetrics,
 }
 
 impl MetricsState {
@@ -107,6 +115,7 @@ impl MetricsState {
             last_time: None,
             bpf: Vec::new(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            server: server::ServerMetrics::default(),
         }
     }
 
@@ -149,6 +158,7 @@ impl MetricsState {
         self.source = Some(s.source.clone());
         self.last_time = Some(s.time);
         self.bpf = bpf_stats(s);
+        self.server.update(s);
     }
 
     pub fn peers_folded(&self) -> u64 {
@@ -170,255 +180,17 @@ impl MetricsState {
         }
     }
 
-    /// Encode every family through prometheus-client's encoder.
+    /// Encode every family through prometheus-client's encoder: the
+    /// tables of [`families`], then the BPF self-metrics and the infos.
     fn encode_into(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
-        let classes = self.classes.series();
-        let peers = self.peers.series();
-
-        // ---- per class ----
-        counter_family(enc, "nfsdtop_class_dispatches", "Dispatches (svc_xprt_dequeue events) of the class; class other sums the classes beyond the top K.", None, &classes, |s| CV::U(s.dispatches), class_label)?;
-        counter_family(enc, "nfsdtop_class_entitled_dispatches", "Fair-share dispatches the class was entitled to while backlogged (1/n of each dispatch with n entities backlogged). rate(dispatches)/rate(entitled) is the fairness ratio.", None, &classes, |s| CV::F(s.entitled), class_label)?;
-        counter_family(
-            enc,
-            "nfsdtop_class_execution",
-            "nfsd thread time spent on the class's requests (svc_stats_latency execute).",
-            Some(&Unit::Seconds),
-            &classes,
-            |s| CV::F(s.exec_seconds),
-            class_label,
-        )?;
-        counter_family(
-            enc,
-            "nfsdtop_class_backlogged",
-            "Time the class had at least one transport on the ready queue.",
-            Some(&Unit::Seconds),
-            &classes,
-            |s| CV::F(s.backlogged_seconds),
-            class_label,
-        )?;
-        {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_class_queue_wait",
-                "Queue wait (enqueue to dequeue) of the class's dispatches; _sum is estimated from bucket midpoints.",
-                Some(&Unit::Seconds),
-                MetricType::Histogram,
-            )?;
-            for s in &classes {
-                let (sum, count, buckets) = s.hist.export();
-                m.encode_family(&[("class", s.name.as_str())])?
-                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
-            }
-        }
-        gauge_family(
-            enc,
-            "nfsdtop_class_connections",
-            "Transports (connections) of the class now.",
-            &classes,
-            |s| s.connections as f64,
-            class_label,
-        )?;
-        gauge_family(
-            enc,
-            "nfsdtop_class_backlogged",
-            "1 if the class has a transport on the ready queue now, else 0.",
-            &classes,
-            |s| if s.backlogged { 1.0 } else { 0.0 },
-            class_label,
-        )?;
-
-        // ---- per peer (top K + other) ----
-        counter_family(
-            enc,
-            "nfsdtop_peer_dispatches",
-            "Dispatches of the peer (top K peers; peer other sums the rest).",
-            None,
-            &peers,
-            |s| CV::U(s.dispatches),
-            peer_label,
-        )?;
-        counter_family(
-            enc,
-            "nfsdtop_peer_entitled_dispatches",
-            "Fair-share dispatches the peer was entitled to while backlogged.",
-            None,
-            &peers,
-            |s| CV::F(s.entitled),
-            peer_label,
-        )?;
-        counter_family(
-            enc,
-            "nfsdtop_peer_execution",
-            "nfsd thread time spent on the peer's requests.",
-            Some(&Unit::Seconds),
-            &peers,
-            |s| CV::F(s.exec_seconds),
-            peer_label,
-        )?;
-        counter_family(
-            enc,
-            "nfsdtop_peer_backlogged",
-            "Time the peer had at least one transport on the ready queue.",
-            Some(&Unit::Seconds),
-            &peers,
-            |s| CV::F(s.backlogged_seconds),
-            peer_label,
-        )?;
-        gauge_family(
-            enc,
-            "nfsdtop_peer_connections",
-            "Transports (connections) of the peer now.",
-            &peers,
-            |s| s.connections as f64,
-            peer_label,
-        )?;
-        single_gauge(
-            enc,
-            "nfsdtop_peers_folded",
-            "Peers currently folded into peer other (beyond the top K).",
-            self.peers.folded_now as f64,
-        )?;
-        single_counter(
-            enc,
-            "nfsdtop_peer_folds",
-            "Times a peer started being folded into peer other (new beyond the top K, or its label given to a client below its fair share).",
-            CV::U(self.peers.folds_total),
-        )?;
-        single_gauge(
-            enc,
-            "nfsdtop_classes_folded",
-            "Classes currently folded into class other (beyond the top K classes).",
-            self.classes.folded_now as f64,
-        )?;
-        {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_unfair_entities",
-                "Peers and classes backlogged and below nfsdtop_unfair_threshold_ratio of their fair share over about the last minute, labelled or folded (the list: /api/v1/unfair).",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (kind, f) in [("peer", &self.peers), ("class", &self.classes)] {
-                m.encode_family(&[("kind", kind)])?
-                    .encode_gauge(&(f.unfair_now as f64))?;
-            }
-        }
-        {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_unfair_entities_folded",
-                "Of nfsdtop_unfair_entities, those without a series of their own (more victims than the top K).",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (kind, f) in [("peer", &self.peers), ("class", &self.classes)] {
-                m.encode_family(&[("kind", kind)])?
-                    .encode_gauge(&(f.unfair_folded as f64))?;
-            }
-        }
-        single_gauge(
-            enc,
-            "nfsdtop_unfair_threshold_ratio",
-            "The fairness ratio under which nfsdtop_unfair_entities counts an entity (--unfair-ratio).",
-            self.unfair_below,
-        )?;
-
-        // ---- totals and self-metrics ----
-        single_counter(
-            enc,
-            "nfsdtop_dispatches",
-            "All dispatches seen.",
-            CV::U(self.dispatches),
-        )?;
-        single_gauge(
-            enc,
-            "nfsdtop_peers",
-            "Peers the aggregator tracks now.",
-            self.peers_now as f64,
-        )?;
-        single_gauge(
-            enc,
-            "nfsdtop_classes",
-            "Classes the aggregator tracks now.",
-            self.classes_now as f64,
-        )?;
-        single_gauge(
-            enc,
-            "nfsdtop_transports",
-            "Transports the aggregator tracks now.",
-            self.transports as f64,
-        )?;
-        single_counter(
-            enc,
-            "nfsdtop_peers_evicted",
-            "Idle peers forgotten to keep memory bounded.",
-            CV::U(self.peers_evicted),
-        )?;
-        {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_events",
-                "Events seen, by tracepoint.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (tp, c) in &self.events {
-                m.encode_family(&[("tracepoint", tp.as_str())])?
-                    .encode_counter::<NoLabelSet, _, u64>(c, None)?;
-            }
-        }
-        {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_events_lost",
-                "Events lost (ring buffer overflow), by tracepoint.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (tp, c) in &self.lost {
-                m.encode_family(&[("tracepoint", tp.as_str())])?
-                    .encode_counter::<NoLabelSet, _, u64>(c, None)?;
-            }
-        }
-        if !self.bpf.is_empty() {
-            let progs: Vec<(String, &BpfProgramStats)> = self
-                .bpf
-                .iter()
-                .map(|b| (escape_label(&b.program), b))
-                .collect();
-            let fams: [BpfFamily; 4] = [
-                (
-                    "nfsdtop_bpf_run",
-                    "Kernel-reported run time of nfsdtop's BPF programs (0 unless nfsdtopd runs with --bpf-stats or kernel.bpf_stats_enabled=1).",
-                    Some(&Unit::Seconds),
-                    |b| CV::F(b.run_time_ns as f64 / 1e9),
-                ),
-                (
-                    "nfsdtop_bpf_runs",
-                    "Kernel-reported runs of nfsdtop's BPF programs (0 unless nfsdtopd runs with --bpf-stats or kernel.bpf_stats_enabled=1).",
-                    None,
-                    |b| CV::U(b.runs),
-                ),
-                (
-                    "nfsdtop_bpf_hits",
-                    "Times each BPF program's tracepoint fired.",
-                    None,
-                    |b| CV::U(b.hits),
-                ),
-                (
-                    "nfsdtop_bpf_busy_dropped",
-                    "Enqueue attempts the BPF program dropped in the kernel because the transport was already BUSY.",
-                    None,
-                    |b| CV::U(b.busy_dropped),
-                ),
-            ];
-            for (name, help, unit, value) in fams {
-                let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
-                for (p, b) in &progs {
-                    let labels = [("program", p.as_str())];
-                    let mut f = m.encode_family(&labels)?;
-                    match value(b) {
-                        CV::U(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
-                        CV::F(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
-                    }
-                }
-            }
-        }
+        families::encode_entities(enc, "class", &self.classes.series(), |s| {
+            [("class", s.name.clone())]
+        })?;
+        families::encode_entities(enc, "peer", &self.peers.series(), |s| {
+            [("peer", s.name.clone()), ("class", s.class.clone())]
+        })?;
+        families::encode_server(enc, self)?;
+        families::encode_bpf(enc, &self.bpf)?;
         {
             let mut m = enc.encode_descriptor(
                 "nfsdtop_build",
@@ -450,78 +222,8 @@ impl MetricsState {
             )?;
             m.encode_gauge(&t)?;
         }
+        self.server.encode(enc)?;
         Ok(())
-    }
-}
-
-fn class_label(s: &Series) -> [(&'static str, String); 1] {
-    [("class", s.name.clone())]
-}
-
-fn peer_label(s: &Series) -> [(&'static str, String); 2] {
-    [("peer", s.name.clone()), ("class", s.class.clone())]
-}
-
-/// (name, help, unit, value) of one `nfsdtop_bpf_*` family.
-type BpfFamily = (
-    &'static str,
-    &'static str,
-    Option<&'static Unit>,
-    fn(&BpfProgramStats) -> CV,
-);
-
-enum CV {
-    U(u64),
-    F(f64),
-}
-
-fn counter_family<L: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    series: &[&Series],
-    value: impl Fn(&Series) -> CV,
-    labels: impl Fn(&Series) -> L,
-) -> std::fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
-    for s in series {
-        let l = labels(s);
-        let mut f = m.encode_family(&l)?;
-        match value(s) {
-            CV::U(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
-            CV::F(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
-        }
-    }
-    Ok(())
-}
-
-fn gauge_family<L: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: &[&Series],
-    value: impl Fn(&Series) -> f64,
-    labels: impl Fn(&Series) -> L,
-) -> std::fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    for s in series {
-        let l = labels(s);
-        m.encode_family(&l)?.encode_gauge(&value(s))?;
-    }
-    Ok(())
-}
-
-fn single_gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
-    enc.encode_descriptor(name, help, None, MetricType::Gauge)?
-        .encode_gauge(&v)
-}
-
-fn single_counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: CV) -> std::fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    match v {
-        CV::U(v) => m.encode_counter::<NoLabelSet, _, u64>(&v, None),
-        CV::F(v) => m.encode_counter::<NoLabelSet, _, f64>(&v, None),
     }
 }
 
@@ -549,6 +251,34 @@ pub fn encode_openmetrics(registry: &Registry) -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, registry);
     out
+}
+
+/// One snapshot's /metrics: the OpenMetrics text the pipeline encoded, and
+/// the Prometheus 0.0.4 text made from it by the first scrape that asks for
+/// it, then shared by the snapshot's later scrapes (no lock: a `OnceLock`).
+#[derive(Debug, Default)]
+pub struct Exposition {
+    openmetrics: String,
+    text: std::sync::OnceLock<String>,
+}
+
+impl Exposition {
+    pub fn new(openmetrics: String) -> Exposition {
+        Exposition {
+            openmetrics,
+            text: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn openmetrics(&self) -> &str {
+        &self.openmetrics
+    }
+
+    /// The 0.0.4 text ([`openmetrics_to_text`]), converted once.
+    pub fn text(&self) -> &str {
+        self.text
+            .get_or_init(|| openmetrics_to_text(&self.openmetrics))
+    }
 }
 
 /// The Prometheus text format 0.0.4 from prometheus-client's OpenMetrics
@@ -594,5 +324,7 @@ pub fn openmetrics_to_text(om: &str) -> String {
     out
 }
 
+#[cfg(test)]
+mod exposition_tests;
 #[cfg(test)]
 mod tests;

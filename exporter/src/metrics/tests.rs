@@ -289,3 +289,49 @@ mod openmetrics_tests {
         assert!(families.iter().any(|(n, _)| n == "nfsdtop_unfair_entities"));
     }
 }
+
+#[test]
+fn server_threads_and_busy_threads_are_exported_only_when_known() {
+    use nfsdtop_agent::model::{PoolView, ServerView};
+    let mut m = MetricsState::new(2, 2);
+    m.update(&snap(10, vec![peer("a", 10, 10)]));
+    let (t, _) = text(m);
+    assert!(!t.contains("nfsdtop_server_"), "unknown is left out:\n{t}");
+    let mut m = MetricsState::new(2, 2);
+    for _ in 0..2 {
+        let mut s = snap(10, vec![peer("a", 10, 10)]);
+        s.interval_s = 2.0;
+        s.server = ServerView {
+            threads: Some(16),
+            busy_threads: Some(3.5),
+            pools: vec![
+                PoolView {
+                    pool: 0,
+                    threads: Some(8),
+                    busy_threads: None,
+                },
+                PoolView {
+                    pool: 1,
+                    threads: Some(8),
+                    busy_threads: None,
+                },
+            ],
+            netns: vec![1],
+        };
+        m.update(&s);
+    }
+    let (t, _) = text(m);
+    assert_eq!(value(&t, "nfsdtop_server_threads"), Some(16.0), "{t}");
+    assert_eq!(value(&t, "nfsdtop_server_busy_threads"), Some(3.5), "{t}");
+    // Two intervals of 2 s at 3.5 busy threads.
+    assert_eq!(
+        value(&t, "nfsdtop_server_busy_thread_seconds_total"),
+        Some(14.0),
+        "{t}"
+    );
+    assert_eq!(
+        value(&t, "nfsdtop_server_pool_threads{pool=\"1\"}"),
+        Some(8.0),
+        "{t}"
+    );
+}

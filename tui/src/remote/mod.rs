@@ -77,6 +77,7 @@ pub fn connect(raw_url: &str, opts: &Options) -> anyhow::Result<Connection> {
         control: ctx,
         notice: None,
         remote: Some(display),
+        playback: None,
         thread: None,
     })
 }

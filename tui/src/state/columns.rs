@@ -112,7 +112,7 @@ impl Column {
         match self {
             Column::Name => 16,
             Column::Class => 14,
-            Column::Peers => 5,
+            Column::Peers => 6,
             Column::Conn => 5,
             Column::Rate => 7,
             Column::Share => 6,
@@ -136,9 +136,39 @@ impl Column {
         self.numeric()
     }
 
+    /// The next column in display order (a class table's PEERS stands
+    /// where CLASS does).
     pub fn next(self) -> Column {
-        let i = Column::ALL.iter().position(|c| *c == self).unwrap_or(0);
-        Column::ALL[(i + 1) % Column::ALL.len()]
+        let i = Column::ALL.iter().position(|c| *c == self.as_peer_column());
+        Column::ALL[(i.unwrap_or(0) + 1) % Column::ALL.len()]
+    }
+
+    /// PEERS stands for CLASS (same place in the table).
+    fn as_peer_column(self) -> Column {
+        match self {
+            Column::Peers => Column::Class,
+            c => c,
+        }
+    }
+
+    /// The column a table of `peers` (true) or classes shows in this
+    /// one's place.
+    pub fn for_table(self, peers: bool) -> Column {
+        match self {
+            Column::Class | Column::Peers if peers => Column::Class,
+            Column::Class | Column::Peers => Column::Peers,
+            c => c,
+        }
+    }
+
+    /// The column sorted by digit key `d` ('1' = the first in display
+    /// order, ..., '0' = the tenth).
+    pub fn by_digit(d: char, peers: bool) -> Option<Column> {
+        let i = match d.to_digit(10)? {
+            0 => 9,
+            n => n as usize - 1,
+        };
+        Some(Column::ALL.get(i)?.for_table(peers))
     }
 
     /// Ascending order of two entities by this column, on the values as
@@ -167,12 +197,14 @@ impl Column {
     }
 
     /// Sort `rows` (indices into `list`) by this column, each key
-    /// computed once.
-    pub fn sort(self, list: &[EntityStats], rows: &mut Vec<u32>, descending: bool) {
-        let mut keyed: Vec<(f64, u32)> = rows
-            .iter()
-            .map(|i| (self.shown(&list[*i as usize]), *i))
-            .collect();
+    /// computed once. `peers` holds a class table's peer counts by index
+    /// (the PEERS column's key).
+    pub fn sort(self, list: &[EntityStats], peers: &[u32], rows: &mut Vec<u32>, descending: bool) {
+        let key = |i: u32| match self {
+            Column::Peers => peers.get(i as usize).map_or(0.0, |n| f64::from(*n)),
+            _ => self.shown(&list[i as usize]),
+        };
+        let mut keyed: Vec<(f64, u32)> = rows.iter().map(|i| (key(*i), *i)).collect();
         keyed.sort_unstable_by(|(ka, a), (kb, b)| {
             self.compare_keyed(
                 (*ka, &list[*a as usize]),
@@ -186,7 +218,8 @@ impl Column {
 
     /// A numeric column's value as the table displays it (the text of
     /// view/table.rs read back, so rounding is the same by construction).
-    /// Name, class and what-if columns have no key (0).
+    /// Name, class, peers (see [`Column::sort`]) and what-if columns
+    /// have no key here (0).
     pub fn shown(self, e: &EntityStats) -> f64 {
         let num = |t: String| t.trim_end_matches('%').parse::<f64>().unwrap_or(-1.0);
         match self {
@@ -370,5 +403,10 @@ mod tests {
             c = c.next();
         }
         assert_eq!(c, Column::Name);
+        assert_eq!(Column::Peers.next(), Column::Conn);
+        assert_eq!(Column::by_digit('1', true), Some(Column::Name));
+        assert_eq!(Column::by_digit('2', false), Some(Column::Peers));
+        assert_eq!(Column::by_digit('0', true), Some(Column::Exec));
+        assert_eq!(Column::by_digit('x', true), None);
     }
 }

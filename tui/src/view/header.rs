@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use nfsdtop_agent::model::EntityKind;
+use nfsdtop_agent::model::{EntityKind, ServerView};
 
 use super::styles;
 use crate::state::{LinkLabel, State};
@@ -19,7 +19,8 @@ use crate::warnings::fmt_us;
 const MAX_WARNING_LINES: usize = 2;
 
 pub fn height(state: &State) -> u16 {
-    2 + link_line(&state.link()) as u16
+    2 + state.snapshot().is_some() as u16
+        + link_line(&state.link()) as u16
         + state.notice.is_some() as u16
         + state.warnings.len().min(MAX_WARNING_LINES) as u16
 }
@@ -86,12 +87,17 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let mut lines: Vec<Line> = Vec::with_capacity(6);
     let link = state.link();
     let mut l1 = vec![Span::styled("nfsdtop", styles::title())];
-    if state.paused {
+    let badge = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+    let play = state.playback.as_ref();
+    if state.paused || play.is_some_and(|p| p.paused && !p.ended) {
         l1.push(Span::raw(" "));
-        l1.push(Span::styled(
-            " PAUSED ",
-            styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
-        ));
+        l1.push(Span::styled(" PAUSED ", badge));
+    }
+    if let Some(p) = play {
+        if p.ended {
+            l1.push(Span::raw(" "));
+            l1.push(Span::styled(" END ", badge));
+        }
     }
     if link == LinkLabel::Connected {
         l1.push(Span::raw(" "));
@@ -177,6 +183,25 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     }
     lines.push(Line::from(l1));
     lines.push(Line::from(l2));
+    if let Some(s) = state.snapshot() {
+        let mut l3 = server_line(&s.server, area.width);
+        if let Some(p) = play {
+            // Where the demo or replay is (source time since its start),
+            // before the server (its figures are of that moment).
+            let of = p.length_s.map_or(String::new(), |l| format!("/{l:.1}"));
+            let at = format!(
+                "{} at {:.1}{of}s x{} | ",
+                src_word(s),
+                p.position_s,
+                p.speed
+            );
+            let keep = at.chars().count() + l3.width() <= area.width as usize;
+            if keep || l3.spans.is_empty() {
+                l3.spans.insert(0, Span::raw(at));
+            }
+        }
+        lines.push(l3);
+    }
     if link_line(&link) {
         lines.extend(link_span(&link, state.data_age()).map(Line::from));
     }
@@ -199,6 +224,60 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     f.render_widget(Paragraph::new(lines), area);
 }
 
+fn src_word(s: &nfsdtop_agent::model::Snapshot) -> &'static str {
+    s.source.kind.as_str()
+}
+
+/// "nfsd threads 8, busy 7.9 (99%) | pools 4+4 | netns 2": each part
+/// only if it fits whole, most important first.
+pub fn server_line(v: &ServerView, width: u16) -> Line<'static> {
+    let threads = v.threads.map_or("?".into(), |n| n.to_string());
+    let mut first = vec![Span::raw(format!("nfsd threads {threads}"))];
+    match (v.busy_threads, v.threads) {
+        (Some(b), Some(n)) if n > 0 => {
+            let sat = b / f64::from(n);
+            let style = if sat >= 0.9 {
+                styles::warn()
+            } else {
+                Style::default()
+            };
+            first.push(Span::styled(
+                format!(", busy {b:.1} ({:.0}%)", sat * 100.0),
+                style,
+            ));
+        }
+        (Some(b), _) => first.push(Span::raw(format!(", busy {b:.1}"))),
+        (None, _) => first.push(Span::raw(", busy ?")),
+    }
+    let mut parts: Vec<Vec<Span<'static>>> = vec![first];
+    if v.pools.len() > 1 {
+        let each: Vec<String> = v
+            .pools
+            .iter()
+            .map(|p| p.threads.map_or("?".into(), |n| n.to_string()))
+            .collect();
+        parts.push(vec![Span::raw(format!("pools {}", each.join("+")))]);
+    }
+    if v.netns.len() > 1 {
+        parts.push(vec![Span::raw(format!("netns {}", v.netns.len()))]);
+    }
+    let mut spans = Vec::new();
+    let mut used = 0usize;
+    for (i, p) in parts.into_iter().enumerate() {
+        let w: usize =
+            p.iter().map(|s| s.content.chars().count()).sum::<usize>() + 3 * (i > 0) as usize;
+        if used + w > width as usize {
+            break;
+        }
+        used += w;
+        if i > 0 {
+            spans.push(sep());
+        }
+        spans.extend(p);
+    }
+    Line::from(spans)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +287,37 @@ mod tests {
         assert_eq!(clock(1_700_000_000.5).as_deref(), Some("22:13:20Z"));
         assert_eq!(clock(3.0), None);
         assert_eq!(clock(f64::NAN), None);
+    }
+
+    #[test]
+    fn server_line_keeps_whole_parts_and_says_unknown() {
+        let text = |v: &ServerView, w: u16| -> String {
+            server_line(v, w)
+                .spans
+                .iter()
+                .map(|s| s.content.to_string())
+                .collect()
+        };
+        let mut v = ServerView {
+            threads: Some(8),
+            busy_threads: Some(6.0),
+            pools: (0..2)
+                .map(|pool| nfsdtop_agent::model::PoolView {
+                    pool,
+                    threads: Some(4),
+                    busy_threads: None,
+                })
+                .collect(),
+            netns: vec![1, 2],
+        };
+        assert_eq!(
+            text(&v, 80),
+            "nfsd threads 8, busy 6.0 (75%) | pools 4+4 | netns 2"
+        );
+        assert_eq!(text(&v, 45), "nfsd threads 8, busy 6.0 (75%) | pools 4+4");
+        assert_eq!(text(&v, 41), "nfsd threads 8, busy 6.0 (75%)");
+        v.threads = None;
+        v.busy_threads = None;
+        assert!(text(&v, 80).starts_with("nfsd threads ?, busy ?"));
     }
 }

@@ -7,23 +7,34 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::styles;
-use crate::state::State;
+use crate::state::{Column, State};
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("?", "this help (Esc closes)"),
-    ("space, p", "pause / resume the display (data keeps coming)"),
-    ("s / S", "sort by the next column / reverse the order"),
+    ("space, p", "pause / resume (a demo or replay: its source)"),
+    (
+        ". / Left Right",
+        "demo, replay: step one interval / seek back, on 10 s",
+    ),
+    ("< / >", "demo, replay: half / double speed"),
+    (
+        "1-9, 0",
+        "sort by column 1-10 (again: reverse), or click a title",
+    ),
+    ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
     ("g", "group by peer or by class"),
-    ("/", "filter by name or class (Enter keeps, Esc clears)"),
+    ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
-    ("up/down, j/k", "move the selection"),
-    ("PgUp/PgDn", "a page up / down"),
-    ("Home/End", "first / last row"),
+    (
+        "up/down, j/k",
+        "move the selection (or click a row, the wheel)",
+    ),
+    ("PgUp/PgDn", "a page up / down; Home/End: first / last row"),
     ("+ / -", "longer / shorter refresh interval"),
     (
         "w",
-        "warnings, one line per entity (arrows, PgUp/PgDn scroll)",
+        "warnings, a line per entity (arrows, PgUp/PgDn scroll)",
     ),
 ];
 
@@ -68,7 +79,8 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
     ]));
     for l in [
         "  interval, backlogged now; wait p50/p99 over every dispatch,",
-        "  whichever entity's (weighted by dispatches, not a row's p50)",
+        "  whichever entity's (weighted by dispatches, not a row's p50);",
+        "  nfsd threads, busy = thread time / interval (% of the threads)",
     ] {
         lines.push(Line::raw(l));
     }
@@ -76,6 +88,34 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" nfsdtop help ")),
+        r,
+    );
+}
+
+/// The sort menu (F6, `o`): every column in display order with its
+/// digit, the one sorted by marked, the cursor on `at`.
+pub fn draw_sort_menu(f: &mut Frame, area: Rect, state: &State, at: usize) {
+    let peers = state.group == nfsdtop_agent::model::EntityKind::Peer;
+    let lines: Vec<Line> = Column::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let c = c.for_table(peers);
+            let digit = (i + 1) % 10;
+            let mark = if c == state.sort { "*" } else { " " };
+            let text = format!(" {digit} {mark} {:<8} {}", c.title(), c.label());
+            let style = if i == at {
+                styles::selected()
+            } else {
+                Style::default()
+            };
+            Line::styled(text, style)
+        })
+        .collect();
+    let r = centered(area, 34, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" sort by (Enter) ")),
         r,
     );
 }

@@ -34,12 +34,15 @@ pub fn draw(f: &mut Frame, state: &mut State) {
     ])
     .areas(area);
     header::draw(f, head, state);
+    state.geometry = None;
     match state.screen {
         Screen::Table => table::draw(f, body, state),
         Screen::Detail { .. } => detail::draw(f, body, state),
     }
     footer(f, foot, state);
-    if state.show_help {
+    if let Some(at) = state.sort_menu {
+        help::draw_sort_menu(f, area, state, at);
+    } else if state.show_help {
         help::draw_help(f, area);
     } else if state.show_warnings {
         help::draw_warnings(f, area, state);

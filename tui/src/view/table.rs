@@ -13,7 +13,7 @@ use nfsdtop_agent::whatif::Numbers;
 use super::styles;
 use crate::state::columns::{self, Column};
 use crate::state::whatif::WhatIf;
-use crate::state::State;
+use crate::state::{Geometry, State};
 use crate::warnings::fmt_us;
 
 pub const ARROW_DOWN: &str = "▼";
@@ -125,6 +125,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
     );
     let body_height = inner.height.saturating_sub(1) as usize;
     state.fit(body_height);
+    state.geometry = Some(geometry(inner, &cols));
 
     if state.rows().is_empty() {
         let msg = if state.snapshot().is_none() {
@@ -179,6 +180,35 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
         .header(header_row(state, &cols))
         .column_spacing(1);
     f.render_widget(table, inner);
+}
+
+/// Where each column's cells are: the fixed widths as given, one space
+/// between columns, the name column taking the rest (as the table lays
+/// them out).
+fn geometry(inner: Rect, cols: &[Column]) -> Geometry {
+    let fixed: u16 = cols
+        .iter()
+        .filter(|c| **c != Column::Name)
+        .map(|c| c.width() + 1)
+        .sum();
+    let mut x = inner.x;
+    let columns = cols
+        .iter()
+        .map(|c| {
+            let w = match c {
+                Column::Name => inner.width.saturating_sub(fixed),
+                _ => c.width(),
+            };
+            let at = (*c, x, x.saturating_add(w));
+            x = x.saturating_add(w + 1);
+            at
+        })
+        .collect();
+    Geometry {
+        header_y: inner.y,
+        body_rows: inner.height.saturating_sub(1),
+        columns,
+    }
 }
 
 fn widths(cols: &[Column]) -> Vec<Constraint> {

@@ -90,6 +90,25 @@ impl Tmux {
         self.run(&args);
     }
 
+    /// Bytes typed into the pane as they are (escape sequences included).
+    pub fn raw(&self, bytes: &[u8]) {
+        let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut args = vec!["send-keys", "-t", "e2e", "-H"];
+        args.extend(hex.iter().map(String::as_str));
+        self.run(&args);
+    }
+
+    /// A left click at 1-based `x`, `y`, as an xterm SGR mouse report
+    /// (press and release).
+    pub fn mouse_click(&self, x: u16, y: u16) {
+        self.raw(format!("\x1b[<0;{x};{y}M\x1b[<0;{x};{y}m").as_bytes());
+    }
+
+    /// One notch of the wheel, down, at 1-based `x`, `y`.
+    pub fn mouse_wheel_down(&self, x: u16, y: u16) {
+        self.raw(format!("\x1b[<65;{x};{y}M").as_bytes());
+    }
+
     pub fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
     }

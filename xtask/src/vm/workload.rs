@@ -4,12 +4,14 @@
 //! on the wire (`rq_res.len`, `rq_arg.len`: RPC and NFS headers
 //! included), so each lies between fio's data and that plus 1 KiB a
 //! request; where nfsdtop says it does not measure bytes, they must be
-//! null (never 0). Pure but for reading fio's JSON, so the host can test
-//! it without a guest.
+//! null (never 0). Reads the agent's typed batch entity
+//! (`nfsdtop_agent::output::BatchEntity`); pure but for reading fio's
+//! JSON, so the host can test it without a guest.
 
 use std::net::IpAddr;
 use std::path::Path;
 
+use nfsdtop_agent::output::BatchEntity;
 use serde_json::Value;
 
 /// What nfsdtop's `source.detail` says when it measures bytes (the live
@@ -43,16 +45,22 @@ pub fn fio_bytes(path: &Path) -> Option<(u64, u64)> {
 
 /// The checks, each `(passed, what)`, for the batch record's `entities`
 /// (peers) of the measurement's last line; `measured`: the line's
-/// `source.detail` contains [`BYTES_MEASURED`].
-pub fn check(entities: &[Value], measured: bool, clients: &[ClientLoad]) -> Vec<(bool, String)> {
+/// `source.detail` contains [`BYTES_MEASURED`]. A line without the
+/// workload fields (an agent from before them) reads them as `None`:
+/// requests then fail, and measured bytes too.
+pub fn check(
+    entities: &[BatchEntity],
+    measured: bool,
+    clients: &[ClientLoad],
+) -> Vec<(bool, String)> {
     let mut out = Vec::new();
     for c in clients {
         let ip = c.ip.to_string();
-        let Some(e) = entities.iter().find(|e| e["name"] == ip.as_str()) else {
+        let Some(e) = entities.iter().find(|e| e.name == ip.as_str()) else {
             out.push((false, format!("{} ({ip}): no nfsdtop entity", c.name)));
             continue;
         };
-        let requests = e["requests"].as_u64();
+        let requests = e.requests;
         out.push((
             requests == Some(c.ftrace_requests) && c.ftrace_requests > 0,
             format!(
@@ -60,12 +68,12 @@ pub fn check(entities: &[Value], measured: bool, clients: &[ClientLoad]) -> Vec<
                 c.name, c.ftrace_requests
             ),
         ));
-        let (bin, bout) = (&e["bytes_in"], &e["bytes_out"]);
+        let (bin, bout) = (e.bytes_in, e.bytes_out);
         if !measured {
             out.push((
-                bin.is_null() && bout.is_null(),
+                bin.is_none() && bout.is_none(),
                 format!(
-                    "{} ({ip}): bytes not measured: bytes_in {bin}, bytes_out {bout} are null",
+                    "{} ({ip}): bytes not measured: bytes_in {bin:?}, bytes_out {bout:?} are null",
                     c.name
                 ),
             ));
@@ -77,7 +85,6 @@ pub fn check(entities: &[Value], measured: bool, clients: &[ClientLoad]) -> Vec<
         };
         let slack = requests.unwrap_or(0).saturating_mul(HEADER_SLACK);
         for (what, got, data) in [("sent", bout, read), ("received", bin, written)] {
-            let got = got.as_u64();
             let top = data.saturating_add(slack);
             out.push((
                 got.is_some_and(|g| (data..=top).contains(&g)),
@@ -102,7 +109,6 @@ pub fn check(entities: &[Value], measured: bool, clients: &[ClientLoad]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn client(fio: Option<(u64, u64)>, ftrace_requests: u64) -> ClientLoad<'static> {
         ClientLoad {
@@ -124,9 +130,15 @@ mod tests {
     fn bytes_between_the_data_and_a_kib_of_headers_a_request() {
         // 1000 reads of 4 KiB: 4096000 B of data, at most 1024000 B of
         // headers; one 100-byte request each (no data written).
+        let entity = |requests: u64, bytes: Option<(u64, u64)>| BatchEntity {
+            name: "10.99.1.2".into(),
+            requests: Some(requests),
+            bytes_out: bytes.map(|b| b.0),
+            bytes_in: bytes.map(|b| b.1),
+            ..BatchEntity::default()
+        };
         let e = |sent: u64, received: u64, requests: u64| {
-            vec![json!({"name": "10.99.1.2", "requests": requests,
-                        "bytes_out": sent, "bytes_in": received})]
+            vec![entity(requests, Some((sent, received)))]
         };
         let c = [client(Some((4_096_000, 0)), 1000)];
         assert!(failed(&check(&e(4_200_000, 100_000, 1000), true, &c)).is_empty());
@@ -143,13 +155,18 @@ mod tests {
         let r = check(&e(4_200_000, 0, 999), true, &c);
         assert!(failed(&r)[0].contains("requests == ftrace 1000"), "{r:?}");
         // Not measured: null passes, 0 does not.
-        let null = vec![json!({"name": "10.99.1.2", "requests": 1000,
-                               "bytes_out": null, "bytes_in": null})];
+        let null = vec![entity(1000, None)];
         assert!(failed(&check(&null, false, &c)).is_empty());
         assert_eq!(failed(&check(&e(0, 0, 1000), false, &c)).len(), 1);
         // Measured but null, a missing entity, no fio output: failures.
         assert_eq!(failed(&check(&null, true, &c)).len(), 2);
         assert_eq!(failed(&check(&[], true, &c)).len(), 1);
+        // A line from before the workload fields: no requests to compare.
+        let old = [BatchEntity {
+            name: "10.99.1.2".into(),
+            ..BatchEntity::default()
+        }];
+        assert!(failed(&check(&old, false, &c))[0].contains("None requests"));
         let no_fio = [client(None, 1000)];
         assert_eq!(
             failed(&check(&e(4_200_000, 0, 1000), true, &no_fio)).len(),

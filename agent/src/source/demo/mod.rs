@@ -28,6 +28,16 @@ impl DemoSource {
 }
 
 impl Source for DemoSource {
+    /// The simulated server: one pool of the scenario's threads.
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        let n = self.sim.scenario().threads;
+        crate::server::NfsdThreads {
+            threads: Some(n),
+            pools: Some(1),
+            pool_threads: Some(vec![n]),
+        }
+    }
+
     fn info(&self) -> SourceInfo {
         let s = self.sim.scenario();
         SourceInfo {

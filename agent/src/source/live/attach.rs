@@ -23,6 +23,10 @@ pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPl
     if opts.tracepoints == Tracepoints::Classic || category != "sunrpc" {
         return RawPlan::none(layout);
     }
+    // Where raw programs can be preempted into skipped hits, start classic.
+    if let Some(why) = super::preempt::Verdict::probe().classic_because() {
+        return RawPlan::classic(layout, why);
+    }
     match KernelOffsets::from_sys(&opts.btf_dir) {
         Ok(k) => raw::plan(layout, &k, opts.tracepoints),
         Err(why) => RawPlan::classic(layout, why),

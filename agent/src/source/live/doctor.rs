@@ -33,6 +33,9 @@ pub struct Diagnosis {
     /// Events nfsdtop watches through raw tracepoints (the kernel's BTF
     /// gives the fields' offsets); the others go on classic ones.
     pub raw_tracepoints: Vec<String>,
+    /// Whether this kernel can preempt raw tracepoint programs (which
+    /// makes them miss hits) and so which kind nfsdtop starts on, and why.
+    pub tracepoint_preemption: String,
     pub events: BTreeMap<String, EventReport>,
     pub bpf_object: bool,
     pub bpf_programs_verified: bool,
@@ -111,6 +114,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
     }
     let (mut generation, mut wait_source, mut kernel_class) = (None, None, false);
     let mut raw_tracepoints = Vec::new();
+    let preempt = super::preempt::Verdict::probe();
     match (&tracefs_path, sunrpc_loaded) {
         (None, _) => match super::locate_tracefs(opts) {
             Err(e) => problems.push(e.to_string()),
@@ -132,6 +136,10 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                 kernel_class = l.kernel_class;
                 notes.extend(l.notes.iter().cloned());
                 match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
+                    Ok(_) if preempt.raw_misses => notes.push(format!(
+                        "classic tracepoints for every event: {}",
+                        preempt.reason
+                    )),
                     Ok(k) => {
                         let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
                         for s in super::raw::attach_order() {
@@ -175,6 +183,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
         wait_source,
         kernel_class,
         raw_tracepoints,
+        tracepoint_preemption: preempt.reason,
         events,
         bpf_object,
         bpf_programs_verified,

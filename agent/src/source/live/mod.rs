@@ -26,6 +26,7 @@ pub mod format;
 pub mod host;
 pub mod layout;
 pub mod loss;
+pub mod preempt;
 pub mod probe;
 pub mod raw;
 pub mod report;
@@ -303,6 +304,10 @@ impl LiveSource {
 }
 
 impl Source for LiveSource {
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        crate::server::read_proc(std::path::Path::new(crate::server::PROC_NFSD))
+    }
+
     fn info(&self) -> SourceInfo {
         let layout = &self.attach.layout;
         let mut detail = format!("tracefs {}; {}", self.tracefs.display(), self.attach.report);

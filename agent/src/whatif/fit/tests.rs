@@ -131,3 +131,89 @@ fn the_simulators_three_kinds_of_client_are_told_apart() {
         .iter()
         .all(|&t| (19_900_000..20_100_000).contains(&t)));
 }
+
+/// Two transports always queued on one thread that takes 1 ms a request
+/// while nfsd's `execute` says 0.25 ms (receiving and replying are outside
+/// it): the service times are scaled to the thread's time; with the
+/// thread's own time recorded, nothing changes.
+#[test]
+fn service_times_scale_to_a_saturated_threads_time_per_request() {
+    let stream = |exec_ns: u64| {
+        let mut f = Fitter::new();
+        f.ingest(&ev(0, 700, EventKind::Enqueue));
+        f.ingest(&ev(0, 701, EventKind::Enqueue));
+        for i in 0..400u64 {
+            let port = 700 + (i % 2) as u16;
+            let t = i * 1_000_000;
+            f.ingest(&ev(t, port, DQ));
+            f.ingest(&ev(t + 1, port, EventKind::Enqueue));
+            f.ingest(&ev(
+                t + exec_ns,
+                port,
+                EventKind::Executed {
+                    exec_ns,
+                    requests: 1,
+                    bytes: None,
+                },
+            ));
+        }
+        f.finish()
+    };
+    let mut fit = stream(250_000);
+    let k = fit
+        .scale_to_occupancy(1)
+        .expect("a thread's time is 4x execute");
+    assert!((k - 4.0).abs() < 0.05, "{k}");
+    let s = &fit.transports[0].service_ns;
+    assert!(
+        s.iter().all(|&x| (990_000..=1_010_000).contains(&x)),
+        "{s:?}"
+    );
+    let mut fit = stream(1_000_000);
+    assert_eq!(
+        fit.scale_to_occupancy(1),
+        None,
+        "execute is the thread's time"
+    );
+}
+
+/// Fitted again with a known scale, a live recording's estimated
+/// completions and service times are a thread's time, not `execute`.
+#[test]
+fn a_scaled_second_pass_completes_requests_a_threads_time_later() {
+    let mut f = Fitter::with_estimated_completions_scaled(4.0);
+    for i in 0..10u64 {
+        let t = i * 10_000_000;
+        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t + 1, 700, DQ));
+        f.ingest(&ev(
+            t + 2,
+            700,
+            EventKind::Executed {
+                exec_ns: 250_000,
+                requests: 1,
+                bytes: None,
+            },
+        ));
+    }
+    let fit = f.finish();
+    assert!(fit.completions_estimated);
+    assert!(
+        (fit.mean_service_ns - 1_000_000.0).abs() < 1.0,
+        "{}",
+        fit.mean_service_ns
+    );
+    assert!(fit.transports[0].service_ns.iter().all(|&x| x == 1_000_000));
+    let FittedDemand::Bursts { thinks_ns, .. } = &fit.transports[0].demand else {
+        panic!("{:?}", fit.transports[0].demand);
+    };
+    // Each request done 1 ms after its dispatch, the next 10 ms after it
+    // (the first request, before any execution was seen, is taken as the
+    // default 1 ms times the scale).
+    assert!(
+        thinks_ns[1..]
+            .iter()
+            .all(|&t| (8_900_000..=9_100_000).contains(&t)),
+        "{thinks_ns:?}"
+    );
+}

@@ -1,0 +1,255 @@
+//! The source flags `nfsdtop` and `nfsdtopd` share (`#[command(flatten)]`
+//! in both): their names, help, value checks and how they land on a
+//! [`SessionConfig`]. Everything here is optional, so that nfsdtopd can lay
+//! the flags over its config file; each binary adds its own rules (the
+//! TUI's `--connect` conflicts, for one) on top.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::config::{check_speed, check_wait, SessionConfig, SourceChoice};
+use crate::source::demo::Policy;
+use crate::source::live::{BenchStage, Tracepoints};
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    /// Watch the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file).
+    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = super::DEFAULT_SCENARIO, conflicts_with = "replay")]
+    pub demo: Option<String>,
+    /// Dispatch policy of the demo server.
+    #[arg(long, value_parser = PolicyParser)]
+    pub policy: Option<Policy>,
+    /// Replay a recording made by `nfsdtop record`.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Run a demo or replay this many times faster than real time (0 = as fast as possible) [default: 1].
+    #[arg(long, value_name = "X", value_parser = parse_speed)]
+    pub speed: Option<f64>,
+    /// Class map file: lines of "PREFIX CLASS [per-peer]".
+    #[arg(long, value_name = "FILE")]
+    pub class_map: Option<PathBuf>,
+    /// Live source: wait for this host's nfsd (its sunrpc tracepoints) to appear, up to SECS seconds (no value: as long as it takes).
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "forever", value_parser = parse_wait, conflicts_with_all = ["demo", "replay"])]
+    pub wait: Option<Duration>,
+    /// Live source: tracefs mount point [default: /sys/kernel/tracing].
+    #[arg(long, value_name = "DIR")]
+    pub tracefs: Option<PathBuf>,
+    /// Live source: size of the BPF ring buffer, e.g. 64M (a power of two from 4096 bytes to 1G) [default: 16M]. Too small loses events, which are counted and shown.
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size, conflicts_with_all = ["demo", "replay"])]
+    pub ring_size: Option<u32>,
+    /// Live source: raw tracepoints where the kernel's BTF allows (the default; kept for scripts that pass it).
+    #[arg(long, hide = true, conflicts_with_all = ["demo", "replay", "classic_tracepoints"])]
+    pub raw_tracepoints: bool,
+    /// Live source: watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
+    #[arg(long, conflicts_with_all = ["demo", "replay"])]
+    pub classic_tracepoints: bool,
+    /// Live source: have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
+    #[arg(long, conflicts_with_all = ["demo", "replay"])]
+    pub bpf_stats: bool,
+    /// Benchmarks only (`cargo xtask bench`): run part of the live pipeline, to split its cost: `hooked` = programs attached but idle, `discard` = records drained and thrown away undecoded.
+    #[arg(long, hide = true, value_name = "STAGE", value_enum, conflicts_with_all = ["demo", "replay"])]
+    pub bench_stage: Option<BenchStageArg>,
+    /// Most peers the aggregator keeps before it evicts idle ones (tests; default 65536).
+    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
+    pub max_peers: Option<NonZeroU32>,
+    /// Most transports the aggregator keeps before it evicts idle ones (tests; default 262144).
+    #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
+    pub max_transports: Option<NonZeroU32>,
+}
+
+impl SourceArgs {
+    /// Lay the flags given over `cfg` (the defaults, or a config file).
+    pub fn apply(&self, cfg: &mut SessionConfig) -> anyhow::Result<()> {
+        if let Some(c) = &self.class_map {
+            cfg.class_map = Some(c.clone());
+        }
+        if let Some(s) = self.speed {
+            cfg.speed = s;
+        }
+        let live = &mut cfg.live;
+        if let Some(w) = self.wait {
+            live.wait_for_nfsd = Some(w);
+        }
+        if let Some(t) = &self.tracefs {
+            live.tracefs = Some(t.clone());
+        }
+        if let Some(r) = self.ring_size {
+            live.ring_bytes = r;
+        }
+        if self.bpf_stats {
+            live.kernel_stats = true;
+        }
+        if self.raw_tracepoints {
+            live.tracepoints = Tracepoints::Raw;
+        }
+        if self.classic_tracepoints {
+            live.tracepoints = Tracepoints::Classic;
+        }
+        if let Some(s) = self.bench_stage {
+            live.stage = match s {
+                BenchStageArg::Hooked => BenchStage::Hooked,
+                BenchStageArg::Discard => BenchStage::Discard,
+            };
+        }
+        if let Some(n) = self.max_peers {
+            cfg.limits.max_peers = n.get() as usize;
+        }
+        if let Some(n) = self.max_transports {
+            cfg.limits.max_transports = n.get() as usize;
+        }
+        if let Some(d) = &self.demo {
+            cfg.source = SourceChoice::Demo {
+                scenario: d.clone(),
+                policy: self.policy,
+            };
+        } else if let Some(r) = &self.replay {
+            cfg.source = SourceChoice::Replay(r.clone());
+        } else if let Some(p) = self.policy {
+            cfg.set_policy(p).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    /// The session these flags ask for, over the defaults.
+    pub fn config(&self) -> anyhow::Result<SessionConfig> {
+        let mut cfg = SessionConfig::default();
+        self.apply(&mut cfg)?;
+        Ok(cfg)
+    }
+}
+
+/// `--policy` (and the TUI's `--whatif`): parsed by the agent's own
+/// `Policy` (its message on a bad value), and listing the values for the
+/// completion scripts and `--help`.
+#[derive(Clone, Copy)]
+pub struct PolicyParser;
+
+impl clap::builder::TypedValueParser for PolicyParser {
+    type Value = Policy;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Policy, clap::Error> {
+        let text = value.to_string_lossy();
+        text.parse().map_err(|e: String| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+                .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let all = [
+            (
+                Policy::Flat,
+                "one FIFO of ready transports (today's kernel)",
+            ),
+            (Policy::RrPeer, "round-robin across peers"),
+            (
+                Policy::RrClass,
+                "round-robin across classes of the class map",
+            ),
+        ];
+        Some(Box::new(all.into_iter().map(|(p, help)| {
+            clap::builder::PossibleValue::new(p.to_string()).help(help)
+        })))
+    }
+}
+
+/// `--bench-stage` (see [`BenchStage`]).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchStageArg {
+    Hooked,
+    Discard,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| {
+        format!("{s:?} is not a speed factor (e.g. 1, 10, 0.5; 0 = as fast as possible)")
+    })?;
+    check_speed(v)
+}
+
+/// `--wait` seconds; "forever" (the flag without a value) waits for ever.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    if s == "forever" {
+        return Ok(Duration::MAX);
+    }
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds to wait for nfsd"))?;
+    check_wait(v)
+}
+
+/// `--ring-size`: bytes, or with a K/M/G suffix (KiB, MiB, GiB).
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    crate::source::live::bpf::parse_ring_size(s)
+}
+
+/// A limit of the aggregator's tables (> 0; 4-byte option, so the
+/// arguments stay small).
+fn parse_limit(s: &str) -> Result<NonZeroU32, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a positive number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        source: SourceArgs,
+    }
+
+    fn config(args: &[&str]) -> anyhow::Result<SessionConfig> {
+        let cmd = Cmd::try_parse_from(std::iter::once("t").chain(args.iter().copied()))?;
+        cmd.source.config()
+    }
+
+    #[test]
+    fn the_flags_land_on_the_config() {
+        let cfg = config(&["--ring-size", "64M", "--wait", "--classic-tracepoints"]).unwrap();
+        assert_eq!(cfg.live.ring_bytes, 64 << 20);
+        assert_eq!(cfg.live.wait_for_nfsd, Some(Duration::MAX));
+        assert_eq!(cfg.live.tracepoints, Tracepoints::Classic);
+        assert_eq!(cfg.source, SourceChoice::Live);
+        let cfg = config(&["--demo", "--policy", "rr-peer", "--speed", "0"]).unwrap();
+        assert_eq!(
+            cfg.source,
+            SourceChoice::Demo {
+                scenario: "movers".into(),
+                policy: Some(Policy::RrPeer)
+            }
+        );
+        assert_eq!(cfg.speed, 0.0);
+        let cfg = config(&["--max-peers", "3"]).unwrap();
+        assert_eq!(cfg.limits.max_peers, 3);
+    }
+
+    #[test]
+    fn bad_values_and_combinations_are_refused() {
+        for args in [
+            &["--speed=-1"][..],
+            &["--wait", "1e20"],
+            &["--wait", "soon"],
+            &["--ring-size", "3M"],
+            &["--demo", "--replay", "x"],
+            &["--demo", "--ring-size", "64M"],
+            &["--classic-tracepoints", "--raw-tracepoints"],
+        ] {
+            assert!(config(args).is_err(), "{args:?}");
+        }
+        let e = config(&["--policy", "flat"]).unwrap_err().to_string();
+        assert!(e.contains("--demo"), "{e}");
+    }
+}

@@ -1,0 +1,76 @@
+//! The server families: nfsd's threads, the mean busy threads of the
+//! latest interval and the busy thread-seconds since the start (one
+//! self-contained piece: update from each snapshot, encode on a scrape).
+//! A family whose value is unknown (a source that cannot tell) is left
+//! out rather than exported as 0.
+
+use nfsdtop_agent::model::Snapshot;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+
+#[derive(Debug, Default)]
+pub struct ServerMetrics {
+    threads: Option<u32>,
+    busy_threads: Option<f64>,
+    /// Σ busy_threads × interval over the snapshots that knew it.
+    busy_thread_seconds: f64,
+    pool_threads: Vec<(u32, u32)>,
+}
+
+impl ServerMetrics {
+    pub fn update(&mut self, s: &Snapshot) {
+        let v = &s.server;
+        self.threads = v.threads;
+        self.busy_threads = v.busy_threads;
+        if let Some(b) = v.busy_threads.filter(|b| b.is_finite()) {
+            self.busy_thread_seconds += b * s.interval_s.max(0.0);
+        }
+        self.pool_threads = v
+            .pools
+            .iter()
+            .filter_map(|p| Some((p.pool, p.threads?)))
+            .collect();
+    }
+
+    pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        if let Some(n) = self.threads {
+            enc.encode_descriptor(
+                "nfsdtop_server_threads",
+                "nfsd threads over all pools (/proc/fs/nfsd/threads; the demo's, or the recording's).",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&f64::from(n))?;
+        }
+        if let Some(b) = self.busy_threads {
+            enc.encode_descriptor(
+                "nfsdtop_server_busy_threads",
+                "Mean nfsd threads in service over the latest interval (execution time / interval); over nfsdtop_server_threads it is the saturation.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&b)?;
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_server_busy_thread",
+                "nfsd thread-seconds spent executing requests (rate() of it is the mean busy threads).",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<NoLabelSet, _, f64>(&self.busy_thread_seconds, None)?;
+        }
+        if !self.pool_threads.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_server_pool_threads",
+                "nfsd threads of each pool (/proc/fs/nfsd/pool_threads).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (pool, n) in &self.pool_threads {
+                let l = [("pool", pool.to_string())];
+                m.encode_family(&l)?.encode_gauge(&f64::from(*n))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,409 @@
+//! Parts A/B: the cost of watching nfsd on a real kernel: fio IOPS in a
+//! QEMU guest (scripts/vm/bench-guest.sh) with nothing attached, nfsdtop,
+//! ftrace and nfsdtop's partial stages, alternated in rounds, and the BPF
+//! programs' run time from the kernel's statistics.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
+
+use super::text::{self, fill};
+use super::util::{fmt_rate, mean};
+use super::{BenchArgs, Results};
+use crate::guest::console::Deadlines;
+use crate::guest::image::{ensure_image, Suite};
+use crate::guest::qemu::tcg_mode;
+use crate::guest::run::{self as guest_run, build_nfsdtop};
+use crate::guest::{fio_iops, read_kv};
+
+/// A ratio as signed percent with one decimal ("+5.2").
+fn signed1(x: f64) -> String {
+    format!("{:+.1}", x * 100.0)
+}
+
+/// A ratio as percent with one decimal ("0.4").
+fn pct1(x: f64) -> String {
+    format!("{:.1}", x * 100.0)
+}
+
+/// Boots the trixie image with scripts/vm/bench-guest.sh; returns the
+/// results directory and the guest's kernel.
+fn run_guest(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<(PathBuf, String)> {
+    let img = ensure_image(Suite::Trixie, false)?;
+    let run_dir = guest_run::new_run_dir("trixie-bench")?;
+    let guest_timeout = 300 + u64::from(args.reps) * 6 * (u64::from(args.fio_secs) + 60);
+    let spec = guest_run::Spec {
+        label: "bench",
+        script: "bench-guest.sh",
+        extra: vec![],
+        config: format!(
+            "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\n",
+            args.fio_secs, args.reps
+        ),
+        nfsdtop,
+        output_bytes: 1 << 30,
+        icount: icount_arg(),
+        limits: Deadlines {
+            boot: None,
+            run: Duration::from_secs(guest_timeout + 400),
+        },
+    };
+    eprintln!(
+        "bench: booting trixie (kernel {}) under TCG, results in {}",
+        img.kernel,
+        run_dir.display()
+    );
+    guest_run::run(&img, &spec, &run_dir)?;
+    Ok((run_dir.join("results"), img.kernel))
+}
+
+/// name → (run_time_ns, run_cnt)
+fn bpf_file(path: &Path) -> BTreeMap<String, (u64, u64)> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                f.first()?.to_string(),
+                (f.get(1)?.parse().ok()?, f.get(2)?.parse().ok()?),
+            ))
+        })
+        .collect()
+}
+
+pub fn part(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
+    let nfsdtop = build_nfsdtop()?;
+    let (results, kernel) = run_guest(args, &nfsdtop)?;
+    let summary = read_kv(&results.join("summary.txt")).context("the guest wrote no summary")?;
+    if let Some(e) = summary.get("error") {
+        bail!("the guest failed: {e} (results in {})", results.display());
+    }
+    let clock = match icount_arg() {
+        Some(i) => format!("`-icount {i}`"),
+        None => "on the host's wall clock (NFSDTOP_BENCH_ICOUNT=off)".into(),
+    };
+    let threads = summary.get("nfsd_threads").map_or("?", String::as_str);
+    let mut s = fill(
+        text::GUEST,
+        "intro",
+        &[
+            ("kernel", &kernel),
+            ("tcg", &tcg_mode()),
+            ("clock", &clock),
+            ("threads", &threads),
+            ("fio_secs", &args.fio_secs),
+            ("reps", &args.reps),
+        ],
+    )?;
+    // The guest's round order after "none" (scripts/vm/bench-guest.sh).
+    const MODES: [&str; 5] = ["nfsdtop", "classic", "ftrace", "hooked", "discard"];
+    let head: Vec<String> = MODES.iter().map(|m| format!("{m} IOPS")).collect();
+    let head_r: Vec<String> = MODES.iter().map(|m| format!("{m} / baseline")).collect();
+    writeln!(
+        s,
+        "| round | none IOPS | {} | next none IOPS | {} |\n|{}",
+        head.join(" | "),
+        head_r.join(" | "),
+        "---|".repeat(2 * MODES.len() + 3)
+    )?;
+    let iops = |tag: String| fio_iops(&results.join(format!("fio-{tag}.json")));
+    let mut none = vec![];
+    // Per mode: IOPS and drift-corrected ratios.
+    let mut all: [Vec<f64>; MODES.len()] = Default::default();
+    let mut corr: [Vec<f64>; MODES.len()] = Default::default();
+    let cell = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
+    let ratio = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.3}"));
+    for r in 1..=args.reps {
+        let b0 = iops(format!("none-{r}"));
+        let b1 = iops(format!("none-{}", r + 1));
+        none.extend(b0);
+        // The baseline at the time of the run: between the round's own
+        // baseline and the next one (runs are evenly spaced, mode i at
+        // (i+1)/(modes+1) of the round); without a next baseline, the
+        // round's own.
+        let at = |k: f64| b0.map(|b| b + (b1.unwrap_or(b) - b) * k);
+        let mut cells = vec![];
+        let mut ratios = vec![];
+        for (i, m) in MODES.iter().enumerate() {
+            let v = iops(format!("{m}-{r}"));
+            let rv = v
+                .zip(at((i + 1) as f64 / (MODES.len() + 1) as f64))
+                .map(|(x, b)| x / b);
+            all[i].extend(v);
+            corr[i].extend(rv);
+            cells.push(cell(v));
+            ratios.push(ratio(rv));
+        }
+        writeln!(
+            s,
+            "| {r} | {} | {} | {} | {} |",
+            cell(b0),
+            cells.join(" | "),
+            cell(b1),
+            ratios.join(" | ")
+        )?;
+    }
+    if let Some(last) = iops(format!("none-{}", args.reps + 1)) {
+        none.push(last);
+    }
+    let mn = mean(&none);
+    ensure!(
+        mn > 0.0 && corr.iter().all(|c| !c.is_empty()),
+        "fio results missing in {}",
+        results.display()
+    );
+    let spread = |xs: &[f64]| {
+        let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().cloned().fold(0.0, f64::max);
+        (hi - lo) / mean(xs)
+    };
+    let base_spread = spread(&none);
+    let steps: Vec<f64> = none.windows(2).map(|w| (w[1] - w[0]).abs() / mn).collect();
+    writeln!(
+        s,
+        "| mean | {mn:.0} | {} | | {} |\n",
+        all.iter()
+            .map(|v| format!("{:.0}", mean(v)))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        corr.iter()
+            .map(|v| format!("**{:.3}**", mean(v)))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )?;
+    s.push_str(&fill(text::GUEST, "baseline", &[])?);
+    let cost_n = 1.0 - mean(&corr[0]);
+    let cost_c = 1.0 - mean(&corr[1]);
+    let cost_f = 1.0 - mean(&corr[2]);
+    let cost_hooked = 1.0 - mean(&corr[3]);
+    // The hooks' cost in the round where it was least and most.
+    let hooked_lo = 1.0 - corr[3].iter().cloned().fold(0.0, f64::max);
+    let hooked_hi = 1.0 - corr[3].iter().cloned().fold(f64::INFINITY, f64::min);
+    let cost_discard = 1.0 - mean(&corr[4]);
+    let ratio_spread = corr.iter().map(|c| spread(c)).fold(0.0, f64::max);
+    let mut entries = vec![];
+    for r in 1..=args.reps {
+        if let Some(e) = summary.get(&format!("ftrace_entries.ftrace-{r}")) {
+            entries.push(e.clone());
+        }
+    }
+    let overruns: Vec<String> = (1..=args.reps)
+        .filter_map(|r| summary.get(&format!("ftrace_overrun.ftrace-{r}")))
+        .cloned()
+        .collect();
+    s.push_str(&fill(
+        text::GUEST,
+        "noise",
+        &[
+            ("base_spread", &pct1(base_spread)),
+            ("steps", &pct1(mean(&steps))),
+            ("ratio_spread", &pct1(ratio_spread)),
+            ("entries", &entries.join(", ")),
+            ("overruns", &overruns.join(", ")),
+        ],
+    )?);
+    let below_noise = (cost_n - cost_f).abs() < ratio_spread || cost_n.abs() < ratio_spread;
+    let spread = [("spread", &pct1(ratio_spread) as &dyn std::fmt::Display)];
+    let under = fill(
+        text::GUEST,
+        if cost_n < 0.01 {
+            "under-1"
+        } else {
+            "not-under-1"
+        },
+        &[],
+    )?;
+    let cheaper = fill(
+        text::GUEST,
+        if cost_n < cost_f {
+            "cheaper"
+        } else {
+            "not-cheaper"
+        },
+        &[],
+    )?;
+    let noise = fill(
+        text::GUEST,
+        if below_noise {
+            "below-noise"
+        } else {
+            "above-noise"
+        },
+        &spread,
+    )?;
+    s.push_str(&fill(
+        text::GUEST,
+        "verdict",
+        &[
+            ("n", &signed1(cost_n)),
+            ("c", &signed1(cost_c)),
+            ("f", &signed1(cost_f)),
+            ("under", &under.trim_end()),
+            ("cheaper", &cheaper.trim_end()),
+            ("noise", &noise.trim_end()),
+        ],
+    )?);
+    let floor = if hooked_lo >= 0.01 {
+        "floor-every-round"
+    } else if cost_hooked - ratio_spread >= 0.01 {
+        "floor-beyond-noise"
+    } else if cost_hooked + ratio_spread >= 0.01 {
+        "floor-within-noise"
+    } else {
+        "floor-under"
+    };
+    let floor = fill(text::GUEST, floor, &[])?;
+    s.push_str(&fill(
+        text::GUEST,
+        "hooked",
+        &[
+            ("hooked", &signed1(cost_hooked)),
+            ("lo", &signed1(hooked_lo)),
+            ("hi", &signed1(hooked_hi)),
+            ("discard", &signed1(cost_discard)),
+            ("n", &signed1(cost_n)),
+            ("hooks_pts", &format!("{:.1}", cost_hooked * 100.0)),
+            (
+                "work_pts",
+                &format!("{:.1}", (cost_discard - cost_hooked) * 100.0),
+            ),
+            (
+                "agent_pts",
+                &format!("{:.1}", (cost_n - cost_discard) * 100.0),
+            ),
+            ("spread", &pct1(ratio_spread)),
+            ("floor", &floor.trim_end()),
+        ],
+    )?);
+
+    // B: BPF run time per event, agent CPU.
+    s.push_str(&fill(text::GUEST, "bpf", &[])?);
+    // A number the guest wrote into summary.txt (0 where it wrote none).
+    let value = |key: String| -> f64 {
+        summary
+            .get(&key)
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0.0)
+    };
+    // Per timed run: (run time, runs, dequeue runs, fio wall).
+    let mut timed: BTreeMap<&str, (u64, u64, u64, f64)> = BTreeMap::new();
+    for run in ["nfsdtop", "classic"] {
+        let tag = format!("{run}-timed");
+        let b = bpf_file(&results.join(format!("bpf-before-{tag}.txt")));
+        let a = bpf_file(&results.join(format!("bpf-after-{tag}.txt")));
+        let wall = value(format!("fio_wall.{tag}"));
+        let (mut rt_all, mut runs_all, mut deq) = (0u64, 0u64, 0u64);
+        for (name, (rt, rc)) in &a {
+            let (rt0, rc0) = b.get(name).copied().unwrap_or((0, 0));
+            let (rt, rc) = (rt.saturating_sub(rt0), rc.saturating_sub(rc0));
+            if rc == 0 {
+                continue;
+            }
+            rt_all += rt;
+            runs_all += rc;
+            if name.ends_with("svc_xprt_deque") || name.ends_with("svc_xprt_dequeue") {
+                deq += rc;
+            }
+            writeln!(
+                s,
+                "| {run} | {name} | {rc} | {} | {:.1} ms | {:.0} |",
+                fmt_rate(rc as f64 / wall.max(1e-9)),
+                rt as f64 / 1e6,
+                rt as f64 / rc as f64
+            )?;
+        }
+        timed.insert(run, (rt_all, runs_all, deq, wall));
+    }
+    for (run, (rt, runs, deq, wall)) in &timed {
+        writeln!(
+            s,
+            "| {run} | all | {runs} | {} | {:.1} ms | {:.0} ({:.0} per dispatch) |",
+            fmt_rate(*runs as f64 / wall.max(1e-9)),
+            *rt as f64 / 1e6,
+            *rt as f64 / (*runs).max(1) as f64,
+            *rt as f64 / (*deq).max(1) as f64
+        )?;
+    }
+    let (n_rt, n_runs, n_deq, n_wall) = timed.get("nfsdtop").copied().unwrap_or_default();
+    ensure!(n_runs > 0, "no BPF run counts in {}", results.display());
+    writeln!(s)?;
+
+    // The agent's CPU: the rounds (statistics off, as users run it).
+    let agent = |m: &str| {
+        let (mut cpu, mut wall, mut idle, mut idle_wall, mut rss) = (0.0, 0.0, 0.0, 0.0, vec![]);
+        for r in 1..=args.reps {
+            let tag = format!("{m}-{r}");
+            wall += value(format!("fio_wall.{tag}"));
+            cpu += value(format!("agent_cpu_ns.{tag}")) / 1e9;
+            idle += value(format!("agent_idle_ns.{tag}")) / 1e9;
+            idle_wall += value(format!("agent_idle_wall.{tag}"));
+            if let Some(k) = summary.get(&format!("agent_rss_kib.{tag}")) {
+                rss.push(k.clone());
+            }
+        }
+        (cpu, wall, idle, idle_wall, rss)
+    };
+    let (cpu_n, wall_n, idle_n, idle_wall_n, rss_n) = agent("nfsdtop");
+    let (cpu_c, wall_c, ..) = agent("classic");
+    let dispatch_rate = n_deq as f64 / n_wall.max(1e-9);
+    let per_dispatch_ns =
+        |cpu: f64, wall: f64| cpu / wall.max(1e-9) / dispatch_rate.max(1e-9) * 1e9;
+    s.push_str(&fill(
+        text::GUEST,
+        "agent",
+        &[
+            ("cpu_n", &format!("{cpu_n:.2}")),
+            ("wall_n", &format!("{wall_n:.0}")),
+            ("rate_n", &format!("{:.3}", cpu_n / wall_n.max(1e-9))),
+            ("rss", &rss_n.join(" / ")),
+            ("rate_c", &format!("{:.3}", cpu_c / wall_c.max(1e-9))),
+            ("dispatch_rate", &fmt_rate(dispatch_rate)),
+            ("ns_n", &format!("{:.0}", per_dispatch_ns(cpu_n, wall_n))),
+            ("ns_c", &format!("{:.0}", per_dispatch_ns(cpu_c, wall_c))),
+            ("idle_wall", &format!("{idle_wall_n:.0}")),
+            ("idle", &format!("{:.3}", idle_n / idle_wall_n.max(1e-9))),
+        ],
+    )?);
+    // Where the cost goes, per dispatch, in the guest's instructions: one
+    // fio I/O is one dispatch, and with nothing attached it takes
+    // 10^9 / IOPS of the shared instruction budget.
+    let per_io = 1e9 / mn;
+    let (c_rt, _, c_deq, _) = timed.get("classic").copied().unwrap_or_default();
+    let f0 = |x: f64| format!("{x:.0}");
+    s.push_str(&fill(
+        text::GUEST,
+        "per-dispatch",
+        &[
+            ("per_io", &f0(per_io)),
+            ("one_pct", &f0(per_io / 100.0)),
+            ("cost_n", &f0(cost_n * per_io)),
+            ("pct_n", &format!("{:.1}", cost_n * 100.0)),
+            ("prog_n", &f0(n_rt as f64 / n_deq.max(1) as f64)),
+            ("agent_n", &f0(per_dispatch_ns(cpu_n, wall_n))),
+            ("cost_c", &f0(cost_c * per_io)),
+            ("prog_c", &f0(c_rt as f64 / c_deq.max(1) as f64)),
+            ("agent_c", &f0(per_dispatch_ns(cpu_c, wall_c))),
+            ("cost_f", &f0(cost_f * per_io)),
+        ],
+    )?);
+    res.ring_rate = Some(n_runs as f64 / n_wall.max(1e-9));
+    Ok(s)
+}
+
+/// `-icount shift=N,sleep=off`: the guest's clock advances by the number of
+/// instructions it executes (2^N ns each), not by the host's wall clock, so
+/// fio's IOPS in the guest are I/Os per instruction budget and the host's
+/// load (other builds on this shared machine) no longer moves them.
+/// NFSDTOP_BENCH_ICOUNT=off runs on the wall clock as before.
+fn icount_arg() -> Option<String> {
+    match std::env::var("NFSDTOP_BENCH_ICOUNT") {
+        Ok(v) if v == "off" => None,
+        Ok(v) => Some(v),
+        Err(_) => Some("shift=0,sleep=off".into()),
+    }
+}

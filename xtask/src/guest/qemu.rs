@@ -1,0 +1,82 @@
+//! The QEMU command line of a guest run and the process guard that kills
+//! QEMU when the host side gives up (timeout, error, panic).
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use super::image::Image;
+
+/// Kills QEMU if the host side gives up (timeout, error, panic).
+pub struct Qemu(pub Child);
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// One host thread for all vCPUs by default: with thread=multi (QEMU 7.2)
+/// guests twice died executing half-patched kernel text (static keys and
+/// alternatives being rewritten while the other vCPU ran them). Single is
+/// about 1.3x slower here and still shows the contention plainly.
+pub fn tcg_mode() -> String {
+    std::env::var("NFSDTOP_VM_TCG").unwrap_or_else(|_| "single".into())
+}
+
+fn tcg_accel() -> String {
+    format!("tcg,thread={}", tcg_mode())
+}
+
+/// The QEMU command line of a guest run (vm-test and bench): the image's
+/// kernel and root disk (copy-on-write), the input disk read-only, the
+/// output disk, two vCPUs on single-threaded TCG, console on stdout.
+/// `icount`: `-icount` options, for a clock that counts instructions.
+pub fn qemu_command(
+    img: &Image,
+    in_disk: &Path,
+    out_disk: &Path,
+    run_dir: &Path,
+    icount: Option<&str>,
+) -> anyhow::Result<Command> {
+    let drive = |p: &Path, extra: &str| format!("file={},if=virtio,format=raw{extra}", p.display());
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel",
+        &tcg_accel(),
+        "-cpu",
+        // With -icount, TCG's cmpxchg16b (SLUB's fast path) was seen to
+        // double-fault the guest (QEMU 10.0): without cx16 SLUB takes its
+        // locked path, the same in every mode of a benchmark.
+        if icount.is_some() { "max,-cx16" } else { "max" },
+        "-smp",
+        "2",
+        "-m",
+        "3072",
+    ]);
+    if let Some(i) = icount {
+        cmd.args(["-icount", i]);
+    }
+    cmd.args(["-nographic", "-no-reboot", "-nic", "none"])
+        .arg("-kernel")
+        .arg(img.dir.join("vmlinuz"))
+        .arg("-initrd")
+        .arg(img.dir.join("initrd.img"))
+        .arg("-drive")
+        .arg(drive(&img.dir.join("root.img"), ",snapshot=on"))
+        .arg("-drive")
+        .arg(drive(in_disk, ",readonly=on"))
+        .arg("-drive")
+        .arg(drive(out_disk, ""))
+        .args([
+            "-append",
+            "root=/dev/vda rw console=ttyS0 init=/sbin/nfsdtop-vm-init quiet panic=-1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(File::create(run_dir.join("qemu.err"))?);
+    Ok(cmd)
+}

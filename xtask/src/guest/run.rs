@@ -1,0 +1,157 @@
+//! One guest run from start to results: the input directory (the guest
+//! script as `init.sh`, the shared prelude `guest-lib.sh`, more scripts,
+//! the config, a stripped nfsdtop), the disks, QEMU, the console, and the
+//! results unpacked into `RUN_DIR/results`. Also the nfsdtop build the
+//! guest runs and the run directories under the cache.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::Value;
+
+use super::cache_root;
+use super::console::{self, Deadlines, Times};
+use super::disk::{make_input_disk, make_output_disk, set_exec, unpack_output};
+use super::image::Image;
+use super::qemu::{qemu_command, Qemu};
+use crate::root;
+
+/// The sourced prelude of every guest script (scripts/vm/guest-lib.sh).
+const GUEST_LIB: &str = "guest-lib.sh";
+
+/// What to run in the guest.
+pub struct Spec<'a> {
+    /// Prefix of the host's progress lines ("vm", "bench").
+    pub label: &'a str,
+    /// The guest script, a file of scripts/vm/ (it becomes `/vm/init.sh`).
+    pub script: &'a str,
+    /// More files of scripts/vm/ to put beside it (same names, executable).
+    pub extra: Vec<String>,
+    /// Shell assignments for `/vm/config` (`RUN_ID` comes first, from the
+    /// run directory's name).
+    pub config: String,
+    pub nfsdtop: &'a Path,
+    pub output_bytes: u64,
+    /// `-icount` options, for a guest clock that counts instructions.
+    pub icount: Option<String>,
+    pub limits: Deadlines,
+}
+
+/// A new directory `runs/NAME-<unix time>` in the cache; the newest 20
+/// run directories are kept.
+pub fn new_run_dir(name: &str) -> anyhow::Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let runs = cache_root().join("runs");
+    prune_runs(&runs, 20);
+    let dir = runs.join(format!("{name}-{stamp}"));
+    fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Keeps the newest `keep` run directories (each holds a full ftrace text).
+fn prune_runs(runs: &Path, keep: usize) {
+    let Ok(entries) = fs::read_dir(runs) else {
+        return;
+    };
+    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    dirs.sort();
+    let n = dirs.len().saturating_sub(keep);
+    for (_, d) in dirs.into_iter().take(n) {
+        let _ = fs::remove_dir_all(d);
+    }
+}
+
+/// Boots `img` with `spec` in `run_dir`; the guest's results end up in
+/// `run_dir/results`.
+pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
+    let input = run_dir.join("input");
+    fs::create_dir_all(&input)?;
+    let vm_scripts = root().join("scripts/vm");
+    let mut files = vec![(spec.script, "init.sh"), (GUEST_LIB, GUEST_LIB)];
+    files.extend(spec.extra.iter().map(|f| (f.as_str(), f.as_str())));
+    for (from, to) in files {
+        fs::copy(vm_scripts.join(from), input.join(to))
+            .with_context(|| format!("copying scripts/vm/{from}"))?;
+        set_exec(&input.join(to))?;
+    }
+    // A stripped copy boots faster (smaller input disk to unpack).
+    let guest_bin = input.join("nfsdtop");
+    let stripped = Command::new("strip")
+        .arg("-o")
+        .arg(&guest_bin)
+        .arg(spec.nfsdtop)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        fs::copy(spec.nfsdtop, &guest_bin)?;
+    }
+    let run_id = run_dir.file_name().unwrap_or_default().to_string_lossy();
+    fs::write(
+        input.join("config"),
+        format!("RUN_ID={run_id}\n{}", spec.config),
+    )?;
+    let in_disk = run_dir.join("input.img");
+    make_input_disk(&input, &in_disk)?;
+    let _ = fs::remove_file(&guest_bin); // on the input disk now
+    let out_disk = run_dir.join("output.img");
+    make_output_disk(&out_disk, spec.output_bytes)?;
+
+    let mut cmd = qemu_command(img, &in_disk, &out_disk, run_dir, spec.icount.as_deref())?;
+    let child = Qemu(cmd.spawn().context("cannot start qemu-system-x86_64")?);
+    let times = console::watch(child, run_dir, spec.label, spec.limits)?;
+    unpack_output(&out_disk, &run_dir.join("results"))?;
+    // The disks are large and can be rebuilt; keep the results.
+    let _ = fs::remove_file(&out_disk);
+    let _ = fs::remove_file(&in_disk);
+    Ok(times)
+}
+
+/// `cargo build --release -p nfsdtop --bin nfsdtop`: the binary every guest runs.
+pub fn build_nfsdtop() -> anyhow::Result<PathBuf> {
+    let started = Instant::now();
+    eprintln!("vm: cargo build --release -p nfsdtop");
+    let out = crate::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "nfsdtop",
+            "--bin",
+            "nfsdtop",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo build")?;
+    if !out.status.success() {
+        bail!("cargo build --release -p nfsdtop failed ({})", out.status);
+    }
+    let mut exe = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "nfsdtop" {
+            if let Some(p) = v["executable"].as_str() {
+                exe = Some(PathBuf::from(p));
+            }
+        }
+    }
+    let exe = exe.ok_or_else(|| anyhow!("cargo build did not report the nfsdtop executable"))?;
+    eprintln!(
+        "vm: nfsdtop built in {:.0?}: {}",
+        started.elapsed(),
+        exe.display()
+    );
+    Ok(exe)
+}

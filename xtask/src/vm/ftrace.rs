@@ -1,0 +1,105 @@
+//! The independent ground truth: the kernel's own ftrace text of the
+//! sunrpc events, counted per client, and the ring buffer's loss counters.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+/// Per-client dequeue counts from ftrace's `trace` text.
+#[derive(Debug, Default, PartialEq)]
+pub struct Ftrace {
+    /// svc_xprt_dequeue records of nfsd (server port 2049) per client IP,
+    /// listener records left out (their printed client is bogus).
+    pub per_client: BTreeMap<IpAddr, u64>,
+    /// Listener records (flags include LISTENER or XPT_LISTENER) and
+    /// records with an empty client address (UDP).
+    pub listener: u64,
+    /// Dequeues of other services (lockd, NFS callback), by server port.
+    pub other_services: BTreeMap<u16, u64>,
+    /// Every svc_xprt_dequeue record.
+    pub total: u64,
+    /// Records whose addresses could not be parsed.
+    pub unparsed: u64,
+    pub enqueue: u64,
+    /// svc_stats_latency of nfsd per client IP: (requests, sum of
+    /// `execute-us`).
+    pub exec_per_client: BTreeMap<IpAddr, (u64, u64)>,
+}
+
+pub fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
+    rest.split_whitespace()
+        .find_map(|tok| tok.strip_prefix(key)?.strip_prefix('='))
+}
+
+pub fn parse_trace(text: &str) -> Ftrace {
+    let mut f = Ftrace::default();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.contains(" svc_xprt_enqueue: ") {
+            f.enqueue += 1;
+            continue;
+        }
+        if let Some((_, rest)) = line.split_once(" svc_stats_latency: ") {
+            let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+            let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
+            let us = field(rest, "execute-us").and_then(|v| v.parse::<u64>().ok());
+            if let (Some(s), Some(c), Some(us)) = (server, client, us) {
+                if s.port() == 2049 && !s.ip().is_unspecified() {
+                    let e = f.exec_per_client.entry(c.ip()).or_default();
+                    e.0 += 1;
+                    e.1 += us;
+                }
+            }
+            continue;
+        }
+        let Some((_, rest)) = line.split_once(" svc_xprt_dequeue: ") else {
+            continue;
+        };
+        f.total += 1;
+        let flags = field(rest, "flags").unwrap_or("");
+        // 6.6+ prints "LISTENER", 5.18-6.5 "XPT_LISTENER".
+        // An empty client address (listeners, UDP transports such as
+        // lockd's) prints as "(einval)" or as a stale address read past the
+        // record; such transports are bound to the wildcard address, while
+        // a connected TCP transport has a specific local one. All of these
+        // are nfsdtop's (listener) pseudo-peer.
+        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+        let empty_client = field(rest, "client") == Some("(einval)")
+            || server.is_some_and(|s| s.ip().is_unspecified());
+        if empty_client
+            || flags
+                .split('|')
+                .any(|fl| fl.trim_start_matches("XPT_") == "LISTENER")
+        {
+            f.listener += 1;
+            continue;
+        }
+        let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
+        match (server, client) {
+            (Some(s), Some(c)) if s.port() == 2049 => {
+                *f.per_client.entry(c.ip()).or_default() += 1;
+            }
+            (Some(s), Some(_)) => *f.other_services.entry(s.port()).or_default() += 1,
+            _ => f.unparsed += 1,
+        }
+    }
+    f
+}
+
+/// Sums of `overrun`, `commit overrun` and `dropped events` over every CPU
+/// in the saved `per_cpu/cpu*/stats`; None if the file has no CPU stats.
+pub fn ftrace_losses(stats: &str) -> Option<u64> {
+    let mut seen = false;
+    let mut lost = 0;
+    for line in stats.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        if matches!(k.trim(), "overrun" | "commit overrun" | "dropped events") {
+            seen = true;
+            lost += v.trim().parse::<u64>().unwrap_or(u64::MAX / 4);
+        }
+    }
+    seen.then_some(lost)
+}

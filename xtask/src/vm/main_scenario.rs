@@ -1,0 +1,208 @@
+//! Scenario "main": doctor, the default (raw) and the classic run beside
+//! it against one ftrace, the wait source per kernel, and fairness by
+//! nconnect.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::batch::{run_detail, Line};
+use super::measure::{check_measurement, check_nfsdtop_run};
+use super::report::Report;
+use super::{client_addr, expected_wait_source, kernel_version, CLIENTS};
+use crate::guest::fio_iops;
+
+pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Report) {
+    let kernel = summary.get("kernel").cloned().unwrap_or_default();
+    // nfsdtop doctor.
+    if summary.get("nfsdtop").map(String::as_str) != Some("missing") {
+        let doctor_text = fs::read_to_string(results.join("doctor.json")).unwrap_or_default();
+        let doctor_err = fs::read_to_string(results.join("doctor.err")).unwrap_or_default();
+        match serde_json::from_str::<Value>(doctor_text.trim()) {
+            Ok(d) => {
+                rep.check(
+                    d["tracefs"] == true && d["sunrpc_loaded"] == true,
+                    format!(
+                        "doctor: tracefs {} sunrpc_loaded {}",
+                        d["tracefs"], d["sunrpc_loaded"]
+                    ),
+                );
+                rep.check(
+                    d["generation"].is_string(),
+                    format!("doctor: generation {}", d["generation"]),
+                );
+                rep.check(
+                    d["bpf_programs_verified"] == true,
+                    format!(
+                        "doctor: bpf_programs_verified {}",
+                        d["bpf_programs_verified"]
+                    ),
+                );
+            }
+            Err(e) => rep.check(
+                false,
+                format!(
+                    "doctor --format json gave no JSON ({e}; exit {}): {}",
+                    summary
+                        .get("doctor_exit")
+                        .map(String::as_str)
+                        .unwrap_or("?"),
+                    doctor_err.trim()
+                ),
+            ),
+        }
+    }
+    // Where the kernel preempts tracepoint programs (7.x), a raw program
+    // can miss hits; nfsdtop then counts them as lost and hands the event
+    // to its classic tracepoint, and that run's counts are checked as
+    // delivered + lost == ftrace instead of exactly.
+    fn handed_over(rep: &mut Report, run: &str, detail: &str) -> bool {
+        let h = detail.contains("moved to classic tracepoints");
+        if h {
+            rep.note(format!(
+                "{run}: a raw tracepoint missed hits and was handed over to its classic one"
+            ));
+        }
+        h
+    }
+    // The default: raw tracepoints for every event (every Debian kernel
+    // here has BTF for vmlinux and its modules).
+    let detail = run_detail(results, "main");
+    let exact = !handed_over(rep, "main", &detail);
+    let Some(m) = check_measurement(results, "main", summary, rep, exact) else {
+        return;
+    };
+    // Debian's 7.x (preemption lazy, SRCU-fast tracepoints) can preempt
+    // raw tracepoint programs: nfsdtop starts on classic ones there.
+    let want = if kernel_version(&kernel).is_some_and(|v| v >= (7, 0)) {
+        "classic tracepoints (raw ones not possible here); classic: this kernel can preempt raw \
+         tracepoint programs (preemption lazy"
+    } else {
+        "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, \
+         svc_xprt_enqueue, svc_xprt_dequeue, svc_stats_latency (the default)"
+    };
+    rep.check(detail.contains(want), format!("main: {want} ({detail})"));
+    // Beside it, every event classic (--classic-tracepoints).
+    let classic_detail = run_detail(results, "main-classic");
+    check_nfsdtop_run(results, "main-classic", "main", summary, rep, true);
+    rep.check(
+        classic_detail.contains("classic tracepoints") && !classic_detail.contains("raw"),
+        format!("main-classic: classic tracepoints only ({classic_detail})"),
+    );
+    check_server_threads(&m.lines, summary.get("nfsd_threads.main"), rep);
+    let last = m.last();
+    let ws = last.source.wait_source.as_str();
+    let want_ws = expected_wait_source(&kernel);
+    rep.check(
+        ws == want_ws,
+        format!("wait_source {ws:?} (expected {want_ws:?} on {kernel})"),
+    );
+    rep.note(format!("generation {}", last.source.generation));
+    // With qtime (6.16+), the agent's own enqueue→dequeue waits must tell
+    // the same story: whole-run p50s within one histogram bucket.
+    if ws == "qtime" {
+        let t = &last.totals;
+        let (kq, own) = (t.run_wait_p50_bucket, t.own_wait_p50_bucket);
+        rep.check(
+            matches!((kq, own), (Some(a), Some(b)) if a.abs_diff(b) <= 1),
+            format!(
+                "qtime p50 {} us (bucket {kq:?}) and own enqueue-dequeue p50 {} us (bucket {own:?}) within one bucket",
+                t.run_wait_p50_us, t.own_wait_p50_us
+            ),
+        );
+    }
+    // Fairness: cumulative dispatches / cumulative entitled over the whole
+    // run (the last line). Per-interval ratios swing with the 1 s windows
+    // (a few hundred dispatches each under TCG) and are undefined in idle
+    // ones; the cumulative ratio is what the run as a whole says about each
+    // client, and the load keeps every client backlogged throughout.
+    let ratio = |i: usize| {
+        let ip = client_addr(i, CLIENTS[i].1);
+        let (d, ent, _) = m.peers.get(&ip).copied().unwrap_or_default();
+        (
+            ip,
+            d,
+            ent,
+            if ent > 0.0 { d as f64 / ent } else { f64::NAN },
+        )
+    };
+    for (i, (name, _, nc)) in CLIENTS.iter().enumerate() {
+        let (ip, d, ent, r) = ratio(i);
+        let iops = fio_iops(&results.join(format!("fio-main-{name}.json")));
+        rep.note(format!(
+            "{name} {ip:<10} nconnect={nc}: dispatches {d}, entitled {ent:.1}, ratio {r:.3}, fio {} IOPS",
+            iops.map(|x| format!("{x:.0}")).unwrap_or("?".into())
+        ));
+    }
+    let fewest = (0..CLIENTS.len())
+        .min_by_key(|&i| CLIENTS[i].2)
+        .unwrap_or(0);
+    let most = (0..CLIENTS.len())
+        .max_by_key(|&i| CLIENTS[i].2)
+        .unwrap_or(0);
+    let (ip, _, _, r) = ratio(fewest);
+    rep.check(
+        r < 1.0,
+        format!(
+            "fewest connections ({ip}, nconnect={}): fairness {r:.3} < 1",
+            CLIENTS[fewest].2
+        ),
+    );
+    let (ip, _, _, r) = ratio(most);
+    rep.check(
+        r > 1.0,
+        format!(
+            "most connections ({ip}, nconnect={}): fairness {r:.3} > 1",
+            CLIENTS[most].2
+        ),
+    );
+}
+
+/// The server view against the kernel: every line's thread count is what
+/// `/proc/fs/nfsd/threads` said under the load, and busy threads stay
+/// between 0 and it. Execution time is counted when a request completes,
+/// so one interval can carry up to one request per thread begun in the one
+/// before: a line may exceed the thread count by that, never the run.
+fn check_server_threads(lines: &[Line], proc_threads: Option<&String>, rep: &mut Report) {
+    let Some(want) = proc_threads.and_then(|t| t.trim().parse::<u32>().ok()) else {
+        rep.check(
+            false,
+            format!("main: /proc/fs/nfsd/threads under the load not recorded ({proc_threads:?})"),
+        );
+        return;
+    };
+    let seen: Vec<(Option<u32>, Option<f64>, f64)> = lines
+        .iter()
+        .map(|l| (l.server.threads, l.server.busy_threads, l.interval_s))
+        .collect();
+    let wrong: Vec<_> = seen.iter().filter(|(t, _, _)| *t != Some(want)).collect();
+    rep.check(
+        wrong.is_empty() && !seen.is_empty(),
+        format!(
+            "main: server.threads == /proc/fs/nfsd/threads {want} on all {} lines ({} differ, first {:?})",
+            seen.len(),
+            wrong.len(),
+            wrong.first().map(|w| w.0)
+        ),
+    );
+    let busy: Vec<(f64, f64)> = seen
+        .iter()
+        .filter_map(|(_, b, i)| b.map(|b| (b, *i)))
+        .collect();
+    let max = busy.iter().map(|b| b.0).fold(0.0, f64::max);
+    let min = busy.iter().map(|b| b.0).fold(f64::INFINITY, f64::min);
+    let (secs, span): (f64, f64) = busy
+        .iter()
+        .fold((0.0, 0.0), |(s, t), (b, i)| (s + b * i, t + i));
+    let mean = if span > 0.0 { secs / span } else { f64::NAN };
+    let threads = f64::from(want);
+    rep.check(
+        !busy.is_empty() && min >= 0.0 && max <= threads * 1.1 && mean <= threads && mean > 0.0,
+        format!(
+            "main: busy threads in [0, {want}] over {} lines: min {min:.2}, max {max:.2}, run mean {mean:.2}",
+            busy.len()
+        ),
+    );
+}

@@ -1,0 +1,351 @@
+//! `cargo xtask vm-test`: real-kernel tests in QEMU (see
+//! scripts/vm/README.md). This module owns the command line, the runs to
+//! make (scenario, faults, timeouts) and the final report; the guest
+//! harness is `crate::guest`, the guest side scripts/vm/guest-init.sh, and
+//! each scenario's checks live in a file of their own below.
+//!
+//! A run boots the cached image under QEMU (TCG), runs NFS load from client
+//! network namespaces while the kernel's own ftrace and nfsdtop watch the
+//! same sunrpc events, and checks nfsdtop against ftrace.
+
+mod batch;
+mod flood;
+mod ftrace;
+mod kill;
+mod main_scenario;
+mod measure;
+mod report;
+mod restart;
+mod smallring;
+#[cfg(test)]
+mod tests;
+mod wait;
+mod whatif;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use clap::{Args, ValueEnum};
+
+use crate::guest::console::Deadlines;
+use crate::guest::image::{ensure_image, Suite};
+use crate::guest::{read_kv, run as guest_run};
+use report::Report;
+
+/// The NFS clients of every run: (netns name, IP family, nconnect). Client
+/// i (1-based) gets 10.99.i.2 or fd99:i::2 and mounts the server at .1.
+const CLIENTS: [(&str, u8, u32); 3] = [("c1", 4, 1), ("c2", 4, 4), ("c3", 6, 8)];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelSel {
+    Trixie,
+    Bookworm,
+    Sid,
+    /// trixie, bookworm and sid, one after the other
+    All,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Which kernel(s) to test.
+    #[arg(long, value_enum, default_value_t = KernelSel::Trixie)]
+    pub kernel: KernelSel,
+    /// Short load and no fault scenarios (what `cargo xtask test` runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Use this nfsdtop binary instead of building it (`cargo build --release -p nfsdtop`).
+    #[arg(long, value_name = "FILE")]
+    pub nfsdtop: Option<PathBuf>,
+    /// Seconds of fio per client (default: 4 with --quick, else 8).
+    #[arg(long, value_name = "SECS")]
+    pub fio_secs: Option<u32>,
+    /// Check the results directory of an earlier run again, without booting.
+    #[arg(long, value_name = "DIR")]
+    pub recheck: Option<PathBuf>,
+}
+
+impl TestArgs {
+    /// What `cargo xtask test` runs: trixie, short load, no faults.
+    pub fn readme() -> TestArgs {
+        TestArgs {
+            kernel: KernelSel::Trixie,
+            quick: true,
+            nfsdtop: None,
+            fio_secs: None,
+            recheck: None,
+        }
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// The measurement, then the fault scenarios that share its boot.
+    Main,
+    /// nfsdtop --wait started before nfsd (a boot of its own).
+    Wait,
+}
+
+struct RunConfig {
+    scenario: Scenario,
+    fio_secs: u32,
+    faults: Vec<&'static str>,
+    /// Scenarios after the main measurement, in the same boot
+    /// (scripts/vm/scenario-NAME.sh).
+    after_main: Vec<&'static str>,
+    guest_timeout_s: u64,
+}
+
+/// The guest run of `cfg`: guest-init.sh with its config and every
+/// fault and scenario script.
+fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_run::Spec<'a>> {
+    let mut extra = vec![];
+    for e in fs::read_dir(crate::root().join("scripts/vm"))? {
+        let name = e?.file_name().to_string_lossy().to_string();
+        if (name.starts_with("fault-") || name.starts_with("scenario-")) && name.ends_with(".sh") {
+            extra.push(name);
+        }
+    }
+    extra.sort();
+    let clients: Vec<String> = CLIENTS
+        .iter()
+        .map(|(n, fam, nc)| format!("{n}:{fam}:{nc}"))
+        .collect();
+    let config = format!(
+        "SCENARIO={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nAFTER_MAIN=\"{}\"\nCLIENTS=\"{}\"\n",
+        if cfg.scenario == Scenario::Wait {
+            "wait"
+        } else {
+            "main"
+        },
+        cfg.fio_secs,
+        cfg.guest_timeout_s,
+        cfg.faults.join(" "),
+        cfg.after_main.join(" "),
+        clients.join(" "),
+    );
+    Ok(guest_run::Spec {
+        label: "vm",
+        script: "guest-init.sh",
+        extra,
+        config,
+        nfsdtop,
+        output_bytes: 2 << 30,
+        icount: None,
+        limits: Deadlines {
+            boot: Some(Duration::from_secs(300)),
+            run: Duration::from_secs(cfg.guest_timeout_s + 120),
+        },
+    })
+}
+
+fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Report> {
+    let img = ensure_image(suite, false)?;
+    let label = match cfg.scenario {
+        Scenario::Main => "main",
+        Scenario::Wait => "wait",
+    };
+    let run_dir = guest_run::new_run_dir(&format!("{}-{label}", suite.name()))?;
+    eprintln!(
+        "vm: booting {} (kernel {}) for {label}, results in {}",
+        suite.name(),
+        img.kernel,
+        run_dir.display()
+    );
+    // A guest kernel panic is retried once, loudly: under QEMU TCG with
+    // one host thread per vCPU (thread=multi) we saw two (an oops at a
+    // code-patching site in sched_clock_cpu at boot, and in
+    // ktime_get_mono_fast_ns); one caused by nfsdtop would happen again.
+    let mut retried = None;
+    let spec = guest_spec(cfg, nfsdtop)?;
+    let times = match guest_run::run(&img, &spec, &run_dir) {
+        Err(e) if format!("{e:#}").contains("guest kernel panicked") => {
+            let first = run_dir.with_file_name(format!(
+                "{}-panic",
+                run_dir.file_name().unwrap_or_default().to_string_lossy()
+            ));
+            fs::rename(&run_dir, &first)?;
+            fs::create_dir_all(&run_dir)?;
+            eprintln!(
+                "vm: the guest kernel panicked ({}); retrying once",
+                first.join("console.log").display()
+            );
+            retried = Some(first);
+            guest_run::run(&img, &spec, &run_dir)?
+        }
+        r => r?,
+    };
+    let mut rep = Report {
+        lines: vec![format!(
+            "{} {label} (kernel {}): boot {:.1} s, whole run {:.1} s, results {}",
+            suite.name(),
+            img.kernel,
+            times.boot_s,
+            times.total_s,
+            run_dir.join("results").display()
+        )],
+        failures: vec![],
+    };
+    if let Some(first) = retried {
+        rep.note(format!(
+            "warning: the first boot's guest kernel panicked (console: {}); this is the retry",
+            first.join("console.log").display()
+        ));
+    }
+    check_results(&run_dir.join("results"), cfg, nfsdtop, &mut rep)?;
+    Ok(rep)
+}
+
+fn check_results(
+    results: &Path,
+    cfg: &RunConfig,
+    nfsdtop: &Path,
+    rep: &mut Report,
+) -> anyhow::Result<()> {
+    let summary = read_kv(&results.join("summary.txt"))?;
+    rep.note(format!(
+        "guest kernel {}",
+        summary.get("kernel").map(String::as_str).unwrap_or("?")
+    ));
+    if let Some(e) = summary.get("error") {
+        rep.check(false, format!("guest run: {e}"));
+    }
+    match cfg.scenario {
+        Scenario::Wait => wait::check(results, &summary, rep),
+        Scenario::Main => {
+            main_scenario::check(results, &summary, rep);
+            for s in &cfg.after_main {
+                match *s {
+                    "whatif" => whatif::check(results, &summary, rep, nfsdtop),
+                    other => rep.check(false, format!("unknown scenario {other}")),
+                }
+            }
+            for f in &cfg.faults {
+                match *f {
+                    "restart" => restart::check(results, &summary, rep),
+                    "kill" => kill::check(&summary, rep),
+                    "smallring" => smallring::check(results, &summary, rep),
+                    "flood" => flood::check(results, &summary, rep),
+                    other => rep.check(false, format!("unknown fault {other}")),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn test(args: TestArgs) -> anyhow::Result<()> {
+    let suites: Vec<Suite> = match args.kernel {
+        KernelSel::Trixie => vec![Suite::Trixie],
+        KernelSel::Bookworm => vec![Suite::Bookworm],
+        KernelSel::Sid => vec![Suite::Sid],
+        KernelSel::All => vec![Suite::Trixie, Suite::Bookworm, Suite::Sid],
+    };
+    let fio_secs = args.fio_secs.unwrap_or(if args.quick { 4 } else { 8 });
+    let mut configs = vec![RunConfig {
+        scenario: Scenario::Main,
+        fio_secs,
+        faults: if args.quick {
+            vec![]
+        } else {
+            vec!["restart", "kill", "smallring", "flood"]
+        },
+        after_main: vec!["whatif"],
+        guest_timeout_s: if args.quick { 600 } else { 1200 },
+    }];
+    if !args.quick {
+        configs.push(RunConfig {
+            scenario: Scenario::Wait,
+            fio_secs,
+            faults: vec![],
+            after_main: vec![],
+            guest_timeout_s: 600,
+        });
+    }
+    if let Some(dir) = args.recheck {
+        // Check the results of an earlier run again (no boot).
+        let cfg = if dir.to_string_lossy().contains("-wait-") {
+            configs.pop().filter(|c| c.scenario == Scenario::Wait)
+        } else {
+            configs.into_iter().next()
+        }
+        .ok_or_else(|| anyhow!("--recheck of a wait run needs a full (non --quick) run"))?;
+        let mut rep = Report {
+            lines: vec![format!("recheck {}", dir.display())],
+            failures: vec![],
+        };
+        // The whatif check runs nfsdtop on the recording.
+        let nfsdtop = match args.nfsdtop {
+            Some(p) => p,
+            None => guest_run::build_nfsdtop()?,
+        };
+        check_results(&dir, &cfg, &nfsdtop, &mut rep)?;
+        return report(vec![(String::from("recheck"), rep)]);
+    }
+    // Images first (the slow part, and independent of the nfsdtop build).
+    for s in &suites {
+        ensure_image(*s, false)?;
+    }
+    let nfsdtop = match args.nfsdtop {
+        Some(p) => p,
+        None => guest_run::build_nfsdtop()?,
+    };
+    let mut reports = vec![];
+    for s in suites {
+        for cfg in &configs {
+            let rep = run_one(s, &nfsdtop, cfg).unwrap_or_else(|e| Report {
+                lines: vec![format!("{}: the run failed", s.name())],
+                failures: vec![format!("{e:#}")],
+            });
+            reports.push((s.name().to_string(), rep));
+        }
+    }
+    report(reports)
+}
+
+fn report(reports: Vec<(String, Report)>) -> anyhow::Result<()> {
+    let mut failed = vec![];
+    for (name, rep) in reports {
+        eprintln!("vm-test {name}:");
+        for l in &rep.lines {
+            eprintln!("{l}");
+        }
+        for f in &rep.failures {
+            failed.push(format!("{name}: {f}"));
+        }
+    }
+    if !failed.is_empty() {
+        bail!("vm-test failed:\n  {}", failed.join("\n  "));
+    }
+    eprintln!("vm-test: all checks passed");
+    Ok(())
+}
+
+/// "6.12.57+deb13-amd64" → (6, 12).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+fn expected_wait_source(release: &str) -> &'static str {
+    match kernel_version(release) {
+        Some(v) if v >= (6, 16) => "qtime",
+        _ => "enqueue-dequeue",
+    }
+}
+
+fn client_addr(i: usize, fam: u8) -> IpAddr {
+    let n = i + 1;
+    if fam == 6 {
+        format!("fd99:{n}::2").parse().expect("valid address")
+    } else {
+        format!("10.99.{n}.2").parse().expect("valid address")
+    }
+}
+
+fn num(summary: &BTreeMap<String, String>, key: &str) -> Option<u64> {
+    summary.get(key)?.parse().ok()
+}

@@ -1,0 +1,65 @@
+//! Unit tests of the host-side parsers (ftrace text, loss counters,
+//! kernel versions, client addresses).
+
+use std::net::IpAddr;
+
+use super::ftrace::{ftrace_losses, parse_trace};
+use super::{client_addr, expected_wait_source};
+
+const TRACE: &str = "\
+# tracer: nop
+#
+        nfsd-412     [001] ..... 101.000001: svc_xprt_dequeue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=BUSY|DATA|TEMP|CONG_CTRL wakeup-us=12
+        nfsd-413     [000] ..... 101.000002: svc_xprt_dequeue: server=[fd99:3::1]:2049 client=[fd99:3::2]:700 flags=BUSY|DATA|TEMP wakeup-us=3
+        nfsd-413     [000] ..... 101.000003: svc_xprt_dequeue: server=[fd99:3::1]:2049 client=[fd99:3::2]:701 flags=BUSY|DATA|TEMP wakeup-us=3
+        nfsd-412     [001] ..... 101.000004: svc_xprt_dequeue: server=0.0.0.0:2049 client=\u{1}junk flags=BUSY|CONN|LISTENER wakeup-us=1
+      <idle>-0       [001] ..s.. 101.000005: svc_xprt_enqueue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=DATA|TEMP
+        nfsd-221     [000] .....    32.825232: svc_xprt_dequeue: server=0.0.0.0:2049 client=(einval) flags=XPT_BUSY|XPT_CONN|XPT_CHNGBUF|XPT_LISTENER|XPT_CACHE_AUTH wakeup-us=5688
+        nfsd-221     [000] .....    32.827532: svc_xprt_dequeue: server=0.0.0.0:2049 client=10.99.2.2 flags=XPT_BUSY|XPT_CONN|XPT_LISTENER wakeup-us=7952
+        nfsd-412     [001] ..... 98.167204: svc_xprt_dequeue: server=0.0.0.0:43815 client=(einval) flags=BUSY|DATA|CHNGBUF|0x40000 wakeup-us=4
+       lockd-486     [000] .....    61.564030: svc_xprt_dequeue: server=0.0.0.0:53601 client=10.99.2.2:686 flags=XPT_BUSY|XPT_DATA|XPT_CHNGBUF wakeup-us=61620382
+        nfsd-412     [001] ..... 101.000006: svc_xprt_dequeue: server=10.99.1.1:4045 client=10.99.1.2:900 flags=BUSY|DATA wakeup-us=2
+        nfsd-412     [001] ..... 101.000007: svc_stats_latency: xid=0x5d1c2a01 server=10.99.1.1:2049 client=10.99.1.2:812 proc=READ execute-us=120
+        nfsd-413     [000] ..... 101.000008: svc_stats_latency: xid=0x5d1c2a02 server=10.99.1.1:2049 client=10.99.1.2:812 proc=GETATTR execute-us=31
+       lockd-486     [000] ..... 101.000009: svc_stats_latency: xid=0x5d1c2a03 server=10.99.1.1:4045 client=10.99.1.2:900 proc=TEST execute-us=9
+";
+
+#[test]
+fn trace_counts_per_client() {
+    let f = parse_trace(TRACE);
+    assert_eq!(f.total, 9);
+    assert_eq!(f.listener, 5);
+    assert_eq!(f.enqueue, 1);
+    assert_eq!(f.unparsed, 0);
+    assert_eq!(f.per_client[&"10.99.1.2".parse::<IpAddr>().unwrap()], 1);
+    assert_eq!(f.per_client[&"fd99:3::2".parse::<IpAddr>().unwrap()], 2);
+    assert_eq!(f.other_services[&4045], 1);
+    let c1: IpAddr = "10.99.1.2".parse().unwrap();
+    assert_eq!(f.exec_per_client[&c1], (2, 151), "nfsd's only");
+}
+
+#[test]
+fn ftrace_stats_losses() {
+    let ok = "== cpu0\nentries: 5\noverrun: 0\ncommit overrun: 0\nbytes: 9\ndropped events: 0\n== cpu1\noverrun: 0\n";
+    assert_eq!(ftrace_losses(ok), Some(0));
+    let bad = "== cpu0\noverrun: 3\ncommit overrun: 0\n== cpu1\noverrun: 0\ndropped events: 2\n";
+    assert_eq!(ftrace_losses(bad), Some(5));
+    assert_eq!(ftrace_losses(""), None);
+}
+
+#[test]
+fn wait_source_by_kernel() {
+    assert_eq!(expected_wait_source("6.1.0-50-amd64"), "enqueue-dequeue");
+    assert_eq!(
+        expected_wait_source("6.12.57+deb13-amd64"),
+        "enqueue-dequeue"
+    );
+    assert_eq!(expected_wait_source("6.16.3+deb14-amd64"), "qtime");
+    assert_eq!(expected_wait_source("7.2.13+deb14-amd64"), "qtime");
+}
+
+#[test]
+fn client_addresses() {
+    assert_eq!(client_addr(0, 4).to_string(), "10.99.1.2");
+    assert_eq!(client_addr(2, 6).to_string(), "fd99:3::2");
+}
