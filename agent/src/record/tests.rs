@@ -1,3 +1,6 @@
+//! The recording format's tests: frames, header versions, round trips
+//! and damaged files.
+
 use super::format::{self, FRAME_HEADER_LEN, PREAMBLE_LEN};
 use super::*;
 use crate::model::{Endpoint, EventKind, SourceKind, Tracepoint, WaitSource, XprtKey};

@@ -33,6 +33,8 @@ use rustc_hash::FxHashMap;
 
 use crate::model::{Event, EventKind, XprtKey};
 
+pub use super::reservoir::Reservoir;
+
 /// Samples kept per distribution and transport.
 const SERVICE_SAMPLES: usize = 256;
 const BURST_SAMPLES: usize = 128;
@@ -47,52 +49,6 @@ const REENQUEUE_NS: u64 = 100_000;
 /// transports are counted, not modelled (memory stays bounded).
 /// (At most about 7 KiB each: 224 MiB for the lot.)
 pub const MAX_TRANSPORTS: usize = 32_768;
-
-/// A uniform sample of at most `cap` values of a stream (Algorithm R,
-/// with a fixed-seed generator so that a fit is reproducible).
-#[derive(Clone, Debug)]
-pub struct Reservoir<T> {
-    items: Vec<T>,
-    seen: u64,
-    cap: usize,
-    rng: u64,
-}
-
-impl<T: Copy> Reservoir<T> {
-    pub fn new(cap: usize, seed: u64) -> Self {
-        Reservoir {
-            items: Vec::new(),
-            seen: 0,
-            cap,
-            rng: seed | 1,
-        }
-    }
-
-    pub fn push(&mut self, x: T) {
-        self.seen += 1;
-        if self.items.len() < self.cap {
-            self.items.push(x);
-            return;
-        }
-        // xorshift64*
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % self.seen;
-        if let Some(slot) = self.items.get_mut(r as usize) {
-            *slot = x;
-        }
-    }
-
-    pub fn items(&self) -> &[T] {
-        &self.items
-    }
-
-    /// Values offered, kept or not.
-    pub fn seen(&self) -> u64 {
-        self.seen
-    }
-}
 
 /// What a transport's recording says of its demand.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,6 +12,7 @@
 
 pub mod fit;
 pub mod report;
+pub mod reservoir;
 pub mod run;
 
 use std::collections::HashMap;
