@@ -54,6 +54,7 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
                 kind: EventKind::Executed {
                     exec_ns: 5_000,
                     requests: 1,
+                    bytes: None,
                 },
             });
         }

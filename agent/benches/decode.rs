@@ -98,6 +98,7 @@ fn main() {
         net_ns_inum: 40,
         xpt_local: 48,
         xpt_qtime: None,
+        rq_lens: Some((56, 64)),
         // The 6.6+ prototypes.
         args: [
             vec![ptr("svc_xprt"), Arg::Int(8)],

@@ -112,6 +112,10 @@ fn churn(n_peers: u32) -> Vec<Event> {
                 kind: EventKind::Executed {
                     exec_ns: 100_000 + rng % 4_000_000,
                     requests: 1,
+                    bytes: Some(nfsdtop_agent::model::Bytes {
+                        received: 200 + rng % 1000,
+                        sent: 100 + rng % 65536,
+                    }),
                 },
             });
         }

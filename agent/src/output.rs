@@ -59,7 +59,7 @@ pub struct BatchTotals {
 }
 
 /// One entity (peer or class) of a batch JSON line.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchEntity<'a> {
     pub name: Cow<'a, str>,
     pub kind: EntityKind,
@@ -77,6 +77,22 @@ pub struct BatchEntity<'a> {
     pub backlogged_seconds: f64,
     pub exec_seconds: f64,
     pub executions: u64,
+    /// The workload fields (docs/json.md). Always written by this
+    /// version; `None` reading a line from before they existed, and
+    /// `bytes_*` `null` where the source does not measure bytes (never 0
+    /// for unknown).
+    #[serde(default)]
+    pub requests: Option<u64>,
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    #[serde(default)]
+    pub bytes_in: Option<u64>,
+    #[serde(default)]
+    pub bytes_out: Option<u64>,
+    #[serde(default)]
+    pub bytes_in_rate: Option<f64>,
+    #[serde(default)]
+    pub bytes_out_rate: Option<f64>,
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
@@ -220,6 +236,12 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
                 executions: e.executions,
+                requests: Some(e.requests),
+                request_rate: Some(e.request_rate),
+                bytes_in: e.bytes_in,
+                bytes_out: e.bytes_out,
+                bytes_in_rate: e.bytes_in_rate,
+                bytes_out_rate: e.bytes_out_rate,
             })
             .collect(),
     };
@@ -410,6 +432,40 @@ mod tests {
         assert_eq!((e.name.as_ref(), e.kind), ("10.0.0.2", EntityKind::Peer));
         assert_eq!((e.dispatches, e.entitled, e.connections), (7, 3.5, 8));
         assert_eq!(e.fairness, Some(2.0));
+    }
+
+    #[test]
+    fn workload_fields_read_back_and_are_none_on_older_lines() {
+        let mut s = snapshot();
+        s.peers[0].requests = 5;
+        s.peers[0].request_rate = 2.5;
+        s.peers[0].bytes_in = Some(640);
+        s.peers[0].bytes_in_rate = Some(320.0);
+        let line = json_line(&s, EntityKind::Peer, None);
+        // Not measured is null on the wire, never 0.
+        assert!(line.contains("\"bytes_out\":null"), "{line}");
+        let rec: BatchRecord<'static> = serde_json::from_str(&line).unwrap();
+        let e = &rec.entities[0];
+        assert_eq!((e.requests, e.request_rate), (Some(5), Some(2.5)));
+        assert_eq!((e.bytes_in, e.bytes_out), (Some(640), None));
+        assert_eq!((e.bytes_in_rate, e.bytes_out_rate), (Some(320.0), None));
+        // A line from before the fields: they read as None, not 0.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let o = v["entities"][0].as_object_mut().unwrap();
+        for k in [
+            "requests",
+            "request_rate",
+            "bytes_in",
+            "bytes_out",
+            "bytes_in_rate",
+            "bytes_out_rate",
+        ] {
+            assert!(o.remove(k).is_some(), "{k}");
+        }
+        let old: BatchRecord<'static> = serde_json::from_value(v).unwrap();
+        let e = &old.entities[0];
+        assert_eq!((e.requests, e.request_rate, e.bytes_in), (None, None, None));
+        assert_eq!(e.dispatches, 7);
     }
 
     #[test]

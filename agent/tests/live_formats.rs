@@ -334,7 +334,8 @@ fn decode_raw_record_bytes_to_events() {
         ev.kind,
         EventKind::Executed {
             exec_ns: 1_234_000,
-            requests: 1
+            requests: 1,
+            bytes: None,
         }
     );
     assert_eq!(ev.xprt.client.to_string(), "[fd00::2]:700");

@@ -203,6 +203,7 @@ fn counts_from_a_file_saturate_instead_of_wrapping() {
         kind: EventKind::Executed {
             exec_ns: u64::MAX,
             requests: u64::MAX,
+            bytes: None,
         },
     };
     let mut events = dispatches(start, 3);

@@ -233,17 +233,24 @@ impl Aggregator {
             }
             // Counts and times from the kernel or a file saturate: a
             // corrupt word can pin a counter at its maximum, never wrap it.
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns,
+                requests,
+                bytes,
+            } => {
                 let n = &mut self.events[Tracepoint::StatsLatency.index()];
                 *n = n.saturating_add(requests);
                 let xi = self.xprt(&ev.xprt, ts);
                 let (ps, cs) = self.owners(xi);
-                let p = self.peers.get_mut(ps);
-                p.exec_ns = p.exec_ns.saturating_add(exec_ns);
-                p.executions = p.executions.saturating_add(requests);
-                let c = self.classes.get_mut(cs);
-                c.exec_ns = c.exec_ns.saturating_add(exec_ns);
-                c.executions = c.executions.saturating_add(requests);
+                for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
+                    e.exec_ns = e.exec_ns.saturating_add(exec_ns);
+                    e.executions = e.executions.saturating_add(requests);
+                    if let Some(b) = bytes {
+                        let t = e.bytes.get_or_insert_default();
+                        t.received = t.received.saturating_add(b.received);
+                        t.sent = t.sent.saturating_add(b.sent);
+                    }
+                }
                 self.exec_ns = self.exec_ns.saturating_add(exec_ns);
             }
             EventKind::Accepted => {

@@ -144,9 +144,23 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
         let d = e.dispatches - e.prev_dispatches;
         let de = entitled - e.prev_entitled;
         let dexec = e.exec_ns - e.prev_exec_ns;
+        let dreq = e.executions.saturating_sub(e.prev_executions);
+        let bytes = e.bytes;
+        let byte_rates = bytes.map(|b| {
+            let r = (
+                rate(
+                    b.received.saturating_sub(e.prev_bytes.received),
+                    ctx.interval_s,
+                ),
+                rate(b.sent.saturating_sub(e.prev_bytes.sent), ctx.interval_s),
+            );
+            e.prev_bytes = b;
+            r
+        });
         e.prev_dispatches = e.dispatches;
         e.prev_entitled = entitled;
         e.prev_exec_ns = e.exec_ns;
+        e.prev_executions = e.executions;
         // Tiny residues of floating-point subtraction are not a backlog.
         let fairness = if de > 1e-9 { Some(d as f64 / de) } else { None };
         if let Some(f) = fairness {
@@ -195,6 +209,12 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             queued_transports: e.queued as u64,
             exec_seconds: e.exec_ns as f64 / 1e9,
             executions: e.executions,
+            requests: e.executions,
+            request_rate: rate(dreq, ctx.interval_s),
+            bytes_in: bytes.map(|b| b.received),
+            bytes_out: bytes.map(|b| b.sent),
+            bytes_in_rate: byte_rates.map(|r| r.0),
+            bytes_out_rate: byte_rates.map(|r| r.1),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

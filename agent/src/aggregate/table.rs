@@ -7,6 +7,7 @@ use std::hash::Hash;
 use rustc_hash::FxHashMap;
 
 use super::histogram::WaitHistogram;
+use crate::model::Bytes;
 
 /// Per-entity accounting. Peers and classes share it.
 #[derive(Debug, Default)]
@@ -29,6 +30,9 @@ pub struct Entity {
     pub exec_ns: u64,
     /// Requests whose execution time is in `exec_ns`.
     pub executions: u64,
+    /// Bytes received and sent by those requests: `None` until a request
+    /// with measured lengths arrives (see `EventKind::Executed`).
+    pub bytes: Option<Bytes>,
     /// Transports known for this entity (peers) or member peers (classes).
     pub members: u64,
     pub connections: u64,
@@ -40,6 +44,8 @@ pub struct Entity {
     pub prev_dispatches: u64,
     pub prev_entitled: f64,
     pub prev_exec_ns: u64,
+    pub prev_executions: u64,
+    pub prev_bytes: Bytes,
 }
 
 impl Entity {

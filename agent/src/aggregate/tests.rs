@@ -2,7 +2,7 @@
 //! index on small event sequences. Each comment shows the arithmetic.
 
 use super::*;
-use crate::model::{Endpoint, EntityStats, Snapshot, SourceInfo};
+use crate::model::{Bytes, Endpoint, EntityStats, Snapshot, SourceInfo};
 
 fn ep(s: &str) -> Endpoint {
     Endpoint::from_socket_addr(s.parse().unwrap())
@@ -340,6 +340,7 @@ fn exec_share_and_time() {
         EventKind::Executed {
             exec_ns: 3_000_000,
             requests: 1,
+            bytes: None,
         },
     );
     s.ev(
@@ -347,6 +348,7 @@ fn exec_share_and_time() {
         EventKind::Executed {
             exec_ns: 1_000_000,
             requests: 2,
+            bytes: None,
         },
     );
     let snap = s.snap();
@@ -356,6 +358,58 @@ fn exec_share_and_time() {
     // A sum the kernel added up counts every request in it.
     assert_eq!(peer(&snap, "10.0.0.2").executions, 1);
     assert_eq!(peer(&snap, "10.0.0.3").executions, 2);
+}
+
+/// Requests and bytes per peer and class, cumulative and per second;
+/// bytes stay `None` for an entity no measured request reached.
+#[test]
+fn requests_and_bytes_with_their_rates() {
+    let mut s = Script::new();
+    let b = |received, sent| Some(Bytes { received, sent });
+    let exec = |requests, bytes| EventKind::Executed {
+        exec_ns: 1_000,
+        requests,
+        bytes,
+    };
+    s.ev("10.0.0.2:1", exec(1, b(200, 4096)));
+    s.ev("10.0.0.2:2", exec(3, b(600, 12_288)));
+    // Classic tracepoints: counted, bytes not measured.
+    s.ev("10.0.0.3:1", exec(2, None));
+    // First interval: 0 → 0.5 s.
+    let snap = s.agg.snapshot(500_000_000, 0.0, &SourceInfo::default());
+    let p = peer(&snap, "10.0.0.2");
+    assert_eq!((p.executions, p.requests), (4, 4));
+    assert!(close(p.request_rate, 8.0), "4 requests / 0.5 s");
+    assert_eq!((p.bytes_in, p.bytes_out), (Some(800), Some(16_384)));
+    assert_eq!(p.bytes_in_rate, Some(1600.0), "800 B / 0.5 s");
+    assert_eq!(p.bytes_out_rate, Some(32_768.0));
+    let q = peer(&snap, "10.0.0.3");
+    assert_eq!((q.executions, q.bytes_in, q.bytes_out), (2, None, None));
+    assert_eq!((q.bytes_in_rate, q.bytes_out_rate), (None, None));
+    // Without a class map every peer is its own class: the same sums.
+    let class = |name: &str| snap.classes.iter().find(|c| c.class == name).unwrap();
+    let c = class(&p.class);
+    assert_eq!(
+        (c.executions, c.bytes_in, c.bytes_out),
+        (4, Some(800), Some(16_384))
+    );
+    assert!(close(c.request_rate, 8.0));
+    assert_eq!(class(&q.class).bytes_in, None);
+    // Second interval, 0.5 → 1.5 s: rates of what grew only.
+    s.ts = 600_000_000;
+    s.ev("10.0.0.2:1", exec(1, b(100, 1000)));
+    let snap = s.agg.snapshot(1_500_000_000, 0.0, &SourceInfo::default());
+    let p = peer(&snap, "10.0.0.2");
+    assert_eq!(
+        (p.executions, p.bytes_in, p.bytes_out),
+        (5, Some(900), Some(17_384))
+    );
+    assert!(close(p.request_rate, 1.0));
+    assert_eq!(
+        (p.bytes_in_rate, p.bytes_out_rate),
+        (Some(100.0), Some(1000.0))
+    );
+    assert!(close(peer(&snap, "10.0.0.3").request_rate, 0.0));
 }
 
 #[test]

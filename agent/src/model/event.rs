@@ -201,14 +201,28 @@ pub enum EventKind {
     /// `requests` requests finished, taking `exec_ns` in all
     /// (`svc_stats_latency.execute`, receive → send): one request per
     /// record, or several where the kernel added them up (see
-    /// `nfsdtop_common::exec`).
-    Executed { exec_ns: u64, requests: u64 },
+    /// `nfsdtop_common::exec`). `bytes`: what those requests received
+    /// and sent on the wire, where the source measures it (`None`: not
+    /// measured, e.g. on classic tracepoints, never "0 bytes").
+    Executed {
+        exec_ns: u64,
+        requests: u64,
+        bytes: Option<Bytes>,
+    },
     /// A connection was accepted (or found in the socket table at start).
     Accepted,
     /// A transport went away (close/free).
     Closed,
     /// Records that never reached the agent (ring buffer full).
     Lost { tracepoint: Tracepoint, count: u64 },
+}
+
+/// Bytes of RPC requests and replies (`svc_rqst.rq_arg.len` received,
+/// `rq_res.len` sent: on the wire, RPC headers included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bytes {
+    pub received: u64,
+    pub sent: u64,
 }
 
 /// Timestamps are nanoseconds on the source's monotonic clock.

@@ -3,7 +3,7 @@
 mod event;
 mod snapshot;
 
-pub use event::{Endpoint, Event, EventKind, PeerKey, PerTracepoint, Tracepoint, XprtKey};
+pub use event::{Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, Tracepoint, XprtKey};
 pub use snapshot::{
     BpfProgramStats, EntityKind, EntityStats, PoolView, ServerView, Snapshot, SourceInfo,
     SourceKind, Totals, TransportStats, WaitSource,

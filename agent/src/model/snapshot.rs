@@ -195,9 +195,29 @@ pub struct EntityStats {
     pub queued_transports: u64,
     #[serde(default)]
     pub exec_seconds: f64,
-    /// Requests in `exec_seconds` (cumulative).
+    /// Requests in `exec_seconds` (cumulative): the batch record's
+    /// `requests`.
     #[serde(default)]
     pub executions: u64,
+    /// The same count under the name the workload fields share
+    /// (`requests`, `bytes_in`, `bytes_out`).
+    #[serde(default)]
+    pub requests: u64,
+    /// Requests per second, this interval.
+    #[serde(default)]
+    pub request_rate: f64,
+    /// Cumulative bytes received (`rq_arg.len`) and sent (`rq_res.len`),
+    /// RPC headers included; `null` where not measured (classic
+    /// tracepoints; `source.detail` says so), never 0 for unknown.
+    #[serde(default)]
+    pub bytes_in: Option<u64>,
+    #[serde(default)]
+    pub bytes_out: Option<u64>,
+    /// Their rates (bytes per second, this interval), `null` likewise.
+    #[serde(default)]
+    pub bytes_in_rate: Option<f64>,
+    #[serde(default)]
+    pub bytes_out_rate: Option<f64>,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

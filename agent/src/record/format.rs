@@ -19,8 +19,10 @@ pub use header::{
 /// The first eight bytes of every recording.
 pub const MAGIC: [u8; 8] = *b"NFSDTREC";
 
-/// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes, and the newest it reads. v2
+/// added the executed record's byte counts ([`flag::BYTES`]); a v1 file
+/// never sets that flag, so it replays unchanged.
+pub const FORMAT_VERSION: u16 = 2;
 
 /// magic (8) + version (2) + flags (2) + header length (4) + header CRC (4).
 pub const PREAMBLE_LEN: usize = 20;
@@ -94,9 +96,13 @@ pub mod flag {
     /// Executed only (the bit QTIME has on a dequeue): a request-count
     /// varint follows; without it the record is one request.
     pub const REQUESTS: u8 = 0x10;
+    /// Executed only, v2 (the bit CLASS has on a dequeue): bytes received
+    /// and sent (two varints) follow the execution time; without it the
+    /// bytes were not measured.
+    pub const BYTES: u8 = 0x20;
     /// The timestamp delta is backwards (the source's clock is per CPU).
     pub const TS_BACK: u8 = 0x40;
-    /// Reserved: must be zero in format v1.
+    /// Reserved: must be zero (v1, v2).
     pub const RESERVED: u8 = 0x80;
 }
 

@@ -14,7 +14,7 @@ use super::format::{
     FRAME_EVENTS, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_PAYLOAD, MAX_HEADER_LEN, MAX_XPRTS,
     PREAMBLE_LEN,
 };
-use crate::model::{Event, EventKind, XprtKey};
+use crate::model::{Bytes, Event, EventKind, XprtKey};
 
 /// Why a file cannot be replayed at all.
 #[derive(Debug, thiserror::Error)]
@@ -497,11 +497,7 @@ impl<R: Read> Reader<R> {
                 return Ok(());
             }
             code::DEQUEUE => {}
-            code::EXECUTED if tag & flag::CLASS != 0 => {
-                return Err(format!(
-                    "dequeue-only flags on another record (tag {tag:#04x})"
-                ));
-            }
+            // REQUESTS and BYTES: the bits QTIME and CLASS have on a dequeue.
             code::EXECUTED => {}
             _ if tag & (flag::QTIME | flag::CLASS) != 0 => {
                 return Err(format!(
@@ -553,9 +549,19 @@ impl<R: Read> Reader<R> {
                 } else {
                     1
                 };
+                let exec_ns = c.varint().map_err(|e| format!("execution time: {e}"))?;
+                let bytes = if tag & flag::BYTES != 0 {
+                    Some(Bytes {
+                        received: c.varint().map_err(|e| format!("bytes received: {e}"))?,
+                        sent: c.varint().map_err(|e| format!("bytes sent: {e}"))?,
+                    })
+                } else {
+                    None
+                };
                 EventKind::Executed {
-                    exec_ns: c.varint().map_err(|e| format!("execution time: {e}"))?,
+                    exec_ns,
                     requests,
+                    bytes,
                 }
             }
             code::ACCEPTED => EventKind::Accepted,

@@ -89,6 +89,11 @@ fn every_kind(n: u32) -> Vec<Event> {
                 exec_ns: u64::from(i) << 20,
                 // Folded in the kernel now and then: a count follows.
                 requests: if i % 5 == 0 { u64::from(i) } else { 1 },
+                // Measured now and then (v2): two byte counts follow.
+                bytes: (i % 3 == 0).then_some(crate::model::Bytes {
+                    received: u64::from(i) * 130,
+                    sent: u64::from(i) << 16,
+                }),
             },
         });
         if i.is_multiple_of(97) {
@@ -180,6 +185,7 @@ fn a_dispatch_costs_a_few_bytes() {
             kind: EventKind::Executed {
                 exec_ns: 40_000,
                 requests: 1,
+                bytes: None,
             },
         });
     }
@@ -315,6 +321,36 @@ fn frames_cannot_be_duplicated_or_spliced() {
     assert_eq!(c.events.len(), events.len());
     let d = c.damage.unwrap();
     assert_eq!(d.offset, bytes.len() as u64);
+}
+
+/// A v1 file (no byte counts: v1 had no flag for them, and a v1 writer
+/// wrote what this one writes for events without bytes) replays whole,
+/// its requests' bytes not measured.
+#[test]
+fn version_1_files_still_replay() {
+    let events: Vec<Event> = every_kind(2_000)
+        .into_iter()
+        .map(|mut e| {
+            if let EventKind::Executed { bytes, .. } = &mut e.kind {
+                *bytes = None;
+            }
+            e
+        })
+        .collect();
+    let (mut bytes, _) = record(&events);
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2);
+    bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!(c.damage, None);
+    assert!(c.events == events);
+    // The same events with bytes cost two varints each, and read back.
+    let with = every_kind(2_000);
+    assert!(with
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::Executed { bytes: Some(_), .. })));
+    let (b2, _) = record(&with);
+    assert!(b2.len() > bytes.len());
+    assert!(read_bytes(&b2).unwrap().events == with);
 }
 
 #[test]

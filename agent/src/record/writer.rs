@@ -147,9 +147,12 @@ impl<W: Write> Writer<W> {
                 if qtime_ns.is_some() { flag::QTIME } else { 0 }
                     | if class.is_some() { flag::CLASS } else { 0 },
             ),
-            EventKind::Executed { requests, .. } => (
+            EventKind::Executed {
+                requests, bytes, ..
+            } => (
                 code::EXECUTED,
-                if requests != 1 { flag::REQUESTS } else { 0 },
+                if requests != 1 { flag::REQUESTS } else { 0 }
+                    | if bytes.is_some() { flag::BYTES } else { 0 },
             ),
             EventKind::Accepted => (code::ACCEPTED, 0),
             EventKind::Closed => (code::CLOSED, 0),
@@ -172,7 +175,7 @@ impl<W: Write> Writer<W> {
         };
         self.prev_ts = ev.ts_ns;
         // Room: the frame closes at FRAME_TARGET_BYTES, and one event
-        // (with its transport definition) adds at most 41 + 51 bytes.
+        // (with its transport definition) adds at most EVENT_MAX + DEF_MAX bytes.
         let room: &mut [u8; EVENT_MAX] = (&mut self.frame[self.plen..self.plen + EVENT_MAX])
             .try_into()
             .expect("a slice of EVENT_MAX bytes");
@@ -191,11 +194,19 @@ impl<W: Write> Writer<W> {
                     e.varint(u64::from(c));
                 }
             }
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns,
+                requests,
+                bytes,
+            } => {
                 if requests != 1 {
                     e.varint(requests);
                 }
                 e.varint(exec_ns);
+                if let Some(b) = bytes {
+                    e.varint(b.received);
+                    e.varint(b.sent);
+                }
             }
             EventKind::Lost { tracepoint, count } => {
                 e.byte(tracepoint.index() as u8);
@@ -317,9 +328,9 @@ fn recent_slot(key: &XprtKey) -> usize {
     (h ^ (h >> 6)) % RECENT
 }
 
-/// One encoded event: tag, delta, id and at most two more varints (or a
-/// byte and a varint) fit in 1 + 4 * 10 bytes.
-const EVENT_MAX: usize = 41;
+/// One encoded event: tag, delta, id and at most four more varints (an
+/// executed record with bytes) fit in 1 + 6 * 10 bytes.
+const EVENT_MAX: usize = 61;
 /// A reset and a transport definition: 1 + 1 + 5 + 2 * 19 bytes (the end
 /// marker's two varints are smaller).
 const DEF_MAX: usize = 45;

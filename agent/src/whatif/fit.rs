@@ -307,7 +307,9 @@ impl Fitter {
                     self.unqueued();
                 }
             }
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns, requests, ..
+            } => {
                 let requests = requests.max(1);
                 self.executions += requests;
                 self.in_service = self.in_service.saturating_sub(requests);

@@ -43,6 +43,7 @@ fn batched(events: &[Event]) -> Vec<Event> {
                 kind: EventKind::Executed {
                     exec_ns: ns,
                     requests: n,
+                    bytes: None,
                 },
             });
         }
@@ -53,7 +54,9 @@ fn batched(events: &[Event]) -> Vec<Event> {
             next += SWEEP;
         }
         match e.kind {
-            EventKind::Executed { exec_ns, requests } => {
+            EventKind::Executed {
+                exec_ns, requests, ..
+            } => {
                 let s = sums.entry(e.xprt).or_default();
                 s.0 += exec_ns;
                 s.1 += requests;

@@ -114,8 +114,14 @@ pub mod rawrec {
     /// `__data_loc` words of the server (local) and client (remote) address.
     pub const SERVER_LOC: u16 = 8;
     pub const CLIENT_LOC: u16 = 12;
-    /// `xpt_flags`, 8 bytes.
+    /// `xpt_flags`, 8 bytes. svc_stats_latency's records have no flags:
+    /// there this word is [`LENS`].
     pub const FLAGS: u16 = 16;
+    /// svc_stats_latency: the request's `rq_arg.len` (bytes received) in
+    /// the low 32 bits and `rq_res.len` (bytes sent) in the high 32, both
+    /// `unsigned int` in `struct xdr_buf`; 0 where the program was not
+    /// given their offsets (the decoder's layout then has no such field).
+    pub const LENS: u16 = FLAGS;
     /// The network namespace's inode number, 4 bytes.
     pub const NETNS: u16 = 24;
     /// qtime or execute in µs (as the tracepoints give them), 8 bytes.
@@ -134,6 +140,9 @@ pub mod rawrec {
     pub const EXEC_GEN: u16 = 104;
     pub const EXEC_US: u16 = 112;
     pub const EXEC_COUNT: u16 = 120;
+    /// The same owner's folded bytes received and sent, 8 bytes each.
+    pub const EXEC_BYTES_IN: u16 = 128;
+    pub const EXEC_BYTES_OUT: u16 = 136;
     /// [`super::Record::raw_kind`]: every field written.
     pub const FULL: u8 = 1;
     /// [`super::Record::raw_kind`]: a transport this program already sent
@@ -192,6 +201,11 @@ pub mod exec {
         /// Sum of `execute` (µs) and number of requests.
         pub us: u64,
         pub count: u64,
+        /// Sums of the requests' `rq_arg.len` and `rq_res.len` (bytes
+        /// received and sent, RPC headers included); 0 where the program
+        /// does not read them (`RawConfig::rq_arg_len` 0).
+        pub bytes_in: u64,
+        pub bytes_out: u64,
     }
 }
 
@@ -228,21 +242,27 @@ pub struct RawConfig {
     /// raw slot's full records claim and settle `EXEC_TOTALS` entries
     /// whenever short records are on.
     pub fold_exec: u32,
-    pub _pad: u32,
+    /// svc_stats_latency: `svc_rqst.rq_arg.len` and `rq_res.len`, read
+    /// into [`rawrec::LENS`] and folded with the execution time; 0: not
+    /// read (the kernel's BTF lacks them).
+    pub rq_arg_len: u32,
     /// As [`SlotConfig::drop_mask`] and [`SlotConfig::need_mask`].
     pub drop_mask: u64,
     pub need_mask: u64,
+    pub rq_res_len: u32,
+    pub _pad: u32,
 }
 
 /// Bytes of the tracepoint record copied into every [`Record`]. The
 /// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,
 /// then two `sockaddr_in6`, then strings it does not read); the agent
-/// refuses a format whose fields it needs lie beyond this.
-pub const RAW_BYTES: usize = 128;
+/// refuses a format whose fields it needs lie beyond this. The raw
+/// programs' full records use all of it (see [`rawrec`]).
+pub const RAW_BYTES: usize = 144;
 /// [`RAW_BYTES`] in 8-byte words.
 pub const RAW_WORDS: usize = RAW_BYTES / 8;
 
-/// One ring-buffer record (144 bytes, 8-aligned): the first [`RAW_BYTES`]
+/// One ring-buffer record (160 bytes, 8-aligned): the first [`RAW_BYTES`]
 /// of the tracepoint's own record, copied with plain loads, and the time.
 ///
 /// Why raw: a helper call (`bpf_probe_read_kernel`) per field and per
@@ -384,9 +404,9 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 72);
-const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 32);
-const _: () = assert!(rawrec::EXEC_COUNT as usize + 8 <= RAW_BYTES);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 80);
+const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);
+const _: () = assert!(rawrec::EXEC_BYTES_OUT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= rawrec::EXEC_GEN as usize);
 const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as usize);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= RAW_BYTES);
@@ -399,7 +419,7 @@ mod user {
     // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
-    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 72
+    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 80
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::RawConfig {}
 }
@@ -424,7 +444,7 @@ mod tests {
         assert_eq!(v.field(16, 8), Some(0x41));
         assert_eq!(v.field(24, 4), Some(4026531840));
         assert_eq!(v.field(OFF_NONE, 4), None);
-        assert_eq!(v.field(126, 4), None, "beyond the copied bytes");
+        assert_eq!(v.field(142, 4), None, "beyond the copied bytes");
         assert_eq!(v.field(16, 3), None, "not a scalar size");
         let server = v.data_loc(8).unwrap();
         assert_eq!(server.len(), 16);
@@ -436,7 +456,7 @@ mod tests {
     #[test]
     fn data_loc_beyond_the_copy_is_none() {
         let mut r = Record::new(1, Slot::Enqueue);
-        r.raw[8..12].copy_from_slice(&((28u32 << 16) | 110).to_ne_bytes());
+        r.raw[8..12].copy_from_slice(&((28u32 << 16) | 130).to_ne_bytes());
         let b = r.to_bytes();
         assert_eq!(RecordView::new(&b).unwrap().data_loc(8), None);
     }

@@ -5,8 +5,8 @@
 //! fields nfsdtop needs at offsets from the kernel's BTF, and send a
 //! transport's addresses and namespace once: later records of the same
 //! `struct svc_xprt` are short. A known transport's svc_stats_latency
-//! hits send nothing: their `execute` is added to the transport's running
-//! totals in `EXEC_TOTALS`, which the agent reads from memory (see
+//! hits send nothing: their `execute` and request and reply lengths are
+//! added to the transport's running totals in `EXEC_TOTALS`, which the agent reads from memory (see
 //! `nfsdtop_common::exec`). The classic tracepoint programs (every
 //! event with `--classic-tracepoints`, or where a raw program cannot be
 //! used) copy the record the kernel built, its first `RAW_BYTES` in one
@@ -265,6 +265,13 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
     }
     let flags = match flags_arg {
         Some(f) => f,
+        // svc_stats_latency: the flags word carries the request's lengths
+        // (`rawrec::LENS`), set by svc_send before the tracepoint fires.
+        None if cfg.rq_arg_len != 0 => {
+            let arg = kread::<u32>(arg0 + cfg.rq_arg_len as u64).unwrap_or(0);
+            let res = kread::<u32>(arg0 + cfg.rq_res_len as u64).unwrap_or(0);
+            arg as u64 | (res as u64) << 32
+        }
         // Dequeue, svc_stats_latency, free: nothing is dropped on the
         // flags, and the agent does not read them.
         None if cfg.drop_mask == 0 && cfg.need_mask == 0 => 0,
@@ -310,6 +317,8 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
                     if (*t).owner == xprt {
                         atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).us, value_us);
                         atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).count, 1);
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).bytes_in, flags & 0xffff_ffff);
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).bytes_out, flags >> 32);
                         bump(slot, counter::FOLDED);
                         return 0;
                     }
@@ -415,6 +424,8 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
         raw_words.add(rawrec::EXEC_GEN as usize / 8).write(settled.gen);
         raw_words.add(rawrec::EXEC_US as usize / 8).write(settled.us);
         raw_words.add(rawrec::EXEC_COUNT as usize / 8).write(settled.count);
+        raw_words.add(rawrec::EXEC_BYTES_IN as usize / 8).write(settled.bytes_in);
+        raw_words.add(rawrec::EXEC_BYTES_OUT as usize / 8).write(settled.bytes_out);
     }
     entry.submit(RB_NO_WAKEUP);
     bump(slot, counter::SUBMITTED);
@@ -426,6 +437,8 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
             core::ptr::write_volatile(&raw mut (*t).owner, 0);
             core::ptr::write_volatile(&raw mut (*t).us, 0);
             core::ptr::write_volatile(&raw mut (*t).count, 0);
+            core::ptr::write_volatile(&raw mut (*t).bytes_in, 0);
+            core::ptr::write_volatile(&raw mut (*t).bytes_out, 0);
             if !is_close {
                 core::ptr::write_volatile(&raw mut (*t).gen, now);
                 core::ptr::write_volatile(&raw mut (*t).owner, xprt);

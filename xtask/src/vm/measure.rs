@@ -1,6 +1,7 @@
 //! The checks common to every measurement: one nfsdtop run's batch JSON
 //! lines against the ftrace of the same load (counts exact, or loss
-//! counted), execution times, and an idle server at the end.
+//! counted), execution times, the workload (requests and bytes, vm/workload.rs),
+//! and an idle server at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -10,6 +11,7 @@ use std::path::Path;
 use super::batch::{self, Line};
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::report::Report;
+use super::workload;
 use super::{client_addr, CLIENTS};
 
 /// What one measurement (nfsdtop and ftrace over the same load) gave.
@@ -209,6 +211,25 @@ pub fn check_nfsdtop_run(
                     (n - f) * 1e6 / requests.max(1) as f64
                 ),
             );
+        }
+        // The workload: requests exact, bytes within fio's data and a KiB
+        // of headers a request, or null where not measured.
+        let clients: Vec<workload::ClientLoad> = CLIENTS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, fam, _))| {
+                let ip = client_addr(i, *fam);
+                workload::ClientLoad {
+                    name,
+                    ip,
+                    fio: workload::fio_bytes(&results.join(format!("fio-{trace_tag}-{name}.json"))),
+                    ftrace_requests: ft.exec_per_client.get(&ip).map_or(0, |e| e.0),
+                }
+            })
+            .collect();
+        let measured = last.source.detail.contains(workload::BYTES_MEASURED);
+        for (ok, what) in workload::check(&last.entities, measured, &clients) {
+            rep.check(ok, format!("{tag}: {what}"));
         }
         if tag == "wait" {
             rep.note(format!(

@@ -21,6 +21,7 @@ mod smallring;
 mod tests;
 mod wait;
 mod whatif;
+mod workload;
 
 use std::collections::BTreeMap;
 use std::fs;

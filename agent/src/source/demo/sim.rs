@@ -338,9 +338,11 @@ impl Simulator {
                     out.push(Event {
                         ts_ns: at,
                         xprt: self.transports[transport].key,
+                        // The simulation has no request sizes.
                         kind: EventKind::Executed {
                             exec_ns,
                             requests: 1,
+                            bytes: None,
                         },
                     });
                     self.idle_threads += 1;

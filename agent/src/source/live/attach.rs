@@ -98,6 +98,7 @@ impl Attachment {
         }
         report.raw = raw::attach_order().filter(|&s| plan.is_raw(s)).collect();
         report.folds_exec = plan.folds_exec();
+        report.measures_bytes = plan.measures_bytes();
         report.kept_classic = plan.kept_classic.clone();
         Ok(Attachment {
             layout,

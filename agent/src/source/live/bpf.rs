@@ -330,7 +330,7 @@ pub struct ExecTotalsMap {
 unsafe impl Send for ExecTotalsMap {}
 
 const _: () =
-    assert!(size_of::<ExecTotals>() == 32 && std::mem::offset_of!(ExecTotals, count) == 24);
+    assert!(size_of::<ExecTotals>() == 48 && std::mem::offset_of!(ExecTotals, bytes_out) == 40);
 const EXEC_TOTALS_BYTES: usize = xprt_table::SLOTS as usize * size_of::<ExecTotals>();
 
 impl ExecTotalsMap {
@@ -362,27 +362,30 @@ impl ExecTotalsMap {
 
     /// Entry `idx`, if it held still while read: the programs write
     /// `owner` and `gen` only when an entry changes hands, so both read
-    /// the same before and after `us` and `count` means the four belong
+    /// the same before and after the sums means they all belong
     /// together.
     pub fn read(&self, idx: u32) -> Option<ExecTotals> {
         if idx >= xprt_table::SLOTS {
             return None;
         }
-        // ExecTotals is four u64 words: owner, gen, us, count.
+        // ExecTotals is six u64 words: owner, gen, us, count, bytes_in, bytes_out.
         let words = self.base.as_ptr().wrapping_add(idx as usize).cast::<u64>();
         let load = |w: usize| {
-            // SAFETY: an aligned u64 inside the mapping (idx < SLOTS, w < 4); the kernel writes it concurrently, hence an atomic load.
+            // SAFETY: an aligned u64 inside the mapping (idx < SLOTS, w < 6); the kernel writes it concurrently, hence an atomic load.
             unsafe { std::sync::atomic::AtomicU64::from_ptr(words.wrapping_add(w)) }
                 .load(std::sync::atomic::Ordering::Acquire)
         };
         let (owner, gen) = (load(0), load(1));
         let (us, count) = (load(2), load(3));
+        let (bytes_in, bytes_out) = (load(4), load(5));
         let same = load(0) == owner && load(1) == gen;
         same.then_some(ExecTotals {
             owner,
             gen,
             us,
             count,
+            bytes_in,
+            bytes_out,
         })
     }
 }

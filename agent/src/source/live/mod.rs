@@ -265,7 +265,12 @@ impl LiveSource {
     fn sweep_exec_totals(&mut self, out: &mut Vec<Event>) {
         if let Some(t) = &self.exec_totals {
             if !self.known.is_empty() {
-                self.known.sweep(|i| t.read(i), host::monotonic_ns(), out);
+                self.known.sweep(
+                    |i| t.read(i),
+                    &self.attach.plan.decode,
+                    host::monotonic_ns(),
+                    out,
+                );
             }
         }
     }

@@ -65,6 +65,9 @@ pub struct KernelOffsets {
     pub xpt_local: u32,
     /// 6.16+ (the transport's enqueue time, for `qtime`).
     pub xpt_qtime: Option<u32>,
+    /// `svc_rqst.rq_arg.len` and `rq_res.len` (bytes received and sent),
+    /// both or neither: without them bytes are not measured.
+    pub rq_lens: Option<(u32, u32)>,
     /// Per slot: its tracepoint's arguments, as the kernel's BTF declares
     /// them (a raw program reads them as `plan` says).
     pub args: [Option<Vec<Arg>>; Slot::COUNT],
@@ -99,6 +102,9 @@ impl KernelOffsets {
             net_ns_inum: need("net", &["ns", "inum"])?,
             xpt_local: local,
             xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
+            rq_lens: btf
+                .offset_of("svc_rqst", &["rq_arg", "len"])
+                .zip(btf.offset_of("svc_rqst", &["rq_res", "len"])),
             args: std::array::from_fn(|i| {
                 let s = Slot::ALL[i];
                 s.info().raw?;
@@ -213,6 +219,13 @@ impl RawPlan {
         }
     }
 
+    /// Whether the requests' bytes received and sent are measured (the
+    /// raw svc_stats_latency program reads their lengths).
+    pub fn measures_bytes(&self) -> bool {
+        let c = &self.configs[Slot::StatsLatency as usize];
+        c.enabled == 1 && c.rq_arg_len != 0
+    }
+
     /// Whether svc_stats_latency hits of known transports are folded.
     pub fn folds_exec(&self) -> bool {
         self.configs
@@ -295,9 +308,26 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             flags_arg: u32::from(k.flags_arg(s)),
             short_records: 0,
             fold_exec: 0,
+            rq_arg_len: 0,
+            rq_res_len: 0,
             _pad: 0,
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
+        if s == Slot::StatsLatency {
+            // The lengths go in the flags word (`rawrec::LENS`); without
+            // their offsets the decoder's layout has no such word, and
+            // bytes are not measured.
+            match k.rq_lens {
+                Some((arg, res)) => {
+                    p.configs[i].rq_arg_len = arg;
+                    p.configs[i].rq_res_len = res;
+                }
+                None => {
+                    p.decode.slots[i].flags_off = OFF_NONE;
+                    p.decode.slots[i].flags_size = 0;
+                }
+            }
+        }
     }
     if p.is_raw(Slot::Close) {
         for c in p.configs.iter_mut().filter(|c| c.enabled == 1) {

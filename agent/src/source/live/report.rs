@@ -24,6 +24,10 @@ pub struct AccessReport {
     /// Why they are sent per request instead though the plan folded them
     /// (the kernel's totals cannot be read).
     pub fold_unavailable: Option<String>,
+    /// The requests' bytes received and sent are measured (the raw
+    /// svc_stats_latency program reads their lengths); else they are
+    /// absent (null in JSON), never 0.
+    pub measures_bytes: bool,
     /// Why slots that could have been raw are classic, one line each.
     pub kept_classic: Vec<String>,
     /// What happened to raw slots whose programs missed hits, in order.
@@ -49,6 +53,13 @@ impl AccessReport {
         if !self.hand_overs.contains(&h) {
             self.hand_overs.push(h);
         }
+    }
+
+    /// Whether slot `s` moved to its classic tracepoint while running.
+    pub fn moved(&self, s: Slot) -> bool {
+        self.hand_overs
+            .iter()
+            .any(|h| matches!(h, HandOver::Moved { slots, .. } if slots.contains(&s)))
     }
 
     /// Whether any slot moved to its classic tracepoint while running.
@@ -90,6 +101,21 @@ impl fmt::Display for AccessReport {
                 "; {stats} sent per request (the kernel's totals cannot be read: {e})"
             )?;
         }
+        if self.measures_bytes {
+            f.write_str("; bytes in/out from rq_arg.len/rq_res.len")?;
+            if self.moved(Slot::StatsLatency) {
+                write!(
+                    f,
+                    " until {stats} moved to its classic tracepoint (not counted since)"
+                )?;
+            }
+        } else {
+            write!(
+                f,
+                "; bytes in/out not measured (the {stats} record has no lengths: they are \
+                 read at svc_rqst offsets from the kernel's BTF)"
+            )?;
+        }
         for why in &self.kept_classic {
             write!(f, "; classic: {why}")?;
         }
@@ -121,12 +147,17 @@ mod tests {
             asked: Tracepoints::Classic,
             ..AccessReport::default()
         };
-        assert_eq!(classic.to_string(), "classic tracepoints");
+        assert_eq!(
+            classic.to_string(),
+            "classic tracepoints; bytes in/out not measured (the svc_stats_latency record has \
+             no lengths: they are read at svc_rqst offsets from the kernel's BTF)"
+        );
         let mut r = AccessReport {
             asked: Tracepoints::Raw,
             raw: vec![Slot::Close, Slot::Accept, Slot::Dequeue],
             folds_exec: true,
             fold_unavailable: None,
+            measures_bytes: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
         };
@@ -138,13 +169,32 @@ mod tests {
             missed: 3,
         });
         assert!(r.handed_over());
+        assert!(r.moved(Slot::Accept) && !r.moved(Slot::StatsLatency));
         assert_eq!(
             r.to_string(),
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
              (the default); svc_stats_latency of known transports added up in the kernel; \
-             classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
+             bytes in/out from rq_arg.len/rq_res.len; classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
+        );
+        // Bytes stop being measured when svc_stats_latency moves.
+        let mut m = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::StatsLatency],
+            measures_bytes: true,
+            ..AccessReport::default()
+        };
+        m.hand_overs.push(HandOver::Moved {
+            slots: vec![Slot::StatsLatency],
+            missed: 1,
+        });
+        assert!(
+            m.to_string().contains(
+                "; bytes in/out from rq_arg.len/rq_res.len until svc_stats_latency moved to its \
+                 classic tracepoint (not counted since);"
+            ),
+            "{m}"
         );
         let none = AccessReport {
             fold_unavailable: Some("no map".into()),
@@ -153,7 +203,9 @@ mod tests {
         assert_eq!(
             none.to_string(),
             "classic tracepoints (raw ones not possible here); svc_stats_latency sent per \
-             request (the kernel's totals cannot be read: no map)"
+             request (the kernel's totals cannot be read: no map); bytes in/out not measured \
+             (the svc_stats_latency record has no lengths: they are read at svc_rqst offsets \
+             from the kernel's BTF)"
         );
     }
 }

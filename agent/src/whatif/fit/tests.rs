@@ -28,6 +28,7 @@ const DQ: EventKind = EventKind::Dequeue {
 const EX: EventKind = EventKind::Executed {
     exec_ns: 1_000,
     requests: 1,
+    bytes: None,
 };
 
 #[test]
@@ -152,6 +153,7 @@ fn service_times_scale_to_a_saturated_threads_time_per_request() {
                 EventKind::Executed {
                     exec_ns,
                     requests: 1,
+                    bytes: None,
                 },
             ));
         }
@@ -190,6 +192,7 @@ fn a_scaled_second_pass_completes_requests_a_threads_time_later() {
             EventKind::Executed {
                 exec_ns: 250_000,
                 requests: 1,
+                bytes: None,
             },
         ));
     }

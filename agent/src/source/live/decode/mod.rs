@@ -15,7 +15,7 @@ mod raw;
 use nfsdtop_common::{RecordView, Slot, SlotConfig, ADDR_MAX, OFF_NONE};
 
 use super::layout::Layout;
-use crate::model::{Endpoint, EventKind};
+use crate::model::{Bytes, Endpoint, EventKind};
 
 pub use classic::decode;
 #[cfg(any(test, feature = "testing"))]
@@ -113,6 +113,12 @@ fn kind(rec: &RecordView<'_>, s: Slot, cfg: &SlotConfig, layout: &Layout) -> Opt
                 .unwrap_or(0)
                 .saturating_mul(1000),
             requests: 1,
+            // Only a raw program's layout has this word (`rawrec::LENS`);
+            // the classic record has no lengths.
+            bytes: rec.field(cfg.flags_off, cfg.flags_size).map(|w| Bytes {
+                received: w & 0xffff_ffff,
+                sent: w >> 32,
+            }),
         },
         Slot::Accept => EventKind::Accepted,
         Slot::Close => EventKind::Closed,

@@ -8,7 +8,7 @@ use nfsdtop_common::{rawrec, xprt_table, RecordView, Slot};
 use rustc_hash::FxHashMap;
 
 use super::{classic::decode, kind};
-use crate::model::{Event, EventKind, XprtKey};
+use crate::model::{Bytes, Event, EventKind, XprtKey};
 use crate::source::live::layout::Layout;
 
 /// The transports the raw programs have sent in full, by their `struct
@@ -36,27 +36,37 @@ struct Known {
     key: XprtKey,
     /// The time of the full record that claimed the transport's totals.
     gen: u64,
-    /// Folded µs and requests reported so far for that claim.
+    /// Folded µs, requests and bytes reported so far for that claim.
     us: u64,
     count: u64,
+    bytes_in: u64,
+    bytes_out: u64,
 }
 
 impl Known {
     /// What grew of `t` (this claim's totals) since last reported.
-    fn report(&mut self, t: &ExecTotals, ts_ns: u64, out: &mut Vec<Event>) {
-        let (us, count) = (
-            t.us.saturating_sub(self.us),
-            t.count.saturating_sub(self.count),
-        );
-        self.us = self.us.max(t.us);
-        self.count = self.count.max(t.count);
-        if us > 0 || count > 0 {
+    /// `measures_bytes`: the kernel folds the lengths too (else its byte
+    /// sums are 0 and mean "not measured").
+    fn report(&mut self, t: &ExecTotals, measures_bytes: bool, ts_ns: u64, out: &mut Vec<Event>) {
+        let grew = |now: u64, seen: &mut u64| {
+            let d = now.saturating_sub(*seen);
+            *seen = (*seen).max(now);
+            d
+        };
+        let us = grew(t.us, &mut self.us);
+        let count = grew(t.count, &mut self.count);
+        let bytes = Bytes {
+            received: grew(t.bytes_in, &mut self.bytes_in),
+            sent: grew(t.bytes_out, &mut self.bytes_out),
+        };
+        if us > 0 || count > 0 || bytes != Bytes::default() {
             out.push(Event {
                 ts_ns,
                 xprt: self.key,
                 kind: EventKind::Executed {
                     exec_ns: us.saturating_mul(1000),
                     requests: count,
+                    bytes: measures_bytes.then_some(bytes),
                 },
             });
         }
@@ -91,10 +101,13 @@ impl KnownXprts {
             gen: rec.field(rawrec::EXEC_GEN, 8).unwrap_or(0),
             us: rec.field(rawrec::EXEC_US, 8).unwrap_or(0),
             count: rec.field(rawrec::EXEC_COUNT, 8).unwrap_or(0),
+            bytes_in: rec.field(rawrec::EXEC_BYTES_IN, 8).unwrap_or(0),
+            bytes_out: rec.field(rawrec::EXEC_BYTES_OUT, 8).unwrap_or(0),
         };
+        let bytes = measures_bytes(layout);
         if settled.owner != 0 {
             match self.keys.get_mut(&settled.owner) {
-                Some(k) if k.gen == settled.gen => k.report(&settled, rec.ts_ns(), out),
+                Some(k) if k.gen == settled.gen => k.report(&settled, bytes, rec.ts_ns(), out),
                 _ => {
                     let n = &mut self.unknown[Slot::StatsLatency as usize];
                     *n = n.saturating_add(settled.count);
@@ -115,6 +128,8 @@ impl KnownXprts {
                         gen: rec.ts_ns(),
                         us: 0,
                         count: 0,
+                        bytes_in: 0,
+                        bytes_out: 0,
                     },
                 );
             }
@@ -130,13 +145,15 @@ impl KnownXprts {
     pub fn sweep(
         &mut self,
         read: impl Fn(u32) -> Option<ExecTotals>,
+        layout: &Layout,
         now_ns: u64,
         out: &mut Vec<Event>,
     ) {
+        let bytes = measures_bytes(layout);
         for (&ptr, k) in &mut self.keys {
             if let Some(t) = read(xprt_table::slot(ptr)) {
                 if t.owner == ptr && t.gen == k.gen {
-                    k.report(&t, now_ns, out);
+                    k.report(&t, bytes, now_ns, out);
                 }
             }
         }
@@ -145,4 +162,10 @@ impl KnownXprts {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+}
+
+/// Whether the raw svc_stats_latency program reads the requests' lengths:
+/// its decoding layout then has the [`rawrec::LENS`] word.
+fn measures_bytes(layout: &Layout) -> bool {
+    layout.slots[Slot::StatsLatency as usize].flags_off == rawrec::LENS
 }

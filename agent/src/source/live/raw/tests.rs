@@ -50,12 +50,18 @@ fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
     }
     let xprt = b.composite(false, "svc_xprt", 800, false, &xprt_members);
     let xprtp = b.ptr(xprt);
+    let xdr_buf = b.composite(false, "xdr_buf", 72, false, &[("len", u32t, 8 * 64)]);
     let rqst = b.composite(
         false,
         "svc_rqst",
         900,
         false,
-        &[("rq_xprt", xprtp, 8 * 40), ("rq_stime", u64t, 8 * 300)],
+        &[
+            ("rq_xprt", xprtp, 8 * 40),
+            ("rq_stime", u64t, 8 * 300),
+            ("rq_arg", xdr_buf, 8 * 400),
+            ("rq_res", xdr_buf, 8 * 600),
+        ],
     );
     let rqstp = b.ptr(rqst);
     // The raw tracepoints' prototypes, as 6.1 declares them.
@@ -80,6 +86,7 @@ fn offsets_from_btf_and_the_address_block_check() {
             net_ns_inum: 136,
             xpt_local: 160,
             xpt_qtime: Some(24),
+            rq_lens: Some((464, 664)),
             args: args_61(),
         }
     );
@@ -157,6 +164,34 @@ fn plan_per_generation() {
     );
     // The proposed class field exists only in the record: classic.
     assert!(!plan(&fixture("class"), &k, Tracepoints::Raw).is_raw(Slot::Dequeue));
+}
+
+/// svc_stats_latency's raw program reads rq_arg.len and rq_res.len where
+/// the BTF has them, and the decoder's layout has their word; without
+/// them (or on classic tracepoints) bytes are not measured.
+#[test]
+fn plan_measures_bytes_only_with_their_offsets() {
+    let k = KernelOffsets::from_btf(&btf(160, 136, true)).unwrap();
+    let l = fixture("6.6+");
+    let i = Slot::StatsLatency as usize;
+    let p = plan(&l, &k, Tracepoints::Raw);
+    assert_eq!(
+        (p.configs[i].rq_arg_len, p.configs[i].rq_res_len),
+        (464, 664)
+    );
+    assert!(p.measures_bytes());
+    assert_eq!(p.decode.slots[i].flags_off, rawrec::LENS);
+    let no_lens = KernelOffsets {
+        rq_lens: None,
+        ..k.clone()
+    };
+    let q = plan(&l, &no_lens, Tracepoints::Raw);
+    assert!(q.is_raw(Slot::StatsLatency) && !q.measures_bytes());
+    assert_eq!(q.configs[i].rq_arg_len, 0);
+    assert_eq!(q.decode.slots[i].flags_off, OFF_NONE);
+    assert!(!plan(&l, &k, Tracepoints::Classic).measures_bytes());
+    // The classic record has no such word either.
+    assert_eq!(l.slots[i].flags_off, OFF_NONE);
 }
 
 /// svc_xprt_enqueue's BUSY attempts are dropped on the flags argument
@@ -248,12 +283,21 @@ fn short_records_need_a_full_one_first() {
         }
     );
     assert_eq!(deq.ts_ns, 3);
-    let exec = run(short(Slot::StatsLatency, 4, 12)).unwrap();
+    // svc_stats_latency's flags word holds the request's lengths.
+    let mut stats = short(Slot::StatsLatency, 4, 12);
+    let lens = 300u64 | 70_000 << 32;
+    stats[nfsdtop_common::Record::RAW_AT + rawrec::LENS as usize..][..8]
+        .copy_from_slice(&lens.to_ne_bytes());
+    let exec = run(stats).unwrap();
     assert_eq!(
         exec.kind,
         EventKind::Executed {
             exec_ns: 12_000,
-            requests: 1
+            requests: 1,
+            bytes: Some(crate::model::Bytes {
+                received: 300,
+                sent: 70_000
+            }),
         }
     );
     // A BUSY attempt is not an enqueue, short or not.
@@ -301,16 +345,33 @@ fn folded_execution_totals_are_reported_once() {
         put(rawrec::EXEC_GEN, settled.gen);
         put(rawrec::EXEC_US, settled.us);
         put(rawrec::EXEC_COUNT, settled.count);
+        put(rawrec::EXEC_BYTES_IN, settled.bytes_in);
+        put(rawrec::EXEC_BYTES_OUT, settled.bytes_out);
         r.to_bytes()
     };
-    let totals = |owner, gen, us, count| ExecTotals {
+    // Every request here received 100 bytes and sent 1000.
+    let totals = |owner, gen, us, count: u64| ExecTotals {
         owner,
         gen,
         us,
         count,
+        bytes_in: count * 100,
+        bytes_out: count * 1000,
     };
     let exec = |ev: &crate::model::Event| match ev.kind {
-        EventKind::Executed { exec_ns, requests } => (ev.xprt.client.port(), exec_ns, requests),
+        EventKind::Executed {
+            exec_ns,
+            requests,
+            bytes,
+        } => {
+            let b = bytes.expect("bytes measured");
+            (
+                ev.xprt.client.port(),
+                exec_ns,
+                requests,
+                (b.received, b.sent),
+            )
+        }
         _ => panic!("not an execution: {ev:?}"),
     };
     let mut known = decode::KnownXprts::default();
@@ -328,18 +389,24 @@ fn folded_execution_totals_are_reported_once() {
     assert_eq!(ev.len(), 1);
     let entry = std::cell::Cell::new(totals(a, 2, 30, 2));
     let read = |i: u32| (i == nfsdtop_common::xprt_table::slot(a)).then(|| entry.get());
-    known.sweep(read, 10, &mut out);
-    assert_eq!(out.iter().map(exec).collect::<Vec<_>>(), [(700, 30_000, 2)]);
+    known.sweep(read, &p.decode, 10, &mut out);
+    assert_eq!(
+        out.iter().map(exec).collect::<Vec<_>>(),
+        [(700, 30_000, 2, (200, 2000))]
+    );
     out.clear();
-    known.sweep(read, 11, &mut out);
+    known.sweep(read, &p.decode, 11, &mut out);
     assert!(out.is_empty(), "nothing grew: {out:?}");
     // A claim whose full record is not decoded yet waits.
     entry.set(totals(a, 99, 500, 9));
-    known.sweep(read, 12, &mut out);
+    known.sweep(read, &p.decode, 12, &mut out);
     assert!(out.is_empty(), "{out:?}");
     entry.set(totals(a, 2, 50, 3));
-    known.sweep(read, 13, &mut out);
-    assert_eq!(out.iter().map(exec).collect::<Vec<_>>(), [(700, 20_000, 1)]);
+    known.sweep(read, &p.decode, 13, &mut out);
+    assert_eq!(
+        out.iter().map(exec).collect::<Vec<_>>(),
+        [(700, 20_000, 1, (100, 1000))]
+    );
     // B claims the entry: its full record settles A's claim first.
     let ev = decode(
         &mut known,
@@ -347,7 +414,7 @@ fn folded_execution_totals_are_reported_once() {
     );
     assert_eq!(
         ev.iter().take(1).map(exec).collect::<Vec<_>>(),
-        [(700, 30_000, 2)]
+        [(700, 30_000, 2, (200, 2000))]
     );
     assert_eq!((ev.len(), ev[1].kind), (2, EventKind::Enqueue));
     // B is freed: its free settles its own claim, then closes it.
@@ -357,7 +424,7 @@ fn folded_execution_totals_are_reported_once() {
     );
     assert_eq!(
         ev.iter().take(1).map(exec).collect::<Vec<_>>(),
-        [(701, 7_000, 1)]
+        [(701, 7_000, 1, (100, 1000))]
     );
     assert_eq!((ev.len(), ev[1].kind), (2, EventKind::Closed));
     // Totals of a claim never seen: counted as lost requests.
@@ -395,7 +462,19 @@ fn raw_records_decode_like_classic_ones() {
         let classic = decode::kernel_record(&l.slots[i], s, 7, &f).to_bytes();
         let raw = decode::kernel_record(&p.decode.slots[i], s, 7, &f).to_bytes();
         let a = decode::decode(&RecordView::new(&classic).unwrap(), &l);
-        let b = decode::decode(&RecordView::new(&raw).unwrap(), &p.decode);
+        let mut b = decode::decode(&RecordView::new(&raw).unwrap(), &p.decode);
+        if let Some(crate::model::Event {
+            kind: EventKind::Executed { bytes, .. },
+            ..
+        }) = b.as_mut()
+        {
+            // Only the raw record has lengths (here the flags word's 8).
+            let want = crate::model::Bytes {
+                received: 8,
+                sent: 0,
+            };
+            assert_eq!(bytes.take(), Some(want));
+        }
         assert_eq!(a, b, "{s:?}");
         assert!(a.is_some());
     }

@@ -1,0 +1,415 @@
+//! The raw-tracepoint programs on this machine's real kernel, without
+//! nfsd: fields read at offsets from the kernel's BTF, drops on the flags
+//! argument, short records once a pointer was sent in full, and execution
+//! times and request lengths folded in the kernel reaching the agent once.
+//! The classic programs and the ring are live_ring.rs; what both share is
+//! in ring/.
+//!
+//! Needs root, tracefs and /sys/kernel/btf/vmlinux (see live_ring.rs for
+//! the private mount namespace).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nfsdtop_agent::model::EventKind;
+use nfsdtop_agent::source::live::{bpf, drain};
+use nfsdtop_common::{Record, RecordView, Slot, SlotConfig};
+
+mod ring;
+use ring::{exec_layout, ready, spawn_true, stable};
+
+/// The raw-tracepoint programs on this machine's kernel, without nfsd:
+/// attached to the raw tracepoint `sched_process_exec` (argument 0: the
+/// task, argument 1: its pid before the exec), with offsets into `struct
+/// task_struct` from this kernel's BTF standing in for nfsd's: "flags" =
+/// the task's pid, "netns" = its parent's (the forking thread's) pid
+/// through `real_parent`, as the program goes through `xpt_net`, the
+/// "address block" = from its `comm`.
+struct ExecRun {
+    /// Pid → (flags field, netns field, comm bytes) of each record of one
+    /// of the spawned children.
+    records: std::collections::BTreeMap<u32, (u64, u64, Vec<u8>)>,
+    spawned: BTreeSet<u32>,
+    parent: u64,
+    counters: SlotCounters,
+}
+
+type SlotCounters = nfsdtop_agent::source::live::bpf::SlotCounts;
+
+/// `keeps`: which children's execs should become records.
+fn exec_run(
+    s: Slot,
+    flags_arg: bool,
+    drop_mask: u64,
+    children: usize,
+    keeps: impl Fn(u32) -> bool,
+) -> Option<ExecRun> {
+    use nfsdtop_agent::source::live::btf::Btf;
+    use nfsdtop_common::RawConfig;
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+        return None;
+    }
+    let btf = Btf::load(dir, None).expect("this kernel's BTF");
+    let off = |path: &[&str]| {
+        btf.offset_of("task_struct", path)
+            .expect("task_struct field")
+    };
+    let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
+    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
+    let mut raw = [RawConfig::default(); Slot::COUNT];
+    raw[s as usize] = RawConfig {
+        enabled: 1,
+        xpt_flags: off(&["pid"]),
+        xpt_net: off(&["real_parent"]),
+        net_ns_inum: off(&["pid"]),
+        xpt_local: off(&["comm"]),
+        flags_arg: u32::from(flags_arg),
+        drop_mask,
+        // Any bit: the program reads the "flags" (a slot that drops
+        // nothing on them skips the read).
+        need_mask: u64::MAX,
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    bpf::attach_raw(&mut ebpf, s, "sched_process_exec").unwrap();
+
+    // The forking thread is the children's real_parent: its tid.
+    let parent: u64 = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .expect("/proc/thread-self names this thread");
+    let spawned = spawn_true(children);
+    // The children have exec'd (spawn_true waited for each): every exec
+    // was a record or a counted drop by now. Records in the ring are in
+    // the order of the execs, so once the last expected one is in, any
+    // record that should have been dropped would be in too.
+    let want: BTreeSet<u32> = spawned.iter().copied().filter(|&p| keeps(p)).collect();
+    let mut records = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !want.iter().all(|p| records.contains_key(p)) && Instant::now() < deadline {
+        let Ok(chunk) = drain.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        for item in chunk.chunks_exact(Record::SIZE) {
+            let r = RecordView::new(item).unwrap();
+            assert!(r.is_raw(), "written by the raw program");
+            assert_eq!(r.slot(), Some(s));
+            let pid = r.field(16, 4).unwrap() as u32;
+            if spawned.contains(&pid) {
+                records.insert(
+                    pid,
+                    (
+                        r.field(16, 8).unwrap(),
+                        r.field(24, 4).unwrap(),
+                        r.raw()[40..45].to_vec(),
+                    ),
+                );
+            }
+        }
+    }
+    Some(ExecRun {
+        records,
+        spawned,
+        parent,
+        counters: stable(|| counters.read())[s as usize],
+    })
+}
+
+#[test]
+fn raw_program_reads_fields_at_btf_offsets() {
+    if !ready("raw_program_reads_fields_at_btf_offsets") {
+        return;
+    }
+    let Some(run) = exec_run(Slot::Dequeue, false, 0, 10, |_| true) else {
+        return;
+    };
+    assert_eq!(
+        run.records.keys().copied().collect::<BTreeSet<_>>(),
+        run.spawned,
+        "every exec reached the ring"
+    );
+    for (pid, (flags, netns, comm)) in &run.records {
+        // Eight bytes read at `pid`: the pid, then the tgid.
+        assert_eq!(
+            *flags as u32, *pid,
+            "xpt_flags: the pid, read from the task"
+        );
+        assert_eq!(*netns, run.parent, "the parent's pid, two reads deep");
+        assert_eq!(comm, b"true\0", "comm, from the address block");
+    }
+    let d = run.counters;
+    assert_eq!(d.lost, 0, "{d:?}");
+    assert!(d.submitted >= 10, "{d:?}");
+}
+
+/// The enqueue program's drop on its flags argument (svc_xprt_enqueue's
+/// `flags` on 6.6+): here argument 1 is the exec'ing task's pid, and the
+/// "BUSY" bit 0 drops every odd pid before the task is read at all; even
+/// pids become records carrying the argument as their flags.
+#[test]
+fn raw_enqueue_drops_on_its_flags_argument() {
+    if !ready("raw_enqueue_drops_on_its_flags_argument") {
+        return;
+    }
+    let Some(run) = exec_run(Slot::Enqueue, true, 1, 24, |p| p % 2 == 0) else {
+        return;
+    };
+    let even: BTreeSet<u32> = run.spawned.iter().copied().filter(|p| p % 2 == 0).collect();
+    let odd = run.spawned.len() - even.len();
+    assert_eq!(
+        run.records.keys().copied().collect::<BTreeSet<_>>(),
+        even,
+        "records for the even pids only ({} spawned)",
+        run.spawned.len()
+    );
+    for (pid, (flags, netns, comm)) in &run.records {
+        assert_eq!(*flags, u64::from(*pid), "flags: argument 1");
+        assert_eq!(*netns, run.parent, "the task was read for a kept record");
+        assert_eq!(comm, b"true\0");
+    }
+    let d = run.counters;
+    assert!(
+        d.busy >= odd as u64,
+        "odd pids dropped and counted: {d:?} ({odd} odd)"
+    );
+    assert!(d.submitted >= even.len() as u64, "{d:?}");
+}
+
+/// Short records, on this machine's kernel: the "dequeue" raw program on
+/// the raw tracepoint `sched_wakeup` (argument 0, the woken task, stands
+/// in for the transport: the ring reader's thread is woken every 5 ms)
+/// sends a pointer in full once, then short records; with the
+/// "svc_xprt_free" program on `sched_waking` (fired for the same task just
+/// before) forgetting the pointer, every record is full again.
+#[test]
+fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
+    if !ready("raw_records_are_short_once_a_pointer_was_sent_in_full") {
+        return;
+    }
+    use nfsdtop_common::{rawrec, RawConfig};
+    use std::collections::BTreeMap;
+    for forget in [false, true] {
+        let mut ebpf = bpf::open(4 << 20).expect("load the BPF object");
+        let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
+        let mut raw = [RawConfig::default(); Slot::COUNT];
+        let cfg = RawConfig {
+            enabled: 1,
+            short_records: 1,
+            ..RawConfig::default()
+        };
+        raw[Slot::Dequeue as usize] = cfg;
+        raw[Slot::Close as usize] = cfg;
+        bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+        // The forgetting program first, as nfsdtop attaches svc_xprt_free
+        // first: a pointer known before it watched would never be forgotten.
+        if forget {
+            bpf::attach_raw(&mut ebpf, Slot::Close, "sched_waking").unwrap();
+        }
+        bpf::attach_raw(&mut ebpf, Slot::Dequeue, "sched_wakeup").unwrap();
+        // Per pointer: (full, short) records, and whether the first was full.
+        let mut seen: BTreeMap<u64, (u64, u64, bool)> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) else {
+                continue;
+            };
+            for item in chunk.chunks_exact(Record::SIZE) {
+                let r = RecordView::new(item).unwrap();
+                if r.slot() != Some(Slot::Dequeue) {
+                    continue;
+                }
+                let ptr = r.field(rawrec::XPRT, 8).unwrap();
+                let e = seen
+                    .entry(ptr)
+                    .or_insert((0, 0, r.raw_kind() == rawrec::FULL));
+                match r.raw_kind() {
+                    rawrec::FULL => e.0 += 1,
+                    rawrec::SHORT => e.1 += 1,
+                    k => panic!("raw_kind {k}"),
+                }
+            }
+        }
+        assert!(!seen.is_empty(), "records from sched_wakeup");
+        for (ptr, (_, _, first_full)) in &seen {
+            assert!(
+                first_full,
+                "{ptr:#x}: the first record of a pointer is full"
+            );
+        }
+        let shorts: u64 = seen.values().map(|v| v.1).sum();
+        let busiest = *seen.values().max_by_key(|v| v.0 + v.1).unwrap();
+        if forget {
+            // sched_waking does not precede every sched_wakeup of a task
+            // the way svc_xprt_free ends a transport (a few wake-ups are
+            // seen twice here), so a few short records remain: without the
+            // forgetting program, all but the first of each task's are.
+            let fulls: u64 = seen.values().map(|v| v.0).sum();
+            assert!(
+                shorts * 20 <= fulls,
+                "forgotten before (nearly) every wake-up: {shorts} short, {fulls} full"
+            );
+            assert!(busiest.0 >= 100, "the reader's wake-ups: {busiest:?}");
+        } else {
+            assert!(
+                busiest.0 + busiest.1 >= 100,
+                "the reader's wake-ups: {busiest:?}"
+            );
+            assert_eq!(
+                busiest.0, 1,
+                "one full record, then short ones: {busiest:?}"
+            );
+        }
+    }
+}
+
+/// Execution times folded in the kernel, on this machine's kernel: the
+/// raw svc_stats_latency program on the raw tracepoint `sched_wakeup`
+/// (argument 0, the woken task, stands in for the transport, its
+/// `start_time` for `rq_stime`, so each hit's "execute" is the task's
+/// age) sends each task in full once and then adds its hits to the task's
+/// entry of the memory-mapped totals. Every hit reaches the agent exactly
+/// once: as a record (a task's first), through the sweeps of the mapped
+/// totals, or in the record that settles an entry another task's full
+/// record claims.
+#[test]
+fn folded_execution_times_reach_the_agent_once() {
+    if !ready("folded_execution_times_reach_the_agent_once") {
+        return;
+    }
+    use nfsdtop_agent::source::live::btf::Btf;
+    use nfsdtop_agent::source::live::decode::KnownXprts;
+    use nfsdtop_agent::source::live::raw;
+    use nfsdtop_common::{rawrec, RawConfig};
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let btf = Btf::load(dir, None).expect("this kernel's BTF");
+    let off = |path: &[&str]| {
+        btf.offset_of("task_struct", path)
+            .expect("task_struct field")
+    };
+    let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
+    let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
+    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
+    let s = Slot::StatsLatency;
+    let mut raw = [RawConfig::default(); Slot::COUNT];
+    raw[s as usize] = RawConfig {
+        enabled: 1,
+        short_records: 1,
+        fold_exec: 1,
+        value: rawrec::VALUE_EXECUTE,
+        rq_stime: off(&["start_time"]),
+        xpt_flags: off(&["pid"]),
+        xpt_net: off(&["real_parent"]),
+        net_ns_inum: off(&["pid"]),
+        xpt_local: off(&["comm"]),
+        // The "request's lengths": the task's pid and tgid, the same on
+        // every hit of one task, so a sum of n hits is n times them.
+        rq_arg_len: off(&["pid"]),
+        rq_res_len: off(&["tgid"]),
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    bpf::attach_raw(&mut ebpf, s, "sched_wakeup").unwrap();
+
+    // The raw layout of the slot, as the live source decodes it.
+    let mut layout = exec_layout();
+    layout.slots[s as usize] = raw::raw_record_layout(&SlotConfig::DISABLED, true);
+    let mut known = KnownXprts::default();
+    let mut events = Vec::new();
+    // Records decoded.
+    let mut records = 0u64;
+    let mut take = |chunk: Vec<u8>, known: &mut KnownXprts, events: &mut Vec<_>| {
+        for item in chunk.chunks_exact(Record::SIZE) {
+            known.decode(&RecordView::new(item).unwrap(), &layout, events);
+            records += 1;
+        }
+        drain.recycle(chunk);
+        records
+    };
+    // Wake-ups until enough hits were folded (the ring reader alone is
+    // woken every 5 ms), sweeping as the live source does.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut decoded = 0;
+    while counters.read()[s as usize].folded < 2_000 && Instant::now() < deadline {
+        if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
+            decoded = take(chunk, &mut known, &mut events);
+        }
+        known.sweep(|i| totals.read(i), &layout, 0, &mut events);
+    }
+    // Stop the program, then take what is left in the ring: every record
+    // the counters say was submitted.
+    raw[s as usize].enabled = 0;
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    let c = stable(|| counters.read())[s as usize];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while decoded < c.submitted && Instant::now() < deadline {
+        if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
+            decoded = take(chunk, &mut known, &mut events);
+        }
+    }
+    assert_eq!(decoded, c.submitted, "every submitted record decoded");
+    known.sweep(|i| totals.read(i), &layout, 0, &mut events);
+
+    let requests: u64 = events
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Executed { requests, .. } => requests,
+            _ => 0,
+        })
+        .sum();
+    let folded_events = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Executed { requests, .. } if requests != 1))
+        .count();
+    println!("{c:?}: {requests} requests in {} events", events.len());
+    assert!(c.folded >= 2_000 && c.lost == 0, "{c:?}");
+    assert!(folded_events > 0, "some totals came as sums");
+    assert_eq!(
+        known.unknown[s as usize], 0,
+        "every settled claim was known"
+    );
+    // Lengths folded with the times: each report of one task's hits
+    // holds n times its pid and tgid (pids are at most 2^22), except
+    // where a fold raced a takeover (below).
+    let odd = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Executed {
+                requests, bytes, ..
+            } => Some((requests, bytes)),
+            _ => None,
+        })
+        .filter(|&(n, b)| {
+            !b.is_some_and(|b| {
+                n > 0
+                    && b.received % n == 0
+                    && b.sent % n == 0
+                    && (1..=1 << 22).contains(&(b.received / n))
+                    && (1..=1 << 22).contains(&(b.sent / n))
+            })
+        })
+        .count() as u64;
+    assert!(
+        odd * 1000 <= events.len() as u64,
+        "{odd} of {} reports have lengths that are not n × (pid, tgid)",
+        events.len()
+    );
+    // A hit folded into an entry while another task's full record takes
+    // it over can be lost (the program reads the totals, then resets
+    // them): allow one in a thousand.
+    let sent = c.submitted + c.folded;
+    assert!(
+        requests <= sent && requests * 1000 >= sent * 999,
+        "hits {sent} (records {} + folded {}), reported {requests}",
+        c.submitted,
+        c.folded
+    );
+}
