@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint};
+use crate::model::{
+    ClientName, EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -77,6 +79,14 @@ pub struct BatchEntity<'a> {
     pub backlogged_seconds: f64,
     pub exec_seconds: f64,
     pub executions: u64,
+    /// Peers: the NFSv4 clients at its address, where the server knows
+    /// any (absent otherwise).
+    #[serde(default, skip_serializing_if = "no_names")]
+    pub client_names: Cow<'a, [ClientName]>,
+}
+
+fn no_names(n: &Cow<'_, [ClientName]>) -> bool {
+    n.is_empty()
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
@@ -220,6 +230,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
                 executions: e.executions,
+                client_names: Cow::Borrowed(&e.client_names),
             })
             .collect(),
     };
