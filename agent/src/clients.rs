@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -266,11 +266,8 @@ impl Refresher {
                 self.latest = Some(Arc::new(m));
             }
         }
-        loop {
-            match self.rx.try_recv() {
-                Ok(m) => self.latest = Some(Arc::new(m)),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
+        while let Ok(m) = self.rx.try_recv() {
+            self.latest = Some(Arc::new(m));
         }
         self.latest.clone()
     }

@@ -81,12 +81,8 @@ pub struct BatchEntity<'a> {
     pub executions: u64,
     /// Peers: the NFSv4 clients at its address, where the server knows
     /// any (absent otherwise).
-    #[serde(default, skip_serializing_if = "no_names")]
+    #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
     pub client_names: Cow<'a, [ClientName]>,
-}
-
-fn no_names(n: &Cow<'_, [ClientName]>) -> bool {
-    n.is_empty()
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
