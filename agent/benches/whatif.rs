@@ -39,6 +39,7 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             inflight: None,
             burst: Some(8),
             think_ms: 400.0,
+            nfs_name: None,
         },
         ClientSpec {
             address: "10.2.0.1".parse().expect("literal"),
@@ -47,6 +48,7 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             inflight: Some(8),
             burst: None,
             think_ms: 0.0,
+            nfs_name: None,
         },
     ];
     s.classes[0].prefix = "10.2.0.0/16".into();

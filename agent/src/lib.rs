@@ -3,6 +3,7 @@
 //! - [`source`]: where events come from — the live kernel (BPF on the
 //!   sunrpc tracepoints), the built-in demo simulator, or a recording;
 //! - [`classify`]: peers → classes (class map file or the kernel's class);
+//! - [`clients`]: peers → the NFSv4 clients' own names (nfsd's client list);
 //! - [`aggregate`]: events → shares, fair shares, waits, execution time;
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
@@ -14,6 +15,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod clients;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;

@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint};
+use crate::model::{
+    ClientName, EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -93,6 +95,10 @@ pub struct BatchEntity<'a> {
     pub bytes_in_rate: Option<f64>,
     #[serde(default)]
     pub bytes_out_rate: Option<f64>,
+    /// Peers: the NFSv4 clients at its address, where the server knows
+    /// any (absent otherwise).
+    #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
+    pub client_names: Cow<'a, [ClientName]>,
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
@@ -242,6 +248,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 bytes_out: e.bytes_out,
                 bytes_in_rate: e.bytes_in_rate,
                 bytes_out_rate: e.bytes_out_rate,
+                client_names: Cow::Borrowed(&e.client_names),
             })
             .collect(),
     };

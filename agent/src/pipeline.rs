@@ -54,6 +54,8 @@ pub struct Pipeline<'a> {
     pub playback: Option<Handle>,
     /// How to start again from the beginning, for seeking back.
     pub restart: Option<Restart<'a>>,
+    /// Where the peers' NFSv4 client names come from, if anywhere.
+    pub clients: Option<crate::clients::Refresher>,
 }
 
 fn unix_now() -> f64 {
@@ -74,6 +76,7 @@ impl<'a> Pipeline<'a> {
             max_source_ns: None,
             playback: None,
             restart: None,
+            clients: None,
         }
     }
 
@@ -173,6 +176,13 @@ impl<'a> Pipeline<'a> {
                 // Asked each time: a live source can change how it watches
                 // an event while it runs (a raw tracepoint handed over).
                 let info = self.source.info();
+                // Set each time: a seek back starts a fresh aggregator.
+                // The first snapshot waits briefly for the first read.
+                if let Some(c) = self.clients.as_mut() {
+                    if let Some(names) = c.latest(Duration::from_secs(2)) {
+                        self.aggregator.set_client_names(names);
+                    }
+                }
                 let mut snap = self.aggregator.snapshot(now, wall, &info);
                 snap.totals.bpf = self.source.bpf_stats();
                 snap.server = server.view(&self.source.nfsd_threads(), &snap);

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use crate::model::{Endpoint, PeerKey};
+use crate::model::{ClientName, Endpoint, PeerKey};
 
 #[derive(Clone, Debug)]
 pub struct Redactor {
@@ -58,6 +58,20 @@ impl Redactor {
         match e.ip() {
             Some(ip) => format!("{}:{}", self.pseudonym(ip), e.port()),
             None => e.to_string(),
+        }
+    }
+
+    /// An NFSv4 client's name as shown: `anon-` and 12 hex digits of the
+    /// keyed hash of the name (apart from any address's: the input is
+    /// prefixed), so clients behind one address stay told apart. The
+    /// implementation is free text the client chose: dropped.
+    pub fn client_name(&self, c: &ClientName) -> ClientName {
+        let mut bytes = b"nfs-client-name\0".to_vec();
+        bytes.extend_from_slice(c.name.as_bytes());
+        ClientName {
+            name: format!("anon-{:012x}", siphash(self.k0, self.k1, &bytes) >> 16),
+            minor_version: c.minor_version,
+            implementation: None,
         }
     }
 
@@ -147,5 +161,24 @@ mod tests {
         let e = a.endpoint(&Endpoint::from_socket_addr("10.0.0.2:700".parse().unwrap()));
         assert!(e.to_string().starts_with("[fd72:6564:6163:7421:"), "{e}");
         assert!(e.to_string().ends_with("]:700"));
+    }
+
+    #[test]
+    fn client_names_become_pseudonyms_without_the_free_text() {
+        let a = Redactor::with_key("k");
+        let c = ClientName {
+            name: "Linux NFSv4.2 secret-host".into(),
+            minor_version: Some(2),
+            implementation: Some("Linux 6.12.0 secret-host".into()),
+        };
+        let r = a.client_name(&c);
+        assert!(
+            r.name.starts_with("anon-") && !r.name.contains("secret"),
+            "{r:?}"
+        );
+        assert_eq!(r.minor_version, Some(2));
+        assert_eq!(r.implementation, None);
+        assert_eq!(r, Redactor::with_key("k").client_name(&c));
+        assert_ne!(r, Redactor::with_key("other").client_name(&c));
     }
 }

@@ -60,7 +60,7 @@ On a narrow terminal EXEC goes first, then WAIT50, then CLASS, CONN,
 FAIR and DISP/S: 80 columns keep NAME, CLASS, SHARE, RATIO and WAIT99.
 .TP
 \fBNAME\fR
-the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged)
+the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged), then, where nfsd knows the peer as an NFSv4 client, the client's name (a Linux client's host part; \fB+N\fR: N more clients at the address; the drill\-down shows them whole)
 .TP
 \fBCLASS\fR
 the peer's class from the class map (without one, every peer is its own class)

@@ -287,3 +287,45 @@ fn help_says_what_each_header_figure_covers_whole_at_80x24() {
         assert!(s.contains(end), "{end:?} cut:\n{s}");
     }
 }
+
+/// A scenario whose busy client has an NFSv4 client name (the demo's
+/// stand-in for /proc/fs/nfsd/clients) and whose other has none.
+const NAMED: &str = r#"
+name = "named"
+threads = 8
+service_ms = 2.0
+policy = "flat"
+
+[[client]]
+address = "10.40.0.1"
+connections = 4
+inflight = 64
+nfs_name = "Linux NFSv4.2 tmux-host"
+
+[[client]]
+address = "10.40.0.2"
+connections = 1
+inflight = 16
+"#;
+
+#[test]
+fn the_peer_table_and_drill_down_name_the_client_whole_at_80x24() {
+    let t = Tmux::new("names");
+    let file = scenario("views-names", NAMED);
+    t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
+    let s = t.wait_for("the named row on top", |s| {
+        s.lines().any(|l| l.starts_with("* 10.40.0.1 tmux-host "))
+    });
+    let other = s.lines().find(|l| l.contains("10.40.0.2")).expect("{s}");
+    assert!(!other.contains("tmux-host"), "{s}");
+    t.keys(&["Home", "Enter"]);
+    let s = t.wait_for("the drill-down", |s| s.contains("since start:"));
+    let line = s
+        .lines()
+        .find(|l| l.contains("client \"Linux NFSv4.2 tmux-host\" (NFSv4.2)"))
+        .unwrap_or_else(|| panic!("no client line:\n{s}"));
+    assert!(line.contains("implementation \"nfsdtop demo\""), "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    assert!(s.contains("Esc back"), "{s}");
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

@@ -94,6 +94,9 @@ pub struct Aggregator {
     last_ts: u64,
     last_snapshot_ns: Option<u64>,
     redactor: Option<Redactor>,
+    /// NFSv4 client names by address, attached to the peers of each
+    /// snapshot.
+    client_names: std::sync::Arc<crate::clients::ClientMap>,
 }
 
 impl Default for Aggregator {
@@ -130,6 +133,7 @@ impl Aggregator {
             last_ts: 0,
             last_snapshot_ns: None,
             redactor: None,
+            client_names: Default::default(),
         }
     }
 
@@ -139,6 +143,11 @@ impl Aggregator {
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = Some(redactor);
         self
+    }
+
+    /// The NFSv4 client names the next snapshots give their peers.
+    pub fn set_client_names(&mut self, names: std::sync::Arc<crate::clients::ClientMap>) {
+        self.client_names = names;
     }
 
     fn shown(&self, peer: &PeerKey) -> String {

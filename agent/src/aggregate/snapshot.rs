@@ -7,8 +7,8 @@ use super::queue::entitled_now;
 use super::table::EntityTable;
 use super::{Aggregator, FairClock};
 use crate::model::{
-    EntityKind, EntityStats, PerTracepoint, Snapshot, SourceInfo, Totals, TransportStats,
-    WaitSource,
+    ClientName, EntityKind, EntityStats, PeerKey, PerTracepoint, Snapshot, SourceInfo, Totals,
+    TransportStats, WaitSource,
 };
 
 impl Aggregator {
@@ -45,12 +45,24 @@ impl Aggregator {
                 });
             }
         }
+        let (names, redactor) = (&*self.client_names, self.redactor.as_ref());
+        let client_names = |k: &PeerKey| -> Vec<ClientName> {
+            let Some(ip) = k.addr.ip() else {
+                return Vec::new();
+            };
+            let found = names.get(k.netns, ip);
+            match redactor {
+                Some(r) => found.iter().map(|c| r.client_name(c)).collect(),
+                None => found.to_vec(),
+            }
+        };
         let (peers, jain_peers) = entity_stats(
             &mut self.peers,
             &self.peer_clock,
             EntityKind::Peer,
             &ctx,
             Some(&mut transports),
+            &client_names,
         );
         let (classes, jain_classes) = entity_stats(
             &mut self.classes,
@@ -58,6 +70,7 @@ impl Aggregator {
             EntityKind::Class,
             &ctx,
             None,
+            &|_| Vec::new(),
         );
 
         let mut source = source.clone();
@@ -134,11 +147,13 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
     kind: EntityKind,
     ctx: &IntervalCtx,
     mut transports: Option<&mut FxHashMap<u32, Vec<TransportStats>>>,
+    client_names: &dyn Fn(&K) -> Vec<ClientName>,
 ) -> (Vec<EntityStats>, f64) {
     let mut out = Vec::with_capacity(table.len());
     let mut ratios = Vec::new();
-    let slots: Vec<u32> = table.iter().map(|(s, _, _)| s).collect();
-    for slot in slots {
+    let slots: Vec<(u32, Vec<ClientName>)> =
+        table.iter().map(|(s, k, _)| (s, client_names(k))).collect();
+    for (slot, client_names) in slots {
         let e = table.get_mut(slot);
         let entitled = entitled_now(e, clock);
         let d = e.dispatches - e.prev_dispatches;
@@ -221,6 +236,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
                 .as_mut()
                 .and_then(|t| t.remove(&slot))
                 .unwrap_or_default(),
+            client_names,
         };
         e.wait_interval.clear();
         out.push(stats);

@@ -5,6 +5,6 @@ mod snapshot;
 
 pub use event::{Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, Tracepoint, XprtKey};
 pub use snapshot::{
-    BpfProgramStats, EntityKind, EntityStats, PoolView, ServerView, Snapshot, SourceInfo,
-    SourceKind, Totals, TransportStats, WaitSource,
+    BpfProgramStats, ClientName, EntityKind, EntityStats, PoolView, ServerView, Snapshot,
+    SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
 };

@@ -226,6 +226,23 @@ pub struct EntityStats {
     pub wait_histogram: WaitHistogram,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transports: Vec<TransportStats>,
+    /// Peers only: the NFSv4 clients the server knows at this address
+    /// (`/proc/fs/nfsd/clients`), sorted; empty (absent in JSON) where
+    /// none is known. Pseudonyms under `--redact` (see `crate::clients`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_names: Vec<ClientName>,
+}
+
+/// Who an NFSv4 client says it is: the name it gave the server (its
+/// client owner, e.g. "Linux NFSv4.2 host1"), its minor version and the
+/// implementation it reported (EXCHANGE_ID, 4.1+).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub struct ClientName {
+    pub name: String,
+    #[serde(default)]
+    pub minor_version: Option<u32>,
+    #[serde(default)]
+    pub implementation: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

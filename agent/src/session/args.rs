@@ -58,6 +58,9 @@ pub struct SourceArgs {
     /// Most transports the aggregator keeps before it evicts idle ones (tests; default 262144).
     #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
     pub max_transports: Option<NonZeroU32>,
+    /// Read the NFSv4 clients' names from DIR (laid out as /proc/fs/nfsd/clients) instead (tests; any source).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub nfsd_clients: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -99,6 +102,9 @@ impl SourceArgs {
         }
         if let Some(n) = self.max_transports {
             cfg.limits.max_transports = n.get() as usize;
+        }
+        if let Some(d) = &self.nfsd_clients {
+            cfg.nfsd_clients = Some(d.clone());
         }
         if let Some(d) = &self.demo {
             cfg.source = SourceChoice::Demo {

@@ -46,6 +46,9 @@ pub struct SessionConfig {
     /// Source time between snapshots.
     pub interval: Duration,
     pub limits: Limits,
+    /// Where the NFSv4 clients' names are read from instead of the live
+    /// host's `/proc/fs/nfsd/clients` (tests; any source).
+    pub nfsd_clients: Option<PathBuf>,
 }
 
 impl Default for SessionConfig {
@@ -57,6 +60,7 @@ impl Default for SessionConfig {
             speed: 1.0,
             interval: Duration::from_secs(1),
             limits: Limits::default(),
+            nfsd_clients: None,
         }
     }
 }
@@ -92,6 +96,27 @@ impl SessionConfig {
             Pace::AsFastAsPossible
         } else {
             Pace::Realtime { speed: self.speed }
+        }
+    }
+
+    /// Where the peers' NFSv4 client names come from: the directory
+    /// given, else the live host's nfsd, else the names the source makes
+    /// up (the demo's), else nowhere (a replay).
+    pub fn client_names(
+        &self,
+        spec: &SourceSpec,
+        source: &dyn crate::source::Source,
+    ) -> Option<crate::clients::Refresher> {
+        use crate::clients::{own_netns, Refresher, PROC_NFSD_CLIENTS, REFRESH};
+        match (&self.nfsd_clients, spec) {
+            // A directory of a test's: its names hold in any namespace.
+            (Some(dir), _) => Some(Refresher::start(dir.clone(), None, REFRESH)),
+            (None, SourceSpec::Live(_)) => Some(Refresher::start(
+                PROC_NFSD_CLIENTS.into(),
+                own_netns(),
+                REFRESH,
+            )),
+            (None, _) => source.client_names().map(Refresher::fixed),
         }
     }
 

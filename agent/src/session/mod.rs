@@ -173,8 +173,10 @@ impl Session {
             });
             restart
         });
+        let clients = self.cfg.client_names(&self.spec, self.source.as_ref());
         Ok(Pipeline {
             pace: self.cfg.pace(self.source.is_virtual()),
+            clients,
             playback: self.playback,
             restart,
             ..Pipeline::new(self.source, aggregator, self.cfg.interval)

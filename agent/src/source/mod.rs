@@ -65,6 +65,12 @@ pub trait Source: Send {
         None
     }
 
+    /// NFSv4 client names the source makes up itself (the demo's); a
+    /// live host's come from its nfsd's client list (`crate::clients`).
+    fn client_names(&self) -> Option<crate::clients::ClientMap> {
+        None
+    }
+
     /// nfsd's threads as far as the source knows (unknown by default).
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
         Default::default()

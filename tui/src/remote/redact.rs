@@ -3,6 +3,8 @@
 //! transports' client ends) becomes the same keyed-hash pseudonym the
 //! local aggregator would show (nfsdtop_agent::redact). Names that hold no
 //! address (classes, "(listener)", pseudonyms the agent already made) stay.
+//! NFSv4 client names always become pseudonyms: nothing tells a name the
+//! agent redacted from one it did not.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -15,6 +17,9 @@ pub fn snapshot(r: &Redactor, s: &mut Snapshot) {
         e.class = name(r, &e.class);
         for t in &mut e.transports {
             t.client = name(r, &t.client);
+        }
+        for c in &mut e.client_names {
+            *c = r.client_name(c);
         }
     }
 }
@@ -44,7 +49,7 @@ fn address(r: &Redactor, s: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use nfsdtop_agent::model::{EntityStats, TransportStats};
+    use nfsdtop_agent::model::{ClientName, EntityStats, TransportStats};
 
     use super::*;
 
@@ -60,6 +65,11 @@ mod tests {
                         client: "10.0.0.2:812".into(),
                         server: "10.0.0.1:2049".into(),
                         ..Default::default()
+                    }],
+                    client_names: vec![ClientName {
+                        name: "Linux NFSv4.2 secret-host".into(),
+                        minor_version: Some(2),
+                        implementation: Some("Linux 6.12 secret-host".into()),
                     }],
                     ..Default::default()
                 },
@@ -89,8 +99,9 @@ mod tests {
         assert_eq!(s.classes[0].name, format!("customers/{p}"));
         let text = serde_json::to_string(&s).unwrap();
         assert!(
-            !text.contains("10.0.0.2") && !text.contains("fd00::7"),
+            !text.contains("10.0.0.2") && !text.contains("fd00::7") && !text.contains("secret"),
             "{text}"
         );
+        assert_eq!(s.peers[0].client_names[0].minor_version, Some(2));
     }
 }

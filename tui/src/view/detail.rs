@@ -11,7 +11,7 @@ use ratatui::widgets::{
 };
 use ratatui::Frame;
 
-use nfsdtop_agent::model::{EntityKind, EntityStats};
+use nfsdtop_agent::model::{ClientName, EntityKind, EntityStats};
 use nfsdtop_agent::output;
 
 use super::mini_histogram::WaitBars;
@@ -38,14 +38,15 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let inner = block.inner(area);
     f.render_widget(block, area);
 
+    let summary_text = summary_lines(entity, state);
     let [summary, sparks, chart, bottom] = Layout::vertical([
-        Constraint::Length(4),
+        Constraint::Length(summary_text.len() as u16),
         Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Fill(1),
     ])
     .areas(inner);
-    f.render_widget(Paragraph::new(summary_lines(entity, state)), summary);
+    f.render_widget(Paragraph::new(summary_text), summary);
     draw_sparklines(f, sparks, state, *kind, name);
     draw_chart(f, chart, state, *kind, name);
 
@@ -154,7 +155,7 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
     } else {
         Span::raw("idle")
     };
-    vec![
+    let mut lines = vec![
         Line::from(vec![
             Span::styled(
                 format!("share {}", pct(e.share)),
@@ -188,7 +189,37 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             ),
             styles::dim(),
         ),
-    ]
+    ];
+    lines.extend(client_line(e));
+    lines
+}
+
+/// Who the peer is, where the server knows: its NFSv4 client's name,
+/// minor version and implementation (several clients: their names).
+/// One line, cut at the edge rather than wrapped.
+fn client_line(e: &EntityStats) -> Option<Line<'static>> {
+    let version = |c: &ClientName| match c.minor_version {
+        Some(m) => format!("NFSv4.{m}"),
+        None => "NFSv4".into(),
+    };
+    let text = match e.client_names.as_slice() {
+        [] => return None,
+        [c] => {
+            let mut t = format!("client \"{}\" ({})", c.name, version(c));
+            if let Some(i) = &c.implementation {
+                t.push_str(&format!("  implementation \"{i}\""));
+            }
+            t
+        }
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|c| format!("\"{}\" ({})", c.name, version(c)))
+                .collect();
+            format!("{} clients: {}", many.len(), names.join(", "))
+        }
+    };
+    Some(Line::styled(text, Style::default().fg(styles::FAIR)))
 }
 
 /// One line: the fairness ratio and the p99 wait over the history, as

@@ -69,6 +69,24 @@ fn cell_text(
     }
 }
 
+/// A peer's NFSv4 client in a few characters: a Linux client's name
+/// without its "Linux NFSv4.x " prefix (what is left is the host), and
+/// how many more there are at the address.
+pub fn client_label(e: &EntityStats) -> String {
+    let Some(first) = e.client_names.first() else {
+        return String::new();
+    };
+    let short = first
+        .name
+        .strip_prefix("Linux NFSv4.")
+        .and_then(|r| r.split_once(' '))
+        .map_or(first.name.as_str(), |(_, host)| host);
+    match e.client_names.len() {
+        1 => short.to_string(),
+        n => format!("{short} +{}", n - 1),
+    }
+}
+
 /// The style of an entity's row (before selection).
 pub fn row_style(e: &EntityStats, offender: bool) -> Style {
     if offender {
@@ -165,6 +183,12 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
                 let text = cell_text(*c, e, off, state.peer_count(i), state.whatif.as_ref());
                 if c.numeric() {
                     Cell::from(Line::from(text).right_aligned())
+                } else if *c == Column::Name && !e.client_names.is_empty() {
+                    // Cut at the column's edge when it does not fit.
+                    Cell::from(Line::from(vec![
+                        Span::raw(text),
+                        Span::styled(format!(" {}", client_label(e)), styles::dim()),
+                    ]))
                 } else {
                     Cell::from(text)
                 }

@@ -38,6 +38,12 @@ impl Source for DemoSource {
         }
     }
 
+    /// The scenario's `nfs_name`s, where it gives any.
+    fn client_names(&self) -> Option<crate::clients::ClientMap> {
+        let m = self.sim.scenario().client_names();
+        (!m.is_empty()).then_some(m)
+    }
+
     fn info(&self) -> SourceInfo {
         let s = self.sim.scenario();
         SourceInfo {

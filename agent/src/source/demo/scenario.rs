@@ -16,6 +16,8 @@
 //! inflight = 32         # requests kept in flight (backlogged client)
 //! # burst = 32          # or: bursts of N requests ...
 //! # think_ms = 100.0    # ... separated by this much idle time
+//! # nfs_name = "Linux NFSv4.2 mover"  # the NFSv4 client name the server
+//! #                     # shows (with count > 1: "-1", "-2", ... appended)
 //!
 //! [[class]]
 //! prefix = "10.1.0.0/24"
@@ -87,6 +89,8 @@ pub struct ClientSpec {
     pub burst: Option<u32>,
     #[serde(default)]
     pub think_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs_name: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,6 +156,7 @@ fn backlogged(addr: &str, connections: u32) -> ClientSpec {
         inflight: Some(16 * connections),
         burst: None,
         think_ms: 0.0,
+        nfs_name: None,
     }
 }
 
@@ -225,6 +230,7 @@ impl Scenario {
                         inflight: None,
                         burst: Some(32),
                         think_ms: 200.0,
+                        nfs_name: None,
                     },
                     backlogged("10.0.0.3", 16),
                 ];
@@ -297,19 +303,49 @@ impl Scenario {
         Ok(ClassMap::from_rules(rules))
     }
 
+    /// The NFSv4 client names the scenario gives its clients.
+    pub fn client_names(&self) -> crate::clients::ClientMap {
+        let mut map = crate::clients::ClientMap::new(None);
+        for c in &self.clients {
+            let Some(name) = &c.nfs_name else {
+                continue;
+            };
+            for i in 0..c.count {
+                let name = if c.count > 1 {
+                    format!("{name}-{}", i + 1)
+                } else {
+                    name.clone()
+                };
+                map.insert(
+                    nth_address(c.address, i),
+                    crate::clients::ClientName {
+                        name: crate::clients::printable(&name),
+                        minor_version: Some(2),
+                        implementation: Some("nfsdtop demo".into()),
+                    },
+                );
+            }
+        }
+        map
+    }
+
     /// The clients with `count` expanded to consecutive addresses.
     pub fn expanded_clients(&self) -> Vec<(IpAddr, &ClientSpec)> {
         let mut out = Vec::new();
         for c in &self.clients {
             for i in 0..c.count {
-                let addr = match c.address {
-                    IpAddr::V4(a) => IpAddr::V4((u32::from(a).wrapping_add(i)).into()),
-                    IpAddr::V6(a) => IpAddr::V6((u128::from(a).wrapping_add(i as u128)).into()),
-                };
-                out.push((addr, c));
+                out.push((nth_address(c.address, i), c));
             }
         }
         out
+    }
+}
+
+/// The `i`-th of consecutive addresses from `base`.
+fn nth_address(base: IpAddr, i: u32) -> IpAddr {
+    match base {
+        IpAddr::V4(a) => IpAddr::V4((u32::from(a).wrapping_add(i)).into()),
+        IpAddr::V6(a) => IpAddr::V6((u128::from(a).wrapping_add(i as u128)).into()),
     }
 }
 
