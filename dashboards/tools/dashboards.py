@@ -18,6 +18,7 @@ RI = "$__rate_interval"
 INST = 'job=~"$job", instance=~"$instance"'
 CLS = INST + ', class=~"$class"'
 PEER = CLS + ', peer=~"$peer"'
+CLS_NAMED = CLS + ', class!="other"'  # the labelled classes, not the folded rest
 
 
 def rate(metric, sel, by="class"):
@@ -323,6 +324,24 @@ def overview():
                                  "properties": [{"id": "custom.lineStyle",
                                                  "value": {"fill": "dash", "dash": [10, 10]}}]}]), 12, 9)
 
+    b.row("What clients do")
+    b.add(timeseries("Top classes by operations",
+                     "Requests nfsd executed per second (svc_stats_latency), the 10 busiest "
+                     "classes; class=\"other\" (folded) is left out.",
+                     [(f'topk(10, {rate("nfsdtop_class_requests_total", CLS_NAMED, "instance, class")})',
+                       "{{class}}")], "reqps", minv=0), 8, 8)
+    b.add(timeseries("Top classes by data read",
+                     "RPC bytes nfsd sent per second (rq_res.len: replies, READ data "
+                     "included), the 10 busiest classes. Empty where nfsdtopd runs on classic "
+                     "tracepoints (no lengths there).",
+                     [(f'topk(10, {rate("nfsdtop_class_sent_bytes_total", CLS_NAMED, "instance, class")})',
+                       "{{class}}")], "Bps", minv=0), 8, 8)
+    b.add(timeseries("Top classes by data written",
+                     "RPC bytes nfsd received per second (rq_arg.len: requests, WRITE data "
+                     "included), the 10 busiest classes. Empty on classic tracepoints.",
+                     [(f'topk(10, {rate("nfsdtop_class_received_bytes_total", CLS_NAMED, "instance, class")})',
+                       "{{class}}")], "Bps", minv=0), 8, 8)
+
     b.row("nfsdtopd itself")
     b.add(timeseries("Events lost per second", "Ring-buffer overflows by tracepoint. Should be 0.",
                      [(rate("nfsdtop_events_lost_total", INST, "instance, tracepoint"), "{{tracepoint}}")],
@@ -404,6 +423,14 @@ def drilldown():
     b.add(timeseries("Thread time per peer", "nfsd thread seconds per second (threads busy).",
                      [(rate("nfsdtop_peer_execution_seconds_total", PEER, "instance, peer"), "{{peer}}")],
                      "none", stack=True, minv=0), 8, 8)
+    b.add(timeseries("Operations per peer", "Requests nfsd executed per second for each peer.",
+                     [(rate("nfsdtop_peer_requests_total", PEER, "instance, peer"), "{{peer}}")],
+                     "reqps", stack=True, minv=0), 12, 8)
+    b.add(timeseries("Bytes per peer", "RPC bytes per second: sent (reads) above the axis, "
+                     "received (writes) below. Empty on classic tracepoints.",
+                     [(rate("nfsdtop_peer_sent_bytes_total", PEER, "instance, peer"), "sent {{peer}}"),
+                      (f'-{rate("nfsdtop_peer_received_bytes_total", PEER, "instance, peer")}',
+                       "received {{peer}}")], "Bps"), 12, 8)
     b.add(timeseries("Connections per peer", "Transports per peer now.",
                      [(f"sum by (instance, peer) (nfsdtop_peer_connections{{{PEER}}})", "{{peer}}")],
                      "none", minv=0), 8, 8)

@@ -244,6 +244,23 @@ fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
         );
     }
 
+    // Requests executed, by class and by peer: each dispatch of the demo
+    // is one request, so the same 1600/s in both families.
+    for family in [
+        "nfsdtop_class_requests_total",
+        "nfsdtop_peer_requests_total",
+    ] {
+        let requests = prom.query(&format!("sum by (policy) (rate({family}[15s]))"));
+        assert_eq!(requests.len(), 2, "{family}: {requests:?}");
+        for (m, v) in &requests {
+            let per_sim_s = v / SPEED;
+            assert!(
+                (per_sim_s - 1600.0).abs() / 1600.0 < 0.05,
+                "{family} {m}: {per_sim_s} requests/s, want 1600"
+            );
+        }
+    }
+
     // 2. The fairness ratio in PromQL.
     let fairness = prom.query(
         "rate(nfsdtop_class_dispatches_total{class=\"10.0.0.2\"}[15s]) \

@@ -17,9 +17,13 @@ use nfsdtop_exporter::metrics::{encode_openmetrics, openmetrics_to_text, registr
 /// /metrics size bound (bytes) for `top_k` peers and `top_k_classes`
 /// classes: each class series costs at most ~2.6 KB (7 families, a 21-bucket
 /// histogram), each peer series ~0.9 KB (5 families, two labels with IPv6
-/// room), plus ~4 KB of fixed families and metadata.
+/// room), plus ~4 KB of fixed families and metadata; and the workload
+/// families (requests, received and sent bytes: three counters, ~180 bytes
+/// a sample with IPv6 room) on top, for the same top K only.
 pub fn size_bound(top_k: usize, top_k_classes: usize) -> usize {
-    (top_k_classes + 1) * 2600 + (top_k + 1) * 900 + 4096
+    let fairness = (top_k_classes + 1) * 2600 + (top_k + 1) * 900 + 4096;
+    let workload = (top_k_classes + 1 + top_k + 1) * 3 * 180 + 3 * 2 * 300;
+    fairness + workload
 }
 
 #[test]
@@ -165,6 +169,10 @@ fn synthetic(n: usize, round: u64) -> Snapshot {
             exec_seconds: round as f64 * 0.01,
             backlogged_seconds: round as f64 * 0.5,
             connections: 1,
+            // Large values: the workload families at their widest.
+            requests: round * 1_000_000_007,
+            bytes_in: Some(round * 40_000_000_000_009),
+            bytes_out: Some(round * 90_000_000_000_011),
             wait_histogram: if kind == EntityKind::Class {
                 h.clone()
             } else {

@@ -23,8 +23,8 @@
 //! For dispatches, execution seconds and the queue-wait histogram, "other"
 //! is the residual `total - sum(labelled)`, so the series always add up to
 //! the exact totals, even for entities the aggregator evicted between two
-//! snapshots; entitled and backlogged seconds (which have no
-//! aggregator-wide total) sum the folded entities' deltas. A label that
+//! snapshots; entitled and backlogged seconds, requests and bytes (which
+//! have no aggregator-wide total) sum the folded entities' deltas. A label that
 //! moves away from an entity ends its series; the entity's counts go on in
 //! "other".
 
@@ -63,6 +63,18 @@ pub fn dense(h: &WaitHistogram) -> Vec<u64> {
         v[bucket_of(lo)] += c;
     }
     v
+}
+
+impl Series {
+    /// A folded entity's deltas of the counters without an
+    /// aggregator-wide total (so "other" sums them).
+    fn add_folded(&mut self, d: &Delta) {
+        self.entitled += d.entitled;
+        self.backlogged_seconds += d.backlogged_seconds;
+        self.requests += d.requests;
+        self.received_bytes = add_opt(self.received_bytes, d.bytes_in);
+        self.sent_bytes = add_opt(self.sent_bytes, d.bytes_out);
+    }
 }
 
 impl HistAcc {
@@ -116,6 +128,12 @@ pub struct Series {
     pub connections: u64,
     pub backlogged: bool,
     pub hist: HistAcc,
+    /// Requests executed, and bytes received and sent: `None` until a
+    /// snapshot measured them (classic tracepoints never do), so an
+    /// unmeasured series is absent from /metrics rather than 0.
+    pub requests: u64,
+    pub received_bytes: Option<u64>,
+    pub sent_bytes: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -124,6 +142,9 @@ struct Seen {
     entitled: f64,
     exec_seconds: f64,
     backlogged_seconds: f64,
+    requests: u64,
+    bytes_in: Option<u64>,
+    bytes_out: Option<u64>,
 }
 
 /// An entity's fairness over about the last [`SMOOTH_SECONDS`]:
@@ -194,6 +215,22 @@ struct Delta {
     entitled: f64,
     exec_seconds: f64,
     backlogged_seconds: f64,
+    requests: u64,
+    bytes_in: Option<u64>,
+    bytes_out: Option<u64>,
+}
+
+/// A measured-or-not counter's change: `None` while it is not measured.
+fn delta_opt(cur: Option<u64>, prev: Option<Option<u64>>) -> Option<u64> {
+    cur.map(|c| delta_u(c, prev.flatten()))
+}
+
+/// `acc + d`, measured once either side is.
+fn add_opt(acc: Option<u64>, d: Option<u64>) -> Option<u64> {
+    match (acc, d) {
+        (None, None) => None,
+        (a, d) => Some(a.unwrap_or(0) + d.unwrap_or(0)),
+    }
 }
 
 pub fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
@@ -300,6 +337,9 @@ impl Folder {
                     e.backlogged_seconds,
                     prev.map(|p| p.backlogged_seconds),
                 ),
+                requests: delta_u(e.requests, prev.map(|p| p.requests)),
+                bytes_in: delta_opt(e.bytes_in, prev.map(|p| p.bytes_in)),
+                bytes_out: delta_opt(e.bytes_out, prev.map(|p| p.bytes_out)),
             };
             let mut smooth = entry.map(|s| s.smooth).unwrap_or_default();
             let active = e.backlogged || d.entitled > 0.0 || d.backlogged_seconds > 0.0;
@@ -315,6 +355,9 @@ impl Folder {
                         entitled: e.entitled,
                         exec_seconds: e.exec_seconds,
                         backlogged_seconds: e.backlogged_seconds,
+                        requests: e.requests,
+                        bytes_in: e.bytes_in,
+                        bytes_out: e.bytes_out,
                     },
                     smooth,
                     folded: entry.is_some_and(|s| s.folded),
@@ -348,6 +391,9 @@ impl Folder {
                     s.entitled += d.entitled;
                     s.exec_seconds += d.exec_seconds;
                     s.backlogged_seconds += d.backlogged_seconds;
+                    s.requests += d.requests;
+                    s.received_bytes = add_opt(s.received_bytes, d.bytes_in);
+                    s.sent_bytes = add_opt(s.sent_bytes, d.bytes_out);
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
                     s.class = escape_label(&e.class);
@@ -374,12 +420,10 @@ impl Folder {
                     if self.with_hist {
                         self.seen_hist.insert(key, dense(&e.wait_histogram));
                     }
-                    self.other.entitled += d.entitled;
-                    self.other.backlogged_seconds += d.backlogged_seconds;
+                    self.other.add_folded(d);
                 }
                 None => {
-                    self.other.entitled += d.entitled;
-                    self.other.backlogged_seconds += d.backlogged_seconds;
+                    self.other.add_folded(d);
                     other_conn += e.connections;
                     other_backlogged |= e.backlogged;
                     folded_now += 1;

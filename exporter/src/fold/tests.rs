@@ -214,3 +214,49 @@ fn every_starved_client_of_ten_thousand_gets_a_label() {
     assert_eq!((f.unfair_now, f.unfair_folded), (10, 0));
     assert_eq!(f.folded_now, 9_950);
 }
+
+/// Requests and bytes have no aggregator-wide total: labelled series plus
+/// "other" must add up to what every entity counted, through labels
+/// moving, and a series whose bytes were never measured has none.
+#[test]
+fn requests_and_bytes_add_up_across_labels_and_unmeasured_bytes_stay_absent() {
+    let mut f = Folder::new(2, false, 0.5);
+    let names = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"];
+    let mut want = (0u64, 0u64, 0u64);
+    for round in 1..=6u64 {
+        let entities: Vec<EntityStats> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let i = i as u64 + 1;
+                // The busiest changes every round, so labels move.
+                let rate = if (round + i).is_multiple_of(4) { 100 } else { i };
+                let measured = *n != "10.0.0.4";
+                EntityStats {
+                    name: (*n).into(),
+                    kind: EntityKind::Peer,
+                    class: (*n).into(),
+                    dispatches: round * 10 * i,
+                    interval_dispatches: rate,
+                    requests: round * 10 * i,
+                    bytes_in: measured.then_some(round * 300 * i),
+                    bytes_out: measured.then_some(round * 5000 * i),
+                    ..EntityStats::default()
+                }
+            })
+            .collect();
+        let total: u64 = (1..=4).map(|i| 10 * i).sum();
+        f.update(&entities, 1.0, total, 0.0, None);
+        // Requests: 10 × (1+2+3+4) a round; bytes only from the three
+        // measured entities: 300 and 5000 × (1+2+3) a round.
+        want = (round * 100, round * 300 * 6, round * 5000 * 6);
+    }
+    let series = f.series();
+    let requests: u64 = series.iter().map(|s| s.requests).sum();
+    let received: u64 = series.iter().filter_map(|s| s.received_bytes).sum();
+    let sent: u64 = series.iter().filter_map(|s| s.sent_bytes).sum();
+    assert_eq!((requests, received, sent), want);
+    if let Some(s) = series.iter().find(|s| s.name == "10.0.0.4") {
+        assert_eq!((s.received_bytes, s.sent_bytes), (None, None), "{s:?}");
+    }
+}

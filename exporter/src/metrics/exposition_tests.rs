@@ -21,6 +21,11 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
         backlogged_seconds: 0.25,
         connections: 2,
         backlogged: dispatches.is_multiple_of(2),
+        requests: dispatches + 1,
+        // Bytes measured for all but fd00::3 (as if it were only seen on
+        // classic tracepoints): its byte series must be absent, not 0.
+        bytes_in: (name != "fd00::3").then_some(dispatches * 200),
+        bytes_out: (name != "fd00::3").then_some(dispatches * 4200),
         ..EntityStats::default()
     };
     for us in [20, 300, 5000] {

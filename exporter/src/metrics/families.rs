@@ -24,6 +24,9 @@ pub(super) enum CV {
 /// What a per-entity family reads from one series.
 pub(super) enum EntityValue {
     Counter(fn(&Series) -> CV),
+    /// A counter some sources do not measure: a series without a value
+    /// has no sample (absent, not 0).
+    MeasuredCounter(fn(&Series) -> Option<CV>),
     Gauge(fn(&Series) -> f64),
     /// The queue-wait histogram (classes only: peers have none).
     QueueWait,
@@ -60,6 +63,27 @@ pub(super) const ENTITY: &[EntityFamily] = &[
         peer_help: Some("nfsd thread time spent on the peer's requests."),
         unit: Some(Unit::Seconds),
         value: EntityValue::Counter(|s| CV::F(s.exec_seconds)),
+    },
+    EntityFamily {
+        what: "requests",
+        class_help: "Requests nfsd executed for the class (svc_stats_latency); rate() is its operations per second.",
+        peer_help: Some("Requests nfsd executed for the peer (svc_stats_latency)."),
+        unit: None,
+        value: EntityValue::Counter(|s| CV::U(s.requests)),
+    },
+    EntityFamily {
+        what: "received",
+        class_help: "RPC bytes nfsd received from the class (rq_arg.len, headers included); absent where the source does not measure bytes (classic tracepoints).",
+        peer_help: Some("RPC bytes nfsd received from the peer (rq_arg.len); absent where not measured."),
+        unit: Some(Unit::Bytes),
+        value: EntityValue::MeasuredCounter(|s| s.received_bytes.map(CV::U)),
+    },
+    EntityFamily {
+        what: "sent",
+        class_help: "RPC bytes nfsd sent to the class (rq_res.len, headers included); absent where the source does not measure bytes (classic tracepoints).",
+        peer_help: Some("RPC bytes nfsd sent to the peer (rq_res.len); absent where not measured."),
+        unit: Some(Unit::Bytes),
+        value: EntityValue::MeasuredCounter(|s| s.sent_bytes.map(CV::U)),
     },
     EntityFamily {
         what: "backlogged",
@@ -226,16 +250,23 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
         };
         let name = format!("nfsdtop_{kind}_{}", row.what);
         let ty = match row.value {
-            EntityValue::Counter(_) => MetricType::Counter,
+            EntityValue::Counter(_) | EntityValue::MeasuredCounter(_) => MetricType::Counter,
             EntityValue::Gauge(_) => MetricType::Gauge,
             EntityValue::QueueWait => MetricType::Histogram,
         };
         let mut m = enc.encode_descriptor(&name, help, row.unit.as_ref(), ty)?;
         for s in series {
             let l = labels(s);
+            if let EntityValue::MeasuredCounter(v) = &row.value {
+                if let Some(c) = v(s) {
+                    counter(&mut m.encode_family(&l)?, c)?;
+                }
+                continue;
+            }
             let mut f = m.encode_family(&l)?;
             match &row.value {
                 EntityValue::Counter(v) => counter(&mut f, v(s))?,
+                EntityValue::MeasuredCounter(_) => {}
                 EntityValue::Gauge(v) => f.encode_gauge(&v(s))?,
                 EntityValue::QueueWait => {
                     let (sum, count, buckets) = s.hist.export();
