@@ -230,7 +230,11 @@ fn requests_and_bytes_add_up_across_labels_and_unmeasured_bytes_stay_absent() {
             .map(|(i, n)| {
                 let i = i as u64 + 1;
                 // The busiest changes every round, so labels move.
-                let rate = if (round + i).is_multiple_of(4) { 100 } else { i };
+                let rate = if (round + i).is_multiple_of(4) {
+                    100
+                } else {
+                    i
+                };
                 let measured = *n != "10.0.0.4";
                 EntityStats {
                     name: (*n).into(),
