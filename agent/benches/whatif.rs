@@ -39,6 +39,8 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             inflight: None,
             burst: Some(8),
             think_ms: 400.0,
+            request_bytes: 200,
+            reply_bytes: 4296,
         },
         ClientSpec {
             address: "10.2.0.1".parse().expect("literal"),
@@ -47,6 +49,8 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             inflight: Some(8),
             burst: None,
             think_ms: 0.0,
+            request_bytes: 200,
+            reply_bytes: 4296,
         },
     ];
     s.classes[0].prefix = "10.2.0.0/16".into();
