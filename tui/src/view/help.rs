@@ -23,8 +23,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "sort by column 1-10 (again: reverse), or click a title",
     ),
     ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
-    ("g", "group by peer or by class"),
-    ("v", "fairness or workload columns (ops/s, bytes in/out)"),
+    (
+        "g / v",
+        "group by peer or class / workload or fairness columns",
+    ),
     ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
     (
