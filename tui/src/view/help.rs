@@ -25,7 +25,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
     (
         "g / v",
-        "group by peer or class / workload or fairness columns",
+        "group by peer or by class / workload or fairness view",
     ),
     ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
