@@ -40,6 +40,8 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             burst: Some(8),
             think_ms: 400.0,
             nfs_name: None,
+            request_bytes: 200,
+            reply_bytes: 4296,
         },
         ClientSpec {
             address: "10.2.0.1".parse().expect("literal"),
@@ -49,6 +51,8 @@ fn scenario(interactive: u32, backlogged: u32) -> Scenario {
             burst: None,
             think_ms: 0.0,
             nfs_name: None,
+            request_bytes: 200,
+            reply_bytes: 4296,
         },
     ];
     s.classes[0].prefix = "10.2.0.0/16".into();

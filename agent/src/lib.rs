@@ -11,7 +11,8 @@
 //! - [`session`]: the source, class map and pacing a front end asks for,
 //!   opened and run (with the shared source flags under feature `cli`);
 //! - [`whatif`]: a recording → a fitted model → the simulator under
-//!   another dispatch policy (`nfsdtop whatif`).
+//!   another dispatch policy (`nfsdtop whatif`);
+//! - [`units`]: bytes and byte rates in binary units, and read back.
 
 pub mod aggregate;
 pub mod classify;
@@ -29,4 +30,5 @@ pub mod server;
 pub mod session;
 pub mod source;
 pub mod testing;
+pub mod units;
 pub mod whatif;

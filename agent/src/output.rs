@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{
     ClientName, EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint,
 };
+use crate::units::fmt_byte_rate;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -325,8 +326,18 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
     };
     let _ = writeln!(
         o,
-        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6}",
-        "CONN", "DISP/S", "SHARE", "FAIR", "RATIO", "WAIT_P50", "WAIT_P99", "EXEC"
+        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}",
+        "CONN",
+        "DISP/S",
+        "SHARE",
+        "FAIR",
+        "RATIO",
+        "WAIT_P50",
+        "WAIT_P99",
+        "EXEC",
+        "OPS/S",
+        "IN/S",
+        "OUT/S"
     );
     for (e, c) in rows.iter().zip(&cells) {
         let c = match group {
@@ -335,20 +346,19 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         };
         let _ = writeln!(
             o,
-            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6}",
+            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}",
             e.name,
             e.connections,
-            if e.dispatch_rate < 100.0 {
-                format!("{:.1}", e.dispatch_rate)
-            } else {
-                format!("{:.0}", e.dispatch_rate)
-            },
+            per_second(e.dispatch_rate),
             pct(e.share),
             pct(e.fair_share),
             fmt_ratio(e.fairness),
             fmt_us(e.wait_p50_us),
             fmt_us(e.wait_p99_us),
-            pct(e.exec_share)
+            pct(e.exec_share),
+            per_second(e.request_rate),
+            fmt_byte_rate(e.bytes_in_rate),
+            fmt_byte_rate(e.bytes_out_rate)
         );
     }
     o
@@ -358,12 +368,24 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// A rate as the UI's DISP/S and OPS/S show it: a decimal below 100.
+fn per_second(x: f64) -> String {
+    if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
 /// The CSV header. `*_total` columns are cumulative (since the source
 /// started, or since the aggregator first saw the entity); the others
-/// cover the interval. Each iteration ends with a `total` row: the whole
+/// cover the interval. The workload columns come last, so that readers
+/// of the older columns by position still read them; bytes are empty
+/// where not measured. Each iteration ends with a `total` row: the whole
 /// server (connections = its transports, share 1, waits of every
-/// dispatch).
-pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share";
+/// dispatch, the workload rates of every peer; no workload totals, as
+/// peers forgotten take theirs with them).
+pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -380,7 +402,7 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     for e in top_entities(s, group, top) {
         let _ = writeln!(
             o,
-            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6}",
+            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6},{},{:.3},{},{},{},{}",
             e.kind.as_str(),
             csv_field(&e.name),
             csv_field(&e.class),
@@ -393,7 +415,13 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
             e.fairness.map(|f| format!("{f:.4}")).unwrap_or_default(),
             e.wait_p50_us,
             e.wait_p99_us,
-            e.exec_share
+            e.exec_share,
+            e.requests,
+            e.request_rate,
+            csv_opt(e.bytes_in.map(|b| b.to_string())),
+            csv_opt(e.bytes_out.map(|b| b.to_string())),
+            csv_opt(e.bytes_in_rate.map(|r| format!("{r:.3}"))),
+            csv_opt(e.bytes_out_rate.map(|r| format!("{r:.3}"))),
         );
     }
     let t = &s.totals;
@@ -402,12 +430,29 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     } else {
         "0.000000"
     };
+    // The server's rates: every peer's (each request is one peer's).
+    let requests: f64 = s.peers.iter().map(|p| p.request_rate).sum();
+    let bytes = |f: fn(&EntityStats) -> Option<f64>| {
+        let measured: Vec<f64> = s.peers.iter().filter_map(f).collect();
+        csv_opt((!measured.is_empty()).then(|| format!("{:.3}", measured.iter().sum::<f64>())))
+    };
     let _ = writeln!(
         o,
-        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share}",
-        t.transports, t.dispatches, t.dispatch_rate, t.wait_p50_us, t.wait_p99_us
+        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share},,{requests:.3},,,{},{}",
+        t.transports,
+        t.dispatches,
+        t.dispatch_rate,
+        t.wait_p50_us,
+        t.wait_p99_us,
+        bytes(|p| p.bytes_in_rate),
+        bytes(|p| p.bytes_out_rate),
     );
     o
+}
+
+/// An optional CSV cell: empty where JSON has `null`.
+fn csv_opt(v: Option<String>) -> String {
+    v.unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -473,6 +518,32 @@ mod tests {
         let e = &old.entities[0];
         assert_eq!((e.requests, e.request_rate, e.bytes_in), (None, None, None));
         assert_eq!(e.dispatches, 7);
+    }
+
+    /// Bytes not measured are empty cells, never 0; measured ones raw.
+    #[test]
+    fn csv_workload_cells_are_raw_or_empty() {
+        let mut s = snapshot();
+        s.peers[0].requests = 5;
+        s.peers[0].request_rate = 2.5;
+        let row = |s: &Snapshot| {
+            let rows = csv_rows(s, EntityKind::Peer, None);
+            let cells: Vec<String> = rows
+                .lines()
+                .map(|l| l.split(',').skip(16).collect::<Vec<_>>().join(","))
+                .collect();
+            cells
+        };
+        assert_eq!(row(&s), ["5,2.500,,,,", ",2.500,,,,"]);
+        s.peers[0].bytes_in = Some(1000);
+        s.peers[0].bytes_out = Some(0);
+        s.peers[0].bytes_in_rate = Some(500.0);
+        s.peers[0].bytes_out_rate = Some(0.0);
+        assert_eq!(
+            row(&s),
+            ["5,2.500,1000,0,500.000,0.000", ",2.500,,,500.000,0.000"]
+        );
+        assert_eq!(CSV_HEADER.split(',').count(), 22);
     }
 
     #[test]

@@ -28,7 +28,7 @@ demo or replay: seek back or on 10 s of source time. On reads every event up to 
 demo or replay: half or double speed (1/16 to 64)
 .TP
 \fB1\fR ... \fB9\fR, \fB0\fR
-sort by the first ... tenth column in display order (NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC, whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
+sort by the first ... tenth column of the view in display order (fairness: NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC; workload: NAME, CLASS or PEERS, CONN, OPS/S, IN/S, OUT/S, EXEC, SHARE; whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
 .TP
 F6, \fBo\fR
 the sort menu: every column with its digit, the one sorted by marked; up/down and Enter pick one (again: reverse), a digit picks at once, Esc closes
@@ -38,6 +38,9 @@ next sort column; reverse the sort direction. Rows sort on the values as shown (
 .TP
 \fBg\fR
 peers or classes
+.TP
+\fBv\fR
+the fairness view (turns against fair shares) or the workload view (what each client asks: OPS/S, IN/S, OUT/S beside CONN, EXEC and SHARE); the table's title says which. A sort by a column the other view does not show becomes a sort by SHARE
 .TP
 \fB/\fR
 filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), or else a case\-insensitive substring of the name or the class
@@ -58,6 +61,8 @@ Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).
 On a narrow terminal EXEC goes first, then WAIT50, then CLASS, CONN,
 FAIR and DISP/S: 80 columns keep NAME, CLASS, SHARE, RATIO and WAIT99.
+The workload view (\fBv\fR) gives up CONN first, then EXEC, CLASS and
+SHARE: 80 columns keep NAME, CLASS, OPS/S, IN/S, OUT/S and SHARE.
 .TP
 \fBNAME\fR
 the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged), then, where nfsd knows the peer as an NFSv4 client, the client's name (a Linux client's host part; \fB+N\fR: N more clients at the address; the drill\-down shows them whole)
@@ -88,6 +93,12 @@ median and 99th percentile of its queue wait (ready to taken by a thread), inter
 .TP
 \fBEXEC\fR
 its share of nfsd thread time (svc_stats_latency execute), interval: round\-robin evens out dispatches, not thread time
+.TP
+\fBOPS/S\fR
+the workload view: requests answered per second (svc_stats_latency), interval
+.TP
+\fBIN/S\fR, \fBOUT/S\fR
+the workload view: bytes its requests brought in and its replies sent per second, RPC headers included (rq_arg.len, rq_res.len), interval, in binary units (4.20KiB/s, 35.9MiB/s); \- where not measured (the classic tracepoint has no lengths), never 0. The drill\-down shows the requests and bytes since the start beside their rates
 .PP
 The header, every figure for the whole server: dispatches per second
 over the last interval; entities backlogged (work queued) at its end, of
@@ -114,8 +125,10 @@ lost", "starved", ...).
 (dispatches, entitled, exec_seconds, backlogged_seconds) are cumulative,
 rates, shares and ratios per interval; every field is defined in the
 project's docs/json.md (installed as /usr/share/doc/nfsdtop/docs/json.md).
-CSV names its cumulative columns \fB*_total\fR and ends each iteration
-with a \fBtotal\fR row for the whole server. Text shows waits as the UI
+CSV names its cumulative columns \fB*_total\fR (requests_total and
+bytes_in_total/bytes_out_total among them; bytes empty where not
+measured) and ends each iteration with a \fBtotal\fR row for the whole
+server. Text adds OPS/S, IN/S and OUT/S as the workload view shows them. Text shows waits as the UI
 does (18ms) and every name whole; by class, the second column counts the
 class's peers. \fB\-n\fR and \fB\-\-format\fR need \fB\-b\fR.
 .SH EXAMPLES

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// One nfsd thread, 10 ms a request, round-robin across two backlogged
-/// peers: 10.0.0.10 with one connection, 10.0.0.2 with two.
+/// peers: 10.0.0.10 with one connection and requests of its own sizes
+/// (100 bytes in, 1000 out), 10.0.0.2 with two and the default sizes (a
+/// 4 KiB read: 200 in, 4296 out).
 const TINY: &str = r#"
 name = "tiny"
 threads = 1
@@ -17,6 +19,8 @@ policy = "rr-peer"
 address = "10.0.0.10"
 connections = 1
 inflight = 2
+request_bytes = 100
+reply_bytes = 1000
 
 [[client]]
 address = "10.0.0.2"
@@ -75,13 +79,25 @@ fn run(tag: &str, extra: &[&str]) -> String {
 //   midpoint 30719.5, shown 31ms;
 // - over all 100 dispatches, 50 waits of each: p50 the 50th, 18ms; p99
 //   31ms;
-// - 3 transports in all (the CSV total row's connections).
+// - 3 transports in all (the CSV total row's connections);
+// - requests count when they finish: dispatch k (0-based) starts at
+//   0.05 ms + 10 ms·k and ends 10 ms later. 10.0.0.10 has dispatch 0 and
+//   1 (its second request was queued before 10.0.0.2's first) and then
+//   every odd one: 51 of the first 100, 50 of the next. The 200th (k =
+//   199, 10.0.0.10's) is still in service at 2 s: 100 requests answered
+//   for 10.0.0.10, 99 for 10.0.0.2. In the second second k = 99..198
+//   end, 50 of each: 50.0 ops/s each, 100 in all;
+// - bytes: requests × size. 10.0.0.10: 100 × 100 = 10000 in, 100 × 1000
+//   = 100000 out, 50 × 100 = 5000 B/s in (4.88KiB/s), 50000 out
+//   (48.8KiB/s); 10.0.0.2: 99 × 200 = 19800 in, 99 × 4296 = 425304 out,
+//   10000 B/s in (9.77KiB/s), 214800 out (209.8 KiB/s: 210KiB/s); the
+//   server: 15000 B/s in, 264800 out.
 const TEXT_SECOND: &str = "\
 nfsdtop - demo tiny policy=rr-peer threads=1 service=10ms (demo) wait source: enqueue-dequeue - interval 1.00s
 dispatches 200 since start, 100/s  backlogged 2  jain 1.000  wait of all dispatches p50 18ms p99 31ms  lost 0
-PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC
-10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%
-10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%
+PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S
+10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s
+10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%     50.0  4.88KiB/s  48.8KiB/s
 ";
 
 #[test]
@@ -104,11 +120,11 @@ fn batch_text_of_a_hand_computed_scenario() {
     let lines: Vec<&str> = second.lines().collect();
     assert_eq!(
         lines[2],
-        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC"
+        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S"
     );
     assert_eq!(
         lines[3],
-        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%"
+        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s"
     );
 }
 
@@ -119,7 +135,8 @@ fn batch_csv_of_a_hand_computed_scenario() {
     assert_eq!(
         lines[0],
         "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,\
-         share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share"
+         share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,\
+         requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate"
     );
     // Header, then (2 peers + the total row) per iteration.
     assert_eq!(lines.len(), 7, "{out}");
@@ -140,13 +157,16 @@ fn batch_csv_of_a_hand_computed_scenario() {
         .collect();
     // The numbers worked out above; the total row: 3 transports, 200
     // dispatches, share 1, waits of every dispatch, no entitlement or
-    // ratio of its own.
+    // ratio of its own, the rates of every peer and no workload totals.
     assert_eq!(
         rest,
         [
-            "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000",
-            "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000",
-            "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000",
+            "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000,\
+             99,50.000,19800,425304,10000.000,214800.000",
+            "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000,\
+             100,50.000,10000,100000,5000.000,50000.000",
+            "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000,\
+             ,100.000,,,15000.000,264800.000",
         ],
         "{out}"
     );
@@ -185,4 +205,32 @@ fn json_server_has_the_scenarios_threads_and_the_busy_threads_by_hand() {
         Some(1),
         "{server}"
     );
+}
+
+/// The JSON record's workload fields for TINY, by hand (see above): the
+/// requests answered by 2 s, and bytes = requests × the client's sizes.
+#[test]
+fn json_bytes_are_requests_times_the_scenarios_sizes() {
+    let out = run("bytes", &["--format", "json"]);
+    let last: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    let entity = |name: &str| {
+        last["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {last}"))
+    };
+    for (name, requests, size_in, size_out) in
+        [("10.0.0.10", 100, 100, 1000), ("10.0.0.2", 99, 200, 4296)]
+    {
+        let e = entity(name);
+        assert_eq!(e["requests"], requests, "{e}");
+        assert_eq!(e["request_rate"], 50.0, "{e}");
+        assert_eq!(e["bytes_in"], requests * size_in, "{e}");
+        assert_eq!(e["bytes_out"], requests * size_out, "{e}");
+        assert_eq!(e["bytes_in_rate"], 50.0 * size_in as f64, "{e}");
+        assert_eq!(e["bytes_out_rate"], 50.0 * size_out as f64, "{e}");
+    }
 }

@@ -66,14 +66,16 @@ fn batch_json_follows_the_contract() {
     }
     assert_eq!(two["kind"], "peer");
     assert_eq!(two["connections"], 2);
-    // Requests are counted; the simulation has no request sizes, so its
-    // bytes are null (not measured), never 0.
-    assert!(two["requests"].as_u64().unwrap() > 0, "{two}");
+    // Requests are counted; the built-in scenarios' requests are 4 KiB
+    // reads: 200 bytes in, 4296 out each.
+    let requests = two["requests"].as_u64().unwrap();
+    assert!(requests > 0, "{two}");
     assert!(two["request_rate"].as_f64().unwrap() > 0.0, "{two}");
-    for key in ["bytes_in", "bytes_out", "bytes_in_rate", "bytes_out_rate"] {
-        let v = two.as_object().unwrap().get(key);
-        assert!(v.is_some_and(|v| v.is_null()), "entity.{key}: {two}");
-    }
+    assert_eq!(two["bytes_in"].as_u64(), Some(requests * 200), "{two}");
+    assert_eq!(two["bytes_out"].as_u64(), Some(requests * 4296), "{two}");
+    let rate = two["request_rate"].as_f64().unwrap();
+    let out_rate = two["bytes_out_rate"].as_f64().unwrap();
+    assert!((out_rate - rate * 4296.0).abs() < 1e-6 * out_rate, "{two}");
     let share = two["share"].as_f64().unwrap();
     assert!((share - 2.0 / 18.0).abs() < 0.03, "share {share}");
     assert!(two["fairness"].as_f64().unwrap() < 0.5);

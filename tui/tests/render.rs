@@ -247,6 +247,7 @@ fn help_overlay_lists_the_keys() {
         "quit",
         "pause / resume",
         "group by peer or by class",
+        "workload or fairness view",
         "longer / shorter refresh interval",
         // What the header's figures cover.
         "wait p50/p99 over every dispatch",

@@ -1,7 +1,8 @@
 //! The real `nfsdtop` in tmux: sorting by each column (digit keys and
-//! clicks on the titles), the filter's address prefixes and `<fair`, and
-//! the mouse (rows, wheel), given up again on exit. Every wait polls the
-//! screen against a deadline.
+//! clicks on the titles), the workload view and its byte rates, the
+//! filter's address prefixes and `<fair`, and the mouse (rows, wheel),
+//! given up again on exit. Every wait polls the screen against a
+//! deadline.
 
 mod common;
 
@@ -54,10 +55,23 @@ fn rows(screen: &str) -> Vec<Vec<String>> {
 }
 
 /// A cell read back as a number: "12.5%", "0.93", "9.2ms", "960us",
-/// "1.20s"; "-" lowest.
+/// "1.20s", "4.20KiB/s" (bytes per second); "-" lowest.
 fn num(cell: &str) -> f64 {
     if cell == "-" {
         return -1.0;
+    }
+    let units = [
+        ("KiB/s", 1024.0),
+        ("MiB/s", 1048576.0),
+        ("GiB/s", 1073741824.0),
+    ];
+    for (unit, scale) in units {
+        if let Some(n) = cell.strip_suffix(unit) {
+            return n.parse::<f64>().expect("a byte rate") * scale;
+        }
+    }
+    if let Some(n) = cell.strip_suffix("B/s") {
+        return n.parse::<f64>().expect("a byte rate");
     }
     let (n, scale) = if let Some(n) = cell.strip_suffix("us") {
         (n, 1.0)
@@ -317,5 +331,131 @@ fn the_sort_menu_lists_every_column_and_enter_picks_one() {
     t.wait_for("by name", |s| {
         s.contains("sort: name ▲") && !s.contains("sort by (Enter)")
     });
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+/// Three clients with their own request sizes, served FIFO by
+/// connection: 10.30.0.2 (4 connections, 200-byte replies: metadata)
+/// makes the most requests, 10.30.0.1 (1 connection, 64 KiB reads) the
+/// fewest but the most bytes out, 10.30.0.3 (2, the default 4 KiB reads)
+/// is between on both.
+const WORKLOAD: &str = r#"
+name = "workload"
+threads = 8
+service_ms = 2.0
+policy = "flat"
+
+[[client]]
+address = "10.30.0.1"
+connections = 1
+inflight = 8
+reply_bytes = 65736
+
+[[client]]
+address = "10.30.0.2"
+connections = 4
+inflight = 32
+request_bytes = 120
+reply_bytes = 200
+
+[[client]]
+address = "10.30.0.3"
+connections = 2
+inflight = 16
+"#;
+
+/// The position of the column titled `title` among the header's words
+/// (a row's cells, the name first).
+fn column(screen: &str, title: &str) -> usize {
+    let header = screen.lines().find(|l| l.contains("  NAME")).unwrap();
+    header
+        .split_whitespace()
+        .position(|w| w.trim_end_matches(['▼', '▲']) == title)
+        .unwrap_or_else(|| panic!("no {title} in {header:?}"))
+}
+
+#[test]
+fn the_workload_view_sorts_by_ops_and_bytes_and_fits_80x24() {
+    let t = Tmux::new("workload");
+    let file = scenario("table-workload", WORKLOAD);
+    t.start_sized(80, 24, "", &format!("--demo '{}' -d 0.5", file.display()));
+    t.wait_for("the fairness table", |s| {
+        s.contains("| fairness | sort: share ▼") && rows(s).len() == 3
+    });
+    t.keys(&["v"]);
+    let s = t.wait_for("the workload view", |s| {
+        s.contains("| workload | sort: share ▼") && s.contains("OUT/S") && rows(s).len() == 3
+    });
+    // NAME CLASS OPS/S IN/S OUT/S EXEC SHARE: the rates and the share at
+    // 80 columns, the fairness columns gone, every line whole.
+    for title in ["NAME", "CLASS", "OPS/S", "IN/S", "OUT/S", "EXEC", "SHARE"] {
+        column(&s, title);
+    }
+    assert!(!s.contains("RATIO"), "{s}");
+    let whole = |s: &str| {
+        let n = s
+            .lines()
+            .find(|l| l.contains("  NAME"))
+            .unwrap()
+            .split_whitespace()
+            .count();
+        rows(s).iter().all(|r| r.len() == n)
+            && s.lines().all(|l| l.chars().count() <= 80)
+            && rows(s).iter().all(|r| r[2..5].iter().all(|c| num(c) > 0.0))
+    };
+    assert!(whole(&s), "a line cut:\n{s}");
+    let names = |s: &str| -> Vec<String> { rows(s).into_iter().map(|r| r[0].clone()).collect() };
+
+    // By OPS/S (the 3rd column here, after NAME and CLASS): most
+    // connections, most requests.
+    t.keys(&["4"]);
+    let s = t.wait_for("sorted by ops/s", |s| {
+        s.contains("sort: ops/s ▼") && s.contains("OPS/S▼") && rows(s).len() == 3
+    });
+    let ops = column(&s, "OPS/S");
+    assert!(in_order(&rows(&s), ops, true, false), "{s}");
+    assert_eq!(names(&s), ["10.30.0.2", "10.30.0.3", "10.30.0.1"], "{s}");
+    assert!(whole(&s), "a line cut:\n{s}");
+
+    // By OUT/S: the 64 KiB reads first, the metadata last, whatever
+    // their request counts.
+    t.keys(&["6"]);
+    let s = t.wait_for("sorted by bytes out/s", |s| {
+        s.contains("sort: bytes out/s ▼") && s.contains("OUT/S▼") && rows(s).len() == 3
+    });
+    let out = column(&s, "OUT/S");
+    assert!(in_order(&rows(&s), out, true, false), "{s}");
+    assert_eq!(names(&s), ["10.30.0.1", "10.30.0.3", "10.30.0.2"], "{s}");
+    // Again: the other way round.
+    t.keys(&["6"]);
+    let s = t.wait_for("bytes out/s reversed", |s| {
+        s.contains("sort: bytes out/s ▲") && rows(s).len() == 3
+    });
+    assert_eq!(names(&s), ["10.30.0.2", "10.30.0.3", "10.30.0.1"], "{s}");
+
+    // The sort menu lists the workload view's columns.
+    t.keys(&["o"]);
+    let s = t.wait_for("the sort menu", |s| s.contains("sort by (Enter)"));
+    assert!(s.contains(" 5   IN/S ") && s.contains(" 6 * OUT/S "), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("the menu closed", |s| !s.contains("sort by (Enter)"));
+
+    // The drill-down: requests and bytes, since start and per second,
+    // on a line of its own, whole at 80 columns.
+    t.keys(&["Home", "Enter"]);
+    let s = t.wait_for("the drill-down", |s| {
+        s.contains("since start:") && s.contains("requests ")
+    });
+    let line = s.lines().find(|l| l.starts_with("requests ")).unwrap();
+    assert!(line.contains("  in ") && line.contains("  out "), "{s}");
+    assert!(line.trim_end().ends_with("B/s)"), "cut: {line:?}\n{s}");
+
+    // Back to fairness: OUT/S is not shown there, so the sort goes back
+    // to the share.
+    t.keys(&["Escape", "v"]);
+    let s = t.wait_for("the fairness view", |s| {
+        s.contains("| fairness | sort: share ▼") && s.contains("RATIO") && rows(s).len() == 3
+    });
+    assert!(!s.contains("OUT/S"), "{s}");
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }

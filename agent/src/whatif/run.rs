@@ -70,6 +70,8 @@ pub fn clients(fit: &Fit) -> Vec<SimClient> {
                 } else {
                     t.service_ns.clone()
                 },
+                // The fit has no request sizes: predictions are of turns.
+                request_bytes: None,
             }
         })
         .collect()
@@ -164,6 +166,7 @@ mod tests {
             demand: Demand::Unbounded,
             first_at_ns: 0,
             service_ns,
+            request_bytes: None,
         }
     }
 

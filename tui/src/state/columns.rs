@@ -1,10 +1,12 @@
 //! The table's columns: titles, widths, which to drop first on a narrow
-//! terminal, and how each one sorts.
+//! terminal, and how each one sorts; and the two views (fairness,
+//! workload) that each show a set of them.
 
 use std::cmp::Ordering;
 
 use nfsdtop_agent::model::EntityStats;
 use nfsdtop_agent::output::name_order;
+use nfsdtop_agent::units::{fmt_byte_rate, parse_bytes};
 
 use crate::view::table;
 use crate::warnings::fmt_us;
@@ -23,6 +25,10 @@ pub enum Column {
     WaitP50,
     WaitP99,
     Exec,
+    /// The workload view's: requests and bytes per second.
+    Ops,
+    BytesIn,
+    BytesOut,
     /// What-if columns (a replay with `--whatif`): the predicted share,
     /// ratio and wait p99 under the chosen policy. Not in `ALL`: shown
     /// only when there is a prediction, and not sortable.
@@ -44,6 +50,30 @@ impl Column {
         Column::WaitP50,
         Column::WaitP99,
         Column::Exec,
+    ];
+
+    /// The workload view's display order: what each client asks of the
+    /// server, and its share of the turns and the thread time beside.
+    pub const WORKLOAD: [Column; 8] = [
+        Column::Name,
+        Column::Class,
+        Column::Conn,
+        Column::Ops,
+        Column::BytesIn,
+        Column::BytesOut,
+        Column::Exec,
+        Column::Share,
+    ];
+
+    /// The workload view drops the connections first, then thread time
+    /// and the class, so that 80 columns keep NAME, the rates and SHARE.
+    pub const WORKLOAD_DROP_ORDER: [Column; 6] = [
+        Column::Conn,
+        Column::Exec,
+        Column::Class,
+        Column::Peers,
+        Column::Share,
+        Column::BytesIn,
     ];
 
     pub const WHATIF: [Column; 3] = [
@@ -80,6 +110,9 @@ impl Column {
             Column::WaitP50 => "WAIT50",
             Column::WaitP99 => "WAIT99",
             Column::Exec => "EXEC",
+            Column::Ops => "OPS/S",
+            Column::BytesIn => "IN/S",
+            Column::BytesOut => "OUT/S",
             Column::WhatifShare => "→SHARE",
             Column::WhatifRatio => "→RATIO",
             Column::WhatifWaitP99 => "→WAIT99",
@@ -100,6 +133,9 @@ impl Column {
             Column::WaitP50 => "wait p50",
             Column::WaitP99 => "wait p99",
             Column::Exec => "exec share",
+            Column::Ops => "ops/s",
+            Column::BytesIn => "bytes in/s",
+            Column::BytesOut => "bytes out/s",
             Column::WhatifShare => "what-if share",
             Column::WhatifRatio => "what-if ratio",
             Column::WhatifWaitP99 => "what-if wait p99",
@@ -121,6 +157,9 @@ impl Column {
             Column::WaitP50 => 7,
             Column::WaitP99 => 7,
             Column::Exec => 6,
+            Column::Ops => 7,
+            // "1023KiB/s" and the sort arrow's room.
+            Column::BytesIn | Column::BytesOut => 10,
             Column::WhatifShare => 7,
             Column::WhatifRatio => 7,
             Column::WhatifWaitP99 => 8,
@@ -136,11 +175,12 @@ impl Column {
         self.numeric()
     }
 
-    /// The next column in display order (a class table's PEERS stands
-    /// where CLASS does).
-    pub fn next(self) -> Column {
-        let i = Column::ALL.iter().position(|c| *c == self.as_peer_column());
-        Column::ALL[(i.unwrap_or(0) + 1) % Column::ALL.len()]
+    /// The next column in `view`'s display order (a class table's PEERS
+    /// stands where CLASS does).
+    pub fn next(self, view: View) -> Column {
+        let all = view.columns();
+        let i = all.iter().position(|c| *c == self.as_peer_column());
+        all[(i.unwrap_or(0) + 1) % all.len()]
     }
 
     /// PEERS stands for CLASS (same place in the table).
@@ -161,14 +201,14 @@ impl Column {
         }
     }
 
-    /// The column sorted by digit key `d` ('1' = the first in display
-    /// order, ..., '0' = the tenth).
-    pub fn by_digit(d: char, peers: bool) -> Option<Column> {
+    /// The column sorted by digit key `d` ('1' = the first in `view`'s
+    /// display order, ..., '0' = the tenth).
+    pub fn by_digit(d: char, peers: bool, view: View) -> Option<Column> {
         let i = match d.to_digit(10)? {
             0 => 9,
             n => n as usize - 1,
         };
-        Some(Column::ALL.get(i)?.for_table(peers))
+        Some(view.columns().get(i)?.for_table(peers))
     }
 
     /// Ascending order of two entities by this column, on the values as
@@ -233,6 +273,10 @@ impl Column {
             Column::WaitP50 => shown_us(e.wait_p50_us),
             Column::WaitP99 => shown_us(e.wait_p99_us),
             Column::Exec => num(table::pct(e.exec_share)),
+            Column::Ops => num(table::rate(e.request_rate)),
+            // Not measured ("-") sorts below any rate.
+            Column::BytesIn => parse_bytes(&fmt_byte_rate(e.bytes_in_rate)),
+            Column::BytesOut => parse_bytes(&fmt_byte_rate(e.bytes_out_rate)),
             Column::WhatifShare | Column::WhatifRatio | Column::WhatifWaitP99 => 0.0,
         }
     }
@@ -254,14 +298,65 @@ fn shown_us(us: f64) -> f64 {
     n.parse::<f64>().map_or(0.0, |v| v * scale)
 }
 
-/// The columns that fit in `width` cells (one space between columns),
-/// dropping low-priority ones first. `show_class` is false when the rows
-/// are classes (their class is their name); `whatif` adds the what-if
-/// columns.
-pub fn fitting(width: u16, show_class: bool, whatif: bool) -> Vec<Column> {
-    let extra = if whatif { &Column::WHATIF[..] } else { &[] };
+/// What the table shows: fairness (today's turns against fair shares)
+/// or workload (what each client asks: requests and bytes). `v` switches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    #[default]
+    Fairness,
+    Workload,
+}
+
+impl View {
+    /// The columns in display order (the digits' and the sort menu's).
+    pub fn columns(self) -> &'static [Column] {
+        match self {
+            View::Fairness => &Column::ALL,
+            View::Workload => &Column::WORKLOAD,
+        }
+    }
+
+    fn drop_order(self) -> &'static [Column] {
+        match self {
+            View::Fairness => &Column::DROP_ORDER,
+            View::Workload => &Column::WORKLOAD_DROP_ORDER,
+        }
+    }
+
+    /// Its name in the table's title.
+    pub fn label(self) -> &'static str {
+        match self {
+            View::Fairness => "fairness",
+            View::Workload => "workload",
+        }
+    }
+
+    pub fn other(self) -> View {
+        match self {
+            View::Fairness => View::Workload,
+            View::Workload => View::Fairness,
+        }
+    }
+
+    /// Does this view show `c` (CLASS and PEERS stand for each other)?
+    pub fn shows(self, c: Column) -> bool {
+        self.columns().contains(&c.as_peer_column())
+    }
+}
+
+/// The columns of `view` that fit in `width` cells (one space between
+/// columns), dropping low-priority ones first. `show_class` is false
+/// when the rows are classes (their class is their name); `whatif` adds
+/// the what-if columns (to the fairness view: they predict its numbers).
+pub fn fitting(width: u16, show_class: bool, whatif: bool, view: View) -> Vec<Column> {
+    let extra = if whatif && view == View::Fairness {
+        &Column::WHATIF[..]
+    } else {
+        &[]
+    };
     // Classes show their peer count where peers show their class.
-    let mut cols: Vec<Column> = Column::ALL
+    let mut cols: Vec<Column> = view
+        .columns()
         .iter()
         .chain(extra)
         .map(|c| match c {
@@ -271,11 +366,11 @@ pub fn fitting(width: u16, show_class: bool, whatif: bool) -> Vec<Column> {
         .collect();
     let need =
         |cols: &[Column]| -> u32 { cols.iter().map(|c| c.width() as u32 + 1).sum::<u32>() - 1 };
-    for drop in Column::DROP_ORDER {
+    for drop in view.drop_order() {
         if need(&cols) <= width as u32 {
             break;
         }
-        cols.retain(|c| *c != drop);
+        cols.retain(|c| c != drop);
     }
     cols
 }
@@ -286,7 +381,7 @@ mod tests {
 
     #[test]
     fn eighty_columns_keep_the_essentials() {
-        let c = fitting(80, true, false);
+        let c = fitting(80, true, false, View::Fairness);
         assert!(c.contains(&Column::Class), "{c:?}");
         for want in [
             Column::Name,
@@ -297,15 +392,15 @@ mod tests {
         ] {
             assert!(c.contains(&want), "{want:?} dropped at 80 columns");
         }
-        assert_eq!(fitting(200, true, false).len(), 10);
-        assert!(!fitting(200, false, false).contains(&Column::Class));
-        assert_eq!(fitting(200, false, false)[1], Column::Peers);
-        assert!(fitting(80, false, false).contains(&Column::Peers));
+        assert_eq!(fitting(200, true, false, View::Fairness).len(), 10);
+        assert!(!fitting(200, false, false, View::Fairness).contains(&Column::Class));
+        assert_eq!(fitting(200, false, false, View::Fairness)[1], Column::Peers);
+        assert!(fitting(80, false, false, View::Fairness).contains(&Column::Peers));
         // Very narrow: still something to show, never a panic.
-        assert!(fitting(10, true, false).contains(&Column::Name));
+        assert!(fitting(10, true, false, View::Fairness).contains(&Column::Name));
         // What-if columns: all of them when wide, the share even at 80.
-        assert_eq!(fitting(200, true, true).len(), 13);
-        assert!(fitting(80, true, true).contains(&Column::WhatifShare));
+        assert_eq!(fitting(200, true, true, View::Fairness).len(), 13);
+        assert!(fitting(80, true, true, View::Fairness).contains(&Column::WhatifShare));
     }
 
     fn peer(name: &str, share: f64) -> EntityStats {
@@ -398,15 +493,74 @@ mod tests {
 
     #[test]
     fn next_cycles_through_every_column() {
-        let mut c = Column::Name;
-        for _ in 0..Column::ALL.len() {
-            c = c.next();
+        for view in [View::Fairness, View::Workload] {
+            let mut c = Column::Name;
+            for _ in 0..view.columns().len() {
+                c = c.next(view);
+            }
+            assert_eq!(c, Column::Name, "{view:?}");
         }
-        assert_eq!(c, Column::Name);
-        assert_eq!(Column::Peers.next(), Column::Conn);
-        assert_eq!(Column::by_digit('1', true), Some(Column::Name));
-        assert_eq!(Column::by_digit('2', false), Some(Column::Peers));
-        assert_eq!(Column::by_digit('0', true), Some(Column::Exec));
-        assert_eq!(Column::by_digit('x', true), None);
+        let f = View::Fairness;
+        assert_eq!(Column::Peers.next(f), Column::Conn);
+        assert_eq!(Column::by_digit('1', true, f), Some(Column::Name));
+        assert_eq!(Column::by_digit('2', false, f), Some(Column::Peers));
+        assert_eq!(Column::by_digit('0', true, f), Some(Column::Exec));
+        assert_eq!(Column::by_digit('x', true, f), None);
+        let w = View::Workload;
+        assert_eq!(Column::by_digit('4', true, w), Some(Column::Ops));
+        assert_eq!(Column::by_digit('6', true, w), Some(Column::BytesOut));
+        assert_eq!(Column::by_digit('9', true, w), None);
+        assert_eq!(Column::Share.next(w), Column::Name);
+        assert!(w.shows(Column::Peers) && !w.shows(Column::Ratio));
+    }
+
+    /// The workload view at 80 columns: the rates and the share whole,
+    /// the connections given up first (peers; classes have room); the fairness view never shows
+    /// them, and what-if columns stay with the fairness numbers.
+    #[test]
+    fn the_workload_view_fits_eighty_columns() {
+        let w = View::Workload;
+        for show_class in [true, false] {
+            let c = fitting(80, show_class, true, w);
+            for want in [
+                Column::Name,
+                Column::Ops,
+                Column::BytesIn,
+                Column::BytesOut,
+                Column::Share,
+            ] {
+                assert!(c.contains(&want), "{want:?} dropped at 80: {c:?}");
+            }
+            // A class's PEERS is narrower than a peer's CLASS: room for CONN.
+            assert_eq!(c.contains(&Column::Conn), !show_class, "{c:?}");
+            assert!(!c.iter().any(|c| Column::WHATIF.contains(c)), "{c:?}");
+            let cells: u32 = c.iter().map(|c| u32::from(c.width()) + 1).sum::<u32>() - 1;
+            assert!(cells <= 80, "{cells}: {c:?}");
+        }
+        assert_eq!(fitting(200, true, false, w), Column::WORKLOAD);
+        let f = fitting(200, true, false, View::Fairness);
+        assert!(!f.contains(&Column::Ops) && !f.contains(&Column::BytesOut));
+        assert!(fitting(10, true, false, w).contains(&Column::Name));
+    }
+
+    /// Byte rates sort as shown: equal text is equal, more never sorts
+    /// below less, and not measured below everything.
+    #[test]
+    fn byte_rates_sort_on_their_shown_values() {
+        let e = |r: Option<f64>| EntityStats {
+            bytes_out_rate: r,
+            ..Default::default()
+        };
+        let c = Column::BytesOut;
+        assert!(c.shown(&e(None)) < c.shown(&e(Some(0.0))));
+        assert_eq!(c.shown(&e(Some(4300.0))), c.shown(&e(Some(4301.0))));
+        let mut last = c.shown(&e(Some(0.0)));
+        let mut x = 0.0;
+        while x < 1e13 {
+            let k = c.shown(&e(Some(x)));
+            assert!(k >= last, "{x}");
+            last = k;
+            x = x * 1.07 + 3.0;
+        }
     }
 }

@@ -56,19 +56,21 @@ impl State {
             self.refresh();
             return Action::Redraw;
         }
+        let peers = self.group == EntityKind::Peer;
         if let Some(at) = self.sort_menu {
-            let n = Column::ALL.len();
+            let all = self.view.columns();
+            let n = all.len();
             match key.code {
                 KeyCode::Up | KeyCode::Char('k') => self.sort_menu = Some((at + n - 1) % n),
                 KeyCode::Down | KeyCode::Char('j') => self.sort_menu = Some((at + 1) % n),
                 KeyCode::Enter => {
                     self.sort_menu = None;
-                    let c = Column::ALL[at].for_table(self.group == EntityKind::Peer);
+                    let c = all[at.min(n - 1)].for_table(peers);
                     self.sort_by(c);
                 }
                 KeyCode::Char(d @ '0'..='9') => {
                     self.sort_menu = None;
-                    if let Some(c) = Column::by_digit(d, self.group == EntityKind::Peer) {
+                    if let Some(c) = Column::by_digit(d, peers, self.view) {
                         self.sort_by(c);
                     }
                 }
@@ -142,20 +144,34 @@ impl State {
                 self.message = Some("step, seek and speed are for a demo or a replay".into());
             }
             KeyCode::F(6) | KeyCode::Char('o') => {
-                let i = Column::ALL
+                let i = self
+                    .view
+                    .columns()
                     .iter()
                     .position(|c| c.for_table(true) == self.sort.for_table(true));
                 self.screen = Screen::Table;
                 self.sort_menu = Some(i.unwrap_or(0));
             }
             KeyCode::Char('s') => {
-                let next = self.sort.next().for_table(self.group == EntityKind::Peer);
+                let next = self.sort.next(self.view).for_table(peers);
                 self.sort_by(next);
             }
             KeyCode::Char(d @ '0'..='9') => {
-                if let Some(c) = Column::by_digit(d, self.group == EntityKind::Peer) {
+                if let Some(c) = Column::by_digit(d, peers, self.view) {
                     self.sort_by(c);
                 }
+            }
+            KeyCode::Char('v') => {
+                self.view = self.view.other();
+                // A sort column the new view does not show would order
+                // the rows by something off screen: by share instead,
+                // which both views show.
+                if !self.view.shows(self.sort) {
+                    self.sort = Column::Share;
+                    self.descending = true;
+                }
+                self.screen = Screen::Table;
+                self.refresh();
             }
             KeyCode::Char('S') => {
                 self.descending = !self.descending;

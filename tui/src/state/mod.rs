@@ -21,7 +21,7 @@ use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
 use nfsdtop_agent::output;
 use nfsdtop_agent::playback;
 
-pub use columns::Column;
+pub use columns::{Column, View};
 pub use filter::Filter;
 pub use history::History;
 pub use input::Geometry;
@@ -64,6 +64,8 @@ pub const SEEK: Duration = Duration::from_secs(10);
 
 pub struct State {
     pub group: EntityKind,
+    /// Which columns the table shows (`v` switches).
+    pub view: View,
     pub sort: Column,
     pub descending: bool,
     /// Applied filter (see [`Filter`]: substrings, address prefixes,
@@ -74,7 +76,7 @@ pub struct State {
     pub screen: Screen,
     pub show_help: bool,
     /// Some while the sort menu (F6) is open: the column under its cursor
-    /// (an index into `Column::ALL`).
+    /// (an index into the view's columns).
     pub sort_menu: Option<usize>,
     pub show_warnings: bool,
     pub paused: bool,
@@ -127,6 +129,7 @@ impl State {
         let now = Instant::now();
         State {
             group: EntityKind::Peer,
+            view: View::Fairness,
             sort: Column::Share,
             descending: true,
             filter: String::new(),

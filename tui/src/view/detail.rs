@@ -19,6 +19,7 @@ use super::styles;
 use super::table::{pct, rate, ratio, row_style};
 use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
+use nfsdtop_agent::units::{fmt_byte_rate, fmt_bytes};
 
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let Screen::Detail { kind, name } = &state.screen else {
@@ -181,6 +182,17 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             backlog,
             Span::raw(format!("  {} connections", e.connections)),
         ]),
+        // What it asks of the server: since start and per second (at
+        // most 79 cells: whole on an 80-column terminal).
+        Line::raw(format!(
+            "requests {} ({}/s)  in {} ({})  out {} ({})",
+            e.requests,
+            rate(e.request_rate),
+            fmt_bytes(e.bytes_in),
+            fmt_byte_rate(e.bytes_in_rate),
+            fmt_bytes(e.bytes_out),
+            fmt_byte_rate(e.bytes_out_rate)
+        )),
         // A line of its own: whole on an 80-column terminal.
         Line::styled(
             format!(

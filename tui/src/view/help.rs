@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::styles;
-use crate::state::{Column, State};
+use crate::state::State;
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
@@ -23,7 +23,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "sort by column 1-10 (again: reverse), or click a title",
     ),
     ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
-    ("g", "group by peer or by class"),
+    (
+        "g / v",
+        "group by peer or by class / workload or fairness view",
+    ),
     ("/", "filter: words all matching: text, 10.0.0.0/24, <fair"),
     ("Enter, Esc", "drill into the selection / back"),
     (
@@ -96,7 +99,9 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
 /// digit, the one sorted by marked, the cursor on `at`.
 pub fn draw_sort_menu(f: &mut Frame, area: Rect, state: &State, at: usize) {
     let peers = state.group == nfsdtop_agent::model::EntityKind::Peer;
-    let lines: Vec<Line> = Column::ALL
+    let lines: Vec<Line> = state
+        .view
+        .columns()
         .iter()
         .enumerate()
         .map(|(i, c)| {

@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::state::{Screen, State};
+use crate::state::{Screen, State, View};
 
 /// Draw the whole screen.
 pub fn draw(f: &mut Frame, state: &mut State) {
@@ -68,6 +68,13 @@ fn footer(f: &mut Frame, area: Rect, state: &State) {
                 ("w", "warnings"),
                 ("s/S", "sort"),
                 ("g", "group"),
+                (
+                    "v",
+                    match state.view {
+                        View::Fairness => "workload",
+                        View::Workload => "fairness",
+                    },
+                ),
                 ("/", "filter"),
                 ("Enter", "detail"),
                 ("p", "pause"),

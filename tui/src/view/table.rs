@@ -15,6 +15,7 @@ use crate::state::columns::{self, Column};
 use crate::state::whatif::WhatIf;
 use crate::state::{Geometry, State};
 use crate::warnings::fmt_us;
+use nfsdtop_agent::units::fmt_byte_rate;
 
 pub const ARROW_DOWN: &str = "▼";
 pub const ARROW_UP: &str = "▲";
@@ -63,6 +64,9 @@ fn cell_text(
         Column::WaitP50 => fmt_us(e.wait_p50_us),
         Column::WaitP99 => fmt_us(e.wait_p99_us),
         Column::Exec => pct(e.exec_share),
+        Column::Ops => rate(e.request_rate),
+        Column::BytesIn => fmt_byte_rate(e.bytes_in_rate),
+        Column::BytesOut => fmt_byte_rate(e.bytes_out_rate),
         Column::WhatifShare => predicted(|n| pct(n.share)),
         Column::WhatifRatio => predicted(|n| ratio(n.fairness)),
         Column::WhatifWaitP99 => predicted(|n| fmt_us(n.wait_p99_us)),
@@ -107,9 +111,10 @@ pub fn title(state: &State) -> String {
         ARROW_UP
     };
     let mut t = format!(
-        " {what} {}/{} | sort: {} {arrow} ",
+        " {what} {}/{} | {} | sort: {} {arrow} ",
         state.rows().len(),
         state.entities().len(),
+        state.view.label(),
         state.sort.label()
     );
     let filter = state.active_filter();
@@ -140,6 +145,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
         inner.width,
         state.group == EntityKind::Peer,
         state.whatif.is_some(),
+        state.view,
     );
     let body_height = inner.height.saturating_sub(1) as usize;
     state.fit(body_height);

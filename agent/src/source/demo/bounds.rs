@@ -16,6 +16,10 @@ const MAX_REQUESTS: u64 = 1_000_000;
 const MAX_DISPATCH_RATE: f64 = 1e6;
 /// Service, think and round-trip times: at most an hour.
 const MAX_MS: f64 = 3_600_000.0;
+/// A request or reply: nfsd's largest payload is 1 MiB; 64 MiB leaves
+/// room for any wire format without letting a cumulative count race to
+/// its (saturating) end.
+const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 
 /// What a scenario is refused for, and the key (of the top level, or of
 /// the `client`-th `[[client]]` table) the reason is about.
@@ -183,6 +187,17 @@ impl Scenario {
                         c.count
                     ),
                 ));
+            }
+            for (key, n) in [
+                ("request_bytes", c.request_bytes),
+                ("reply_bytes", c.reply_bytes),
+            ] {
+                if n > MAX_MESSAGE_BYTES {
+                    return Err(bad(
+                        key,
+                        format!("{key} = {n} must be at most {MAX_MESSAGE_BYTES} (64 MiB)"),
+                    ));
+                }
             }
             if !(c.think_ms >= 0.0 && c.think_ms <= MAX_MS) {
                 return Err(bad(

@@ -18,6 +18,8 @@
 //! # think_ms = 100.0    # ... separated by this much idle time
 //! # nfs_name = "Linux NFSv4.2 mover"  # the NFSv4 client name the server
 //! #                     # shows (with count > 1: "-1", "-2", ... appended)
+//! request_bytes = 200   # each request received, RPC header included
+//! reply_bytes = 4296    # each reply sent (default: 4 KiB reads)
 //!
 //! [[class]]
 //! prefix = "10.1.0.0/24"
@@ -28,7 +30,7 @@
 //! A file is refused (FILE:LINE: reason) past the bounds in bounds.rs:
 //! 4096 threads, 1024 connections a client, a million transports and a
 //! million requests in flight in all, a million dispatches a second
-//! (threads / service_ms), an hour for any time.
+//! (threads / service_ms), an hour for any time, 64 MiB a message.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -91,6 +93,25 @@ pub struct ClientSpec {
     pub think_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nfs_name: Option<String>,
+    /// Bytes on the wire of each request and each reply (the demo's
+    /// `bytes_in` / `bytes_out`): fixed per client, so a test can work
+    /// them out as requests × size. Defaults: a read of 4 KiB.
+    #[serde(default = "default_request_bytes")]
+    pub request_bytes: u64,
+    #[serde(default = "default_reply_bytes")]
+    pub reply_bytes: u64,
+}
+
+/// A READ call: RPC and NFS headers, a file handle, offset and count.
+pub const DEFAULT_REQUEST_BYTES: u64 = 200;
+/// Its reply: 4 KiB of data behind the headers and attributes.
+pub const DEFAULT_REPLY_BYTES: u64 = 4096 + 200;
+
+fn default_request_bytes() -> u64 {
+    DEFAULT_REQUEST_BYTES
+}
+fn default_reply_bytes() -> u64 {
+    DEFAULT_REPLY_BYTES
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -157,6 +178,8 @@ fn backlogged(addr: &str, connections: u32) -> ClientSpec {
         burst: None,
         think_ms: 0.0,
         nfs_name: None,
+        request_bytes: DEFAULT_REQUEST_BYTES,
+        reply_bytes: DEFAULT_REPLY_BYTES,
     }
 }
 
@@ -231,6 +254,8 @@ impl Scenario {
                         burst: Some(32),
                         think_ms: 200.0,
                         nfs_name: None,
+                        request_bytes: DEFAULT_REQUEST_BYTES,
+                        reply_bytes: DEFAULT_REPLY_BYTES,
                     },
                     backlogged("10.0.0.3", 16),
                 ];
@@ -394,6 +419,43 @@ mod tests {
         assert!(e.contains("prefix length"), "{e}");
     }
 
+    /// Sizes default to a 4 KiB read; a file may set its own per client;
+    /// every executed request carries its client's sizes.
+    #[test]
+    fn request_and_reply_sizes_default_and_per_client() {
+        let text =
+            "name = \"t\"\n[[client]]\naddress = \"10.0.0.2\"\nconnections = 1\ninflight = 1\n\
+                    [[client]]\naddress = \"10.0.0.3\"\nconnections = 1\ninflight = 1\n\
+                    request_bytes = 65636\nreply_bytes = 100\n";
+        let s = Scenario::parse(text, "t.toml").unwrap();
+        let sizes: Vec<(u64, u64)> = s
+            .clients
+            .iter()
+            .map(|c| (c.request_bytes, c.reply_bytes))
+            .collect();
+        assert_eq!(
+            sizes,
+            [(DEFAULT_REQUEST_BYTES, DEFAULT_REPLY_BYTES), (65_636, 100)]
+        );
+        let mut sim = super::super::Simulator::new(s);
+        let mut events = Vec::new();
+        sim.run_until(1_000_000_000, &mut events);
+        let mut seen = std::collections::HashMap::new();
+        for e in &events {
+            if let crate::model::EventKind::Executed { bytes, .. } = e.kind {
+                seen.insert(e.xprt.peer().to_string(), bytes);
+            }
+        }
+        let b = |r, s| {
+            Some(crate::model::Bytes {
+                received: r,
+                sent: s,
+            })
+        };
+        assert_eq!(seen["10.0.0.2"], b(200, 4296));
+        assert_eq!(seen["10.0.0.3"], b(65_636, 100));
+    }
+
     #[test]
     fn count_expands_to_consecutive_addresses() {
         let s = Scenario::builtin("movers").unwrap();
@@ -440,6 +502,11 @@ mod tests {
         assert!(e.starts_with("big.toml:1: service_ms"), "{e}");
         let e = refusal(&client("inflight = 8\nthink_ms = 1e300"));
         assert!(e.starts_with("big.toml:7:"), "{e}");
+        let e = refusal(&client("inflight = 8\nreply_bytes = 1000000000"));
+        assert!(
+            e.starts_with("big.toml:7: client 1 (10.0.0.2): reply_bytes"),
+            "{e}"
+        );
         let e = refusal(
             &client("inflight = 8\ncount = 100000\nconnections = 1000")
                 .replace("connections = 2\n", ""),

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::scenario::{Policy, Scenario};
 use crate::classify::ClassMap;
-use crate::model::{Endpoint, Event, EventKind, XprtKey};
+use crate::model::{Bytes, Endpoint, Event, EventKind, XprtKey};
 
 /// The initial network namespace's inode on most systems.
 pub const DEMO_NETNS: u32 = 4_026_531_840;
@@ -51,6 +51,7 @@ struct Client {
     first_at_ns: u64,
     /// Empirical service times to draw from; empty: the scenario's.
     service_ns: Vec<u64>,
+    request_bytes: Option<Bytes>,
 }
 
 /// How a client loads the server.
@@ -86,6 +87,9 @@ pub struct SimClient {
     /// Service times (ns) drawn uniformly; empty: the scenario's
     /// `service_ms` and `jitter`.
     pub service_ns: Vec<u64>,
+    /// What each request receives and its reply sends; None: no sizes
+    /// (the `Executed` events say bytes were not measured).
+    pub request_bytes: Option<Bytes>,
 }
 
 /// SplitMix64: tiny, deterministic, good enough for service-time jitter.
@@ -175,6 +179,10 @@ impl Simulator {
                         ci as u64 * 7_000
                     },
                 service_ns: Vec::new(),
+                request_bytes: Some(Bytes {
+                    received: spec.request_bytes,
+                    sent: spec.reply_bytes,
+                }),
             })
             .collect();
         let classmap = scenario.class_map().unwrap_or_default();
@@ -218,6 +226,7 @@ impl Simulator {
                 demand: spec.demand,
                 first_at_ns: spec.first_at_ns,
                 service_ns: spec.service_ns,
+                request_bytes: spec.request_bytes,
             });
         }
         let ngroups = groups.len();
@@ -335,18 +344,17 @@ impl Simulator {
                     self.dispatch(out);
                 }
                 SimEvent::ServiceDone { transport, exec_ns } => {
+                    let ci = self.transports[transport].client;
                     out.push(Event {
                         ts_ns: at,
                         xprt: self.transports[transport].key,
-                        // The simulation has no request sizes.
                         kind: EventKind::Executed {
                             exec_ns,
                             requests: 1,
-                            bytes: None,
+                            bytes: self.clients[ci].request_bytes,
                         },
                     });
                     self.idle_threads += 1;
-                    let ci = self.transports[transport].client;
                     self.reply_reaches_client(ci);
                     self.dispatch(out);
                 }
