@@ -261,6 +261,25 @@ fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
         }
     }
 
+    // Bytes: the demo's default sizes (200 B a request received, 4296 B
+    // a reply sent) times the same 1600 requests/s.
+    for (family, size) in [
+        ("nfsdtop_peer_received_bytes_total", 200.0),
+        ("nfsdtop_peer_sent_bytes_total", 4296.0),
+        ("nfsdtop_class_sent_bytes_total", 4296.0),
+    ] {
+        let bytes = prom.query(&format!("sum by (policy) (rate({family}[15s]))"));
+        assert_eq!(bytes.len(), 2, "{family}: {bytes:?}");
+        for (m, v) in &bytes {
+            let per_sim_s = v / SPEED;
+            let want = 1600.0 * size;
+            assert!(
+                (per_sim_s - want).abs() / want < 0.05,
+                "{family} {m}: {per_sim_s} B/s, want {want}"
+            );
+        }
+    }
+
     // 2. The fairness ratio in PromQL.
     let fairness = prom.query(
         "rate(nfsdtop_class_dispatches_total{class=\"10.0.0.2\"}[15s]) \
