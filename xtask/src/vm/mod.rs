@@ -14,6 +14,7 @@ mod ftrace;
 mod kill;
 mod main_scenario;
 mod measure;
+mod names;
 mod report;
 mod restart;
 mod smallring;
@@ -220,6 +221,7 @@ fn check_results(
             for s in &cfg.after_main {
                 match *s {
                     "whatif" => whatif::check(results, &summary, rep, nfsdtop),
+                    "names" => names::check(results, &summary, rep),
                     other => rep.check(false, format!("unknown scenario {other}")),
                 }
             }
@@ -253,7 +255,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         } else {
             vec!["restart", "kill", "smallring", "flood"]
         },
-        after_main: vec!["whatif"],
+        after_main: vec!["whatif", "names"],
         guest_timeout_s: if args.quick { 600 } else { 1200 },
     }];
     if !args.quick {
