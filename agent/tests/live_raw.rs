@@ -58,7 +58,7 @@ fn exec_run(
             .expect("task_struct field")
     };
     let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
-    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     let mut raw = [RawConfig::default(); Slot::COUNT];
     raw[s as usize] = RawConfig {
@@ -296,7 +296,7 @@ fn folded_execution_times_reach_the_agent_once() {
     };
     let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
     let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
-    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
     let s = Slot::StatsLatency;
     let mut raw = [RawConfig::default(); Slot::COUNT];

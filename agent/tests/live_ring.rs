@@ -29,7 +29,7 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
         return;
     }
     let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
-    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
     // Enqueue: every record "BUSY" (old_pid is never 0): counted, dropped.
@@ -99,7 +99,7 @@ fn a_full_ring_counts_every_lost_record() {
     }
     // One page of ring (about 26 records) and nobody draining it.
     let mut ebpf = bpf::open(4096).expect("load the BPF object");
-    let counters = bpf::Counters::take(&mut ebpf).unwrap();
+    let counters = bpf::Counters::map(&ebpf).unwrap();
     let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
     slots[Slot::Dequeue as usize] = exec_config(0);
     bpf::write_config(&mut ebpf, &slots).unwrap();

@@ -41,8 +41,13 @@ pub mod counter {
     /// in the `EXEC_TOTALS` map instead of sent (see [`super::exec`]).
     pub const FOLDED: u32 = 4;
     pub const COUNT: u32 = 5;
-    /// Entries in the `COUNTERS` map.
+    /// Counters of one CPU (every slot's [`COUNT`]).
     pub const ENTRIES: u32 = super::Slot::COUNT as u32 * COUNT;
+    /// Entries each CPU owns in the `COUNTERS` array: [`ENTRIES`] padded
+    /// to whole 64-byte lines, so that no two CPUs write one line. The
+    /// array holds `STRIDE` entries per possible CPU (sized at load).
+    pub const STRIDE: u32 = 32;
+    const _: () = assert!(ENTRIES <= STRIDE && (STRIDE * 8) % 64 == 0);
 }
 
 /// A field offset of [`OFF_NONE`] means "this event has no such field".

@@ -24,7 +24,10 @@
 #![allow(internal_features)]
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
+    helpers::{
+        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_buf,
+    },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{Array, PerCpuArray, RingBuf},
     programs::{RawTracePointContext, TracePointContext},
@@ -52,8 +55,15 @@ static RAWCONFIG: Array<RawConfig> = Array::with_max_entries(Slot::COUNT as u32,
 #[map]
 static SCRATCH: PerCpuArray<[u64; rawrec::ADDRS_SPAN / 8]> = PerCpuArray::with_max_entries(1, 0);
 
+/// Hit counters, `counter::STRIDE` entries per possible CPU (the agent
+/// sizes it at load), memory-mapped by the agent: it reads them with
+/// loads, never a map syscall. A map syscall holds the CPU's
+/// `bpf_prog_active` while it can be preempted (kernels with preemption
+/// full or lazy), and a tracepoint program that fires on that CPU
+/// meanwhile is skipped: reading per-CPU counters by syscall cost
+/// dispatches on Debian's 7.x.
 #[map]
-static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::ENTRIES, 0);
+static COUNTERS: Array<u64> = Array::with_max_entries(counter::STRIDE, BPF_F_MMAPABLE);
 
 /// Transports whose addresses the raw programs have sent (`struct svc_xprt`
 /// pointers), direct-mapped by pointer bits: their later records are
@@ -78,10 +88,12 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 #[inline(always)]
 fn bump(slot: Slot, c: u32) {
-    let idx = slot as u32 * counter::COUNT + c;
+    // SAFETY: a helper without arguments.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let idx = cpu.wrapping_mul(counter::STRIDE) + slot as u32 * counter::COUNT + c;
     if let Some(p) = COUNTERS.get_ptr_mut(idx) {
-        // SAFETY: this CPU's per-CPU slot; tracepoint programs run non-preemptibly and never nest.
-        unsafe { *p += 1 };
+        // SAFETY: an aligned array value this CPU owns; atomic so that a preempted program on it cannot lose an add.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
     }
 }
 

@@ -3,10 +3,10 @@
 //! the tracepoint table names, and reading the kernel side's counters and
 //! execution totals. The ring's reader is in [`super::drain`].
 
-use aya::maps::{Array, MapData, PerCpuArray};
+use aya::maps::{Array, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
-use nfsdtop_common::{counter, exec::ExecTotals, xprt_table, RawConfig, Slot, SlotConfig, SLOTS};
+use nfsdtop_common::{counter, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
 
@@ -101,8 +101,11 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
 pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
+    let cpus =
+        aya::util::nr_cpus().map_err(|(what, e)| bpf_err(&format!("cannot read {what}"), &e))?;
     EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
+        .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .load(OBJECT)
         .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))
 }
@@ -261,138 +264,4 @@ pub fn recursion_misses(ebpf: &Ebpf, name: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Per-slot totals summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SlotCounts {
-    pub seen: u64,
-    pub submitted: u64,
-    pub lost: u64,
-    pub busy: u64,
-    /// Added to the kernel's per-transport execution totals, not sent.
-    pub folded: u64,
-}
-
-pub struct Counters {
-    map: PerCpuArray<MapData, u64>,
-}
-
-impl Counters {
-    pub fn take(ebpf: &mut Ebpf) -> Result<Counters, LiveError> {
-        let map = ebpf.take_map("COUNTERS").ok_or_else(|| LiveError::Bpf {
-            context: "the BPF object".into(),
-            detail: "it has no COUNTERS map".into(),
-        })?;
-        Ok(Counters {
-            map: PerCpuArray::try_from(map).map_err(|e| bpf_err("the COUNTERS map", &e))?,
-        })
-    }
-
-    fn sum(&self, idx: u32) -> u64 {
-        self.map
-            .get(&idx, 0)
-            .map(|v| v.iter().fold(0u64, |a, b| a.saturating_add(*b)))
-            .unwrap_or(0)
-    }
-
-    pub fn read(&self) -> [SlotCounts; Slot::COUNT] {
-        let mut out = [SlotCounts::default(); Slot::COUNT];
-        for (s, o) in out.iter_mut().enumerate() {
-            let base = s as u32 * counter::COUNT;
-            let (submitted, lost, busy, folded) = (
-                self.sum(base + counter::SUBMITTED),
-                self.sum(base + counter::LOST),
-                self.sum(base + counter::BUSY),
-                self.sum(base + counter::FOLDED),
-            );
-            *o = SlotCounts {
-                // Every handled hit is counted in exactly one of these.
-                seen: [lost, busy, folded, self.sum(base + counter::DISABLED)]
-                    .iter()
-                    .fold(submitted, |a, &b| a.saturating_add(b)),
-                submitted,
-                lost,
-                busy,
-                folded,
-            };
-        }
-        out
-    }
-}
-
-/// The `EXEC_TOTALS` array (`nfsdtop_common::exec`), memory-mapped
-/// read-only: the agent reads the kernel's running execution totals with
-/// plain loads, no syscall per transport.
-pub struct ExecTotalsMap {
-    base: std::ptr::NonNull<ExecTotals>,
-}
-
-// SAFETY: the mapping is plain shared memory, read with atomic loads only, and unmapped once (Drop).
-unsafe impl Send for ExecTotalsMap {}
-
-const _: () =
-    assert!(size_of::<ExecTotals>() == 48 && std::mem::offset_of!(ExecTotals, bytes_out) == 40);
-const EXEC_TOTALS_BYTES: usize = xprt_table::SLOTS as usize * size_of::<ExecTotals>();
-
-impl ExecTotalsMap {
-    pub fn map(ebpf: &Ebpf) -> Result<ExecTotalsMap, LiveError> {
-        let Some(aya::maps::Map::Array(data)) = ebpf.map("EXEC_TOTALS") else {
-            return Err(LiveError::Bpf {
-                context: "the BPF object".into(),
-                detail: "it has no EXEC_TOTALS array".into(),
-            });
-        };
-        // SAFETY: maps the whole value area of a BPF array created with BPF_F_MMAPABLE, read-only and shared; unmapped in Drop.
-        let p = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                EXEC_TOTALS_BYTES,
-                rustix::mm::ProtFlags::READ,
-                rustix::mm::MapFlags::SHARED,
-                data.fd(),
-                0,
-            )
-        }
-        .map_err(|e| bpf_err("cannot map the EXEC_TOTALS array", &std::io::Error::from(e)))?;
-        let base = std::ptr::NonNull::new(p.cast()).ok_or_else(|| LiveError::Bpf {
-            context: "the EXEC_TOTALS array".into(),
-            detail: "mapped at address 0".into(),
-        })?;
-        Ok(ExecTotalsMap { base })
-    }
-
-    /// Entry `idx`, if it held still while read: the programs write
-    /// `owner` and `gen` only when an entry changes hands, so both read
-    /// the same before and after the sums means they all belong
-    /// together.
-    pub fn read(&self, idx: u32) -> Option<ExecTotals> {
-        if idx >= xprt_table::SLOTS {
-            return None;
-        }
-        // ExecTotals is six u64 words: owner, gen, us, count, bytes_in, bytes_out.
-        let words = self.base.as_ptr().wrapping_add(idx as usize).cast::<u64>();
-        let load = |w: usize| {
-            // SAFETY: an aligned u64 inside the mapping (idx < SLOTS, w < 6); the kernel writes it concurrently, hence an atomic load.
-            unsafe { std::sync::atomic::AtomicU64::from_ptr(words.wrapping_add(w)) }
-                .load(std::sync::atomic::Ordering::Acquire)
-        };
-        let (owner, gen) = (load(0), load(1));
-        let (us, count) = (load(2), load(3));
-        let (bytes_in, bytes_out) = (load(4), load(5));
-        let same = load(0) == owner && load(1) == gen;
-        same.then_some(ExecTotals {
-            owner,
-            gen,
-            us,
-            count,
-            bytes_in,
-            bytes_out,
-        })
-    }
-}
-
-impl Drop for ExecTotalsMap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once; nothing reads it after this.
-        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), EXEC_TOTALS_BYTES) };
-    }
-}
+pub use super::mapped::{Counters, ExecTotalsMap, SlotCounts};

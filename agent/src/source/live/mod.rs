@@ -26,6 +26,7 @@ pub mod format;
 pub mod host;
 pub mod layout;
 pub mod loss;
+pub mod mapped;
 pub mod preempt;
 pub mod probe;
 pub mod raw;
@@ -187,7 +188,7 @@ impl LiveSource {
         } else {
             None
         };
-        let counters = bpf::Counters::take(&mut ebpf)?;
+        let counters = bpf::Counters::map(&ebpf)?;
         let drain = drain::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
         let exec_totals = bpf::ExecTotalsMap::map(&ebpf);
         let attach = attach::Attachment::attach(
