@@ -47,7 +47,7 @@ pub mod counter {
     /// to whole 64-byte lines, so that no two CPUs write one line. The
     /// array holds `STRIDE` entries per possible CPU (sized at load).
     pub const STRIDE: u32 = 32;
-    const _: () = assert!(ENTRIES <= STRIDE && (STRIDE * 8) % 64 == 0);
+    const _: () = assert!(ENTRIES <= STRIDE && (STRIDE * 8).is_multiple_of(64));
 }
 
 /// A field offset of [`OFF_NONE`] means "this event has no such field".
