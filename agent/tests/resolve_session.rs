@@ -94,7 +94,10 @@ fn peers_get_their_host_names_where_they_have_one() {
     assert_eq!(hostname_of(&s, "10.0.0.3"), None, "no name: none shown");
     assert!(s.classes.iter().all(|c| c.hostname.is_none()));
     let json = serde_json::to_string(&s).unwrap();
-    assert!(json.contains("\"hostname\":\"secret-two.example.org\""), "{json}");
+    assert!(
+        json.contains("\"hostname\":\"secret-two.example.org\""),
+        "{json}"
+    );
 }
 
 #[test]
@@ -103,7 +106,10 @@ fn a_redacted_session_shows_pseudonyms_only() {
     let (rx, _control) = run(&config(true), fake(), Some(r.clone()));
     let s = wait_for(&rx, |s| s.peers.iter().any(|p| p.hostname.is_some()));
     let json = serde_json::to_string(&s).unwrap();
-    assert!(!json.contains("secret") && !json.contains("10.0.0.2"), "{json}");
+    assert!(
+        !json.contains("secret") && !json.contains("10.0.0.2"),
+        "{json}"
+    );
     let want = r.hostname("secret-two.example.org");
     assert!(json.contains(&format!("\"hostname\":\"{want}\"")), "{json}");
 }
