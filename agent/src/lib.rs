@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod playback;
 pub mod record;
 pub mod redact;
+pub mod resolve;
 pub mod server;
 pub mod session;
 pub mod source;

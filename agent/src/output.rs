@@ -100,6 +100,10 @@ pub struct BatchEntity<'a> {
     /// any (absent otherwise).
     #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
     pub client_names: Cow<'a, [ClientName]>,
+    /// Peers, under `--resolve`: the address's host name, where it has
+    /// one and it is known yet (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<Cow<'a, str>>,
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
@@ -250,6 +254,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 bytes_in_rate: e.bytes_in_rate,
                 bytes_out_rate: e.bytes_out_rate,
                 client_names: Cow::Borrowed(&e.client_names),
+                hostname: e.hostname.as_deref().map(Cow::Borrowed),
             })
             .collect(),
     };

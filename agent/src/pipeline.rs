@@ -56,6 +56,8 @@ pub struct Pipeline<'a> {
     pub restart: Option<Restart<'a>>,
     /// Where the peers' NFSv4 client names come from, if anywhere.
     pub clients: Option<crate::clients::Refresher>,
+    /// The peers' host names (`--resolve`), if asked for.
+    pub resolver: Option<crate::resolve::Resolver>,
 }
 
 fn unix_now() -> f64 {
@@ -77,6 +79,7 @@ impl<'a> Pipeline<'a> {
             playback: None,
             restart: None,
             clients: None,
+            resolver: None,
         }
     }
 
@@ -183,7 +186,15 @@ impl<'a> Pipeline<'a> {
                         self.aggregator.set_client_names(names);
                     }
                 }
-                let mut snap = self.aggregator.snapshot(now, wall, &info);
+                // Only what the cache holds: lookups run on their own.
+                let mut snap = match self.resolver.as_mut() {
+                    Some(r) => {
+                        let _ = r.collect();
+                        self.aggregator
+                            .snapshot_resolving(now, wall, &info, &mut |ip| r.hostname(ip))
+                    }
+                    None => self.aggregator.snapshot(now, wall, &info),
+                };
                 snap.totals.bpf = self.source.bpf_stats();
                 snap.server = server.view(&self.source.nfsd_threads(), &snap);
                 if sink(snap) == Flow::Stop {

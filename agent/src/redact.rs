@@ -75,6 +75,15 @@ impl Redactor {
         }
     }
 
+    /// A peer's host name (`--resolve`) as shown: `anon-` and 12 hex
+    /// digits of the keyed hash of the name, apart from the addresses'
+    /// and the client names' (the input is prefixed).
+    pub fn hostname(&self, name: &str) -> String {
+        let mut bytes = b"hostname\0".to_vec();
+        bytes.extend_from_slice(name.as_bytes());
+        format!("anon-{:012x}", siphash(self.k0, self.k1, &bytes) >> 16)
+    }
+
     /// A stand-in address for recordings: fd72:6564:6163:7421::/64 plus 64
     /// bits of the keyed hash, port kept (it tells transports apart).
     pub fn endpoint(&self, e: &Endpoint) -> Endpoint {
@@ -180,5 +189,27 @@ mod tests {
         assert_eq!(r.implementation, None);
         assert_eq!(r, Redactor::with_key("k").client_name(&c));
         assert_ne!(r, Redactor::with_key("other").client_name(&c));
+    }
+
+    #[test]
+    fn host_names_become_pseudonyms() {
+        let a = Redactor::with_key("k");
+        let h = a.hostname("secret-host.example.org");
+        assert!(h.starts_with("anon-") && !h.contains("secret"), "{h}");
+        assert_eq!(
+            h,
+            Redactor::with_key("k").hostname("secret-host.example.org")
+        );
+        assert_ne!(h, a.hostname("other.example.org"));
+        assert_ne!(
+            h,
+            Redactor::with_key("other").hostname("secret-host.example.org")
+        );
+        // Not the pseudonym of a client of that name.
+        let c = ClientName {
+            name: "secret-host.example.org".into(),
+            ..Default::default()
+        };
+        assert_ne!(h, a.client_name(&c).name);
     }
 }

@@ -65,7 +65,7 @@ The workload view (\fBv\fR) gives up CONN first, then EXEC, CLASS and
 SHARE: 80 columns keep NAME, CLASS, OPS/S, IN/S, OUT/S and SHARE.
 .TP
 \fBNAME\fR
-the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged), then, where nfsd knows the peer as an NFSv4 client, the client's name (a Linux client's host part; \fB+N\fR: N more clients at the address; the drill\-down shows them whole)
+the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged), then, where nfsd knows the peer as an NFSv4 client, the client's name (a Linux client's host part; \fB+N\fR: N more clients at the address; the drill\-down shows them whole), else, with \fB\-\-resolve\fR, the address's host name from reverse DNS (looked up in the background, cached; a pseudonym with \fB\-\-redact\fR; the drill\-down shows it as \fBhost NAME\fR)
 .TP
 \fBCLASS\fR
 the peer's class from the class map (without one, every peer is its own class)

@@ -1,6 +1,8 @@
 //! The aggregator's snapshot: the interval's and the run's numbers per
 //! peer and class, their rates, fair shares and Jain's index.
 
+use std::net::IpAddr;
+
 use rustc_hash::FxHashMap;
 
 use super::queue::entitled_now;
@@ -15,6 +17,18 @@ impl Aggregator {
     /// The numbers since the previous snapshot (or since the start). `now_ns`
     /// is on the source clock; `wall_time` is Unix seconds for the output.
     pub fn snapshot(&mut self, now_ns: u64, wall_time: f64, source: &SourceInfo) -> Snapshot {
+        self.snapshot_resolving(now_ns, wall_time, source, &mut |_| None)
+    }
+
+    /// [`Self::snapshot`], the peers named by `hostname` (`--resolve`:
+    /// a cache's answer, never a wait); pseudonyms under a redactor.
+    pub fn snapshot_resolving(
+        &mut self,
+        now_ns: u64,
+        wall_time: f64,
+        source: &SourceInfo,
+        hostname: &mut dyn FnMut(IpAddr) -> Option<String>,
+    ) -> Snapshot {
         let now_ns = now_ns.max(self.last_ts);
         let since = self.last_snapshot_ns.unwrap_or(0);
         let interval_s = now_ns.saturating_sub(since) as f64 / 1e9;
@@ -46,14 +60,21 @@ impl Aggregator {
             }
         }
         let (names, redactor) = (&*self.client_names, self.redactor.as_ref());
-        let client_names = |k: &PeerKey| -> Vec<ClientName> {
+        let mut peer_names = |k: &PeerKey| -> Names {
             let Some(ip) = k.addr.ip() else {
-                return Vec::new();
+                return Names::default();
             };
             let found = names.get(k.netns, ip);
+            let host = hostname(ip);
             match redactor {
-                Some(r) => found.iter().map(|c| r.client_name(c)).collect(),
-                None => found.to_vec(),
+                Some(r) => Names {
+                    clients: found.iter().map(|c| r.client_name(c)).collect(),
+                    host: host.map(|h| r.hostname(&h)),
+                },
+                None => Names {
+                    clients: found.to_vec(),
+                    host,
+                },
             }
         };
         let (peers, jain_peers) = entity_stats(
@@ -62,7 +83,7 @@ impl Aggregator {
             EntityKind::Peer,
             &ctx,
             Some(&mut transports),
-            &client_names,
+            &mut peer_names,
         );
         let (classes, jain_classes) = entity_stats(
             &mut self.classes,
@@ -70,7 +91,7 @@ impl Aggregator {
             EntityKind::Class,
             &ctx,
             None,
-            &|_| Vec::new(),
+            &mut |_| Names::default(),
         );
 
         let mut source = source.clone();
@@ -112,6 +133,13 @@ impl Aggregator {
     }
 }
 
+/// Who a peer is, besides its address.
+#[derive(Default)]
+struct Names {
+    clients: Vec<ClientName>,
+    host: Option<String>,
+}
+
 struct IntervalCtx {
     now_ns: u64,
     interval_s: f64,
@@ -147,13 +175,12 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
     kind: EntityKind,
     ctx: &IntervalCtx,
     mut transports: Option<&mut FxHashMap<u32, Vec<TransportStats>>>,
-    client_names: &dyn Fn(&K) -> Vec<ClientName>,
+    names: &mut dyn FnMut(&K) -> Names,
 ) -> (Vec<EntityStats>, f64) {
     let mut out = Vec::with_capacity(table.len());
     let mut ratios = Vec::new();
-    let slots: Vec<(u32, Vec<ClientName>)> =
-        table.iter().map(|(s, k, _)| (s, client_names(k))).collect();
-    for (slot, client_names) in slots {
+    let slots: Vec<(u32, Names)> = table.iter().map(|(s, k, _)| (s, names(k))).collect();
+    for (slot, names) in slots {
         let e = table.get_mut(slot);
         let entitled = entitled_now(e, clock);
         let d = e.dispatches - e.prev_dispatches;
@@ -236,7 +263,8 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
                 .as_mut()
                 .and_then(|t| t.remove(&slot))
                 .unwrap_or_default(),
-            client_names,
+            client_names: names.clients,
+            hostname: names.host,
         };
         e.wait_interval.clear();
         out.push(stats);

@@ -231,6 +231,11 @@ pub struct EntityStats {
     /// none is known. Pseudonyms under `--redact` (see `crate::clients`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_names: Vec<ClientName>,
+    /// Peers only, under `--resolve`: the address's host name (reverse
+    /// DNS through the system resolver, cached); absent where it has
+    /// none or is not known yet. A pseudonym under `--redact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
 }
 
 /// Who an NFSv4 client says it is: the name it gave the server (its

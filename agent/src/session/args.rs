@@ -58,6 +58,9 @@ pub struct SourceArgs {
     /// Most transports the aggregator keeps before it evicts idle ones (tests; default 262144).
     #[arg(long, value_name = "N", hide = true, value_parser = parse_limit)]
     pub max_transports: Option<NonZeroU32>,
+    /// Show the peers' host names: reverse DNS through the system resolver (/etc/hosts, DNS), looked up in the background and cached (10 min; 1 min for no name); off by default. Pseudonyms under --redact.
+    #[arg(long)]
+    pub resolve: bool,
     /// Read the NFSv4 clients' names from DIR (laid out as /proc/fs/nfsd/clients) instead (tests; any source).
     #[arg(long, value_name = "DIR", hide = true)]
     pub nfsd_clients: Option<PathBuf>,
@@ -102,6 +105,9 @@ impl SourceArgs {
         }
         if let Some(n) = self.max_transports {
             cfg.limits.max_transports = n.get() as usize;
+        }
+        if self.resolve {
+            cfg.resolve = true;
         }
         if let Some(d) = &self.nfsd_clients {
             cfg.nfsd_clients = Some(d.clone());
@@ -240,6 +246,8 @@ mod tests {
         assert_eq!(cfg.speed, 0.0);
         let cfg = config(&["--max-peers", "3"]).unwrap();
         assert_eq!(cfg.limits.max_peers, 3);
+        assert!(!cfg.resolve, "off by default");
+        assert!(config(&["--demo", "--resolve"]).unwrap().resolve);
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct SessionConfig {
     /// Where the NFSv4 clients' names are read from instead of the live
     /// host's `/proc/fs/nfsd/clients` (tests; any source).
     pub nfsd_clients: Option<PathBuf>,
+    /// Look the peers' host names up (reverse DNS, `--resolve`).
+    pub resolve: bool,
 }
 
 impl Default for SessionConfig {
@@ -61,6 +63,7 @@ impl Default for SessionConfig {
             interval: Duration::from_secs(1),
             limits: Limits::default(),
             nfsd_clients: None,
+            resolve: false,
         }
     }
 }

@@ -52,6 +52,7 @@ pub struct Session {
     classmap: Option<ClassMap>,
     redactor: Option<Redactor>,
     playback: Option<Handle>,
+    lookup: Option<crate::resolve::LookupFn>,
 }
 
 impl Session {
@@ -101,6 +102,7 @@ impl Session {
             classmap: None,
             redactor: None,
             playback: None,
+            lookup: None,
         })
     }
 
@@ -142,6 +144,13 @@ impl Session {
         self
     }
 
+    /// Look host names up with `lookup` instead of the system resolver,
+    /// when `--resolve` asks for them (tests).
+    pub fn with_lookup(mut self, lookup: crate::resolve::LookupFn) -> Self {
+        self.lookup = Some(lookup);
+        self
+    }
+
     /// Playback controls (pause, step, seek, speed) for a view, where the
     /// source is virtual (demo, replay) and paced in real time; `None`
     /// elsewhere. Seeking back opens the source again from the start with
@@ -174,9 +183,14 @@ impl Session {
             restart
         });
         let clients = self.cfg.client_names(&self.spec, self.source.as_ref());
+        let resolver = self.cfg.resolve.then(|| match self.lookup.take() {
+            Some(f) => crate::resolve::Resolver::start(f, Default::default()),
+            None => crate::resolve::Resolver::system(),
+        });
         Ok(Pipeline {
             pace: self.cfg.pace(self.source.is_virtual()),
             clients,
+            resolver,
             playback: self.playback,
             restart,
             ..Pipeline::new(self.source, aggregator, self.cfg.interval)

@@ -42,6 +42,7 @@ struct FileConfig {
     redact: Option<bool>,
     redact_key: Option<Spanned<String>>,
     bpf_stats: Option<bool>,
+    resolve: Option<bool>,
     raw_tracepoints: Option<bool>,
     http: Option<FileHttp>,
 }
@@ -125,6 +126,9 @@ impl Config {
         let session = &mut self.session;
         if let Some(x) = f.bpf_stats {
             session.live.kernel_stats = x;
+        }
+        if let Some(x) = f.resolve {
+            session.resolve = x;
         }
         if let Some(x) = f.raw_tracepoints {
             session.live.tracepoints = if x {

@@ -148,3 +148,16 @@ fn tracepoint_choice_from_file_and_flags() {
         Cli::try_parse_from(["nfsdtopd", "--classic-tracepoints", "--raw-tracepoints"]).is_err()
     );
 }
+
+#[test]
+fn resolve_from_file_and_flags() {
+    let path = Path::new("/etc/nfsdtopd.toml");
+    let resolve = |text: &str| Config::from_file_text(path, text).map(|c| c.session.resolve);
+    assert!(!resolve("").unwrap(), "off by default");
+    assert!(resolve("resolve = true").unwrap());
+    assert!(!resolve("resolve = false").unwrap());
+    let e = resolve("resolve = \"yes\"").unwrap_err().to_string();
+    assert!(e.contains("/etc/nfsdtopd.toml"), "{e}");
+    let cli = Cli::parse_from(["nfsdtopd", "--resolve"]);
+    assert!(Config::resolve(&cli).unwrap().session.resolve);
+}

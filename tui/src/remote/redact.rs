@@ -4,7 +4,7 @@
 //! local aggregator would show (nfsdtop_agent::redact). Names that hold no
 //! address (classes, "(listener)", pseudonyms the agent already made) stay.
 //! NFSv4 client names always become pseudonyms: nothing tells a name the
-//! agent redacted from one it did not.
+//! agent redacted from one it did not; host names (`--resolve`) likewise.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -20,6 +20,9 @@ pub fn snapshot(r: &Redactor, s: &mut Snapshot) {
         }
         for c in &mut e.client_names {
             *c = r.client_name(c);
+        }
+        if let Some(h) = &mut e.hostname {
+            *h = r.hostname(h);
         }
     }
 }
@@ -71,6 +74,7 @@ mod tests {
                         minor_version: Some(2),
                         implementation: Some("Linux 6.12 secret-host".into()),
                     }],
+                    hostname: Some("secret-host.example.org".into()),
                     ..Default::default()
                 },
                 EntityStats {
@@ -103,5 +107,9 @@ mod tests {
             "{text}"
         );
         assert_eq!(s.peers[0].client_names[0].minor_version, Some(2));
+        assert_eq!(
+            s.peers[0].hostname.as_deref(),
+            Some(r.hostname("secret-host.example.org").as_str())
+        );
     }
 }

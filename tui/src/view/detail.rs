@@ -203,6 +203,10 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         ),
     ];
     lines.extend(client_line(e));
+    lines.extend(e.hostname.as_ref().map(|h| {
+        // Cut at the edge rather than wrapped, like the client's line.
+        Line::styled(format!("host {h}"), Style::default().fg(styles::FAIR))
+    }));
     lines
 }
 

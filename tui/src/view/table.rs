@@ -75,10 +75,11 @@ fn cell_text(
 
 /// A peer's NFSv4 client in a few characters: a Linux client's name
 /// without its "Linux NFSv4.x " prefix (what is left is the host), and
-/// how many more there are at the address.
+/// how many more there are at the address; without one, its host name
+/// (`--resolve`), if known.
 pub fn client_label(e: &EntityStats) -> String {
     let Some(first) = e.client_names.first() else {
-        return String::new();
+        return e.hostname.clone().unwrap_or_default();
     };
     let short = first
         .name
@@ -189,7 +190,8 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
                 let text = cell_text(*c, e, off, state.peer_count(i), state.whatif.as_ref());
                 if c.numeric() {
                     Cell::from(Line::from(text).right_aligned())
-                } else if *c == Column::Name && !e.client_names.is_empty() {
+                } else if *c == Column::Name && (!e.client_names.is_empty() || e.hostname.is_some())
+                {
                     // Cut at the column's edge when it does not fit.
                     Cell::from(Line::from(vec![
                         Span::raw(text),
