@@ -273,6 +273,13 @@ fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
 /// closes and stops listening (every retry is refused). Returns its port
 /// and the request it got (once served).
 fn one_shot_agent() -> (u16, std::sync::mpsc::Receiver<String>) {
+    one_shot_agent_with(|_| {})
+}
+
+/// `one_shot_agent` whose snapshots `edit` changes first (a hostile agent).
+fn one_shot_agent_with(
+    edit: fn(&mut nfsdtop_agent::model::Snapshot),
+) -> (u16, std::sync::mpsc::Receiver<String>) {
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
@@ -289,7 +296,8 @@ fn one_shot_agent() -> (u16, std::sync::mpsc::Receiver<String>) {
         }
         s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
             .unwrap();
-        for snap in seed_k16_snapshots() {
+        for mut snap in seed_k16_snapshots() {
+            edit(&mut snap);
             let ev = format!(
                 "event: snapshot\ndata: {}\n\n",
                 serde_json::to_string(&snap).unwrap()
@@ -364,5 +372,38 @@ fn remote_ui_never_shows_the_password_and_redacts_addresses() {
     let clients = s.replace("10.0.0.1:2049", "");
     assert!(!clients.contains("10.0.0."), "a client address shown:\n{s}");
     t.keys(&["Escape", "q"]);
+    t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
+}
+
+#[test]
+fn a_hostile_agents_escape_sequences_never_reach_the_terminal() {
+    // OSC 0 retitles the terminal, CSI 2J clears it, CSI 41m paints it
+    // red: in a client name, an implementation and a host name.
+    let (port, served) = one_shot_agent_with(|s| {
+        let evil = "EVIL\u{1b}]0;PWNED\u{7}\u{1b}[41m\u{1b}[2J";
+        for p in &mut s.peers {
+            p.hostname = Some(evil.into());
+            p.client_names = vec![nfsdtop_agent::model::ClientName {
+                name: evil.into(),
+                minor_version: Some(2),
+                implementation: Some(evil.into()),
+            }];
+        }
+        s.source.detail = evil.into();
+    });
+    let t = Tmux::new("remote-hostile");
+    t.start(&format!("--connect http://127.0.0.1:{port}"));
+    served.recv_timeout(DEADLINE).expect("the UI connects");
+    let s = t.wait_for("the hostile agent's rows", |s| {
+        row_of(s, "10.0.0.2").is_some() && s.contains("EVIL?")
+    });
+    t.keys(&["Enter"]);
+    let s2 = t.wait_for("the drill-down", |s| s.contains("implementation"));
+    assert!(
+        !t.display("#{pane_title}").contains("PWNED"),
+        "the terminal was retitled:\n{s}\n{s2}"
+    );
+    assert!(s2.contains("EVIL?]0;PWNED??[41m?[2J"), "{s2}");
+    t.keys(&["q"]);
     t.wait_for("exit", |s| s.contains("EXIT-STATUS=0"));
 }

@@ -9,6 +9,7 @@
 
 pub mod http;
 pub mod redact;
+pub mod sanitize;
 pub mod sse;
 pub mod url;
 
@@ -184,6 +185,7 @@ async fn stream_once(
             let mut snap: Snapshot = serde_json::from_str(&e.data).map_err(|err| {
                 Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
             })?;
+            sanitize::snapshot(&mut snap);
             remote_source(&mut snap, display);
             if let Some(r) = redactor {
                 redact::snapshot(r, &mut snap);
