@@ -3,19 +3,19 @@
 //! batch JSON of a demo given a fake `/proc/fs/nfsd/clients`, with and
 //! without `--redact`.
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use common::screen::{key, lines};
+use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
-use nfsdtop::view;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
 use nfsdtop_agent::source::demo::{Scenario, Simulator};
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 /// seed-k4 (10.0.0.2 with 2 connections, 10.0.0.3 with 4) where the
 /// server knows one NFSv4 client at 10.0.0.2 and two at 10.0.0.3.
@@ -47,19 +47,6 @@ fn named_snapshots() -> Vec<Snapshot> {
             agg.snapshot(sim.now_ns(), i as f64, &info)
         })
         .collect()
-}
-
-fn lines(st: &mut State, w: u16, h: u16) -> Vec<String> {
-    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| view::draw(f, st)).unwrap();
-    let b = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| b[(x, y)].symbol()).collect::<String>())
-        .collect()
-}
-
-fn key(st: &mut State, code: KeyCode) {
-    st.on_key(KeyEvent::new(code, KeyModifiers::NONE));
 }
 
 #[test]

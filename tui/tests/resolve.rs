@@ -4,19 +4,19 @@
 //! batch JSON of a demo whose peer is 127.0.0.1, named by the system
 //! resolver, as a pseudonym under `--redact`.
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use common::screen::{key, lines};
+use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
-use nfsdtop::view;
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
 use nfsdtop_agent::source::demo::{Scenario, Simulator};
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 /// seed-k4: 10.0.0.2 named "h2.example" by its host name only, 10.0.0.3
 /// with an NFSv4 client name and a host name.
@@ -50,19 +50,6 @@ fn resolved_snapshots() -> Vec<Snapshot> {
             })
         })
         .collect()
-}
-
-fn lines(st: &mut State, w: u16, h: u16) -> Vec<String> {
-    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| view::draw(f, st)).unwrap();
-    let b = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| b[(x, y)].symbol()).collect::<String>())
-        .collect()
-}
-
-fn key(st: &mut State, code: KeyCode) {
-    st.on_key(KeyEvent::new(code, KeyModifiers::NONE));
 }
 
 fn open(st: &mut State, peer: &str) {

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+#[allow(dead_code)] // the off-screen tests only
+pub mod screen;
 pub mod tmux;
 
 /// Write a demo scenario to a directory of its own under the temporary
