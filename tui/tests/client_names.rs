@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::process::Command;
+use common::nfsdtop;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,19 +101,6 @@ fn the_table_and_the_drill_down_say_who_the_client_is() {
         text.contains("2 clients: \"Linux NFSv4.1 nat-a\" (NFSv4.1), \"Linux NFSv4.2 nat-b\""),
         "{text}"
     );
-}
-
-fn nfsdtop(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
-        .args(args)
-        .output()
-        .expect("run nfsdtop");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 #[test]

@@ -1,22 +1,11 @@
 //! `--redact`: no raw client address in the batch JSON, the text output or
 //! a recording (and so in anything replayed from it).
 
-use std::process::Command;
+mod common;
+
+use common::nfsdtop;
 
 const CLIENTS_V4: [[u8; 4]; 3] = [[10, 1, 0, 1], [10, 1, 0, 6], [10, 2, 0, 4]];
-
-fn nfsdtop(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
-        .args(args)
-        .output()
-        .expect("run nfsdtop");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn assert_no_client(text: &str) {
     for ip in CLIENTS_V4 {

@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::process::Command;
+use common::nfsdtop;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,19 +95,6 @@ fn the_table_and_the_drill_down_show_the_host_name() {
     let text = lines(&mut st, 80, 24).join("\n");
     assert!(text.contains("client \"Linux NFSv4.2 nat-a\""), "{text}");
     assert!(text.contains("host h3.example"), "{text}");
-}
-
-fn nfsdtop(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
-        .args(args)
-        .output()
-        .expect("run nfsdtop");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 /// The host names the batch JSON gave 127.0.0.1 (none in the first

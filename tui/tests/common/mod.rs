@@ -14,3 +14,18 @@ pub fn scenario(tag: &str, text: &str) -> std::path::PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// Run the nfsdtop binary to completion; its stdout (it must succeed).
+#[allow(dead_code)] // not every test file runs it
+pub fn nfsdtop(args: &[&str]) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(args)
+        .output()
+        .expect("run nfsdtop");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
