@@ -101,8 +101,7 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
 pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
-    let cpus =
-        aya::util::nr_cpus().map_err(|(what, e)| bpf_err(&format!("cannot read {what}"), &e))?;
+    let cpus = Counters::cpus()?;
     EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)

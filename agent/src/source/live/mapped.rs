@@ -94,9 +94,14 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Possible CPUs: the array holds [`counter::STRIDE`] entries for each
+    /// (sized at load by `bpf::open`, mapped here at the same size).
+    pub fn cpus() -> Result<usize, LiveError> {
+        aya::util::nr_cpus().map_err(|(what, e)| bpf_err(&format!("cannot read {what}"), &e))
+    }
+
     pub fn map(ebpf: &Ebpf) -> Result<Counters, LiveError> {
-        let cpus = aya::util::nr_cpus()
-            .map_err(|(what, e)| bpf_err(&format!("cannot read {what}"), &e))?;
+        let cpus = Self::cpus()?;
         let bytes = cpus * counter::STRIDE as usize * 8;
         Ok(Counters {
             map: Mapped::map(ebpf, "COUNTERS", bytes)?,
