@@ -3,10 +3,12 @@
 //! Each view of a snapshot (`group`, `top`) is encoded at most once per
 //! interval, on first demand, and every snapshot response and stream client
 //! of that interval shares the bytes: eight clients asking for the same
-//! 100,000 peers cost one encoding, not eight. Encodings run one at a time
-//! on a blocking thread, so however many clients ask, they take at most one
-//! core from the pipeline (whose snapshots /healthz watches) and never
-//! block the async workers that answer /metrics. A client waiting for its
+//! 100,000 peers cost one encoding, not eight. Large encodings run one at a
+//! time on a blocking thread, so however many clients ask, they take at
+//! most one core from the pipeline (whose snapshots /healthz watches) and
+//! never block the async workers that answer /metrics; small views (a
+//! class table, a top 10) have a one-at-a-time lane of their own, so they
+//! never wait behind a large one. A client waiting for its
 //! turn holds no snapshot: when the turn comes it gets the encoding made
 //! meanwhile, or the latest snapshot's.
 
@@ -81,8 +83,13 @@ impl Published {
 /// waiting client would encode a snapshot of its own, one after another.
 #[derive(Debug)]
 pub struct Encoder {
-    /// One encoding at a time: the pipeline keeps a core.
+    /// One encoding of a large view at a time: the pipeline keeps a core.
     permits: Arc<Semaphore>,
+    /// Small views ([`SMALL_VIEW`] entities or fewer) one at a time in a
+    /// lane of their own: a class table or a top 10 takes milliseconds and
+    /// must not wait behind full encodings of 20,000 peers (seconds each
+    /// in a debug build, so behind them it would wait for ever).
+    small_permits: Arc<Semaphore>,
     newest: Mutex<Vec<(View, Encoded)>>,
 }
 
@@ -90,6 +97,7 @@ impl Default for Encoder {
     fn default() -> Encoder {
         Encoder {
             permits: Arc::new(Semaphore::new(1)),
+            small_permits: Arc::new(Semaphore::new(1)),
             newest: Mutex::new(Vec::new()),
         }
     }
@@ -124,7 +132,7 @@ impl Encoder {
         latest: &Latest,
         view: View,
     ) -> Option<Result<Encoded, String>> {
-        let (first, first_seq) = {
+        let (first, first_seq, small) = {
             let p = latest.borrow().clone()?;
             let cell = p.cell(view);
             if let Some(b) = cell.get() {
@@ -133,9 +141,14 @@ impl Encoder {
                     seq: p.seq,
                 }));
             }
-            (cell, p.seq)
+            (cell, p.seq, view.entities(&p.snapshot) <= SMALL_VIEW)
         };
-        let permit = match self.permits.clone().acquire_owned().await {
+        let lane = if small {
+            &self.small_permits
+        } else {
+            &self.permits
+        };
+        let permit = match lane.clone().acquire_owned().await {
             Ok(p) => p,
             Err(e) => return Some(Err(format!("cannot encode the snapshot: {e}"))),
         };
@@ -177,6 +190,9 @@ pub struct View {
 }
 
 pub const MAX_TOP: usize = 1_000_000;
+
+/// Views of at most this many entities are encoded in the small lane.
+pub const SMALL_VIEW: usize = 1_000;
 
 /// A [`Snapshot`] by reference, serialised exactly as the snapshot would
 /// be (a test holds them equal): views are encoded without copying the
@@ -237,6 +253,18 @@ impl View {
         Ok(v)
     }
 
+    /// How many entities this view of `s` shows.
+    fn entities(&self, s: &Snapshot) -> usize {
+        let shown = |kind: EntityKind, n: usize| {
+            if self.group.is_some_and(|g| g != kind) {
+                0
+            } else {
+                self.top.map_or(n, |t| t.min(n))
+            }
+        };
+        shown(EntityKind::Peer, s.peers.len()) + shown(EntityKind::Class, s.classes.len())
+    }
+
     pub fn is_full(&self) -> bool {
         *self == View::default()
     }
@@ -271,10 +299,13 @@ impl View {
             classes: self.pick(EntityKind::Class, &s.classes),
             server: &s.server,
         };
-        // About 1 KiB per entity: one allocation instead of a dozen
-        // doublings (each a copy of everything so far).
-        let guess = 4096 + 1024 * (view.peers.len() + view.classes.len());
-        let mut out = Vec::with_capacity(guess);
+        // One allocation of about the final size instead of a dozen
+        // doublings (each a copy of everything so far, and a last one that
+        // holds twice the encoding at once): the size per entity is
+        // measured on a few of them, as it grows with the entity's
+        // transports, names and histogram.
+        let mut out =
+            Vec::with_capacity(size_guess(&view.peers) + size_guess(&view.classes) + 4096);
         match serde_json::to_writer(&mut out, &view) {
             Ok(()) => {
                 out.shrink_to_fit();
@@ -286,6 +317,19 @@ impl View {
             ),
         }
     }
+}
+
+/// The JSON size of `list`, estimated from up to 16 of its entities spread
+/// over it, with an eighth to spare.
+fn size_guess(list: &[&EntityStats]) -> usize {
+    if list.is_empty() {
+        return 0;
+    }
+    let step = list.len().div_ceil(16);
+    let sample: Vec<&EntityStats> = list.iter().step_by(step).copied().collect();
+    let bytes = serde_json::to_vec(&sample).map_or(1024 * sample.len(), |v| v.len());
+    let per = bytes / sample.len() + 1;
+    per.saturating_mul(list.len()).saturating_mul(9) / 8
 }
 
 pub type Params = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
@@ -367,6 +411,35 @@ mod tests {
         assert_eq!(got.peers.len(), 1);
         assert_eq!(got.peers[0].name, "10.0.0.2");
         assert_eq!(got.totals, s.totals);
+    }
+
+    #[tokio::test]
+    async fn a_small_view_does_not_wait_behind_a_large_encoding() {
+        let mut big = snap();
+        let peer = big.peers[0].clone();
+        big.peers = vec![peer; SMALL_VIEW + 1];
+        let (_tx, rx) = tokio::sync::watch::channel(Some(Arc::new(Published::new(big))));
+        let enc = Arc::new(Encoder::default());
+        // A large encoding holds its lane for as long as this test runs.
+        let _busy = enc.permits.clone().try_acquire_owned().unwrap();
+        let classes = View {
+            group: Some(EntityKind::Class),
+            top: None,
+        };
+        // A bound on a test that would otherwise hang, not a pacing.
+        let got = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            enc.encoded(&rx, classes),
+        )
+        .await
+        .expect("the class view waited behind the large encoding")
+        .unwrap()
+        .unwrap();
+        let got: Snapshot = serde_json::from_slice(&got.json).unwrap();
+        assert_eq!(got.classes.len(), 1);
+        // The full view is large: it waits for the held lane.
+        let waiting = enc.encoded(&rx, View::default());
+        assert!(futures_util::FutureExt::now_or_never(waiting).is_none());
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ const SUFFIX: &[u8] = b"\n\n";
 /// a quiet stream (long --interval, a finished replay) from a dead link.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Snapshots older than the latest two that slow clients may be reading;
-/// each is up to a whole encoding (23 MB for 20,000 peers).
+/// each is up to a whole encoding (29 MB for 20,000 peers).
 pub const MAX_STALE: usize = 2;
 
 /// Every open stream.

@@ -18,7 +18,7 @@ use common::{http, kill, many_peers_daemon, rss_kib, wait_exit};
 
 /// The bound on the daemon's RSS through the soak (debug build). At rest
 /// with 20,000 peers it holds ~70 MiB; the rest is the shared encodings of
-/// the views asked for (the full snapshot is 23 MB of JSON), two of each
+/// the views asked for (the full snapshot is 29 MB of JSON), two of each
 /// at the turn of an interval, and a connection buffer per client. Were
 /// encodings per client, the 70 clients here would need several GiB.
 const RSS_BOUND_MIB: u64 = 400;
@@ -133,7 +133,7 @@ fn soak_20k_peers_slow_readers_pollers_and_idle_sockets() {
         .collect();
     let mut readers = Vec::new();
     // 40 read the full snapshot at 200-800 KB/s, starting over 10 s: far
-    // too slow for 23 MB a second, and each on a snapshot of its own, so the
+    // too slow for 29 MB a second, and each on a snapshot of its own, so the
     // slowest are dropped and come back, again and again. 10 read a small
     // view at ~50 KB/s: slow, but enough to keep up.
     let pause = Duration::from_millis(20);
