@@ -188,6 +188,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         ctl_tx.clone(),
         stop_tx,
     ));
+    // Without waiting for encodings still running on the blocking threads
+    // (seconds for a large snapshot): the clients they were for are gone,
+    // and SIGTERM must end the daemon promptly.
+    rt.shutdown_background();
     stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = ctl_tx.send(Control::Stop);
     drop(ctl_tx);
