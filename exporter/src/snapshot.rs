@@ -253,13 +253,18 @@ impl View {
         Ok(v)
     }
 
+    /// Whether this view lists entities of `kind` at all.
+    fn shows(&self, kind: EntityKind) -> bool {
+        self.group.is_none_or(|g| g == kind)
+    }
+
     /// How many entities this view of `s` shows.
     fn entities(&self, s: &Snapshot) -> usize {
         let shown = |kind: EntityKind, n: usize| {
-            if self.group.is_some_and(|g| g != kind) {
-                0
-            } else {
+            if self.shows(kind) {
                 self.top.map_or(n, |t| t.min(n))
+            } else {
+                0
             }
         };
         shown(EntityKind::Peer, s.peers.len()) + shown(EntityKind::Class, s.classes.len())
@@ -270,7 +275,7 @@ impl View {
     }
 
     fn pick<'a>(&self, kind: EntityKind, list: &'a [EntityStats]) -> Vec<&'a EntityStats> {
-        if self.group.is_some_and(|g| g != kind) {
+        if !self.shows(kind) {
             return Vec::new();
         }
         let mut refs: Vec<&EntityStats> = list.iter().collect();
