@@ -67,6 +67,9 @@ fn run(step: &str, cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Set by `cargo xtask test`: a skipped BPF test or bench is a failure.
+pub(crate) use nfsdtop_agent::testing::REQUIRE_BPF;
+
 pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -91,6 +94,10 @@ fn main() -> anyhow::Result<()> {
             )
         }
         Task::Test => {
+            // This suite runs as root with BPF (CI does): a test or bench
+            // that would skip for want of BPF, tracefs or root fails here
+            // instead (agent/src/testing.rs; every step inherits it).
+            std::env::set_var(REQUIRE_BPF, "1");
             setup("all")?;
             run(
                 "cargo fmt --check",
@@ -107,14 +114,7 @@ fn main() -> anyhow::Result<()> {
                     "warnings",
                 ]),
             )?;
-            // This suite runs as root with BPF (CI does): a test that would
-            // skip for want of BPF, tracefs or root fails here instead.
-            run(
-                "cargo test",
-                cargo()
-                    .args(["test", "--workspace"])
-                    .env("NFSDTOP_REQUIRE_BPF", "1"), // agent/src/testing.rs
-            )?;
+            run("cargo test", cargo().args(["test", "--workspace"]))?;
             bench::bench(bench::BenchArgs::quick())?;
             // End-to-end checks that drive real components from a shell
             // (each script exits non-zero on failure).

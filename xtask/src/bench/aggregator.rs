@@ -93,6 +93,12 @@ fn part_ring(quick: bool) -> anyhow::Result<Option<(f64, f64, String)>> {
     };
     let rows = table_rows(text);
     if rows.len() < 2 {
+        ensure!(
+            std::env::var(crate::REQUIRE_BPF).as_deref() != Ok("1"),
+            "ring bench skipped where {} demands BPF: {}",
+            crate::REQUIRE_BPF,
+            text.trim()
+        );
         eprintln!("bench: ring bench skipped: {}", text.trim());
         return Ok(None);
     }

@@ -540,7 +540,7 @@ pub(crate) mod tests {
     fn this_kernels_vmlinux() {
         let dir = Path::new("/sys/kernel/btf");
         if !dir.join("vmlinux").exists() {
-            println!("skipped: no /sys/kernel/btf/vmlinux");
+            crate::testing::skip("no /sys/kernel/btf/vmlinux");
             return;
         }
         let b = Btf::load(dir, None).unwrap();
