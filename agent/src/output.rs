@@ -261,6 +261,25 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
     serde_json::to_string(&rec).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
+/// A peer's NFSv4 client in a few characters: a Linux client's name
+/// without its "Linux NFSv4.x " prefix (what is left is the host), and
+/// how many more there are at the address; without one, its host name
+/// (`--resolve`), if known; else empty.
+pub fn client_label(e: &EntityStats) -> String {
+    let Some(first) = e.client_names.first() else {
+        return e.hostname.clone().unwrap_or_default();
+    };
+    let short = first
+        .name
+        .strip_prefix("Linux NFSv4.")
+        .and_then(|r| r.split_once(' '))
+        .map_or(first.name.as_str(), |(_, host)| host);
+    match e.client_names.len() {
+        1 => short.to_string(),
+        n => format!("{short} +{}", n - 1),
+    }
+}
+
 fn fmt_ratio(f: Option<f64>) -> String {
     f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into())
 }
@@ -329,9 +348,20 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         EntityKind::Peer => format!("{second:<cw$}"),
         EntityKind::Class => format!("{second:>cw$}"),
     };
+    // Peers' client names (or host names), last and only where a shown
+    // peer has one: the other columns keep their places.
+    let labels: Vec<String> = match group {
+        EntityKind::Peer => rows.iter().map(|e| client_label(e)).collect(),
+        EntityKind::Class => Vec::new(),
+    };
+    let named = labels.iter().any(|l| !l.is_empty());
+    let label_cell = |i: usize| match labels.get(i) {
+        Some(l) if named => format!(" {l}"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         o,
-        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}",
+        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
         "CONN",
         "DISP/S",
         "SHARE",
@@ -342,16 +372,17 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         "EXEC",
         "OPS/S",
         "IN/S",
-        "OUT/S"
+        "OUT/S",
+        if named { " CLIENT" } else { "" }
     );
-    for (e, c) in rows.iter().zip(&cells) {
+    for (i, (e, c)) in rows.iter().zip(&cells).enumerate() {
         let c = match group {
             EntityKind::Peer => format!("{c:<cw$}"),
             EntityKind::Class => format!("{c:>cw$}"),
         };
         let _ = writeln!(
             o,
-            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}",
+            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
             e.name,
             e.connections,
             per_second(e.dispatch_rate),
@@ -363,7 +394,8 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
             pct(e.exec_share),
             per_second(e.request_rate),
             fmt_byte_rate(e.bytes_in_rate),
-            fmt_byte_rate(e.bytes_out_rate)
+            fmt_byte_rate(e.bytes_out_rate),
+            label_cell(i)
         );
     }
     o
@@ -389,8 +421,11 @@ fn per_second(x: f64) -> String {
 /// where not measured. Each iteration ends with a `total` row: the whole
 /// server (connections = its transports, share 1, waits of every
 /// dispatch, the workload rates of every peer; no workload totals, as
-/// peers forgotten take theirs with them).
-pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate";
+/// peers forgotten take theirs with them). Then a peer's NFSv4 client
+/// names (`; ` between several; the JSON's `client_names` has each
+/// whole, with its minor version and implementation) and its host name
+/// (`--resolve`), empty where unknown and for classes.
+pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,client_names,hostname";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -407,7 +442,7 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     for e in top_entities(s, group, top) {
         let _ = writeln!(
             o,
-            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6},{},{:.3},{},{},{},{}",
+            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6},{},{:.3},{},{},{},{},{},{}",
             e.kind.as_str(),
             csv_field(&e.name),
             csv_field(&e.class),
@@ -427,6 +462,14 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
             csv_opt(e.bytes_out.map(|b| b.to_string())),
             csv_opt(e.bytes_in_rate.map(|r| format!("{r:.3}"))),
             csv_opt(e.bytes_out_rate.map(|r| format!("{r:.3}"))),
+            csv_field(
+                &e.client_names
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            csv_field(e.hostname.as_deref().unwrap_or_default()),
         );
     }
     let t = &s.totals;
@@ -443,7 +486,7 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     };
     let _ = writeln!(
         o,
-        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share},,{requests:.3},,,{},{}",
+        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share},,{requests:.3},,,{},{},,",
         t.transports,
         t.dispatches,
         t.dispatch_rate,
@@ -477,6 +520,51 @@ mod tests {
             ..EntityStats::default()
         });
         s
+    }
+
+    #[test]
+    fn text_and_csv_name_the_peers_client_only_where_known() {
+        let mut s = snapshot();
+        let plain = text_block(&s, EntityKind::Peer, None);
+        assert!(!plain.contains("CLIENT"), "{plain}");
+        s.peers[0].client_names = vec![
+            ClientName {
+                name: "Linux NFSv4.2 web1, with \"quotes\"".into(),
+                minor_version: Some(2),
+                implementation: None,
+            },
+            ClientName {
+                name: "other".into(),
+                minor_version: Some(1),
+                implementation: None,
+            },
+        ];
+        let text = text_block(&s, EntityKind::Peer, None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].ends_with(" OUT/S CLIENT"), "{text}");
+        assert!(lines[3].ends_with(" web1, with \"quotes\" +1"), "{text}");
+        let csv = csv_rows(&s, EntityKind::Peer, None);
+        let row = csv.lines().next().unwrap();
+        assert!(
+            row.ends_with(",\"Linux NFSv4.2 web1, with \"\"quotes\"\"; other\","),
+            "{row}"
+        );
+        // The same number of columns as the header, total row included.
+        let cells = |l: &str| l.split(',').count();
+        let total = csv.lines().nth(1).unwrap();
+        assert_eq!(cells(total), cells(CSV_HEADER), "{total}");
+        s.peers[0].client_names.clear();
+        s.peers[0].hostname = Some("web1.example".into());
+        let text = text_block(&s, EntityKind::Peer, None);
+        assert!(
+            text.lines().nth(3).unwrap().ends_with(" web1.example"),
+            "{text}"
+        );
+        let row = csv_rows(&s, EntityKind::Peer, None);
+        assert!(
+            row.lines().next().unwrap().ends_with(",,web1.example"),
+            "{row}"
+        );
     }
 
     #[test]
@@ -535,7 +623,7 @@ mod tests {
             let rows = csv_rows(s, EntityKind::Peer, None);
             let cells: Vec<String> = rows
                 .lines()
-                .map(|l| l.split(',').skip(16).collect::<Vec<_>>().join(","))
+                .map(|l| l.split(',').skip(16).take(6).collect::<Vec<_>>().join(","))
                 .collect();
             cells
         };
@@ -548,7 +636,7 @@ mod tests {
             row(&s),
             ["5,2.500,1000,0,500.000,0.000", ",2.500,,,500.000,0.000"]
         );
-        assert_eq!(CSV_HEADER.split(',').count(), 22);
+        assert_eq!(CSV_HEADER.split(',').count(), 24);
     }
 
     #[test]

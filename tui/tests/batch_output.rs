@@ -136,7 +136,8 @@ fn batch_csv_of_a_hand_computed_scenario() {
         lines[0],
         "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,\
          share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,\
-         requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate"
+         requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,\
+         client_names,hostname"
     );
     // Header, then (2 peers + the total row) per iteration.
     assert_eq!(lines.len(), 7, "{out}");
@@ -162,11 +163,11 @@ fn batch_csv_of_a_hand_computed_scenario() {
         rest,
         [
             "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000,\
-             99,50.000,19800,425304,10000.000,214800.000",
+             99,50.000,19800,425304,10000.000,214800.000,,",
             "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000,\
-             100,50.000,10000,100000,5000.000,50000.000",
+             100,50.000,10000,100000,5000.000,50000.000,,",
             "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000,\
-             ,100.000,,,15000.000,264800.000",
+             ,100.000,,,15000.000,264800.000,,",
         ],
         "{out}"
     );

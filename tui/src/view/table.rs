@@ -15,6 +15,7 @@ use crate::state::columns::{self, Column};
 use crate::state::whatif::WhatIf;
 use crate::state::{Geometry, State};
 use crate::warnings::fmt_us;
+use nfsdtop_agent::output::client_label;
 use nfsdtop_agent::units::fmt_byte_rate;
 
 pub const ARROW_DOWN: &str = "▼";
@@ -70,25 +71,6 @@ fn cell_text(
         Column::WhatifShare => predicted(|n| pct(n.share)),
         Column::WhatifRatio => predicted(|n| ratio(n.fairness)),
         Column::WhatifWaitP99 => predicted(|n| fmt_us(n.wait_p99_us)),
-    }
-}
-
-/// A peer's NFSv4 client in a few characters: a Linux client's name
-/// without its "Linux NFSv4.x " prefix (what is left is the host), and
-/// how many more there are at the address; without one, its host name
-/// (`--resolve`), if known.
-pub fn client_label(e: &EntityStats) -> String {
-    let Some(first) = e.client_names.first() else {
-        return e.hostname.clone().unwrap_or_default();
-    };
-    let short = first
-        .name
-        .strip_prefix("Linux NFSv4.")
-        .and_then(|r| r.split_once(' '))
-        .map_or(first.name.as_str(), |(_, host)| host);
-    match e.client_names.len() {
-        1 => short.to_string(),
-        n => format!("{short} +{}", n - 1),
     }
 }
 
