@@ -59,6 +59,9 @@ pub struct BatchTotals {
     pub run_wait_p50_bucket: Option<usize>,
     pub own_wait_p50_us: f64,
     pub own_wait_p50_bucket: Option<usize>,
+    /// As the snapshot's: absent without `--resolve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname_lookups_dropped: Option<u64>,
 }
 
 /// One entity (peer or class) of a batch JSON line.
@@ -227,6 +230,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             peers_evicted: s.totals.peers_evicted,
             transports: s.totals.transports,
             transports_evicted: s.totals.transports_evicted,
+            hostname_lookups_dropped: s.totals.hostname_lookups_dropped,
         },
         entities: top_entities(s, group, top)
             .into_iter()

@@ -190,8 +190,11 @@ impl<'a> Pipeline<'a> {
                 let mut snap = match self.resolver.as_mut() {
                     Some(r) => {
                         let _ = r.collect();
-                        self.aggregator
-                            .snapshot_resolving(now, wall, &info, &mut |ip| r.hostname(ip))
+                        let mut snap =
+                            self.aggregator
+                                .snapshot_resolving(now, wall, &info, &mut |ip| r.hostname(ip));
+                        snap.totals.hostname_lookups_dropped = Some(r.dropped());
+                        snap
                     }
                     None => self.aggregator.snapshot(now, wall, &info),
                 };

@@ -125,12 +125,38 @@ fn a_lookup_that_never_returns_leaves_the_snapshots_coming() {
         let _ = gate.lock().unwrap().recv();
         None
     });
-    let (rx, control) = run(&config(true), hang, None);
+    // More peers than the lookup queue (1,024) and its two threads hold:
+    // the rest are not asked, and the snapshots count them.
+    let dir = std::env::temp_dir().join(format!("nfsdtop-resolve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("many.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"many\"\nthreads = 16\nservice_ms = 1.0\n\
+         [[client]]\naddress = \"10.1.0.1\"\ncount = 1100\nconnections = 1\ninflight = 1\n",
+    )
+    .unwrap();
+    let mut cfg = config(true);
+    cfg.source = SourceChoice::Demo {
+        scenario: scenario.display().to_string(),
+        policy: None,
+    };
+    let (rx, control) = run(&cfg, hang, None);
+    let mut dropped = 0;
     for _ in 0..200 {
         let s = rx.recv_timeout(DEADLINE).expect("snapshots keep coming");
         assert!(s.peers.iter().all(|p| p.hostname.is_none()));
+        let now = s
+            .totals
+            .hostname_lookups_dropped
+            .expect("counted with --resolve");
+        assert!(now >= dropped, "cumulative: {now} after {dropped}");
+        dropped = now;
     }
     assert!(calls.load(Ordering::SeqCst) >= 1, "the lookup was asked");
+    // 1,100 peers, at most 1,026 asked: the rest dropped at every snapshot.
+    assert!(dropped >= 74, "dropped {dropped}");
+    let _ = std::fs::remove_dir_all(&dir);
     drop(control);
     drop(rx);
     drop(release);
@@ -148,6 +174,7 @@ fn without_resolve_nothing_is_looked_up() {
     for _ in 0..50 {
         let s = rx.recv_timeout(DEADLINE).expect("a snapshot");
         assert!(s.peers.iter().all(|p| p.hostname.is_none()));
+        assert_eq!(s.totals.hostname_lookups_dropped, None);
     }
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }

@@ -119,6 +119,7 @@ impl Aggregator {
             wait_histogram: self.wait_total.clone(),
             own_wait_histogram: self.own_wait_total.clone(),
             bpf: Vec::new(),
+            hostname_lookups_dropped: None,
         };
         self.wait_interval.clear();
         Snapshot {

@@ -148,6 +148,11 @@ pub struct Totals {
     /// The kernel side's own counters, per BPF program (live source only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bpf: Vec<BpfProgramStats>,
+    /// With `--resolve`: host name lookups not asked because the lookup
+    /// queue was full (cumulative; asked again at a later snapshot).
+    /// Absent without `--resolve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname_lookups_dropped: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
