@@ -149,22 +149,33 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     let most = (0..CLIENTS.len())
         .max_by_key(|&i| CLIENTS[i].2)
         .unwrap_or(0);
+    // Every ratio is checked against ftrace's records by the definition
+    // (measure.rs). Which way the kernel leans is the kernel's: 6.1 and
+    // 6.12 dispatch ready connections first in, first out, so the client
+    // with one connection gets less than its fair share and the one with
+    // eight more, in every run. Debian's 7.2 leans so in some loads and
+    // not in others: in one run its main measurement gave c1 1.000, c2
+    // 0.979, c3 1.022 (ftrace's records said the same), while the whatif
+    // recording of the same boot gave c1 0.419. There the direction is
+    // only reported.
+    let flat_favours_connections = kernel_version(&kernel).is_some_and(|v| v < (7, 0));
     let (ip, _, _, r) = ratio(fewest);
-    rep.check(
-        r < 1.0,
-        format!(
-            "fewest connections ({ip}, nconnect={}): fairness {r:.3} < 1",
-            CLIENTS[fewest].2
-        ),
+    let fewest_line = format!(
+        "fewest connections ({ip}, nconnect={}): fairness {r:.3} < 1",
+        CLIENTS[fewest].2
     );
-    let (ip, _, _, r) = ratio(most);
-    rep.check(
-        r > 1.0,
-        format!(
-            "most connections ({ip}, nconnect={}): fairness {r:.3} > 1",
-            CLIENTS[most].2
-        ),
+    let (ip, _, _, r_most) = ratio(most);
+    let most_line = format!(
+        "most connections ({ip}, nconnect={}): fairness {r_most:.3} > 1",
+        CLIENTS[most].2
     );
+    if flat_favours_connections {
+        rep.check(r < 1.0, fewest_line);
+        rep.check(r_most > 1.0, most_line);
+    } else {
+        rep.note(format!("{fewest_line}: {}", r < 1.0));
+        rep.note(format!("{most_line}: {}", r_most > 1.0));
+    }
 }
 
 /// The server view against the kernel: every line's thread count is what

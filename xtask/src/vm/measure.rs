@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use super::batch::{self, Line};
+use super::fairshare;
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::report::Report;
 use super::workload;
@@ -173,6 +174,29 @@ pub fn check_nfsdtop_run(
             rep.check(
                 n == f,
                 format!("{tag}: {ip}: nfsdtop {n} dispatches == ftrace {f}"),
+            );
+        }
+        // Fair share: each peer's entitled dispatches against the same
+        // definition applied to ftrace's records (fairshare.rs). The two
+        // copies of a racily read enqueue `flags` word can differ (BPF's
+        // and ftrace's), so a few enqueue records may be judged apart:
+        // within 1% and 2 dispatches.
+        let rule = fairshare::EnqueueRule::of_generation(&last.source.generation);
+        let truth = fairshare::entitled(&trace, rule);
+        for (ip, (d, ent, _)) in &peers {
+            let (fd, fent) = truth
+                .get(&fairshare::Peer::Client(*ip))
+                .copied()
+                .unwrap_or_default();
+            let slack = fent * 0.01 + 2.0;
+            rep.check(
+                fd == *d && (ent - fent).abs() <= slack,
+                format!(
+                    "{tag}: {ip}: nfsdtop entitled {ent:.1} == ftrace's by the definition {fent:.1} \
+                     within {slack:.1} (ratio {:.3} vs {:.3})",
+                    *d as f64 / ent.max(1e-9),
+                    fd as f64 / fent.max(1e-9)
+                ),
             );
         }
         // Records with a client address: exact everywhere. Listener and

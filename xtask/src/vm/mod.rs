@@ -9,6 +9,7 @@
 //! same sunrpc events, and checks nfsdtop against ftrace.
 
 mod batch;
+mod fairshare;
 mod flood;
 mod ftrace;
 mod kill;

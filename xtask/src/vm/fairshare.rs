@@ -1,0 +1,211 @@
+//! Entitled dispatches (fair share) recomputed from the kernel's own
+//! ftrace text, independently of the agent: the truth that nfsdtop's
+//! `entitled` and fairness ratios are checked against in the QEMU tests.
+//!
+//! The definition, written again here on purpose: a transport is queued
+//! from a real enqueue until its dequeue (or its free); a peer is
+//! backlogged while any of its transports is queued; at each dispatch,
+//! with n peers backlogged, each of them earns 1/n. A dequeue of a
+//! transport not seen queued counts it as backlogged for that dispatch.
+//! Records without a client address (listeners, UDP) belong to one
+//! pseudo-peer, as nfsdtop's `(listener)`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+
+use super::ftrace::field;
+
+/// A peer as nfsdtop names it: a client address, or the listener/UDP
+/// pseudo-peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Peer {
+    Client(IpAddr),
+    Listener,
+}
+
+/// Which enqueue records are real enqueues. On 5.18-6.5 the tracepoint
+/// fires on real enqueues only; from 6.6 on every attempt, and only a
+/// record without BUSY and with a reason to queue (CONN, CLOSE,
+/// HANDSHAKE, DATA, DEFERRED) queued the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnqueueRule {
+    EveryRecord,
+    Attempts,
+}
+
+impl EnqueueRule {
+    /// From nfsdtop's `source.generation` ("5.18-6.5", "6.6+", "6.16+").
+    pub fn of_generation(generation: &str) -> EnqueueRule {
+        if generation.starts_with("5.") {
+            EnqueueRule::EveryRecord
+        } else {
+            EnqueueRule::Attempts
+        }
+    }
+
+    fn queues(self, flags: &str) -> bool {
+        match self {
+            EnqueueRule::EveryRecord => true,
+            EnqueueRule::Attempts => {
+                let names = || flags.split('|').map(|f| f.trim_start_matches("XPT_"));
+                !names().any(|f| f == "BUSY")
+                    && names()
+                        .any(|f| matches!(f, "CONN" | "CLOSE" | "HANDSHAKE" | "DATA" | "DEFERRED"))
+            }
+        }
+    }
+}
+
+/// Per peer: dispatches and entitled dispatches over the whole trace.
+pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {
+    // (timestamp, line order, event, transport, peer)
+    let mut events = Vec::new();
+    for (order, line) in trace.lines().enumerate() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let kind = ["svc_xprt_enqueue", "svc_xprt_dequeue", "svc_xprt_free"]
+            .into_iter()
+            .find_map(|k| {
+                line.split_once(&format!(" {k}: "))
+                    .map(|(head, rest)| (k, head, rest))
+            });
+        let Some((kind, head, rest)) = kind else {
+            continue;
+        };
+        // "comm-pid [cpu] flags  SECONDS.MICROS:" ends the head.
+        let Some(ts) = head
+            .rsplit(' ')
+            .find_map(|t| t.trim_end_matches(':').parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let flags = field(rest, "flags").unwrap_or("");
+        if kind == "svc_xprt_enqueue" && !rule.queues(flags) {
+            continue;
+        }
+        let server = field(rest, "server").unwrap_or("");
+        let client = field(rest, "client").unwrap_or("");
+        // The same test as the per-client counts: an empty client address
+        // prints as "(einval)" or a stale address, on a wildcard server.
+        let wildcard = server
+            .parse::<SocketAddr>()
+            .is_ok_and(|s| s.ip().is_unspecified());
+        let listener = client == "(einval)"
+            || wildcard
+            || flags
+                .split('|')
+                .any(|f| f.trim_start_matches("XPT_") == "LISTENER");
+        let (xprt, peer) = if listener {
+            (format!("{server} -"), Peer::Listener)
+        } else {
+            match client.parse::<SocketAddr>() {
+                Ok(c) => (format!("{server} {client}"), Peer::Client(c.ip())),
+                Err(_) => continue,
+            }
+        };
+        events.push((ts, order, kind, xprt, peer));
+    }
+    // ftrace merges its per-CPU buffers by time; sort to be sure.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+
+    let mut queued: HashSet<String> = HashSet::new();
+    let mut queued_of: HashMap<Peer, u32> = HashMap::new();
+    let mut out: BTreeMap<Peer, (u64, f64)> = BTreeMap::new();
+    for (_, _, kind, xprt, peer) in events {
+        match kind {
+            "svc_xprt_enqueue" => {
+                if queued.insert(xprt) {
+                    *queued_of.entry(peer).or_default() += 1;
+                }
+            }
+            "svc_xprt_dequeue" => {
+                let mut backlogged: Vec<Peer> = queued_of.keys().copied().collect();
+                if !backlogged.contains(&peer) {
+                    backlogged.push(peer);
+                }
+                let share = 1.0 / backlogged.len() as f64;
+                for p in backlogged {
+                    out.entry(p).or_default().1 += share;
+                }
+                out.entry(peer).or_default().0 += 1;
+                unqueue(&xprt, peer, &mut queued, &mut queued_of);
+            }
+            _ => unqueue(&xprt, peer, &mut queued, &mut queued_of),
+        }
+    }
+    out
+}
+
+fn unqueue(
+    xprt: &String,
+    peer: Peer,
+    queued: &mut HashSet<String>,
+    queued_of: &mut HashMap<Peer, u32>,
+) {
+    if queued.remove(xprt) {
+        if let Some(n) = queued_of.get_mut(&peer) {
+            *n -= 1;
+            if *n == 0 {
+                queued_of.remove(&peer);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(ts: f64, event: &str, client: &str, flags: &str) -> String {
+        format!(
+            "   nfsd-1 [000] ..... {ts:.6}: {event}: server=10.0.0.1:2049 client={client} flags={flags}\n"
+        )
+    }
+
+    /// Two clients, A with two connections: by hand, A queued on both,
+    /// B on one; three dispatches with A and B backlogged, then one with
+    /// A alone.
+    #[test]
+    fn entitled_by_hand() {
+        let a1 = "10.0.0.2:700";
+        let a2 = "10.0.0.2:701";
+        let b = "10.0.0.3:800";
+        let mut t = String::new();
+        t += &line(1.0, "svc_xprt_enqueue", a1, "DATA");
+        t += &line(1.1, "svc_xprt_enqueue", a2, "DATA");
+        t += &line(1.2, "svc_xprt_enqueue", b, "DATA");
+        // A BUSY attempt and a record with nothing to do queue nothing.
+        t += &line(1.25, "svc_xprt_enqueue", b, "BUSY|DATA");
+        t += &line(1.3, "svc_xprt_dequeue", a1, "BUSY|DATA"); // A, B: 1/2 each
+        t += &line(1.4, "svc_xprt_dequeue", a2, "BUSY|DATA"); // A, B: 1/2 each
+        t += &line(1.45, "svc_xprt_enqueue", a1, "TEMP");
+        t += &line(1.5, "svc_xprt_dequeue", b, "BUSY|DATA"); // B alone: 1
+        t += &line(1.6, "svc_xprt_dequeue", a1, "BUSY|DATA"); // not seen queued: A alone, 1
+        let got = entitled(&t, EnqueueRule::Attempts);
+        let a = got[&Peer::Client("10.0.0.2".parse().unwrap())];
+        let b = got[&Peer::Client("10.0.0.3".parse().unwrap())];
+        assert_eq!((a.0, b.0), (3, 1));
+        assert!((a.1 - 2.0).abs() < 1e-9, "{a:?}");
+        assert!((b.1 - 2.0).abs() < 1e-9, "{b:?}");
+        // Where every record is an enqueue (5.18-6.5), the TEMP record
+        // queues A again: B's dispatch is shared (a half each), and A's
+        // last one was queued (A alone: 1).
+        let got = entitled(&t, EnqueueRule::EveryRecord);
+        let a = got[&Peer::Client("10.0.0.2".parse().unwrap())];
+        let b = got[&Peer::Client("10.0.0.3".parse().unwrap())];
+        assert!((a.1 - 2.5).abs() < 1e-9, "{a:?}");
+        assert!((b.1 - 1.5).abs() < 1e-9, "{b:?}");
+    }
+
+    #[test]
+    fn listener_records_are_one_pseudo_peer() {
+        let mut t = String::new();
+        t += &line(1.0, "svc_xprt_enqueue", "(einval)", "CONN|LISTENER");
+        t += &line(1.1, "svc_xprt_enqueue", "10.0.0.2:700", "DATA");
+        t += &line(1.2, "svc_xprt_dequeue", "(einval)", "BUSY|CONN|LISTENER");
+        let got = entitled(&t, EnqueueRule::Attempts);
+        assert_eq!(got[&Peer::Listener], (1, 0.5));
+        assert_eq!(got[&Peer::Client("10.0.0.2".parse().unwrap())], (0, 0.5));
+    }
+}
