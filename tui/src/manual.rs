@@ -114,7 +114,9 @@ line is nfsd itself: its threads (\fB/proc/fs/nfsd/threads\fR live, the
 scenario's in the demo, the recording's in a replay; \fB?\fR when unknown),
 the busy threads (execution time over the interval: the mean number of
 threads in service, and in parentheses that over the threads, the
-saturation that makes a queue at all), the threads of each pool when
+saturation that makes a queue at all; never above the threads: time
+counted at a request's end beyond what the threads could do in the
+interval is shown in the next one), the threads of each pool when
 there are several (how busy each pool is needs the kernel's pid\(->pool
 tracepoints of 6.17+ and is not shown), and how many network namespaces
 the peers are in when more than one (each peer's drill\-down then names

@@ -50,7 +50,7 @@ impl ServerMetrics {
         if let Some(b) = self.busy_threads {
             enc.encode_descriptor(
                 "nfsdtop_server_busy_threads",
-                "Mean nfsd threads in service over the latest interval (execution time / interval); over nfsdtop_server_threads it is the saturation.",
+                "Mean nfsd threads in service over the latest interval (execution time / interval, at most nfsdtop_server_threads: the excess counts in the next interval); over nfsdtop_server_threads it is the saturation.",
                 None,
                 MetricType::Gauge,
             )?
