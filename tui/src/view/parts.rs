@@ -101,8 +101,9 @@ impl Parts {
     }
 
     /// The line in at most `cols` cells: the most parts that fit, cut
-    /// off by rank, then free text given the room left. The highest
-    /// ranked part stays even alone too wide (the terminal cuts it).
+    /// off by rank, then free text given the room left. The parts of the
+    /// lowest rank (the most important) stay even too wide alone (the
+    /// terminal cuts them).
     pub fn line(self, cols: u16) -> Line<'static> {
         let cols = cols as usize;
         let mut ranks: Vec<u8> = self.parts.iter().map(|p| p.rank).collect();
