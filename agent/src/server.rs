@@ -6,6 +6,17 @@
 //! replay); busy threads are the interval's execution time over its
 //! length (mean threads in service), from the snapshots themselves.
 //!
+//! Execution time arrives when a request completes (and a record or a
+//! folded total reaches the agent), so an interval's share can hold work
+//! done in the one before: more than its threads could do. What exceeds
+//! the threads × the interval is shown in the next interval instead
+//! (busy threads never pass the thread count; over a run they add up to
+//! the execution time), up to one more interval of all threads: beyond
+//! that it is dropped, so the figure is never more than an interval
+//! late. Only a thread count below the threads that ran the requests
+//! makes that much (nfsd instances of other network namespaces, a count
+//! lowered under load).
+//!
 //! Not available anywhere yet: how busy each pool is (that needs the
 //! kernel's pid→pool tracepoints, 6.17+), so a pool's `busy_threads` is
 //! always `None`; unknown is `None`, never 0.
@@ -46,17 +57,34 @@ pub fn read_proc(dir: &Path) -> NfsdThreads {
 
 /// Derives each snapshot's [`ServerView`]; keeps the previous totals
 /// (execution seconds and count), which start at zero with the
-/// aggregator the pipeline starts.
+/// aggregator the pipeline starts, and the execution seconds carried to
+/// the next interval.
 #[derive(Debug)]
 pub struct Tracker {
     last_exec: Option<(f64, u64)>,
+    carried: f64,
 }
 
 impl Default for Tracker {
     fn default() -> Self {
         Tracker {
             last_exec: Some((0.0, 0)),
+            carried: 0.0,
         }
+    }
+}
+
+/// `secs` of execution in an interval of `interval` seconds as mean busy
+/// threads, at most `threads` where known; and the seconds beyond that,
+/// for the next interval (at most one interval of every thread).
+fn busy_within(secs: f64, interval: f64, threads: Option<u32>) -> (f64, f64) {
+    match threads.filter(|&n| n > 0).map(f64::from) {
+        Some(n) => {
+            let busy = (secs / interval).min(n);
+            let rest = (secs - busy * interval).clamp(0.0, n * interval);
+            (busy, rest)
+        }
+        None => (secs / interval, 0.0),
     }
 }
 
@@ -66,6 +94,7 @@ impl Tracker {
     pub fn skip(&mut self, s: &Snapshot) {
         let executions = s.peers.iter().map(|p| p.executions).sum();
         self.last_exec = Some((s.totals.exec_seconds, executions));
+        self.carried = 0.0;
     }
 
     pub fn view(&mut self, threads: &NfsdThreads, s: &Snapshot) -> ServerView {
@@ -77,7 +106,10 @@ impl Tracker {
             Some((e0, n0))
                 if s.interval_s > 0.0 && (executions > n0 || s.totals.dispatch_rate == 0.0) =>
             {
-                Some(((exec - e0).max(0.0) / s.interval_s).max(0.0))
+                let secs = (exec - e0).max(0.0) + self.carried;
+                let (busy, rest) = busy_within(secs, s.interval_s, threads.threads);
+                self.carried = rest;
+                Some(busy)
             }
             _ => None,
         };
@@ -156,6 +188,65 @@ mod tests {
         // Dispatches but no execution events: unknown, not idle.
         let v = tr.view(&t, &snap(7.0, 20, &[7]));
         assert_eq!(v.busy_threads, None);
+    }
+
+    /// One thread, 1 s intervals. A request in service from 0.5 s to
+    /// 2.0 s completes in the second interval: its 1.5 s are more than
+    /// the thread could do there, so the second shows 1 busy thread and
+    /// the third the 0.5 s left (with the first's 0.5 s: 2 s in all, as
+    /// executed).
+    #[test]
+    fn a_request_spanning_two_intervals_is_split_and_busy_never_passes_the_threads() {
+        let one = NfsdThreads {
+            threads: Some(1),
+            ..Default::default()
+        };
+        // `rate`: dispatches a second in the interval.
+        let snap = |exec: f64, n: u64, rate: f64| Snapshot {
+            interval_s: 1.0,
+            totals: crate::model::Totals {
+                exec_seconds: exec,
+                dispatch_rate: rate,
+                ..Default::default()
+            },
+            peers: vec![EntityStats {
+                executions: n,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut tr = Tracker::default();
+        let busy =
+            |tr: &mut Tracker, exec, n, rate| tr.view(&one, &snap(exec, n, rate)).busy_threads;
+        // 0 to 1 s: the first request (0 to 0.5 s) completes, the second
+        // is dispatched.
+        assert_eq!(busy(&mut tr, 0.5, 1, 2.0), Some(0.5));
+        // 1 to 2 s: the second (0.5 to 2.0 s) completes.
+        assert_eq!(busy(&mut tr, 2.0, 2, 0.0), Some(1.0));
+        // 2 to 3 s: nothing; the 0.5 s carried.
+        assert_eq!(busy(&mut tr, 2.0, 2, 0.0), Some(0.5));
+        assert_eq!(busy(&mut tr, 2.0, 2, 0.0), Some(0.0));
+
+        // 5 s of one thread's work reported in one interval: 1 busy
+        // thread in it and in the next, the rest dropped (never more than
+        // an interval late).
+        let mut tr = Tracker::default();
+        assert_eq!(busy(&mut tr, 5.0, 1, 1.0), Some(1.0));
+        assert_eq!(busy(&mut tr, 5.0, 1, 0.0), Some(1.0));
+        assert_eq!(busy(&mut tr, 5.0, 1, 0.0), Some(0.0));
+
+        // Threads unknown: nothing to bound by, nothing carried.
+        let mut tr = Tracker::default();
+        let v = tr.view(&NfsdThreads::default(), &snap(1.5, 1, 1.0));
+        assert_eq!(v.busy_threads, Some(1.5));
+        let v = tr.view(&NfsdThreads::default(), &snap(1.5, 1, 0.0));
+        assert_eq!(v.busy_threads, Some(0.0));
+
+        // A seek starts afresh: nothing carried over it.
+        let mut tr = Tracker::default();
+        assert_eq!(busy(&mut tr, 1.5, 1, 1.0), Some(1.0));
+        tr.skip(&snap(10.0, 5, 1.0));
+        assert_eq!(busy(&mut tr, 10.0, 5, 0.0), Some(0.0));
     }
 
     #[test]

@@ -104,8 +104,9 @@ The header, every figure for the whole server: dispatches per second
 over the last interval; entities backlogged (work queued) at its end, of
 all listed; Jain's fairness index over the ratios of the entities
 backlogged during the interval (1 = all at their fair share, 1/n = one
-got everything); events lost since the start; and the wait p50 and p99
-of every dispatch of the interval, whichever entity's. That p50 is not a
+got everything); events lost since the start; and "wait (all)", the
+p50 and p99 of the wait of every dispatch of the interval, whichever
+entity's. That p50 is not a
 typical row's: it weighs each entity by its dispatches, so when half the
 dispatches waited 18 ms and half 31 ms it can read either from one
 interval to the next while each row's own p50 holds still. The third
@@ -113,12 +114,18 @@ line is nfsd itself: its threads (\fB/proc/fs/nfsd/threads\fR live, the
 scenario's in the demo, the recording's in a replay; \fB?\fR when unknown),
 the busy threads (execution time over the interval: the mean number of
 threads in service, and in parentheses that over the threads, the
-saturation that makes a queue at all), the threads of each pool when
+saturation that makes a queue at all; never above the threads: time
+counted at a request's end beyond what the threads could do in the
+interval is shown in the next one), the threads of each pool when
 there are several (how busy each pool is needs the kernel's pid\(->pool
 tracepoints of 6.17+ and is not shown), and how many network namespaces
-the peers are in when more than one. Then one line
+the peers are in when more than one (each peer's drill\-down then names
+its own, by inode). Then one line
 per lint ("1 peer below half its fair share while backlogged", "events
-lost", "starved", ...).
+lost", "starved", ...). Where a line is too long for the terminal, its
+least important parts are left out whole (on the first line the source's
+free text first, then the kernel, the clock, the wait source), never cut
+inside a word.
 .SH BATCH OUTPUT
 \fB\-b\fR prints one block (\fB\-\-format text\fR), one JSON object
 (\fBjson\fR) or CSV rows (\fBcsv\fR) per iteration. JSON counts

@@ -250,7 +250,7 @@ fn help_overlay_lists_the_keys() {
         "workload or fairness view",
         "longer / shorter refresh interval",
         // What the header's figures cover.
-        "wait p50/p99 over every dispatch",
+        "wait (all) p50/p99 over every dispatch",
         "not a row's p50",
     ] {
         assert!(text.contains(want), "{want:?} missing:\n{text}");
@@ -405,4 +405,85 @@ fn peer_drill_down_at_eighty_by_twenty_four() {
         assert!(text.contains(want), "{want:?} missing:\n{text}");
     }
     assert!(l[23].contains("Esc back"), "{:?}", l[23]);
+}
+
+/// One snapshot of two clients each dispatched once, `a` in namespace
+/// `ns_a` and `b` in `ns_b`, with the server view the pipeline gives it.
+fn two_namespaces(ns_a: u32, ns_b: u32) -> Snapshot {
+    use nfsdtop_agent::model::{Endpoint, Event, EventKind, XprtKey};
+    let mut agg = Aggregator::default();
+    agg.start_clock(0);
+    for (i, (ns, client)) in [(ns_a, "10.0.0.1:700"), (ns_b, "10.0.0.2:700")]
+        .into_iter()
+        .enumerate()
+    {
+        let xprt = XprtKey {
+            netns: ns,
+            server: Endpoint::from_socket_addr("10.0.0.9:2049".parse().unwrap()),
+            client: Endpoint::from_socket_addr(client.parse().unwrap()),
+        };
+        let ts = 1_000 + i as u64 * 10_000;
+        for (ts, kind) in [
+            (ts, EventKind::Enqueue),
+            (
+                ts + 1_000,
+                EventKind::Dequeue {
+                    qtime_ns: None,
+                    class: None,
+                },
+            ),
+        ] {
+            agg.ingest(&Event {
+                ts_ns: ts,
+                xprt,
+                kind,
+            });
+        }
+    }
+    let info = SourceInfo {
+        kind: SourceKind::Live,
+        ..SourceInfo::default()
+    };
+    let mut s = agg.snapshot(1_000_000_000, 0.0, &info);
+    let threads = nfsdtop_agent::server::NfsdThreads::default();
+    s.server = nfsdtop_agent::server::Tracker::default().view(&threads, &s);
+    s
+}
+
+/// Where nfsd serves two network namespaces, the header counts them and
+/// each peer's drill-down says which one is its own; with one, neither.
+#[test]
+fn drill_down_shows_the_peers_namespace_where_there_are_two() {
+    let mut st = state_with(&[two_namespaces(4026531840, 4026532077)], 1);
+    let text = screen(&render(&mut st, 80, 24));
+    assert!(text.contains("| netns 2"), "{text}");
+    key(&mut st, KeyCode::Enter);
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let l = lines(&render(&mut st, 80, 24));
+        let text = l.join("\n");
+        let peer = ["10.0.0.1", "10.0.0.2"]
+            .into_iter()
+            .find(|p| text.contains(&format!("peer {p} ")))
+            .unwrap_or_else(|| panic!("no peer's drill-down:\n{text}"));
+        let want = if peer == "10.0.0.1" {
+            "1 connections  netns 4026531840"
+        } else {
+            "1 connections  netns 4026532077"
+        };
+        let line = l.iter().find(|l| l.contains("connections")).unwrap();
+        assert!(line.trim_end().ends_with(want), "{peer}: {line:?}\n{text}");
+        seen.push(peer);
+        key(&mut st, KeyCode::Down);
+    }
+    seen.sort();
+    assert_eq!(seen, ["10.0.0.1", "10.0.0.2"]);
+
+    let mut st = state_with(&[two_namespaces(7, 7)], 1);
+    key(&mut st, KeyCode::Enter);
+    let text = screen(&render(&mut st, 80, 24));
+    assert!(
+        text.contains("1 connections") && !text.contains("netns"),
+        "{text}"
+    );
 }

@@ -276,7 +276,9 @@ pub struct ServerView {
     /// nfsd threads over all pools.
     pub threads: Option<u32>,
     /// Mean threads in service over the interval: execution seconds /
-    /// interval seconds. busy_threads / threads is the saturation.
+    /// interval seconds, at most `threads` (the excess is carried to the
+    /// next interval: see `crate::server`). busy_threads / threads is the
+    /// saturation.
     pub busy_threads: Option<f64>,
     /// Thread pools, where known.
     #[serde(default)]

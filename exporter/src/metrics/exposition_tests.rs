@@ -6,7 +6,9 @@
 
 use super::*;
 use nfsdtop_agent::aggregate::histogram::WaitHistogram;
-use nfsdtop_agent::model::{EntityKind, PerTracepoint, SourceKind, Totals, Tracepoint, WaitSource};
+use nfsdtop_agent::model::{
+    EntityKind, PerTracepoint, PoolView, ServerView, SourceKind, Totals, Tracepoint, WaitSource,
+};
 use openmetrics_parser::openmetrics::parse_openmetrics;
 
 fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
@@ -35,7 +37,8 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
 }
 
 /// Every family at least once: folded peers and classes, a histogram,
-/// BPF self-metrics, events, losses, the source.
+/// BPF self-metrics, events, losses, the source, the server (threads,
+/// pools, two network namespaces).
 fn representative() -> MetricsState {
     let mut m = MetricsState::new(2, 1);
     let peers = vec![
@@ -86,7 +89,18 @@ fn representative() -> MetricsState {
         },
         peers,
         classes,
-        server: Default::default(),
+        server: ServerView {
+            threads: Some(16),
+            busy_threads: Some(3.5),
+            pools: (0..2)
+                .map(|pool| PoolView {
+                    pool,
+                    threads: Some(8),
+                    busy_threads: None,
+                })
+                .collect(),
+            netns: vec![4026531840, 4026532077],
+        },
         source: SourceInfo {
             kind: SourceKind::Live,
             kernel: "6.12.117".into(),

@@ -1,8 +1,9 @@
 //! The server families: nfsd's threads, the mean busy threads of the
-//! latest interval and the busy thread-seconds since the start (one
-//! self-contained piece: update from each snapshot, encode on a scrape).
-//! A family whose value is unknown (a source that cannot tell) is left
-//! out rather than exported as 0.
+//! latest interval, the busy thread-seconds since the start and the
+//! network namespaces of the peers (one self-contained piece: update from
+//! each snapshot, encode on a scrape). A family whose value is unknown (a
+//! source that cannot tell, no snapshot yet) is left out rather than
+//! exported as 0.
 
 use nfsdtop_agent::model::Snapshot;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -16,6 +17,8 @@ pub struct ServerMetrics {
     /// Σ busy_threads × interval over the snapshots that knew it.
     busy_thread_seconds: f64,
     pool_threads: Vec<(u32, u32)>,
+    /// Namespaces of the latest snapshot's peers; `None` before the first.
+    netns: Option<usize>,
 }
 
 impl ServerMetrics {
@@ -31,6 +34,7 @@ impl ServerMetrics {
             .iter()
             .filter_map(|p| Some((p.pool, p.threads?)))
             .collect();
+        self.netns = Some(v.netns.len());
     }
 
     pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
@@ -46,7 +50,7 @@ impl ServerMetrics {
         if let Some(b) = self.busy_threads {
             enc.encode_descriptor(
                 "nfsdtop_server_busy_threads",
-                "Mean nfsd threads in service over the latest interval (execution time / interval); over nfsdtop_server_threads it is the saturation.",
+                "Mean nfsd threads in service over the latest interval (execution time / interval, at most nfsdtop_server_threads: the excess counts in the next interval); over nfsdtop_server_threads it is the saturation.",
                 None,
                 MetricType::Gauge,
             )?
@@ -58,6 +62,15 @@ impl ServerMetrics {
                 MetricType::Counter,
             )?;
             m.encode_counter::<NoLabelSet, _, f64>(&self.busy_thread_seconds, None)?;
+        }
+        if let Some(n) = self.netns {
+            enc.encode_descriptor(
+                "nfsdtop_server_network_namespaces",
+                "Network namespaces with NFS traffic: those of the peers nfsdtop tracks now (more than 1: nfsd serves several containers).",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&(n as f64))?;
         }
         if !self.pool_threads.is_empty() {
             let mut m = enc.encode_descriptor(

@@ -291,12 +291,22 @@ mod openmetrics_tests {
 }
 
 #[test]
-fn server_threads_and_busy_threads_are_exported_only_when_known() {
+fn server_threads_busy_threads_and_namespaces_are_exported_only_when_known() {
     use nfsdtop_agent::model::{PoolView, ServerView};
     let mut m = MetricsState::new(2, 2);
     m.update(&snap(10, vec![peer("a", 10, 10)]));
     let (t, _) = text(m);
-    assert!(!t.contains("nfsdtop_server_"), "unknown is left out:\n{t}");
+    for unknown in [
+        "nfsdtop_server_threads",
+        "nfsdtop_server_busy",
+        "nfsdtop_server_pool",
+    ] {
+        assert!(!t.contains(unknown), "unknown is left out:\n{t}");
+    }
+    // Known from the first snapshot on (0: no peer yet), never before.
+    assert_eq!(value(&t, "nfsdtop_server_network_namespaces"), Some(0.0));
+    let (t, _) = text(MetricsState::new(2, 2));
+    assert!(!t.contains("nfsdtop_server_"), "before a snapshot:\n{t}");
     let mut m = MetricsState::new(2, 2);
     for _ in 0..2 {
         let mut s = snap(10, vec![peer("a", 10, 10)]);
@@ -316,7 +326,7 @@ fn server_threads_and_busy_threads_are_exported_only_when_known() {
                     busy_threads: None,
                 },
             ],
-            netns: vec![1],
+            netns: vec![4026531840, 4026532077],
         };
         m.update(&s);
     }
@@ -333,5 +343,10 @@ fn server_threads_and_busy_threads_are_exported_only_when_known() {
         value(&t, "nfsdtop_server_pool_threads{pool=\"1\"}"),
         Some(8.0),
         "{t}"
+    );
+    assert_eq!(
+        value(&t, "nfsdtop_server_network_namespaces"),
+        Some(2.0),
+        "two namespaces:\n{t}"
     );
 }

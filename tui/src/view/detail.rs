@@ -181,6 +181,7 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         Line::from(vec![
             backlog,
             Span::raw(format!("  {} connections", e.connections)),
+            Span::raw(netns(e, state)),
         ]),
         // What it asks of the server: since start and per second (at
         // most 79 cells: whole on an 80-column terminal).
@@ -208,6 +209,17 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         Line::styled(format!("host {h}"), Style::default().fg(styles::FAIR))
     }));
     lines
+}
+
+/// A peer's network namespace (its inode), where nfsd serves more than
+/// one: the same address may then be two clients in two containers.
+fn netns(e: &EntityStats, state: &State) -> String {
+    let several = state.snapshot().is_some_and(|s| s.server.netns.len() > 1);
+    if e.kind == EntityKind::Peer && several {
+        format!("  netns {}", e.netns)
+    } else {
+        String::new()
+    }
 }
 
 /// Who the peer is, where the server knows: its NFSv4 client's name,

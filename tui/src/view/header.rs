@@ -11,6 +11,7 @@ use ratatui::Frame;
 
 use nfsdtop_agent::model::{EntityKind, ServerView};
 
+use super::parts::Parts;
 use super::styles;
 use crate::state::{LinkLabel, State};
 use crate::warnings::fmt_us;
@@ -57,180 +58,202 @@ pub fn clock(unix: f64) -> Option<String> {
     Some(format!("{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60))
 }
 
-fn link_span(link: &LinkLabel, age: Option<Duration>) -> Option<Span<'static>> {
-    Some(match link {
+/// The link's state and, reconnecting, the age of the data shown.
+fn link_parts(link: &LinkLabel, age: Option<Duration>) -> Option<Parts> {
+    let mut p = Parts::new(sep());
+    let (text, style) = match link {
         LinkLabel::Ok => return None,
-        LinkLabel::Connecting => Span::styled("connecting...", styles::warn()),
-        LinkLabel::Connected => Span::styled("connected", styles::good()),
-        LinkLabel::Stale(d) => Span::styled(
+        LinkLabel::Connecting => ("connecting...".to_string(), styles::warn()),
+        LinkLabel::Connected => ("connected".to_string(), styles::good()),
+        LinkLabel::Stale(d) => (
             format!("stale: no data for {:.0}s", d.as_secs_f64()),
             styles::bad(),
         ),
-        LinkLabel::Reconnecting { attempt, error } => Span::styled(
-            match age {
-                Some(a) => format!(
-                    "reconnecting (attempt {attempt}): {error} | data from {:.0}s ago",
-                    a.as_secs_f64()
-                ),
-                None => format!("reconnecting (attempt {attempt}): {error}"),
-            },
-            styles::bad(),
-        ),
-        LinkLabel::Ended(Ok(())) => Span::styled("source ended", styles::warn()),
-        LinkLabel::Ended(Err(e)) => Span::styled(format!("source failed: {e}"), styles::bad()),
-    })
+        LinkLabel::Reconnecting { attempt, error } => {
+            p.push(
+                0,
+                vec![Span::styled(
+                    format!("reconnecting (attempt {attempt})"),
+                    styles::bad(),
+                )],
+            );
+            p.text(2, true, ": ", error.clone(), styles::bad());
+            if let Some(a) = age {
+                let ago = format!("data from {:.0}s ago", a.as_secs_f64());
+                p.push(1, vec![Span::styled(ago, styles::bad())]);
+            }
+            return Some(p);
+        }
+        LinkLabel::Ended(Ok(())) => ("source ended".to_string(), styles::warn()),
+        LinkLabel::Ended(Err(e)) => {
+            p.push(0, vec![Span::styled("source failed", styles::bad())]);
+            p.text(1, true, ": ", e.to_string(), styles::bad());
+            return Some(p);
+        }
+    };
+    p.push(0, vec![Span::styled(text, style)]);
+    Some(p)
 }
 
-/// Most important first on each line, so a narrow terminal cuts only the
-/// free text at the end.
+/// Every line is made of whole parts; on a narrow terminal the least
+/// important go first (see each line's ranks), so no figure is ever cut.
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let mut lines: Vec<Line> = Vec::with_capacity(6);
     let link = state.link();
-    let mut l1 = vec![Span::styled("nfsdtop", styles::title())];
-    let badge = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
-    let play = state.playback.as_ref();
-    if state.paused || play.is_some_and(|p| p.paused && !p.ended) {
-        l1.push(Span::raw(" "));
-        l1.push(Span::styled(" PAUSED ", badge));
-    }
-    if let Some(p) = play {
-        if p.ended {
-            l1.push(Span::raw(" "));
-            l1.push(Span::styled(" END ", badge));
-        }
-    }
-    if link == LinkLabel::Connected {
-        l1.push(Span::raw(" "));
-        l1.extend(link_span(&link, None));
-    }
-    let mut l2 = Vec::new();
-    match state.snapshot() {
-        Some(s) => {
-            let src = &s.source;
-            l1.push(sep());
-            l1.push(Span::raw(format!("wait: {}", src.wait_source.as_str())));
-            l1.push(sep());
-            // A remote agent keeps its own pace: show the one it sends.
-            let every = if state.remote.is_some() && s.interval_s > 0.0 {
-                s.interval_s
-            } else {
-                state.interval.as_secs_f64()
-            };
-            l1.push(Span::raw(format!("every {}", fmt_secs(every))));
-            if let Some(t) = clock(s.time) {
-                l1.push(Span::raw(format!(" at {t}")));
-            }
-            l1.push(sep());
-            l1.push(Span::raw(format!(
-                "kernel {} ({})",
-                src.kernel, src.generation
-            )));
-            l1.push(sep());
-            l1.push(Span::styled(src.kind.as_str(), styles::title()));
-            if !src.detail.is_empty() {
-                l1.push(Span::raw(format!(": {}", src.detail)));
-            }
-
-            let t = &s.totals;
-            let (backlogged, jain, of, what) = match state.group {
-                EntityKind::Peer => (t.backlogged, t.jain, s.peers.len(), "peers"),
-                EntityKind::Class => (
-                    t.backlogged_classes,
-                    t.jain_classes,
-                    s.classes.len(),
-                    "classes",
-                ),
-            };
-            l2.push(Span::styled(
-                format!("{:.0}", t.dispatch_rate),
-                styles::title(),
-            ));
-            l2.push(Span::raw(" disp/s"));
-            l2.push(gap());
-            l2.push(Span::raw(format!("backlogged {backlogged}/{of} {what}")));
-            l2.push(gap());
-            let jain_style = if jain < 0.8 {
-                styles::warn()
-            } else {
-                Style::default()
-            };
-            l2.push(Span::styled(format!("Jain {jain:.3}"), jain_style));
-            l2.push(gap());
-            let lost = format!("lost {}", t.events_lost);
-            l2.push(if t.events_lost > 0 {
-                Span::styled(lost, styles::bad().add_modifier(Modifier::REVERSED))
-            } else {
-                Span::raw(lost)
-            });
-            l2.push(gap());
-            l2.push(Span::raw(format!(
-                "wait p50 {} p99 {}",
-                fmt_us(t.wait_p50_us),
-                fmt_us(t.wait_p99_us)
-            )));
-        }
-        None => {
-            l1.push(sep());
-            l1.push(Span::raw(format!(
-                "every {}",
-                fmt_secs(state.interval.as_secs_f64())
-            )));
-            l2.push(Span::styled(
-                "waiting for the first snapshot...",
-                styles::dim(),
-            ))
-        }
-    }
-    lines.push(Line::from(l1));
-    lines.push(Line::from(l2));
-    if let Some(s) = state.snapshot() {
-        let mut l3 = server_line(&s.server, area.width);
-        if let Some(p) = play {
-            // Where the demo or replay is (source time since its start),
-            // before the server (its figures are of that moment).
+    let snap = state.snapshot();
+    lines.push(title_line(state, &link).line(area.width));
+    lines.push(match snap {
+        Some(s) => totals_line(s, state.group).line(area.width),
+        None => Line::styled("waiting for the first snapshot...", styles::dim()),
+    });
+    if let Some(s) = snap {
+        // Where the demo or replay is (source time since its start),
+        // before the server (its figures are of that moment).
+        let at = state.playback.as_ref().map(|p| {
             let of = p.length_s.map_or(String::new(), |l| format!("/{l:.1}"));
-            let at = format!(
-                "{} at {:.1}{of}s x{} | ",
-                src_word(s),
-                p.position_s,
-                p.speed
-            );
-            let keep = at.chars().count() + l3.width() <= area.width as usize;
-            if keep || l3.spans.is_empty() {
-                l3.spans.insert(0, Span::raw(at));
-            }
-        }
-        lines.push(l3);
+            format!("{} at {:.1}{of}s x{}", src_word(s), p.position_s, p.speed)
+        });
+        lines.push(server_line(&s.server, at, area.width));
     }
     if link_line(&link) {
-        lines.extend(link_span(&link, state.data_age()).map(Line::from));
+        lines.extend(link_parts(&link, state.data_age()).map(|p| p.line(area.width)));
     }
     if let Some(n) = &state.notice {
         // E.g. "DEMO DATA, NOT THIS HOST": meant to be impossible to miss.
         let loud = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
-        lines.push(Line::styled(n.clone(), loud));
+        let mut p = Parts::new(gap());
+        p.text(0, false, "", n.clone(), loud);
+        lines.push(p.line(area.width));
     }
     let more = state.warnings.len().saturating_sub(MAX_WARNING_LINES);
     for (i, w) in state.warnings.iter().take(MAX_WARNING_LINES).enumerate() {
-        let mut spans = vec![
-            Span::styled("! ", styles::severity(w.severity)),
-            Span::styled(w.summary.clone(), styles::severity(w.severity)),
-        ];
+        // The summary first; the count of the others (also in the
+        // footer's "w warnings") only where it fits too.
+        let style = styles::severity(w.severity);
+        let mut p = Parts::new(gap());
+        p.text(0, false, "! ", w.summary.clone(), style);
         if i + 1 == MAX_WARNING_LINES && more > 0 {
-            spans.push(Span::styled(format!("  (+{more} more: w)"), styles::dim()));
+            p.push(
+                1,
+                vec![Span::styled(format!("(+{more} more: w)"), styles::dim())],
+            );
         }
-        lines.push(Line::from(spans));
+        lines.push(p.line(area.width));
     }
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// "nfsdtop | wait: qtime | every 1s at 12:00:00Z | kernel 6.12 (6.16+) |
+/// live: ...". Kept longest, in this order: the name with its badges,
+/// the interval, the source's kind, the wait source, the clock, the
+/// kernel, the source's free text (shortened at a word first).
+fn title_line(state: &State, link: &LinkLabel) -> Parts {
+    let mut name = vec![Span::styled("nfsdtop", styles::title())];
+    let badge = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+    let play = state.playback.as_ref();
+    if state.paused || play.is_some_and(|p| p.paused && !p.ended) {
+        name.push(Span::raw(" "));
+        name.push(Span::styled(" PAUSED ", badge));
+    }
+    if play.is_some_and(|p| p.ended) {
+        name.push(Span::raw(" "));
+        name.push(Span::styled(" END ", badge));
+    }
+    if *link == LinkLabel::Connected {
+        name.push(Span::raw(" "));
+        name.push(Span::styled("connected", styles::good()));
+    }
+    let mut p = Parts::new(sep());
+    p.push(0, name);
+    let Some(s) = state.snapshot() else {
+        let every = fmt_secs(state.interval.as_secs_f64());
+        p.push(1, vec![Span::raw(format!("every {every}"))]);
+        return p;
+    };
+    let src = &s.source;
+    p.push(
+        3,
+        vec![Span::raw(format!("wait: {}", src.wait_source.as_str()))],
+    );
+    // A remote agent keeps its own pace: show the one it sends.
+    let every = if state.remote.is_some() && s.interval_s > 0.0 {
+        s.interval_s
+    } else {
+        state.interval.as_secs_f64()
+    };
+    p.push(1, vec![Span::raw(format!("every {}", fmt_secs(every)))]);
+    if let Some(t) = clock(s.time) {
+        p.glue(4, vec![Span::raw(format!(" at {t}"))]);
+    }
+    let kernel = format!("kernel {} ({})", src.kernel, src.generation);
+    p.push(5, vec![Span::raw(kernel)]);
+    p.push(2, vec![Span::styled(src.kind.as_str(), styles::title())]);
+    if !src.detail.is_empty() {
+        p.text(6, true, ": ", src.detail.clone(), Style::default());
+    }
+    p
+}
+
+/// "1600 disp/s  backlogged 2/2 peers  Jain 0.623  lost 0  wait (all)
+/// p50 9.2ms p99 18ms". Kept longest: the rate, events lost when there
+/// are any, the backlog, Jain's index, the wait; "lost 0" goes first.
+fn totals_line(s: &nfsdtop_agent::model::Snapshot, group: EntityKind) -> Parts {
+    let t = &s.totals;
+    let (backlogged, jain, of, what) = match group {
+        EntityKind::Peer => (t.backlogged, t.jain, s.peers.len(), "peers"),
+        EntityKind::Class => (
+            t.backlogged_classes,
+            t.jain_classes,
+            s.classes.len(),
+            "classes",
+        ),
+    };
+    let mut p = Parts::new(gap());
+    p.push(
+        0,
+        vec![
+            Span::styled(format!("{:.0}", t.dispatch_rate), styles::title()),
+            Span::raw(" disp/s"),
+        ],
+    );
+    p.push(
+        2,
+        vec![Span::raw(format!("backlogged {backlogged}/{of} {what}"))],
+    );
+    let jain_style = if jain < 0.8 {
+        styles::warn()
+    } else {
+        Style::default()
+    };
+    p.push(3, vec![Span::styled(format!("Jain {jain:.3}"), jain_style)]);
+    let lost = format!("lost {}", t.events_lost);
+    if t.events_lost > 0 {
+        let loud = styles::bad().add_modifier(Modifier::REVERSED);
+        p.push(1, vec![Span::styled(lost, loud)]);
+    } else {
+        p.push(5, vec![Span::raw(lost)]);
+    }
+    // Over every dispatch of the interval, whichever entity's (the help
+    // says how that differs from a row's).
+    p.push(
+        4,
+        vec![Span::raw(format!(
+            "wait (all) p50 {} p99 {}",
+            fmt_us(t.wait_p50_us),
+            fmt_us(t.wait_p99_us)
+        ))],
+    );
+    p
 }
 
 fn src_word(s: &nfsdtop_agent::model::Snapshot) -> &'static str {
     s.source.kind.as_str()
 }
 
-/// "nfsd threads 8, busy 7.9 (99%) | pools 4+4 | netns 2": each part
-/// only if it fits whole, most important first.
-pub fn server_line(v: &ServerView, width: u16) -> Line<'static> {
+/// "demo at 2.5s x1 | nfsd threads 8, busy 7.9 (99%) | pools 4+4 |
+/// netns 2": kept longest in this order: the threads and busy threads,
+/// where the demo or replay is (`at`), the pools, the namespaces.
+pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'static> {
     let threads = v.threads.map_or("?".into(), |n| n.to_string());
     let mut first = vec![Span::raw(format!("nfsd threads {threads}"))];
     match (v.busy_threads, v.threads) {
@@ -249,33 +272,23 @@ pub fn server_line(v: &ServerView, width: u16) -> Line<'static> {
         (Some(b), _) => first.push(Span::raw(format!(", busy {b:.1}"))),
         (None, _) => first.push(Span::raw(", busy ?")),
     }
-    let mut parts: Vec<Vec<Span<'static>>> = vec![first];
+    let mut p = Parts::new(sep());
+    if let Some(at) = at {
+        p.push(1, vec![Span::raw(at)]);
+    }
+    p.push(0, first);
     if v.pools.len() > 1 {
         let each: Vec<String> = v
             .pools
             .iter()
             .map(|p| p.threads.map_or("?".into(), |n| n.to_string()))
             .collect();
-        parts.push(vec![Span::raw(format!("pools {}", each.join("+")))]);
+        p.push(2, vec![Span::raw(format!("pools {}", each.join("+")))]);
     }
     if v.netns.len() > 1 {
-        parts.push(vec![Span::raw(format!("netns {}", v.netns.len()))]);
+        p.push(3, vec![Span::raw(format!("netns {}", v.netns.len()))]);
     }
-    let mut spans = Vec::new();
-    let mut used = 0usize;
-    for (i, p) in parts.into_iter().enumerate() {
-        let w: usize =
-            p.iter().map(|s| s.content.chars().count()).sum::<usize>() + 3 * (i > 0) as usize;
-        if used + w > width as usize {
-            break;
-        }
-        used += w;
-        if i > 0 {
-            spans.push(sep());
-        }
-        spans.extend(p);
-    }
-    Line::from(spans)
+    p.line(width)
 }
 
 #[cfg(test)]
@@ -290,9 +303,35 @@ mod tests {
     }
 
     #[test]
+    fn totals_line_says_whose_wait_and_drops_lost_0_first_but_never_losses() {
+        let mut s = nfsdtop_agent::model::Snapshot::default();
+        s.totals.dispatch_rate = 1569.0;
+        s.totals.jain = 0.624;
+        s.totals.wait_p50_us = 9_200.0;
+        s.totals.wait_p99_us = 18_000.0;
+        let text = |s: &nfsdtop_agent::model::Snapshot, w: u16| -> String {
+            let l = totals_line(s, EntityKind::Peer).line(w);
+            l.spans.iter().map(|s| s.content.to_string()).collect()
+        };
+        let all =
+            "1569 disp/s  backlogged 0/0 peers  Jain 0.624  lost 0  wait (all) p50 9.2ms p99 18ms";
+        assert_eq!(text(&s, 120), all);
+        assert_eq!(
+            text(&s, 80),
+            "1569 disp/s  backlogged 0/0 peers  Jain 0.624  wait (all) p50 9.2ms p99 18ms"
+        );
+        s.totals.events_lost = 3;
+        assert_eq!(
+            text(&s, 80),
+            "1569 disp/s  backlogged 0/0 peers  Jain 0.624  lost 3"
+        );
+        assert_eq!(text(&s, 30), "1569 disp/s  lost 3");
+    }
+
+    #[test]
     fn server_line_keeps_whole_parts_and_says_unknown() {
         let text = |v: &ServerView, w: u16| -> String {
-            server_line(v, w)
+            server_line(v, None, w)
                 .spans
                 .iter()
                 .map(|s| s.content.to_string())
@@ -316,6 +355,17 @@ mod tests {
         );
         assert_eq!(text(&v, 45), "nfsd threads 8, busy 6.0 (75%) | pools 4+4");
         assert_eq!(text(&v, 41), "nfsd threads 8, busy 6.0 (75%)");
+        // Where a demo or replay is goes before the server, kept after it.
+        let at = |w: u16| -> String {
+            let l = server_line(&v, Some("demo at 2.5s x1".into()), w);
+            l.spans.iter().map(|s| s.content.to_string()).collect()
+        };
+        assert_eq!(
+            at(80),
+            "demo at 2.5s x1 | nfsd threads 8, busy 6.0 (75%) | pools 4+4 | netns 2"
+        );
+        assert_eq!(at(50), "demo at 2.5s x1 | nfsd threads 8, busy 6.0 (75%)");
+        assert_eq!(at(40), "nfsd threads 8, busy 6.0 (75%)");
         v.threads = None;
         v.busy_threads = None;
         assert!(text(&v, 80).starts_with("nfsd threads ?, busy ?"));

@@ -81,7 +81,7 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
         Span::raw(" = the whole server: disp/s and Jain over the last"),
     ]));
     for l in [
-        "  interval, backlogged now; wait p50/p99 over every dispatch,",
+        "  interval, backlogged now; wait (all) p50/p99 over every dispatch,",
         "  whichever entity's (weighted by dispatches, not a row's p50);",
         "  nfsd threads, busy = thread time / interval (% of the threads)",
     ] {

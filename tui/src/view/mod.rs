@@ -5,6 +5,7 @@ pub mod detail;
 pub mod header;
 pub mod help;
 pub mod mini_histogram;
+mod parts;
 pub mod styles;
 pub mod table;
 
