@@ -1,7 +1,8 @@
 //! The server families: nfsd's threads, the mean busy threads of the
 //! latest interval, the busy thread-seconds since the start and the
-//! network namespaces of the peers (one self-contained piece: update from
-//! each snapshot, encode on a scrape). A family whose value is unknown (a
+//! network namespaces of the peers; and the host name lookups dropped
+//! under `resolve` (one self-contained piece: update from each snapshot,
+//! encode on a scrape). A family whose value is unknown (a
 //! source that cannot tell, no snapshot yet) is left out rather than
 //! exported as 0.
 
@@ -19,6 +20,9 @@ pub struct ServerMetrics {
     pool_threads: Vec<(u32, u32)>,
     /// Namespaces of the latest snapshot's peers; `None` before the first.
     netns: Option<usize>,
+    /// Reverse-DNS lookups dropped for a full queue; `None` without
+    /// `resolve`.
+    hostname_lookups_dropped: Option<u64>,
 }
 
 impl ServerMetrics {
@@ -35,6 +39,7 @@ impl ServerMetrics {
             .filter_map(|p| Some((p.pool, p.threads?)))
             .collect();
         self.netns = Some(v.netns.len());
+        self.hostname_lookups_dropped = s.totals.hostname_lookups_dropped;
     }
 
     pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
@@ -71,6 +76,15 @@ impl ServerMetrics {
                 MetricType::Gauge,
             )?
             .encode_gauge(&(n as f64))?;
+        }
+        if let Some(n) = self.hostname_lookups_dropped {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_hostname_lookups_dropped",
+                "Reverse-DNS lookups (resolve) not asked because the lookup queue was full; those peers are asked again later.",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<NoLabelSet, _, u64>(&n, None)?;
         }
         if !self.pool_threads.is_empty() {
             let mut m = enc.encode_descriptor(

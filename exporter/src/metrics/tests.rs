@@ -350,3 +350,24 @@ fn server_threads_busy_threads_and_namespaces_are_exported_only_when_known() {
         "two namespaces:\n{t}"
     );
 }
+
+#[test]
+fn hostname_lookups_dropped_are_exported_only_with_resolve() {
+    let mut m = MetricsState::new(2, 2);
+    m.update(&snap(10, vec![peer("a", 10, 10)]));
+    let (t, _) = text(m);
+    assert!(
+        !t.contains("nfsdtop_hostname_lookups"),
+        "without resolve:\n{t}"
+    );
+    let mut m = MetricsState::new(2, 2);
+    let mut s = snap(10, vec![peer("a", 10, 10)]);
+    s.totals.hostname_lookups_dropped = Some(74);
+    m.update(&s);
+    let (t, _) = text(m);
+    assert_eq!(
+        value(&t, "nfsdtop_hostname_lookups_dropped_total"),
+        Some(74.0),
+        "{t}"
+    );
+}
