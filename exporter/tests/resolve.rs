@@ -56,7 +56,15 @@ fn the_snapshot_api_names_the_peer_and_metrics_do_not() {
     assert_eq!(p["name"], "127.0.0.1");
     assert_eq!(p["hostname"], name.as_str());
     let m = d.get("/metrics").body;
-    assert!(m.contains("127.0.0.1") && !m.contains("hostname"), "{m}");
+    // The name is in no label (the lookups-dropped counter is there).
+    assert!(
+        m.contains("127.0.0.1") && !m.contains("hostname=") && !m.contains(&format!("\"{name}\"")),
+        "{m}"
+    );
+    assert!(
+        m.contains("nfsdtop_hostname_lookups_dropped_total 0"),
+        "{m}"
+    );
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
 
