@@ -6,10 +6,12 @@
 //! (an enqueue that is not the re-enqueue right after a dequeue). Three
 //! shapes of demand are told apart:
 //!
-//! - *backlogged*: no arrival was ever visible after the first, so the
-//!   transport always had a request waiting. That only says its demand
-//!   exceeded what it was given: it keeps requests waiting under any
-//!   policy;
+//! - *backlogged*: no arrival was ever visible after the first, and it
+//!   was still busy when the recording ended, so the transport always had
+//!   a request waiting. That only says its demand exceeded what it was
+//!   given: it keeps requests waiting under any policy. One that sent
+//!   once and went quiet (or closed) is one burst, the rest of the
+//!   recording its think time;
 //! - *closed loop*: arrivals come while its own requests are in service
 //!   (each reply sends the next request a think time later). Its
 //!   outstanding requests N are the N for which "the arrival answers the
@@ -113,6 +115,8 @@ struct State {
     burst: u32,
     /// When the transport last went idle (its last completion).
     idle_since: Option<u64>,
+    /// When it closed, unless it was busy again since.
+    closed_at: Option<u64>,
     /// The first busy period may have begun before the recording did.
     first_burst: Option<u32>,
     sizes: Reservoir<u32>,
@@ -211,6 +215,7 @@ impl Fitter {
             busy: false,
             burst: 0,
             idle_since: None,
+            closed_at: None,
             first_burst: None,
             sizes: Reservoir::new(BURST_SAMPLES, seed),
             thinks: Reservoir::new(BURST_SAMPLES, seed << 1),
@@ -340,6 +345,7 @@ impl Fitter {
                     s.in_service = 0;
                     s.due.clear();
                     s.idle_since = None;
+                    s.closed_at = Some(ts);
                     if was_queued {
                         self.unqueued();
                     }
@@ -381,6 +387,7 @@ impl Fitter {
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
+        let last_ts = self.last_ts;
         let transports = self
             .states
             .into_iter()
@@ -391,8 +398,17 @@ impl Fitter {
                     sizes.extend(s.first_burst);
                 }
                 let periods = s.sizes.seen() + u64::from(s.first_burst.is_some());
+                let quiet_since = (!s.busy).then_some(s.idle_since.or(s.closed_at)).flatten();
                 let demand = if s.arrivals.seen() <= 1 {
-                    FittedDemand::Backlogged
+                    match quiet_since {
+                        // It sent once and went quiet (or closed): one
+                        // burst, the rest of the recording its think time.
+                        Some(t) => FittedDemand::Bursts {
+                            sizes: vec![u32::try_from(s.dispatches).unwrap_or(u32::MAX)],
+                            thinks_ns: vec![last_ts.saturating_sub(t)],
+                        },
+                        None => FittedDemand::Backlogged,
+                    }
                 } else if s.mid_busy_arrivals * 2 >= periods.max(1) {
                     closed_loop(s.arrivals.items()).unwrap_or(FittedDemand::Backlogged)
                 } else if s.thinks.items().is_empty() || sizes.is_empty() {
@@ -475,6 +491,7 @@ fn begin_burst(s: &mut State, ts: u64) {
     }
     s.busy = true;
     s.burst = 0;
+    s.closed_at = None;
     if let Some(t0) = s.idle_since.take() {
         s.thinks.push(ts.saturating_sub(t0));
     }

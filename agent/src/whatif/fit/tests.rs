@@ -72,6 +72,48 @@ fn a_transport_that_never_ran_dry_is_backlogged() {
     assert_eq!(fit.transports[0].demand, FittedDemand::Backlogged);
 }
 
+/// A mount's first connection: a few requests, then closed (or quiet)
+/// while another transport carries the load to the end of the
+/// recording. Had it been taken as backlogged, the model would keep a
+/// request waiting on it throughout.
+#[test]
+fn a_transport_that_sent_once_and_went_quiet_is_one_burst_not_backlogged() {
+    for close in [true, false] {
+        let mut f = Fitter::new();
+        f.ingest(&ev(0, 700, EventKind::Enqueue));
+        for i in 0..3 {
+            f.ingest(&ev(i * 1_000, 700, DQ));
+            if i < 2 {
+                f.ingest(&ev(i * 1_000, 700, EventKind::Enqueue));
+            }
+            f.ingest(&ev(i * 1_000 + 1_000, 700, EX));
+        }
+        if close {
+            f.ingest(&ev(10_000, 700, EventKind::Closed));
+        }
+        // The load, backlogged to the end at 1 s.
+        f.ingest(&ev(20_000, 800, EventKind::Enqueue));
+        for i in 0..100 {
+            let t = 20_000 + i * 10_000_000;
+            f.ingest(&ev(t, 800, DQ));
+            f.ingest(&ev(t, 800, EventKind::Enqueue));
+            f.ingest(&ev(t + 5, 800, EX));
+        }
+        let fit = f.finish();
+        let quiet = if close { 10_000 } else { 3_000 };
+        let end = 20_000 + 99 * 10_000_000 + 5;
+        assert_eq!(
+            fit.transports[0].demand,
+            FittedDemand::Bursts {
+                sizes: vec![3],
+                thinks_ns: vec![end - quiet]
+            },
+            "closed: {close}"
+        );
+        assert_eq!(fit.transports[1].demand, FittedDemand::Backlogged);
+    }
+}
+
 #[test]
 fn reservoirs_stay_bounded_and_uniform() {
     let mut r = Reservoir::new(100, 3);
