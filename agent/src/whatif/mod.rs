@@ -35,6 +35,10 @@ pub const FIT_TOLERANCE_POINTS: f64 = 3.0;
 /// Most simulated time per policy: longer recordings are summarised by
 /// their fitted distributions, not replayed in full.
 pub const MAX_HORIZON_NS: u64 = 120_000_000_000;
+/// Least simulated time per policy, however short the recording: a
+/// simulation as short as a 10 s recording moves a client's share by
+/// points from one seed to the next.
+pub const MIN_HORIZON_NS: u64 = 60_000_000_000;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -327,13 +331,13 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
 
-    // As long as the recording, at most MAX_HORIZON_NS, and short enough
-    // that the recorded rate (doubled, for policies that serve more)
-    // stays within the simulator's dispatch budget.
+    // As long as the recording, from MIN_HORIZON_NS to MAX_HORIZON_NS,
+    // and short enough that the recorded rate (doubled, for policies that
+    // serve more) stays within the simulator's dispatch budget.
     let rate = fit.dispatches as f64 / (span_ns as f64 / 1e9);
     let budget_ns = (run::MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
     let horizon_ns = span_ns
-        .min(MAX_HORIZON_NS)
+        .clamp(MIN_HORIZON_NS, MAX_HORIZON_NS)
         .min(budget_ns.max(1_000_000_000));
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
     let clients = run::clients(&fit);
