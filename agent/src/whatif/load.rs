@@ -7,10 +7,11 @@
 //! would be fitted as every client's demand: think times of seconds drawn
 //! at random, in step with nobody. So the model and the measured column
 //! cover the loaded part only: from the first to the last stretch of the
-//! recording (a hundredth of it, at least a millisecond) that carried at
-//! least [`LOADED_SHARE`] of the dispatches of its busy stretches (the
-//! 90th percentile). Quiet stretches between stay: that is the clients'
-//! demand.
+//! recording (a hundredth of it, at least a millisecond) that began or
+//! ended [`SUSTAINED`] in a row each carrying at least [`LOADED_SHARE`] of
+//! the dispatches of its busy stretches (the 90th percentile): a mount's
+//! requests, a few dozen at once, can fill one. Quiet stretches between
+//! stay: that is the clients' demand.
 
 use std::path::Path;
 
@@ -24,6 +25,8 @@ use crate::record::{Damage, Reader};
 pub const LOADED_SHARE: f64 = 0.25;
 /// Stretches the recording is cut into to find its loaded part.
 const STRETCHES: usize = 100;
+/// Loaded stretches in a row that make the load begin (or end).
+const SUSTAINED: usize = 3;
 /// Most buckets counted while reading (each then covers more time).
 const MAX_BUCKETS: usize = 1 << 16;
 
@@ -71,9 +74,15 @@ impl LoadProfile {
         let mut sorted = stretches.clone();
         sorted.sort_unstable();
         let busy = sorted[(sorted.len() - 1) * 9 / 10];
-        let loaded = |n: &u64| *n > 0 && *n as f64 >= LOADED_SHARE * busy as f64;
-        let first = stretches.iter().position(loaded)?;
-        let last = stretches.iter().rposition(loaded)?;
+        let loaded: Vec<bool> = stretches
+            .iter()
+            .map(|&n| n > 0 && n as f64 >= LOADED_SHARE * busy as f64)
+            .collect();
+        // Sustained: a mount's requests can fill one stretch.
+        let run = SUSTAINED.min(loaded.len());
+        let sustained = |w: &[bool]| w.iter().all(|&l| l);
+        let first = loaded.windows(run).position(sustained)?;
+        let last = loaded.windows(run).rposition(sustained)? + run - 1;
         let at = |i: usize| origin + (i * per) as u64 * self.width_ns;
         let from = if first == 0 { 0 } else { at(first) };
         let to = if last + 1 == stretches.len() {
@@ -161,6 +170,8 @@ mod tests {
         // of the trickle.
         let ms = 1_000_000u64;
         (0..30).for_each(|i| p.add(i * 100 * ms));
+        // A mount: 40 requests within 10 ms.
+        (0..40).for_each(|i| p.add(1_000 * ms + i * ms / 4));
         (0..10_000).for_each(|i| p.add(3_000 * ms + i * ms));
         (0..10).for_each(|i| p.add(13_000 * ms + i * 100 * ms));
         let (from, to) = p.loaded().unwrap();
