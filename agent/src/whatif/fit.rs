@@ -9,8 +9,9 @@
 //! - *backlogged*: no arrival was ever visible after the first, and it
 //!   was still busy when the recording ended, so the transport always had
 //!   a request waiting. That only says its demand exceeded what it was
-//!   given: it keeps requests waiting under any policy. One that sent
-//!   once and went quiet (or closed) is one burst, the rest of the
+//!   given: it keeps requests waiting under any policy. One that went
+//!   quiet (or closed) before the end and fits no other shape (a mount's
+//!   first connection) is one burst of all it sent, the rest of the
 //!   recording its think time;
 //! - *closed loop*: arrivals come while its own requests are in service
 //!   (each reply sends the next request a think time later). Its
@@ -398,21 +399,23 @@ impl Fitter {
                     sizes.extend(s.first_burst);
                 }
                 let periods = s.sizes.seen() + u64::from(s.first_burst.is_some());
+                // Where nothing else fits: backlogged if it was still busy
+                // at the end; if it had gone quiet (or closed), one burst
+                // of all it sent, the rest of the recording its think time.
                 let quiet_since = (!s.busy).then_some(s.idle_since.or(s.closed_at)).flatten();
+                let otherwise = || match quiet_since {
+                    Some(t) => FittedDemand::Bursts {
+                        sizes: vec![u32::try_from(s.dispatches).unwrap_or(u32::MAX)],
+                        thinks_ns: vec![last_ts.saturating_sub(t)],
+                    },
+                    None => FittedDemand::Backlogged,
+                };
                 let demand = if s.arrivals.seen() <= 1 {
-                    match quiet_since {
-                        // It sent once and went quiet (or closed): one
-                        // burst, the rest of the recording its think time.
-                        Some(t) => FittedDemand::Bursts {
-                            sizes: vec![u32::try_from(s.dispatches).unwrap_or(u32::MAX)],
-                            thinks_ns: vec![last_ts.saturating_sub(t)],
-                        },
-                        None => FittedDemand::Backlogged,
-                    }
+                    otherwise()
                 } else if s.mid_busy_arrivals * 2 >= periods.max(1) {
-                    closed_loop(s.arrivals.items()).unwrap_or(FittedDemand::Backlogged)
+                    closed_loop(s.arrivals.items()).unwrap_or_else(otherwise)
                 } else if s.thinks.items().is_empty() || sizes.is_empty() {
-                    FittedDemand::Backlogged
+                    otherwise()
                 } else {
                     FittedDemand::Bursts {
                         sizes,
