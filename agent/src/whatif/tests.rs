@@ -290,11 +290,11 @@ fn demo_shares(events: &[Event]) -> HashMap<String, f64> {
     s.peers.iter().map(|e| (e.name.clone(), e.share)).collect()
 }
 
-/// A live recording of the QEMU scenario, started before the clients
-/// mounted as scripts/vm/scenario-whatif.sh records it, and one of the
-/// load alone: under `flat` the model must reproduce every client's
-/// measured share within 3 points, and under `rr-peer` predict what the
-/// demo measures within 3.
+/// A live recording of the QEMU scenario's load, alone and started
+/// before the clients mounted (as scripts/vm/scenario-whatif.sh recorded
+/// it until it waited for steady load, and as a user may): under `flat`
+/// the model must reproduce every client's measured share within 3
+/// points, and under `rr-peer` predict what the demo measures within 3.
 #[test]
 fn nconnect_clients_recorded_from_before_their_mounts_are_reproduced_under_flat() {
     let load = execute_only(&nconnect_events(Policy::Flat, 10));
