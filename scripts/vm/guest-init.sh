@@ -175,21 +175,27 @@ umount_clients() {
 }
 nfs_conns() { ss -Htan '( sport = :2049 )' | grep -vc LISTEN; }
 no_nfs_conns() { [ "$(nfs_conns)" = 0 ]; }
-# run_fio TAG: fio from every client at once, bounded.
-run_fio() {
-  local tag=$1 spec name pids=""
+# start_fio TAG: fio from every client at once, FIO_RUNTIME seconds (bounded);
+# their pids in FIO_PIDS. wait_fio: wait for them, 1 if any failed.
+# run_fio TAG: both.
+start_fio() {
+  local tag=$1 spec name
+  FIO_PIDS=""
   for spec in $CLIENTS; do
     name=${spec%%:*}
     timeout $((FIO_RUNTIME + 120)) fio --name="$name" --filename="/mnt/$name/$name.dat" \
       --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth=16 \
       --runtime="$FIO_RUNTIME" --time_based --size="${FILE_MB}M" \
       --output-format=json --output="$OUT/fio-$tag-$name.json" >/dev/null 2>"$OUT/fio-$tag-$name.err" &
-    pids="$pids $!"
+    FIO_PIDS="$FIO_PIDS $!"
   done
+}
+wait_fio() {
   local rc=0 p
-  for p in $pids; do wait "$p" || rc=1; done
+  for p in $FIO_PIDS; do wait "$p" || rc=1; done
   return $rc
 }
+run_fio() { start_fio "$1" && wait_fio; }
 # load TAG: mount, fio, umount, then wait until the server has closed every
 # connection (the close dequeues are the last events of the load).
 load() {

@@ -6,10 +6,13 @@
 //! (an enqueue that is not the re-enqueue right after a dequeue). Three
 //! shapes of demand are told apart:
 //!
-//! - *backlogged*: no arrival was ever visible after the first, so the
-//!   transport always had a request waiting. That only says its demand
-//!   exceeded what it was given: it keeps requests waiting under any
-//!   policy;
+//! - *backlogged*: no arrival was ever visible after the first, and it
+//!   was still busy when the recording ended, so the transport always had
+//!   a request waiting. That only says its demand exceeded what it was
+//!   given: it keeps requests waiting under any policy. One that went
+//!   quiet (or closed) before the end and fits no other shape (a mount's
+//!   first connection) is one burst of all it sent, the rest of the
+//!   recording its think time;
 //! - *closed loop*: arrivals come while its own requests are in service
 //!   (each reply sends the next request a think time later). Its
 //!   outstanding requests N are the N for which "the arrival answers the
@@ -31,16 +34,18 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
+mod closed;
+mod occupancy;
+
 use crate::model::{Event, EventKind, XprtKey};
 
 pub use super::reservoir::Reservoir;
+use closed::{closed_loop, Arrival, GAPS};
 
 /// Samples kept per distribution and transport.
 const SERVICE_SAMPLES: usize = 256;
 const BURST_SAMPLES: usize = 128;
 const ARRIVAL_SAMPLES: usize = 32;
-/// Completions remembered per transport: the largest closed loop fitted.
-const GAPS: usize = 24;
 /// An enqueue this soon after a dequeue, with no completion between, is
 /// the kernel putting the transport back (more data waiting), not an
 /// arrival (svc_xprt_received).
@@ -62,15 +67,6 @@ pub enum FittedDemand {
     },
     /// `inflight` requests, each followed by the next after a think time.
     Closed { inflight: u32, thinks_ns: Vec<u64> },
-}
-
-/// A visible arrival: how many of the transport's requests were in
-/// service, and how long ago (µs) each of its last completions was.
-#[derive(Clone, Copy, Debug)]
-struct Arrival {
-    in_service: u32,
-    n: u8,
-    gaps_us: [u32; GAPS],
 }
 
 #[derive(Clone, Debug)]
@@ -120,6 +116,8 @@ struct State {
     burst: u32,
     /// When the transport last went idle (its last completion).
     idle_since: Option<u64>,
+    /// When it closed, unless it was busy again since.
+    closed_at: Option<u64>,
     /// The first busy period may have begun before the recording did.
     first_burst: Option<u32>,
     sizes: Reservoir<u32>,
@@ -218,6 +216,7 @@ impl Fitter {
             busy: false,
             burst: 0,
             idle_since: None,
+            closed_at: None,
             first_burst: None,
             sizes: Reservoir::new(BURST_SAMPLES, seed),
             thinks: Reservoir::new(BURST_SAMPLES, seed << 1),
@@ -347,6 +346,7 @@ impl Fitter {
                     s.in_service = 0;
                     s.due.clear();
                     s.idle_since = None;
+                    s.closed_at = Some(ts);
                     if was_queued {
                         self.unqueued();
                     }
@@ -388,6 +388,7 @@ impl Fitter {
         let span_ns = self
             .last_ts
             .saturating_sub(self.first_ts.unwrap_or(self.last_ts));
+        let last_ts = self.last_ts;
         let transports = self
             .states
             .into_iter()
@@ -398,12 +399,23 @@ impl Fitter {
                     sizes.extend(s.first_burst);
                 }
                 let periods = s.sizes.seen() + u64::from(s.first_burst.is_some());
+                // Where nothing else fits: backlogged if it was still busy
+                // at the end; if it had gone quiet (or closed), one burst
+                // of all it sent, the rest of the recording its think time.
+                let quiet_since = (!s.busy).then_some(s.idle_since.or(s.closed_at)).flatten();
+                let otherwise = || match quiet_since {
+                    Some(t) => FittedDemand::Bursts {
+                        sizes: vec![u32::try_from(s.dispatches).unwrap_or(u32::MAX)],
+                        thinks_ns: vec![last_ts.saturating_sub(t)],
+                    },
+                    None => FittedDemand::Backlogged,
+                };
                 let demand = if s.arrivals.seen() <= 1 {
-                    FittedDemand::Backlogged
+                    otherwise()
                 } else if s.mid_busy_arrivals * 2 >= periods.max(1) {
-                    closed_loop(s.arrivals.items()).unwrap_or(FittedDemand::Backlogged)
+                    closed_loop(s.arrivals.items()).unwrap_or_else(otherwise)
                 } else if s.thinks.items().is_empty() || sizes.is_empty() {
-                    FittedDemand::Backlogged
+                    otherwise()
                 } else {
                     FittedDemand::Bursts {
                         sizes,
@@ -432,49 +444,6 @@ impl Fitter {
             mean_service_ns: k * self.service_sum_ns as f64 / self.service_n.max(1) as f64,
             completions_estimated: self.estimated,
         }
-    }
-}
-
-/// Fewest dispatches, and least share of the recording, while requests
-/// waited, for [`Fit::scale_to_occupancy`] to trust its estimate.
-const MIN_SATURATED_DISPATCHES: u64 = 200;
-/// Below this ratio of thread time to execution time the recorded
-/// executions stand as they are (the estimate's own noise).
-const MIN_OCCUPANCY_RATIO: f64 = 1.25;
-
-impl Fit {
-    /// nfsd's `execute` times only the procedure: receiving, decoding and
-    /// replying hold the thread too. While requests wait every thread is
-    /// busy, so there a thread's time per request is threads × that time
-    /// / its dispatches. Its ratio to the recorded executions, where that
-    /// is clearly above 1 and enough of the recording shows it.
-    pub fn occupancy_ratio(&self, threads: u32) -> Option<f64> {
-        if self.saturated_dispatches < MIN_SATURATED_DISPATCHES
-            || self.saturated_ns < self.span_ns / 10
-            || self.mean_service_ns <= 0.0
-        {
-            return None;
-        }
-        let occupancy =
-            f64::from(threads) * self.saturated_ns as f64 / self.saturated_dispatches as f64;
-        let k = occupancy / self.mean_service_ns;
-        (k.is_finite() && k >= MIN_OCCUPANCY_RATIO).then_some(k)
-    }
-
-    /// Scales every service time by [`Fit::occupancy_ratio`] (for a fit
-    /// whose completions were recorded, not estimated: an estimated one is
-    /// fitted again with [`Fitter::with_estimated_completions_scaled`], so
-    /// that its think times start from the later completions). Returns
-    /// the scale applied.
-    pub fn scale_to_occupancy(&mut self, threads: u32) -> Option<f64> {
-        let k = self.occupancy_ratio(threads)?;
-        let scale = |v: &mut Vec<u64>| v.iter_mut().for_each(|x| *x = (*x as f64 * k) as u64);
-        for t in &mut self.transports {
-            scale(&mut t.service_ns);
-        }
-        self.mean_service_ns *= k;
-        scale(&mut self.pooled_service_ns);
-        Some(k)
     }
 }
 
@@ -516,49 +485,7 @@ fn arrival(s: &mut State, ts: u64) {
     if s.busy && s.in_service > 0 {
         s.mid_busy_arrivals += 1;
     }
-    let mut a = Arrival {
-        in_service: u32::try_from(s.in_service).unwrap_or(u32::MAX),
-        n: s.recent.len() as u8,
-        gaps_us: [0; GAPS],
-    };
-    for (g, c) in a.gaps_us.iter_mut().zip(s.recent.iter().rev()) {
-        *g = u32::try_from(ts.saturating_sub(*c) / 1_000).unwrap_or(u32::MAX);
-    }
-    s.arrivals.push(a);
-}
-
-/// The closed loop that explains `arrivals` best: the N whose think
-/// times (arrival − the completion N − in-service before it) spread
-/// least, relative to their mean.
-fn closed_loop(arrivals: &[Arrival]) -> Option<FittedDemand> {
-    let thinks = |n: usize| -> Vec<u64> {
-        arrivals
-            .iter()
-            .filter_map(|a| {
-                let k = n.checked_sub(a.in_service as usize)?;
-                (k >= 1 && k <= a.n as usize).then(|| u64::from(a.gaps_us[k - 1]) * 1_000)
-            })
-            .collect()
-    };
-    let lo = arrivals.iter().map(|a| a.in_service as usize + 1).min()?;
-    let mut best: Option<(f64, usize, Vec<u64>)> = None;
-    for n in lo..=lo + GAPS {
-        let t = thinks(n);
-        // Most arrivals must be explained at this N.
-        if t.is_empty() || t.len() * 2 < arrivals.len() {
-            continue;
-        }
-        let mean = t.iter().sum::<u64>() as f64 / t.len() as f64;
-        let var = t.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / t.len() as f64;
-        let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-        if best.as_ref().is_none_or(|(b, _, _)| cv < *b - 1e-9) {
-            best = Some((cv, n, t));
-        }
-    }
-    best.map(|(_, n, thinks_ns)| FittedDemand::Closed {
-        inflight: n as u32,
-        thinks_ns,
-    })
+    s.arrivals.push(Arrival::new(ts, s.in_service, &s.recent));
 }
 
 fn begin_burst(s: &mut State, ts: u64) {
@@ -567,6 +494,7 @@ fn begin_burst(s: &mut State, ts: u64) {
     }
     s.busy = true;
     s.burst = 0;
+    s.closed_at = None;
     if let Some(t0) = s.idle_since.take() {
         s.thinks.push(ts.saturating_sub(t0));
     }

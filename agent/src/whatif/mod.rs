@@ -1,16 +1,18 @@
 //! `nfsdtop whatif FILE`: what share and what waits each client of a
 //! recorded server would get under another dispatch policy.
 //!
-//! The recording is read once: the aggregator measures it (the first
-//! column) while [`fit`] fits a closed-loop model of every transport
-//! (bursts, think times, service times). The model then runs in the demo
-//! simulator ([`run`]) under the recording's own policy — the fit check:
-//! it must reproduce what was measured — and under each policy asked for;
-//! the aggregator measures each run the way it measured the recording.
+//! The recording's loaded part is found first ([`load`]); the aggregator
+//! measures that part (the first column) while [`fit`] fits a closed-loop
+//! model of every transport (bursts, think times, service times). The
+//! model then runs in the demo simulator ([`run`]) under the recording's
+//! own policy — the fit check: it must reproduce what was measured — and
+//! under each policy asked for; the aggregator measures each run the way
+//! it measured the recording.
 //! [`report`] prints the result as text or JSON. README.md ("What if")
 //! states the model and its limits.
 
 pub mod fit;
+pub mod load;
 pub mod report;
 pub mod reservoir;
 pub mod run;
@@ -23,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregator, Limits};
 use crate::classify::ClassMap;
-use crate::model::{EntityStats, Event, Snapshot, SourceKind};
+use crate::model::{EntityStats, Snapshot, SourceKind};
 use crate::record::Reader;
 use crate::source::demo::Policy;
 
@@ -33,6 +35,10 @@ pub const FIT_TOLERANCE_POINTS: f64 = 3.0;
 /// Most simulated time per policy: longer recordings are summarised by
 /// their fitted distributions, not replayed in full.
 pub const MAX_HORIZON_NS: u64 = 120_000_000_000;
+/// Least simulated time per policy, however short the recording: a
+/// simulation as short as a 10 s recording moves a client's share by
+/// points from one seed to the next.
+pub const MIN_HORIZON_NS: u64 = 60_000_000_000;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -191,33 +197,36 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     } else {
         fit::Fitter::new()
     };
+    let window = load::Window::of(path)?;
     let mut agg = Aggregator::new(classmap.clone(), Limits::default());
-    agg.start_clock(header.start_mono_ns);
-    let mut buf: Vec<Event> = Vec::with_capacity(8192);
-    let (mut first_ts, mut last_ts) = (None::<u64>, header.start_mono_ns);
-    loop {
-        buf.clear();
-        match reader.read_frame(&mut buf) {
-            Ok(Some(_)) => {
-                fitter.ingest_all(&buf);
-                agg.ingest_all(&buf);
-                if first_ts.is_none() {
-                    first_ts = buf.first().map(|e| e.ts_ns);
-                }
-                last_ts = buf.iter().map(|e| e.ts_ns).fold(last_ts, u64::max);
-            }
-            Ok(None) => break,
-            Err(d) => {
-                notes.push(format!(
-                    "{} is {d}: modelled from the {} events before it",
-                    path.display(),
-                    d.events_before
-                ));
-                break;
-            }
+    let start_ns = header.start_mono_ns.max(window.from_ns);
+    agg.start_clock(start_ns);
+    let (mut first_ts, mut last_ts) = (None::<u64>, start_ns);
+    let damage = window.each(&mut reader, |events| {
+        fitter.ingest_all(events);
+        agg.ingest_all(events);
+        if first_ts.is_none() {
+            first_ts = events.first().map(|e| e.ts_ns);
         }
+        last_ts = events.iter().map(|e| e.ts_ns).fold(last_ts, u64::max);
+    });
+    if let Some(d) = damage {
+        notes.push(format!(
+            "{} is {d}: modelled from the {} events before it",
+            path.display(),
+            d.events_before
+        ));
     }
-    let span_ns = last_ts.saturating_sub(first_ts.unwrap_or(last_ts).min(header.start_mono_ns));
+    if window.lead_ns > 0 || window.tail_ns > 0 {
+        notes.push(format!(
+            "the first {:.1} s and the last {:.1} s of the recording carried under a quarter of \
+             its busy rate (the load had not begun, or had ended): the measured column and the \
+             model leave them out",
+            window.lead_ns as f64 / 1e9,
+            window.tail_ns as f64 / 1e9
+        ));
+    }
+    let span_ns = last_ts.saturating_sub(first_ts.unwrap_or(last_ts).min(start_ns));
     let info = crate::model::SourceInfo {
         kind: header.source_kind,
         kernel: header.kernel.clone(),
@@ -299,11 +308,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             let mut again = fit::Fitter::with_estimated_completions_scaled(k);
             let mut reader =
                 Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let mut buf: Vec<Event> = Vec::with_capacity(8192);
-            while let Ok(Some(_)) = reader.read_frame(&mut buf) {
-                again.ingest_all(&buf);
-                buf.clear();
-            }
+            let _ = window.each(&mut reader, |events| again.ingest_all(events));
             fit = again.finish();
         } else {
             fit.scale_to_occupancy(threads);
@@ -326,13 +331,13 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
 
-    // As long as the recording, at most MAX_HORIZON_NS, and short enough
-    // that the recorded rate (doubled, for policies that serve more)
-    // stays within the simulator's dispatch budget.
+    // As long as the recording, from MIN_HORIZON_NS to MAX_HORIZON_NS,
+    // and short enough that the recorded rate (doubled, for policies that
+    // serve more) stays within the simulator's dispatch budget.
     let rate = fit.dispatches as f64 / (span_ns as f64 / 1e9);
     let budget_ns = (run::MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
     let horizon_ns = span_ns
-        .min(MAX_HORIZON_NS)
+        .clamp(MIN_HORIZON_NS, MAX_HORIZON_NS)
         .min(budget_ns.max(1_000_000_000));
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
     let clients = run::clients(&fit);

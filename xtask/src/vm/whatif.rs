@@ -1,11 +1,11 @@
 //! Scenario "whatif" (scripts/vm/scenario-whatif.sh, issue 23): a
-//! recording of clients with different nconnect under the kernel's flat
-//! queue, fed to `nfsdtop whatif --policy flat,rr-peer --format json` on
-//! the host. Under `flat` the model should reproduce every client's
-//! measured share within [`SHARE_POINTS`] (printed: not yet reliably
-//! met, see below); under `rr-peer` it must predict a ratio
-//! within [`RATIO_TOLERANCE`] of 1 for every backlogged client; the
-//! recording's thread count must be the one /proc/fs/nfsd/threads showed.
+//! recording of steady load from clients with different nconnect under
+//! the kernel's flat queue, fed to `nfsdtop whatif --policy flat,rr-peer
+//! --format json` on the host. Under `flat` the model must reproduce
+//! every client's measured share within [`SHARE_POINTS`]; under `rr-peer`
+//! it must predict a ratio within [`RATIO_TOLERANCE`] of 1 for every
+//! backlogged client; the recording's thread count must be the one
+//! /proc/fs/nfsd/threads showed.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -83,6 +83,10 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         rep.check(false, format!("whatif: {e}"));
         return;
     }
+    rep.check(
+        summary.get("whatif.steady").map(String::as_str) != Some("no"),
+        "whatif: every client was reading before the recording began",
+    );
     let exit = summary.get("whatif.record_exit").map(String::as_str);
     rep.check(
         exit == Some("0"),
@@ -163,18 +167,15 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             ),
         );
         let err = flat.map(|f| (f.share - m.share) * 100.0);
-        // Printed, not yet checked: with a thread's time per request
-        // modelled, three trixie runs gave +0.2/+0.3/-2.2, +2.4/-1.0/-2.6
-        // and +1.9/-6.9/+4.1 points (nconnect 1/4/8), and other seeds of
-        // one recording -6.1..+3.2: the nconnect=4 client's transports,
-        // fitted as bursts, come out 1-7 points short. A 3-point check
-        // would fail about one run in three (scripts/vm/README.md).
-        rep.note(format!(
-            "whatif: {name} {ip}: flat against the measured share {:.1}%: {:+.2} points (fit {:+.2}; the aim: within {SHARE_POINTS})",
-            m.share * 100.0,
-            err.unwrap_or(f64::NAN),
-            row.fit_error_points
-        ));
+        rep.check(
+            err.is_some_and(|e| e.abs() <= SHARE_POINTS) && row.fit_ok,
+            format!(
+                "whatif: {name} {ip}: flat reproduces the measured share {:.1}% within {SHARE_POINTS} points ({:+.2}; fit {:+.2})",
+                m.share * 100.0,
+                err.unwrap_or(f64::NAN),
+                row.fit_error_points
+            ),
+        );
         if backlogged {
             let ratio = rr.and_then(|f| f.fairness);
             rep.check(

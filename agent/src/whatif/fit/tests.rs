@@ -72,6 +72,75 @@ fn a_transport_that_never_ran_dry_is_backlogged() {
     assert_eq!(fit.transports[0].demand, FittedDemand::Backlogged);
 }
 
+/// A mount's first connection: a few requests, then closed (or quiet)
+/// while another transport carries the load to the end of the
+/// recording. Had it been taken as backlogged, the model would keep a
+/// request waiting on it throughout.
+#[test]
+fn a_transport_that_sent_once_and_went_quiet_is_one_burst_not_backlogged() {
+    const US: u64 = 1_000;
+    // Closed after a burst of 3, or quiet after it; and a mount's
+    // connection as a live recording had it: its third request came
+    // 0.9 ms after the second was dispatched (an arrival while one was
+    // in service, too little for a closed loop), one execution seen.
+    fn burst(f: &mut Fitter) {
+        f.ingest(&ev(0, 700, EventKind::Enqueue));
+        for i in 0..3 {
+            f.ingest(&ev(i * US, 700, DQ));
+            if i < 2 {
+                f.ingest(&ev(i * US, 700, EventKind::Enqueue));
+            }
+            f.ingest(&ev(i * US + US, 700, EX));
+        }
+    }
+    fn mount(f: &mut Fitter) {
+        for (t, kind) in [
+            (4_700, EventKind::Enqueue),
+            (8_500, DQ),
+            (8_600, EventKind::Enqueue),
+            (10_000, DQ),
+            (10_900, EventKind::Enqueue),
+            (13_600, DQ),
+            (14_400, EX),
+        ] {
+            f.ingest(&ev(t * US, 700, kind));
+        }
+    }
+    type Send = fn(&mut Fitter);
+    let cases: [(&str, Send, Option<u64>, u64); 3] = [
+        ("closed", burst, Some(10 * US), 10 * US),
+        ("quiet", burst, None, 3 * US),
+        ("mount", mount, Some(14_400 * US), 14_400 * US),
+    ];
+    for (what, send, close, quiet) in cases {
+        let mut f = Fitter::new();
+        send(&mut f);
+        if let Some(t) = close {
+            f.ingest(&ev(t, 700, EventKind::Closed));
+        }
+        // The load, backlogged to the end at 1 s.
+        f.ingest(&ev(20 * 1_000 * US, 800, EventKind::Enqueue));
+        let end = 1_000_000 * US;
+        for i in 0..98 {
+            let t = 20 * 1_000 * US + i * 10_000 * US;
+            f.ingest(&ev(t, 800, DQ));
+            f.ingest(&ev(t, 800, EventKind::Enqueue));
+            f.ingest(&ev(t + 5, 800, EX));
+        }
+        f.ingest(&ev(end, 800, DQ));
+        let fit = f.finish();
+        assert_eq!(
+            fit.transports[0].demand,
+            FittedDemand::Bursts {
+                sizes: vec![3],
+                thinks_ns: vec![end - quiet]
+            },
+            "{what}"
+        );
+        assert_eq!(fit.transports[1].demand, FittedDemand::Backlogged);
+    }
+}
+
 #[test]
 fn reservoirs_stay_bounded_and_uniform() {
     let mut r = Reservoir::new(100, 3);
