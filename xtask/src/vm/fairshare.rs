@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
-use super::ftrace::field;
+use super::ftrace::{field, has_flag, is_listener};
 
 /// A peer as nfsdtop names it: a client address, or the listener/UDP
 /// pseudo-peer.
@@ -47,10 +47,10 @@ impl EnqueueRule {
         match self {
             EnqueueRule::EveryRecord => true,
             EnqueueRule::Attempts => {
-                let names = || flags.split('|').map(|f| f.trim_start_matches("XPT_"));
-                !names().any(|f| f == "BUSY")
-                    && names()
-                        .any(|f| matches!(f, "CONN" | "CLOSE" | "HANDSHAKE" | "DATA" | "DEFERRED"))
+                !has_flag(flags, "BUSY")
+                    && ["CONN", "CLOSE", "HANDSHAKE", "DATA", "DEFERRED"]
+                        .iter()
+                        .any(|f| has_flag(flags, f))
             }
         }
     }
@@ -86,17 +86,7 @@ pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {
         }
         let server = field(rest, "server").unwrap_or("");
         let client = field(rest, "client").unwrap_or("");
-        // The same test as the per-client counts: an empty client address
-        // prints as "(einval)" or a stale address, on a wildcard server.
-        let wildcard = server
-            .parse::<SocketAddr>()
-            .is_ok_and(|s| s.ip().is_unspecified());
-        let listener = client == "(einval)"
-            || wildcard
-            || flags
-                .split('|')
-                .any(|f| f.trim_start_matches("XPT_") == "LISTENER");
-        let (xprt, peer) = if listener {
+        let (xprt, peer) = if is_listener(rest) {
             (format!("{server} -"), Peer::Listener)
         } else {
             match client.parse::<SocketAddr>() {

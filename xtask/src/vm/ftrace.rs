@@ -30,6 +30,26 @@ pub fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|tok| tok.strip_prefix(key)?.strip_prefix('='))
 }
 
+/// Whether a record's `flags` text names `flag` (6.6+ prints "BUSY",
+/// 5.18-6.5 "XPT_BUSY").
+pub fn has_flag(flags: &str, flag: &str) -> bool {
+    flags
+        .split('|')
+        .any(|f| f.trim_start_matches("XPT_") == flag)
+}
+
+/// A record of a listener or of a transport without a client address
+/// (UDP, such as lockd's): such an empty address prints as "(einval)" or
+/// as a stale address read past the record, and such transports are
+/// bound to the wildcard address, while a connected TCP transport has a
+/// specific local one. All of these are nfsdtop's (listener) pseudo-peer.
+pub fn is_listener(rest: &str) -> bool {
+    let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
+    field(rest, "client") == Some("(einval)")
+        || server.is_some_and(|s| s.ip().is_unspecified())
+        || has_flag(field(rest, "flags").unwrap_or(""), "LISTENER")
+}
+
 pub fn parse_trace(text: &str) -> Ftrace {
     let mut f = Ftrace::default();
     for line in text.lines() {
@@ -57,24 +77,11 @@ pub fn parse_trace(text: &str) -> Ftrace {
             continue;
         };
         f.total += 1;
-        let flags = field(rest, "flags").unwrap_or("");
-        // 6.6+ prints "LISTENER", 5.18-6.5 "XPT_LISTENER".
-        // An empty client address (listeners, UDP transports such as
-        // lockd's) prints as "(einval)" or as a stale address read past the
-        // record; such transports are bound to the wildcard address, while
-        // a connected TCP transport has a specific local one. All of these
-        // are nfsdtop's (listener) pseudo-peer.
-        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
-        let empty_client = field(rest, "client") == Some("(einval)")
-            || server.is_some_and(|s| s.ip().is_unspecified());
-        if empty_client
-            || flags
-                .split('|')
-                .any(|fl| fl.trim_start_matches("XPT_") == "LISTENER")
-        {
+        if is_listener(rest) {
             f.listener += 1;
             continue;
         }
+        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
         let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
         match (server, client) {
             (Some(s), Some(c)) if s.port() == 2049 => {
