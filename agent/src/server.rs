@@ -17,9 +17,11 @@
 //! makes that much (nfsd instances of other network namespaces, a count
 //! lowered under load).
 //!
-//! Not available anywhere yet: how busy each pool is (that needs the
-//! kernel's pid→pool tracepoints, 6.17+), so a pool's `busy_threads` is
-//! always `None`; unknown is `None`, never 0.
+//! Each pool's busy threads come the same way from its own execution
+//! time, which a live source reads from the kernel's per-pool totals
+//! (`source::live::pools`); a lone pool is as busy as the server. Where
+//! neither is known a pool's `busy_threads` is `None`: unknown is
+//! `None`, never 0.
 
 use std::path::Path;
 
@@ -29,7 +31,7 @@ use crate::model::{PoolView, ServerView, Snapshot};
 pub const PROC_NFSD: &str = "/proc/fs/nfsd";
 
 /// What a source knows of nfsd's threads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NfsdThreads {
     /// Over all pools (`/proc/fs/nfsd/threads`).
     pub threads: Option<u32>,
@@ -37,6 +39,10 @@ pub struct NfsdThreads {
     pub pools: Option<u32>,
     /// Threads of each pool, where known (`/proc/fs/nfsd/pool_threads`).
     pub pool_threads: Option<Vec<u32>>,
+    /// Execution seconds so far of each pool's threads, where measured.
+    pub pool_exec_seconds: Option<Vec<f64>>,
+    /// Execution seconds so far of requests whose pool was not found.
+    pub unattributed_exec_seconds: f64,
 }
 
 /// Read nfsd's thread counts from `dir` (normally `/proc/fs/nfsd`);
@@ -52,6 +58,7 @@ pub fn read_proc(dir: &Path) -> NfsdThreads {
         threads,
         pools: pool_threads.as_ref().map(|v| v.len() as u32),
         pool_threads,
+        ..NfsdThreads::default()
     }
 }
 
@@ -63,6 +70,11 @@ pub fn read_proc(dir: &Path) -> NfsdThreads {
 pub struct Tracker {
     last_exec: Option<(f64, u64)>,
     carried: f64,
+    /// Each pool's execution seconds at the last view, and its carried
+    /// seconds; from zero, as the kernel's totals start.
+    last_pool_exec: Vec<f64>,
+    pool_carried: Vec<f64>,
+    last_unattributed: f64,
 }
 
 impl Default for Tracker {
@@ -70,6 +82,9 @@ impl Default for Tracker {
         Tracker {
             last_exec: Some((0.0, 0)),
             carried: 0.0,
+            last_pool_exec: Vec::new(),
+            pool_carried: Vec::new(),
+            last_unattributed: 0.0,
         }
     }
 }
@@ -95,6 +110,46 @@ impl Tracker {
         let executions = s.peers.iter().map(|p| p.executions).sum();
         self.last_exec = Some((s.totals.exec_seconds, executions));
         self.carried = 0.0;
+        self.pool_carried.clear();
+    }
+
+    /// Each pool's busy threads over the interval from its execution
+    /// seconds so far (`exec`), bounded by its threads as the server's
+    /// are. `None` for all when the pool count changed (nfsd restarted),
+    /// or when more than 1% of the interval's execution time could not
+    /// be given a pool (`unattributed` so far): shares of a part would
+    /// pass for the whole.
+    fn pool_busy(
+        &mut self,
+        exec: &[f64],
+        unattributed: f64,
+        threads: &[Option<u32>],
+        interval: f64,
+    ) -> Vec<Option<f64>> {
+        let same = self.last_pool_exec.is_empty() || self.last_pool_exec.len() == exec.len();
+        let last = std::mem::replace(&mut self.last_pool_exec, exec.to_vec());
+        let lost =
+            (unattributed - std::mem::replace(&mut self.last_unattributed, unattributed)).max(0.0);
+        let attributed: f64 = exec
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| (e - last.get(i).copied().unwrap_or(0.0)).max(0.0))
+            .sum();
+        self.pool_carried.resize(exec.len(), 0.0);
+        if !same || interval <= 0.0 || lost > 0.01 * (attributed + lost) {
+            self.pool_carried.iter_mut().for_each(|c| *c = 0.0);
+            return vec![None; exec.len()];
+        }
+        exec.iter()
+            .enumerate()
+            .map(|(i, &now)| {
+                let before = last.get(i).copied().unwrap_or(0.0);
+                let secs = (now - before).max(0.0) + self.pool_carried[i];
+                let (busy, rest) = busy_within(secs, interval, threads.get(i).copied().flatten());
+                self.pool_carried[i] = rest;
+                Some(busy)
+            })
+            .collect()
     }
 
     pub fn view(&mut self, threads: &NfsdThreads, s: &Snapshot) -> ServerView {
@@ -114,25 +169,39 @@ impl Tracker {
             _ => None,
         };
         self.last_exec = Some((exec, executions));
-        let pools = match (&threads.pool_threads, threads.pools) {
+        let mut pools: Vec<PoolView> = match (&threads.pool_threads, threads.pools) {
             (Some(v), _) => v
                 .iter()
                 .enumerate()
                 .map(|(i, n)| PoolView {
                     pool: i as u32,
                     threads: Some(*n),
-                    busy_threads: None,
+                    ..PoolView::default()
                 })
                 .collect(),
             (None, Some(n)) => (0..n.min(4096))
                 .map(|i| PoolView {
                     pool: i,
                     threads: (n == 1).then_some(threads.threads).flatten(),
-                    busy_threads: None,
+                    ..PoolView::default()
                 })
                 .collect(),
             (None, None) => Vec::new(),
         };
+        match &threads.pool_exec_seconds {
+            Some(exec) if exec.len() == pools.len() => {
+                let each: Vec<Option<u32>> = pools.iter().map(|p| p.threads).collect();
+                let busy =
+                    self.pool_busy(exec, threads.unattributed_exec_seconds, &each, s.interval_s);
+                for ((p, b), e) in pools.iter_mut().zip(busy).zip(exec) {
+                    p.busy_threads = b;
+                    p.exec_seconds = Some(*e);
+                }
+            }
+            // One pool: it is the server.
+            _ if pools.len() == 1 => pools[0].busy_threads = busy,
+            _ => {}
+        }
         let mut netns: Vec<u32> = s.peers.iter().map(|p| p.netns).collect();
         netns.sort_unstable();
         netns.dedup();
@@ -156,6 +225,7 @@ mod tests {
             threads: Some(8),
             pools: Some(2),
             pool_threads: Some(vec![4, 4]),
+            ..NfsdThreads::default()
         };
         let mut tr = Tracker::default();
         let snap = |exec: f64, n: u64, netns: &[u32]| Snapshot {
@@ -249,6 +319,61 @@ mod tests {
         assert_eq!(busy(&mut tr, 10.0, 5, 0.0), Some(0.0));
     }
 
+    /// Two pools of 4 threads, 2 s intervals, their execution seconds as
+    /// the kernel's per-pool totals give them.
+    #[test]
+    fn each_pool_is_as_busy_as_its_own_execution_time_says() {
+        let threads = |exec: [f64; 2], unattributed: f64| NfsdThreads {
+            threads: Some(8),
+            pools: Some(2),
+            pool_threads: Some(vec![4, 4]),
+            pool_exec_seconds: Some(exec.to_vec()),
+            unattributed_exec_seconds: unattributed,
+        };
+        let snap = |exec: f64, n: u64| Snapshot {
+            interval_s: 2.0,
+            totals: crate::model::Totals {
+                exec_seconds: exec,
+                dispatch_rate: 10.0,
+                ..Default::default()
+            },
+            peers: vec![EntityStats {
+                executions: n,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let busy = |v: &ServerView| -> Vec<Option<f64>> {
+            v.pools.iter().map(|p| p.busy_threads).collect()
+        };
+        let mut tr = Tracker::default();
+        let v = tr.view(&threads([1.0, 3.0], 0.0), &snap(4.0, 1));
+        assert_eq!(busy(&v), [Some(0.5), Some(1.5)]);
+        assert_eq!(v.pools[1].exec_seconds, Some(3.0));
+        assert_eq!(v.busy_threads, Some(2.0));
+        // Pool 1 reports 10 s in 2 s: its 4 threads, and 2 s carried.
+        let v = tr.view(&threads([1.0, 13.0], 0.0), &snap(14.0, 2));
+        assert_eq!(busy(&v), [Some(0.0), Some(4.0)]);
+        let v = tr.view(&threads([1.0, 13.0], 0.0), &snap(14.0, 3));
+        assert_eq!(busy(&v), [Some(0.0), Some(1.0)]);
+        // 1 s of the interval's 3 s without a pool: unknown, not less busy.
+        let v = tr.view(&threads([2.0, 14.0], 1.0), &snap(17.0, 4));
+        assert_eq!(busy(&v), [None, None]);
+        let v = tr.view(&threads([3.0, 14.0], 1.0), &snap(18.0, 5));
+        assert_eq!(busy(&v), [Some(0.5), Some(0.0)]);
+
+        // A lone pool is the server, whatever the source.
+        let one = NfsdThreads {
+            threads: Some(2),
+            pools: Some(1),
+            pool_threads: Some(vec![2]),
+            ..NfsdThreads::default()
+        };
+        let v = Tracker::default().view(&one, &snap(3.0, 1));
+        assert_eq!(busy(&v), [Some(1.5)]);
+        assert_eq!(v.pools[0].exec_seconds, None);
+    }
+
     #[test]
     fn proc_files_that_are_missing_or_bad_are_unknown() {
         let dir = std::env::temp_dir().join(format!("nfsdtop-server-{}", std::process::id()));
@@ -262,7 +387,8 @@ mod tests {
             NfsdThreads {
                 threads: Some(16),
                 pools: Some(2),
-                pool_threads: Some(vec![8, 8])
+                pool_threads: Some(vec![8, 8]),
+                ..NfsdThreads::default()
             }
         );
         std::fs::write(dir.join("pool_threads"), "8 x\n").unwrap();

@@ -413,3 +413,75 @@ fn folded_execution_times_reach_the_agent_once() {
         c.folded
     );
 }
+
+/// Per-pool folding (`nfsdtop_common::pools`): the raw svc_stats_latency
+/// program, on `sched_process_exec` (argument 0: the task, standing in
+/// for the request), adds every hit to the entry its "pool" names. The
+/// "pool" is the task's `real_parent` (`rq_pool`) and its id that
+/// parent's `prio` (`sp_id`): for the children spawned here, this
+/// thread's own priority. Other processes exec meanwhile, so the entry
+/// holds at least the children's hits.
+#[test]
+fn pool_totals_add_each_request_to_its_pool() {
+    if !ready("pool_totals_add_each_request_to_its_pool") {
+        return;
+    }
+    use nfsdtop_agent::source::live::btf::Btf;
+    use nfsdtop_agent::source::live::pools::PoolTotalsMap;
+    use nfsdtop_common::{pools::PoolConfig, rawrec, RawConfig};
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let btf = Btf::load(dir, None).expect("this kernel's BTF");
+    let off = |path: &[&str]| {
+        btf.offset_of("task_struct", path)
+            .expect("task_struct field")
+    };
+    // This thread's prio: /proc's "priority" (field 18) is prio - 100.
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let priority: i64 = after_comm.split(' ').nth(15).unwrap().parse().unwrap();
+    let pool = u32::try_from(100 + priority).expect("a normal priority");
+
+    let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
+    let totals = PoolTotalsMap::map(&ebpf).expect("map POOL_TOTALS");
+    let _drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
+    bpf::write_pool_config(
+        &mut ebpf,
+        PoolConfig {
+            enabled: 1,
+            rq_pool: off(&["real_parent"]),
+            sp_id: off(&["prio"]),
+            ..PoolConfig::default()
+        },
+    )
+    .unwrap();
+    let s = Slot::StatsLatency;
+    let mut raw = [RawConfig::default(); Slot::COUNT];
+    raw[s as usize] = RawConfig {
+        enabled: 1,
+        value: rawrec::VALUE_EXECUTE,
+        rq_stime: off(&["start_time"]),
+        xpt_flags: off(&["pid"]),
+        xpt_net: off(&["real_parent"]),
+        net_ns_inum: off(&["pid"]),
+        xpt_local: off(&["comm"]),
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    assert_eq!(totals.requests(pool), 0, "nothing before the attach");
+    bpf::attach_raw(&mut ebpf, s, "sched_process_exec").unwrap();
+    let children = 20;
+    spawn_true(children);
+    // Every exec ran the program before its child exited (and
+    // spawn_true waited for each).
+    raw[s as usize].enabled = 0;
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    let requests = totals.requests(pool);
+    assert!(
+        requests >= children as u64,
+        "pool {pool} holds {requests} requests, fewer than the {children} execs"
+    );
+}

@@ -292,8 +292,13 @@ pub struct ServerView {
 pub struct PoolView {
     pub pool: u32,
     pub threads: Option<u32>,
-    /// Not measured yet (needs the kernel's pid→pool tracepoints): None.
+    /// Mean threads of this pool in service over the interval, as the
+    /// server's `busy_threads`; None where not measured.
     pub busy_threads: Option<f64>,
+    /// Execution seconds of this pool's threads since nfsdtop started,
+    /// where measured per pool (a live host with several pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_seconds: Option<f64>,
 }
 
 impl Snapshot {

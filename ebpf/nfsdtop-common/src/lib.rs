@@ -214,6 +214,60 @@ pub mod exec {
     }
 }
 
+/// Execution time folded per thread pool: the svc_stats_latency programs
+/// (raw and classic) add each request's `execute` to its thread's pool's
+/// entry of the `POOL_TOTALS` array (memory-mapped by the agent), which
+/// gives how busy each pool is. The pool is the request's
+/// `rq_pool->sp_id`; a classic program, which has no request pointer,
+/// finds the request through the nfsd thread running it (a kthread whose
+/// `data` is its `struct svc_rqst`). Pools are few and their threads run
+/// on the pool's own CPUs (percpu and pernode modes), so each entry is
+/// written by few CPUs; with a single pool the agent leaves this off.
+pub mod pools {
+    /// Pools with an entry of their own; a pool id at or beyond it, or a
+    /// request whose pool could not be read, adds to entry [`SLOTS`].
+    pub const SLOTS: u32 = 1024;
+    /// Entries of `POOL_TOTALS`: one per pool, and the unattributed one.
+    pub const ENTRIES: u32 = SLOTS + 1;
+
+    /// Where the programs find a request's pool (byte offsets from the
+    /// kernel's BTF), one entry in `POOLCONFIG`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PoolConfig {
+        /// 0: nothing is folded per pool.
+        pub enabled: u32,
+        /// `svc_rqst.rq_pool` and `svc_pool.sp_id`.
+        pub rq_pool: u32,
+        pub sp_id: u32,
+        /// `task_struct.worker_private` (the thread's `struct kthread`)
+        /// and `kthread.data` (the thread function's argument: the
+        /// `struct svc_rqst` of an RPC service thread); 0: a classic
+        /// program cannot find the request, and folds into [`SLOTS`].
+        pub task_kthread: u32,
+        pub kthread_data: u32,
+        pub _pad: u32,
+    }
+
+    /// One pool's running totals: `execute` µs and requests.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PoolTotals {
+        pub us: u64,
+        pub count: u64,
+    }
+
+    /// The entry of pool `id`.
+    #[inline(always)]
+    pub const fn entry(id: u32) -> u32 {
+        if id < SLOTS {
+            id
+        } else {
+            SLOTS
+        }
+    }
+}
+
 /// Where the raw-tracepoint program of one slot finds its fields (byte
 /// offsets from the kernel's BTF).
 #[repr(C)]
@@ -411,6 +465,8 @@ const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
 const _: () = assert!(core::mem::size_of::<RawConfig>() == 80);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);
+const _: () = assert!(core::mem::size_of::<pools::PoolConfig>() == 24);
+const _: () = assert!(core::mem::size_of::<pools::PoolTotals>() == 16);
 const _: () = assert!(rawrec::EXEC_BYTES_OUT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= rawrec::EXEC_GEN as usize);
 const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as usize);
@@ -427,6 +483,9 @@ mod user {
     // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 80
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::RawConfig {}
+    // SAFETY: PoolConfig is repr(C), Copy, has no padding (asserted size 24
+    // = sum of its fields) and every bit pattern is a valid value.
+    unsafe impl aya::Pod for super::pools::PoolConfig {}
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_buf,
     },
     macros::{map, raw_tracepoint, tracepoint},
@@ -36,8 +36,11 @@ use aya_ebpf::{
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use nfsdtop_common::{
-    counter, exec::ExecTotals, not_enqueued, rawrec, xprt_table, RawConfig, Record, Slot,
-    SlotConfig, ADDR_MAX, RAW_BYTES,
+    counter,
+    exec::ExecTotals,
+    not_enqueued,
+    pools::{self, PoolConfig, PoolTotals},
+    rawrec, xprt_table, RawConfig, Record, Slot, SlotConfig, ADDR_MAX, RAW_BYTES,
 };
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
@@ -81,6 +84,16 @@ static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
 static EXEC_TOTALS: Array<ExecTotals> =
     Array::with_max_entries(xprt_table::SLOTS, BPF_F_MMAPABLE);
 const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+/// Where a request's pool is (one entry; see `nfsdtop_common::pools`).
+#[map]
+static POOLCONFIG: Array<PoolConfig> = Array::with_max_entries(1, 0);
+
+/// Each pool's running execution totals, and the unattributed entry last;
+/// memory-mapped by the agent.
+#[map]
+static POOL_TOTALS: Array<PoolTotals> =
+    Array::with_max_entries(pools::ENTRIES, BPF_F_MMAPABLE);
 
 /// Resized by the agent at load time (`EbpfLoader::set_max_entries`).
 #[map]
@@ -133,6 +146,39 @@ fn flags_at(ctx: &TracePointContext, off: u16) -> Option<u32> {
     unsafe { ctx.read_at::<u32>(off as usize) }.ok()
 }
 
+/// Adds a request's `us` of execution to its thread's pool's totals. The
+/// request is `rqst` (raw programs), or else the one the current nfsd
+/// thread runs (its kthread's `data`).
+#[inline(always)]
+fn fold_pool(rqst: Option<u64>, us: u64) {
+    let Some(c) = POOLCONFIG.get(0) else { return };
+    if c.enabled == 0 {
+        return;
+    }
+    let rqst = rqst.or_else(|| {
+        if c.task_kthread == 0 {
+            return None;
+        }
+        // SAFETY: a helper without arguments; the task is only read through bpf_probe_read_kernel.
+        let task = unsafe { bpf_get_current_task() };
+        let kthread = kread::<u64>(task + c.task_kthread as u64).filter(|&k| k != 0)?;
+        kread::<u64>(kthread + c.kthread_data as u64)
+    });
+    let id = rqst
+        .filter(|&r| r != 0)
+        .and_then(|r| kread::<u64>(r + c.rq_pool as u64))
+        .filter(|&p| p != 0)
+        .and_then(|p| kread::<u32>(p + c.sp_id as u64))
+        .map_or(pools::SLOTS, pools::entry);
+    if let Some(t) = POOL_TOTALS.get_ptr_mut(id) {
+        // SAFETY: an aligned array value; other CPUs add to it too, hence the atomic adds.
+        unsafe {
+            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).us, us);
+            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).count, 1);
+        }
+    }
+}
+
 #[inline(always)]
 fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     // While the slot's raw program owns it, this one (attached only while
@@ -151,6 +197,12 @@ fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     if cfg.enabled == 0 {
         bump(slot, counter::DISABLED);
         return 0;
+    }
+    if matches!(slot, Slot::StatsLatency) && cfg.value_size == 8 {
+        // SAFETY: read_at is bpf_probe_read_kernel, which faults safely at any offset.
+        if let Ok(us) = unsafe { ctx.read_at::<u64>(cfg.value_off as usize) } {
+            fold_pool(None, us);
+        }
     }
     // On 6.6+ most enqueue hits are BUSY attempts: decide before a ring
     // slot is reserved.
@@ -303,6 +355,9 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
         _ => None,
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
+    if matches!(slot, Slot::StatsLatency) {
+        fold_pool(Some(arg0), value_us);
+    }
     let short = cfg.short_records != 0;
     let is_close = matches!(slot, Slot::Close);
     let entry_idx = xprt_table::slot(xprt);

@@ -35,6 +35,7 @@ impl Source for DemoSource {
             threads: Some(n),
             pools: Some(1),
             pool_threads: Some(vec![n]),
+            ..Default::default()
         }
     }
 

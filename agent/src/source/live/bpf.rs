@@ -6,7 +6,7 @@
 use aya::maps::{Array, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
-use nfsdtop_common::{counter, RawConfig, Slot, SlotConfig, SLOTS};
+use nfsdtop_common::{counter, pools::PoolConfig, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
 
@@ -212,6 +212,11 @@ pub fn detach_raw(
     raw_program(ebpf, name)?
         .detach(link)
         .map_err(|e| bpf_err(&format!("cannot detach {name}"), &e))
+}
+
+/// Fill the `POOLCONFIG` map (see `nfsdtop_common::pools`).
+pub fn write_pool_config(ebpf: &mut Ebpf, cfg: PoolConfig) -> Result<(), LiveError> {
+    write_array(ebpf, "POOLCONFIG", &[cfg])
 }
 
 /// Fill the `CONFIG` map (one [`SlotConfig`] per slot).

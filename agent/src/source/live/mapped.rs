@@ -1,6 +1,6 @@
 //! The BPF arrays the agent reads from memory: the per-CPU hit counters
-//! (`COUNTERS`) and the per-transport execution totals (`EXEC_TOTALS`),
-//! both created with `BPF_F_MMAPABLE` and mapped read-only and shared.
+//! (`COUNTERS`) and the per-transport execution totals (`EXEC_TOTALS`)
+//! (the per-pool ones are `pools.rs`'s), all created with `BPF_F_MMAPABLE` and mapped read-only and shared.
 //! Reading them takes plain atomic loads, no syscall: a map syscall holds
 //! the CPU's `bpf_prog_active` while it can be preempted (kernels with
 //! preemption full or lazy), and any tracepoint program that fires on that
@@ -16,7 +16,7 @@ use super::bpf::bpf_err;
 use super::error::LiveError;
 
 /// A BPF array's value area, mapped read-only.
-struct Mapped {
+pub(super) struct Mapped {
     base: NonNull<u64>,
     words: usize,
 }
@@ -25,7 +25,7 @@ struct Mapped {
 unsafe impl Send for Mapped {}
 
 impl Mapped {
-    fn map(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapped, LiveError> {
+    pub(super) fn map(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapped, LiveError> {
         let Some(aya::maps::Map::Array(data)) = ebpf.map(name) else {
             return Err(LiveError::Bpf {
                 context: "the BPF object".into(),
@@ -60,7 +60,7 @@ impl Mapped {
     }
 
     /// Word `w` as the programs last wrote it (0 beyond the end).
-    fn word(&self, w: usize) -> u64 {
+    pub(super) fn word(&self, w: usize) -> u64 {
         if w >= self.words {
             return 0;
         }

@@ -27,6 +27,7 @@ pub mod host;
 pub mod layout;
 pub mod loss;
 pub mod mapped;
+pub mod pools;
 pub mod preempt;
 pub mod probe;
 pub mod raw;
@@ -139,6 +140,8 @@ pub struct LiveSource {
     pending: Option<Vec<u8>>,
     /// The kernel's per-transport execution totals (see `decode::KnownXprts::sweep`).
     exec_totals: Option<bpf::ExecTotalsMap>,
+    /// The kernel's per-pool execution totals, where folded.
+    pool_totals: Option<pools::PoolTotalsMap>,
 }
 
 impl LiveSource {
@@ -191,13 +194,15 @@ impl LiveSource {
         let counters = bpf::Counters::map(&ebpf)?;
         let drain = drain::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
         let exec_totals = bpf::ExecTotalsMap::map(&ebpf);
-        let attach = attach::Attachment::attach(
+        let (pool_totals, pools_note) = Self::fold_pools(&mut ebpf, opts, category)?;
+        let mut attach = attach::Attachment::attach(
             &mut ebpf,
             opts,
             layout,
             category,
             exec_totals.as_ref().err(),
         )?;
+        attach.report.pools = pools_note;
         Ok(LiveSource {
             attach,
             loss: loss::Loss::default(),
@@ -211,7 +216,33 @@ impl LiveSource {
             seeded: Vec::new(),
             pending: None,
             exec_totals: exec_totals.ok(),
+            pool_totals,
         })
+    }
+
+    /// Sets the programs folding execution time per thread pool where
+    /// nfsd has several (see [`pools`]); the mapped totals, and what to
+    /// tell the user.
+    fn fold_pools(
+        ebpf: &mut aya::Ebpf,
+        opts: &LiveOptions,
+        category: &str,
+    ) -> Result<(Option<pools::PoolTotalsMap>, String), LiveError> {
+        if category != "sunrpc" {
+            return Ok((None, String::new()));
+        }
+        let threads = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
+        let (cfg, note) = pools::plan(&opts.btf_dir, threads.pools);
+        if cfg.enabled == 0 {
+            return Ok((None, note));
+        }
+        match pools::PoolTotalsMap::map(ebpf) {
+            Ok(m) => {
+                bpf::write_pool_config(ebpf, cfg)?;
+                Ok((Some(m), note))
+            }
+            Err(e) => Ok((None, format!("busy threads per pool not measured: {e}"))),
+        }
     }
 
     pub fn layout(&self) -> &Layout {
@@ -306,7 +337,13 @@ impl LiveSource {
 
 impl Source for LiveSource {
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
-        crate::server::read_proc(std::path::Path::new(crate::server::PROC_NFSD))
+        let mut t = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
+        if let (Some(m), Some(n)) = (&self.pool_totals, t.pools) {
+            let (each, unattributed) = m.read(n);
+            t.pool_exec_seconds = Some(each);
+            t.unattributed_exec_seconds = unattributed;
+        }
+        t
     }
 
     fn info(&self) -> SourceInfo {

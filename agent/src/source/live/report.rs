@@ -32,6 +32,9 @@ pub struct AccessReport {
     pub kept_classic: Vec<String>,
     /// What happened to raw slots whose programs missed hits, in order.
     pub hand_overs: Vec<HandOver>,
+    /// How busy threads per pool are measured, or why not (see
+    /// `super::pools::plan`); empty: not said (tests' categories).
+    pub pools: String,
 }
 
 /// A raw slot's program missed hits (the kernel preempts tracepoint
@@ -116,6 +119,9 @@ impl fmt::Display for AccessReport {
                  read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
+        if !self.pools.is_empty() {
+            write!(f, "; {}", self.pools)?;
+        }
         for why in &self.kept_classic {
             write!(f, "; classic: {why}")?;
         }
@@ -160,6 +166,7 @@ mod tests {
             measures_bytes: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
+            pools: "busy threads per pool from rq_pool".into(),
         };
         r.hand_over_failed(Slot::Dequeue, "EBUSY".into());
         r.hand_over_failed(Slot::Dequeue, "EBUSY".into());
@@ -174,7 +181,8 @@ mod tests {
             r.to_string(),
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
              (the default); svc_stats_latency of known transports added up in the kernel; \
-             bytes in/out from rq_arg.len/rq_res.len; classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
+             bytes in/out from rq_arg.len/rq_res.len; busy threads per pool from rq_pool; \
+             classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
         );
