@@ -96,7 +96,8 @@ fn representative() -> MetricsState {
                 .map(|pool| PoolView {
                     pool,
                     threads: Some(8),
-                    busy_threads: None,
+                    busy_threads: Some(0.5 + f64::from(pool)),
+                    exec_seconds: Some(4.0),
                 })
                 .collect(),
             netns: vec![4026531840, 4026532077],

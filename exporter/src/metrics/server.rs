@@ -1,5 +1,5 @@
 //! The server families: nfsd's threads, the mean busy threads of the
-//! latest interval, the busy thread-seconds since the start and the
+//! latest interval (over all pools and per pool), the busy thread-seconds since the start and the
 //! network namespaces of the peers; and the host name lookups dropped
 //! under `resolve` (one self-contained piece: update from each snapshot,
 //! encode on a scrape). A family whose value is unknown (a
@@ -18,6 +18,11 @@ pub struct ServerMetrics {
     /// Σ busy_threads × interval over the snapshots that knew it.
     busy_thread_seconds: f64,
     pool_threads: Vec<(u32, u32)>,
+    /// Each pool's busy threads in the latest interval, where known.
+    pool_busy: Vec<(u32, f64)>,
+    /// Σ a pool's busy_threads × interval, by pool id (pools come and go
+    /// only with an nfsd restart; at most 4,096, as the server view).
+    pool_busy_seconds: std::collections::BTreeMap<u32, f64>,
     /// Namespaces of the latest snapshot's peers; `None` before the first.
     netns: Option<usize>,
     /// Reverse-DNS lookups dropped for a full queue; `None` without
@@ -38,6 +43,14 @@ impl ServerMetrics {
             .iter()
             .filter_map(|p| Some((p.pool, p.threads?)))
             .collect();
+        self.pool_busy = v
+            .pools
+            .iter()
+            .filter_map(|p| Some((p.pool, p.busy_threads.filter(|b| b.is_finite())?)))
+            .collect();
+        for (pool, b) in &self.pool_busy {
+            *self.pool_busy_seconds.entry(*pool).or_default() += b * s.interval_s.max(0.0);
+        }
         self.netns = Some(v.netns.len());
         self.hostname_lookups_dropped = s.totals.hostname_lookups_dropped;
     }
@@ -96,6 +109,31 @@ impl ServerMetrics {
             for (pool, n) in &self.pool_threads {
                 let l = [("pool", pool.to_string())];
                 m.encode_family(&l)?.encode_gauge(&f64::from(*n))?;
+            }
+        }
+        if !self.pool_busy.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_server_pool_busy_threads",
+                "Mean threads of each nfsd pool in service over the latest interval (at most its nfsdtop_server_pool_threads).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (pool, b) in &self.pool_busy {
+                let l = [("pool", pool.to_string())];
+                m.encode_family(&l)?.encode_gauge(b)?;
+            }
+        }
+        if !self.pool_busy_seconds.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_server_pool_busy_thread",
+                "Thread-seconds each nfsd pool spent executing requests (rate() of it is the pool's mean busy threads).",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            for (pool, secs) in &self.pool_busy_seconds {
+                let l = [("pool", pool.to_string())];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, f64>(secs, None)?;
             }
         }
         Ok(())

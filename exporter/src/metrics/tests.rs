@@ -319,11 +319,13 @@ fn server_threads_busy_threads_and_namespaces_are_exported_only_when_known() {
                     pool: 0,
                     threads: Some(8),
                     busy_threads: None,
+                    exec_seconds: None,
                 },
                 PoolView {
                     pool: 1,
                     threads: Some(8),
-                    busy_threads: None,
+                    busy_threads: Some(1.25),
+                    exec_seconds: Some(9.0),
                 },
             ],
             netns: vec![4026531840, 4026532077],
@@ -342,6 +344,25 @@ fn server_threads_busy_threads_and_namespaces_are_exported_only_when_known() {
     assert_eq!(
         value(&t, "nfsdtop_server_pool_threads{pool=\"1\"}"),
         Some(8.0),
+        "{t}"
+    );
+    // Pool 1's busy threads, and two intervals of 2 s at 1.25; pool 0's
+    // are unknown: left out.
+    assert_eq!(
+        value(&t, "nfsdtop_server_pool_busy_threads{pool=\"1\"}"),
+        Some(1.25),
+        "{t}"
+    );
+    assert_eq!(
+        value(
+            &t,
+            "nfsdtop_server_pool_busy_thread_seconds_total{pool=\"1\"}"
+        ),
+        Some(5.0),
+        "{t}"
+    );
+    assert!(
+        !t.contains("nfsdtop_server_pool_busy_threads{pool=\"0\"}"),
         "{t}"
     );
     assert_eq!(

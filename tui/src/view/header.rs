@@ -251,7 +251,8 @@ fn src_word(s: &nfsdtop_agent::model::Snapshot) -> &'static str {
 }
 
 /// "demo at 2.5s x1 | nfsd threads 8, busy 7.9 (99%) | pools 4+4 |
-/// netns 2": kept longest in this order: the threads and busy threads,
+/// netns 2" ("pools 3.9/4 4.0/4" where each pool's busy threads are
+/// known): kept longest in this order: the threads and busy threads,
 /// where the demo or replay is (`at`), the pools, the namespaces.
 pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'static> {
     let threads = v.threads.map_or("?".into(), |n| n.to_string());
@@ -278,12 +279,22 @@ pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'stat
     }
     p.push(0, first);
     if v.pools.len() > 1 {
+        // "pools 4+4" (threads), or "pools 1.5/4 3.9/4" (busy of threads)
+        // where each pool's busy threads are known.
+        let busy = v.pools.iter().all(|p| p.busy_threads.is_some());
         let each: Vec<String> = v
             .pools
             .iter()
-            .map(|p| p.threads.map_or("?".into(), |n| n.to_string()))
+            .map(|p| {
+                let n = p.threads.map_or("?".into(), |n| n.to_string());
+                match p.busy_threads.filter(|_| busy) {
+                    Some(b) => format!("{b:.1}/{n}"),
+                    None => n,
+                }
+            })
             .collect();
-        p.push(2, vec![Span::raw(format!("pools {}", each.join("+")))]);
+        let joined = each.join(if busy { " " } else { "+" });
+        p.push(2, vec![Span::raw(format!("pools {joined}"))]);
     }
     if v.netns.len() > 1 {
         p.push(3, vec![Span::raw(format!("netns {}", v.netns.len()))]);
@@ -344,7 +355,7 @@ mod tests {
                 .map(|pool| nfsdtop_agent::model::PoolView {
                     pool,
                     threads: Some(4),
-                    busy_threads: None,
+                    ..Default::default()
                 })
                 .collect(),
             netns: vec![1, 2],
@@ -366,6 +377,18 @@ mod tests {
         );
         assert_eq!(at(50), "demo at 2.5s x1 | nfsd threads 8, busy 6.0 (75%)");
         assert_eq!(at(40), "nfsd threads 8, busy 6.0 (75%)");
+        // Each pool's busy threads, where every pool's are known.
+        let mut pooled = v.clone();
+        pooled.pools[0].busy_threads = Some(2.04);
+        assert_eq!(
+            text(&pooled, 80),
+            "nfsd threads 8, busy 6.0 (75%) | pools 4+4 | netns 2"
+        );
+        pooled.pools[1].busy_threads = Some(3.96);
+        assert_eq!(
+            text(&pooled, 80),
+            "nfsd threads 8, busy 6.0 (75%) | pools 2.0/4 4.0/4 | netns 2"
+        );
         v.threads = None;
         v.busy_threads = None;
         assert!(text(&v, 80).starts_with("nfsd threads ?, busy ?"));
