@@ -16,6 +16,7 @@ mod kill;
 mod main_scenario;
 mod measure;
 mod names;
+mod pools;
 mod report;
 mod restart;
 mod smallring;
@@ -223,6 +224,7 @@ fn check_results(
                 match *s {
                     "whatif" => whatif::check(results, &summary, rep, nfsdtop),
                     "names" => names::check(results, &summary, rep),
+                    "pools" => pools::check(results, &summary, rep),
                     other => rep.check(false, format!("unknown scenario {other}")),
                 }
             }
@@ -256,7 +258,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         } else {
             vec!["restart", "kill", "smallring", "flood"]
         },
-        after_main: vec!["whatif", "names"],
+        after_main: vec!["whatif", "pools", "names"],
         guest_timeout_s: if args.quick { 600 } else { 1200 },
     }];
     if !args.quick {

@@ -1,0 +1,175 @@
+//! Scenario "pools" (scripts/vm/scenario-pools.sh): nfsd with one thread
+//! pool per CPU (pool_mode=percpu pins each pool's threads to its CPU),
+//! measured by ftrace and nfsdtop side by side. ftrace is the truth for
+//! how busy each pool was: a svc_stats_latency record written by an nfsd
+//! thread on CPU N is pool N's (other services' threads, such as lockd's,
+//! run requests on their own service's pool 0, which nfsdtop adds to pool
+//! 0 too). Each pool's execution seconds in nfsdtop's last line must
+//! match ftrace's sum of `execute-us`, every line must give each pool the
+//! threads /proc/fs/nfsd/pool_threads listed, and busy threads stay
+//! between 0 and them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use super::batch;
+use super::ftrace::{field, ftrace_losses};
+use super::report::Report;
+
+/// How far nfsdtop's execution seconds of a pool may be from ftrace's: a
+/// raw program times a request itself, a few µs apart from the record
+/// ftrace builds (the classic ones read that record's own value).
+const EXEC_TOLERANCE: f64 = 0.02;
+const EXEC_SLACK_S: f64 = 0.05;
+
+/// Execution seconds per pool from ftrace's text: an nfsd thread's record
+/// to its CPU's pool, any other thread's to pool 0.
+fn exec_per_pool(trace: &str) -> BTreeMap<u32, f64> {
+    let mut pools = BTreeMap::new();
+    for line in trace.lines().filter(|l| l.contains(" svc_stats_latency: ")) {
+        let mut tok = line.split_whitespace();
+        let (Some(task), Some(cpu)) = (tok.next(), tok.next()) else {
+            continue;
+        };
+        let cpu = cpu
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<u32>()
+            .ok();
+        let us = field(line, "execute-us").and_then(|v| v.parse::<u64>().ok());
+        let (Some(cpu), Some(us)) = (cpu, us) else {
+            continue;
+        };
+        let pool = if task.starts_with("nfsd-") { cpu } else { 0 };
+        *pools.entry(pool).or_insert(0.0) += us as f64 / 1e6;
+    }
+    pools
+}
+
+pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Report) {
+    let mode = summary.get("pools.mode").map(String::as_str);
+    rep.check(
+        mode == Some("percpu"),
+        format!("pools: nfsd restarted with pool_mode=percpu ({mode:?})"),
+    );
+    if mode != Some("percpu") {
+        return;
+    }
+    let want: Option<Vec<u32>> = summary
+        .get("pools.pool_threads")
+        .and_then(|t| t.split_whitespace().map(|n| n.parse().ok()).collect());
+    let Some(want) = want.filter(|w| w.len() > 1) else {
+        rep.check(
+            false,
+            format!(
+                "pools: /proc/fs/nfsd/pool_threads lists several pools ({:?})",
+                summary.get("pools.pool_threads")
+            ),
+        );
+        return;
+    };
+    let lines = match batch::read(&results.join("nfsdtop-pools.jsonl")) {
+        Ok(l) if !l.is_empty() => l,
+        Ok(_) => {
+            rep.check(false, "pools: no nfsdtop line");
+            return;
+        }
+        Err(e) => {
+            rep.check(false, format!("pools: {e}"));
+            return;
+        }
+    };
+    let threads_wrong = lines
+        .iter()
+        .filter(|l| {
+            l.server
+                .pools
+                .iter()
+                .map(|p| p.threads)
+                .ne(want.iter().map(|&n| Some(n)))
+        })
+        .count();
+    rep.check(
+        threads_wrong == 0,
+        format!(
+            "pools: every line's pool threads == /proc/fs/nfsd/pool_threads {want:?} ({threads_wrong} of {} lines differ)",
+            lines.len()
+        ),
+    );
+    // Every pool's busy threads on every line that knows them.
+    let mut known = 0;
+    let mut out_of_range = Vec::new();
+    for l in &lines {
+        for (p, n) in l.server.pools.iter().zip(&want) {
+            if let Some(b) = p.busy_threads {
+                known += 1;
+                if !(0.0..=f64::from(*n)).contains(&b) {
+                    out_of_range.push((p.pool, b));
+                }
+            }
+        }
+    }
+    rep.check(
+        known > 0 && out_of_range.is_empty(),
+        format!(
+            "pools: busy threads of each pool in [0, its threads] ({known} values, out of range: {out_of_range:?})"
+        ),
+    );
+    let detail = &lines[lines.len() - 1].source.detail;
+    rep.check(
+        detail.contains("busy threads per pool from rq_pool"),
+        format!("pools: source.detail says how pools are measured ({detail})"),
+    );
+
+    let losses = fs::read_to_string(results.join("ftrace-stats-pools.txt"))
+        .ok()
+        .and_then(|s| ftrace_losses(&s));
+    let truth =
+        exec_per_pool(&fs::read_to_string(results.join("trace-pools.txt")).unwrap_or_default());
+    if losses != Some(0) {
+        rep.check(false, format!("pools: ftrace lost nothing ({losses:?})"));
+        return;
+    }
+    let last = &lines[lines.len() - 1].server.pools;
+    let mut all = true;
+    let mut text = Vec::new();
+    for (i, _) in want.iter().enumerate() {
+        let ours = last.get(i).and_then(|p| p.exec_seconds);
+        let theirs = truth.get(&(i as u32)).copied().unwrap_or(0.0);
+        let ok = ours.is_some_and(|o| (o - theirs).abs() <= EXEC_TOLERANCE * theirs + EXEC_SLACK_S);
+        all &= ok;
+        text.push(format!(
+            "pool {i}: nfsdtop {ours:?} s, ftrace {theirs:.3} s"
+        ));
+    }
+    let total: f64 = truth.values().sum();
+    rep.check(
+        all && total > 0.0,
+        format!(
+            "pools: each pool's execution seconds == ftrace's within {:.0}% + {EXEC_SLACK_S} s: {}",
+            EXEC_TOLERANCE * 100.0,
+            text.join(", ")
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ftrace_records_go_to_their_cpus_pool_or_pool_0_for_other_services() {
+        let trace = "\
+# tracer: nop
+            nfsd-338     [000] .....    80.6: svc_stats_latency: xid=0x1 server=10.99.1.1:2049 client=10.99.1.2:969 proc=NULL execute-us=224
+            nfsd-339     [001] .....    80.7: svc_stats_latency: xid=0x2 server=10.99.1.1:2049 client=10.99.1.2:969 proc=READ execute-us=1000
+            nfsd-339     [001] .....    80.8: svc_xprt_dequeue: server=10.99.1.1:2049 client=10.99.1.2:969 flags=BUSY
+           lockd-400     [001] .....    80.9: svc_stats_latency: xid=0x3 server=0.0.0.0:4045 client=(einval) proc=TEST execute-us=6
+";
+        let p = exec_per_pool(trace);
+        assert_eq!(p.len(), 2);
+        assert!((p[&0] - 0.000230).abs() < 1e-9, "{p:?}");
+        assert!((p[&1] - 0.001).abs() < 1e-9, "{p:?}");
+    }
+}
