@@ -234,6 +234,7 @@ impl Column {
         };
         let o = if descending { o.reverse() } else { o };
         o.then_with(|| name_order(&a.name, &b.name))
+            .then_with(|| a.netns.cmp(&b.netns))
     }
 
     /// Sort `rows` (indices into `list`) by this column, each key

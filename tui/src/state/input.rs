@@ -201,6 +201,7 @@ impl State {
                         self.screen = Screen::Detail {
                             kind: self.group,
                             name: e.name.clone(),
+                            netns: e.netns,
                         };
                     }
                 }
@@ -327,6 +328,7 @@ impl State {
                 self.screen = Screen::Detail {
                     kind: self.group,
                     name: e.name.clone(),
+                    netns: e.netns,
                 };
             }
         }

@@ -39,10 +39,13 @@ pub const MAX_WARNING_DETAILS: usize = 1000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Screen {
     Table,
-    /// Drill-down into one entity, by name (it may vanish and come back).
+    /// Drill-down into one entity, by name and network namespace (it
+    /// may vanish and come back; one address can be a peer in two
+    /// namespaces).
     Detail {
         kind: EntityKind,
         name: String,
+        netns: u32,
     },
 }
 
@@ -105,8 +108,9 @@ pub struct State {
     pub(super) peer_counts: Vec<u32>,
     pub(super) selected: usize,
     pub(super) offset: usize,
-    /// The selection follows its entity across re-sorts.
-    pub(super) selected_name: Option<String>,
+    /// The selection follows its entity (name and namespace) across
+    /// re-sorts.
+    pub(super) selected_name: Option<(String, u32)>,
     /// Where the table was last drawn (None off the table).
     pub geometry: Option<Geometry>,
     /// Rows that fit on screen at the last draw (for PgUp/PgDn).
@@ -233,10 +237,11 @@ impl State {
         self.offender = warnings::top_offender(list).map(|i| i as u32);
         self.warnings = warnings::run(&self.lints, s, self.group, MAX_WARNING_DETAILS);
         // Keep the selection on its entity if it is still listed.
-        let by_name = self.selected_name.as_deref().and_then(|n| {
-            self.rows
-                .iter()
-                .position(|i| list[*i as usize].name.as_str() == n)
+        let by_name = self.selected_name.as_ref().and_then(|(n, ns)| {
+            self.rows.iter().position(|i| {
+                let e = &list[*i as usize];
+                e.name == *n && e.netns == *ns
+            })
         });
         self.selected = match by_name {
             Some(p) => p,
@@ -246,7 +251,7 @@ impl State {
     }
 
     pub(super) fn remember_selection(&mut self) {
-        self.selected_name = self.selected_entity().map(|e| e.name.clone());
+        self.selected_name = self.selected_entity().map(|e| (e.name.clone(), e.netns));
     }
 
     // ---- data out (for the views) ----
@@ -300,12 +305,12 @@ impl State {
     /// The entity the drill-down shows, if it is in the shown snapshot.
     pub fn detail_entity(&self) -> Option<&EntityStats> {
         match &self.screen {
-            Screen::Detail { kind, name } => self
+            Screen::Detail { kind, name, netns } => self
                 .shown
                 .as_deref()?
                 .entities(*kind)
                 .iter()
-                .find(|e| &e.name == name),
+                .find(|e| &e.name == name && e.netns == *netns),
             Screen::Table => None,
         }
     }

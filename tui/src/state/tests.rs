@@ -97,6 +97,37 @@ fn near_equal_shares_keep_their_order_and_the_selection() {
     assert_eq!(first.unwrap(), want, "ties go by address");
 }
 
+/// One address in two network namespaces is two peers: the selection
+/// and the drill-down stay on the one chosen when their order flips.
+#[test]
+fn one_address_in_two_namespaces_is_selected_and_shown_apart() {
+    let mut st = State::new(Duration::from_secs(1), None);
+    let two = |share_ns1: f64, share_ns2: f64| {
+        let mut s = snap(0);
+        for (ns, share) in [(1, share_ns1), (2, share_ns2)] {
+            s.peers.push(EntityStats {
+                name: "10.0.0.1".into(),
+                netns: ns,
+                share,
+                dispatches: ns as u64 * 100,
+                ..Default::default()
+            });
+        }
+        s
+    };
+    st.on_snapshot(two(0.6, 0.4));
+    // Sorted by share, descending: namespace 1's row first.
+    assert_eq!(st.selected_entity().unwrap().netns, 1);
+    st.on_key(key(KeyCode::Down));
+    assert_eq!(st.selected_entity().unwrap().netns, 2);
+    st.on_key(key(KeyCode::Enter));
+    assert_eq!(st.detail_entity().unwrap().dispatches, 200);
+    st.on_snapshot(two(0.3, 0.7));
+    assert_eq!(st.selected_entity().unwrap().netns, 2, "selection follows");
+    assert_eq!(st.selected(), 0, "now the first row");
+    assert_eq!(st.detail_entity().unwrap().netns, 2, "drill-down stays");
+}
+
 #[test]
 fn top_n_keeps_the_first_rows_of_the_sort() {
     let mut st = State::new(Duration::from_secs(1), None);

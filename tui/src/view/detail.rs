@@ -22,7 +22,7 @@ use crate::warnings::{fmt_us, is_starved};
 use nfsdtop_agent::units::{fmt_byte_rate, fmt_bytes};
 
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
-    let Screen::Detail { kind, name } = &state.screen else {
+    let Screen::Detail { kind, name, .. } = &state.screen else {
         return;
     };
     let entity = state.detail_entity();
