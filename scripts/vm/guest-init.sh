@@ -241,11 +241,12 @@ measure() {
     mark "nfsdtop attached ($tag)"
   fi
   # The main measurement also runs nfsdtop with every event on its classic
-  # tracepoint beside the default (raw tracepoints where the kernel's BTF
-  # allows): both are compared with the same ftrace.
+  # tracepoint and the enqueue hooks beside the default (raw tracepoints
+  # where the kernel's BTF allows, no enqueue hooks where dequeues carry
+  # qtime): both are compared with the same ftrace, and with each other.
   local main_pid=${NFSDTOP_PID:-} classic_pid=""
   if [ "$tag" = main ] && [ "$ok" = 1 ] &&
-    nfsdtop_start "$OUT/nfsdtop-$tag-classic.jsonl" --classic-tracepoints; then
+    nfsdtop_start "$OUT/nfsdtop-$tag-classic.jsonl" --classic-tracepoints --enqueue-hooks; then
     classic_pid=$NFSDTOP_PID
     mark "classic nfsdtop attached ($tag)"
   fi

@@ -46,6 +46,9 @@ pub struct SourceArgs {
     /// Live source: watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub classic_tracepoints: bool,
+    /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).
+    #[arg(long, conflicts_with_all = ["demo", "replay"])]
+    pub enqueue_hooks: bool,
     /// Live source: have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub bpf_stats: bool,
@@ -93,6 +96,9 @@ impl SourceArgs {
         }
         if self.classic_tracepoints {
             live.tracepoints = Tracepoints::Classic;
+        }
+        if self.enqueue_hooks {
+            live.enqueue_hooks = true;
         }
         if let Some(s) = self.bench_stage {
             live.stage = match s {

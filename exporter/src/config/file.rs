@@ -44,6 +44,7 @@ struct FileConfig {
     bpf_stats: Option<bool>,
     resolve: Option<bool>,
     raw_tracepoints: Option<bool>,
+    enqueue_hooks: Option<bool>,
     http: Option<FileHttp>,
 }
 
@@ -136,6 +137,9 @@ impl Config {
             } else {
                 Tracepoints::Classic
             };
+        }
+        if let Some(x) = f.enqueue_hooks {
+            session.live.enqueue_hooks = x;
         }
         if let Some(x) = f.expose {
             self.expose = x;

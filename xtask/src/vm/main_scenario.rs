@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::batch::{run_detail, Line};
-use super::measure::{check_measurement, check_nfsdtop_run};
+use super::measure::{check_measurement, check_nfsdtop_run, Measured};
 use super::report::Report;
 use super::{client_addr, expected_wait_source, kernel_version, CLIENTS};
 use crate::guest::fio_iops;
@@ -91,9 +91,10 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         want.iter().all(|w| detail.contains(w)),
         format!("main: {} ({detail})", want.join(" ... ")),
     );
-    // Beside it, every event classic (--classic-tracepoints).
+    // Beside it, every event classic (--classic-tracepoints), and with
+    // the enqueue hooks (--enqueue-hooks) where the default does without.
     let classic_detail = run_detail(results, "main-classic");
-    check_nfsdtop_run(results, "main-classic", "main", summary, rep, true);
+    let classic = check_nfsdtop_run(results, "main-classic", "main", summary, rep, true);
     rep.check(
         classic_detail.contains("classic tracepoints") && !classic_detail.contains("raw"),
         format!("main-classic: classic tracepoints only ({classic_detail})"),
@@ -107,10 +108,22 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         format!("wait_source {ws:?} (expected {want_ws:?} on {kernel})"),
     );
     rep.note(format!("generation {}", last.source.generation));
+    let rebuilt = "ready queue rebuilt from dequeues";
+    rep.check(
+        detail.contains(rebuilt) == (ws == "qtime") && !classic_detail.contains(rebuilt),
+        format!(
+            "main: the ready queue rebuilt from dequeues exactly where they carry qtime ({ws}),              main-classic with the enqueue hooks"
+        ),
+    );
+    if let (true, Some(c)) = (ws == "qtime", &classic) {
+        check_paths_agree(&m, c, rep);
+    }
     // With qtime (6.16+), the agent's own enqueue→dequeue waits must tell
-    // the same story: whole-run p50s within one histogram bucket.
+    // the same story: whole-run p50s within one histogram bucket (in the
+    // run with enqueue hooks: without them the agent's enqueue times come
+    // from qtime).
     if ws == "qtime" {
-        let t = &last.totals;
+        let t = &classic.as_ref().unwrap_or(&m).last().totals;
         let (kq, own) = (t.run_wait_p50_bucket, t.own_wait_p50_bucket);
         rep.check(
             matches!((kq, own), (Some(a), Some(b)) if a.abs_diff(b) <= 1),
@@ -175,6 +188,36 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     } else {
         rep.note(format!("{fewest_line}: {}", r < 1.0));
         rep.note(format!("{most_line}: {}", r_most > 1.0));
+    }
+}
+
+/// Entitled dispatches agree within this fraction between the ready queue
+/// rebuilt from dequeues and the one the enqueue hooks track (issue 22).
+const PATHS_AGREE: f64 = 0.005;
+
+/// The default run (no enqueue hooks) and the classic one (with them),
+/// attached side by side over the same load: each peer's entitled
+/// dispatches within [`PATHS_AGREE`] of each other's (dispatches are
+/// checked against ftrace for each run on its own).
+fn check_paths_agree(rebuilt: &Measured, hooked: &Measured, rep: &mut Report) {
+    for (ip, (d, ent, _)) in &rebuilt.peers {
+        let Some((hd, hent, _)) = hooked.peers.get(ip) else {
+            rep.check(
+                false,
+                format!("main: {ip} in the run without enqueue hooks only"),
+            );
+            continue;
+        };
+        let diff = (ent - hent).abs() / hent.max(1.0);
+        rep.check(
+            diff <= PATHS_AGREE,
+            format!(
+                "main: {ip} entitled {ent:.1} from dequeues alone, {hent:.1} with enqueue hooks \
+                 ({:.2}% apart, at most {:.1}%; dispatches {d} and {hd})",
+                diff * 100.0,
+                PATHS_AGREE * 100.0
+            ),
+        );
     }
 }
 

@@ -71,6 +71,12 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Leave slot `s` unattached (its events are not watched).
+    pub fn unhook(&mut self, s: Slot) {
+        self.slots[s as usize] = SlotConfig::DISABLED;
+        self.events[s as usize] = None;
+    }
+
     /// e.g. "6.16+", "6.6+ +class".
     pub fn label(&self) -> String {
         let mut s = self.generation.label().to_string();

@@ -31,6 +31,7 @@ pub mod pools;
 pub mod preempt;
 pub mod probe;
 pub mod raw;
+pub mod rebuild;
 pub mod report;
 pub mod seed;
 
@@ -75,6 +76,9 @@ pub struct LiveOptions {
     pub tracepoints: Tracepoints,
     /// Where the kernel's BTF is (tests point it elsewhere).
     pub btf_dir: PathBuf,
+    /// Hook svc_xprt_enqueue even where dequeues carry `qtime` (6.16+),
+    /// which otherwise rebuild the ready queue alone (see [`rebuild`]).
+    pub enqueue_hooks: bool,
     /// How much of the pipeline runs: all of it, except for the
     /// benchmark's cost breakdown (see [`BenchStage`]; [`open`] picks
     /// the source for it, [`LiveSource`] itself always runs all of it).
@@ -108,6 +112,7 @@ impl Default for LiveOptions {
             kernel_stats: false,
             tracepoints: Tracepoints::Raw,
             btf_dir: PathBuf::from(raw::BTF_DIR),
+            enqueue_hooks: false,
             stage: BenchStage::Full,
         }
     }
@@ -142,6 +147,9 @@ pub struct LiveSource {
     exec_totals: Option<bpf::ExecTotalsMap>,
     /// The kernel's per-pool execution totals, where folded.
     pool_totals: Option<pools::PoolTotalsMap>,
+    /// Without enqueue hooks: decoded events, held and reordered.
+    rebuild: Option<rebuild::Rebuild>,
+    decoded: Vec<Event>,
 }
 
 impl LiveSource {
@@ -174,9 +182,13 @@ impl LiveSource {
     fn attached(
         opts: &LiveOptions,
         tracefs: PathBuf,
-        layout: Layout,
+        mut layout: Layout,
         category: &str,
     ) -> Result<LiveSource, LiveError> {
+        let dequeues_only = category == "sunrpc" && layout.qtime && !opts.enqueue_hooks;
+        if dequeues_only {
+            layout.unhook(Slot::Enqueue);
+        }
         let caps = host::Caps::current();
         if !caps.sufficient() {
             return Err(LiveError::Privileges {
@@ -203,6 +215,7 @@ impl LiveSource {
             exec_totals.as_ref().err(),
         )?;
         attach.report.pools = pools_note;
+        attach.report.dequeues_only = dequeues_only;
         Ok(LiveSource {
             attach,
             loss: loss::Loss::default(),
@@ -217,6 +230,8 @@ impl LiveSource {
             pending: None,
             exec_totals: exec_totals.ok(),
             pool_totals,
+            rebuild: dequeues_only.then(rebuild::Rebuild::default),
+            decoded: Vec::new(),
         })
     }
 
@@ -356,6 +371,12 @@ impl Source for LiveSource {
             detail.push_str("; ");
             detail.push_str(n);
         }
+        if let Some(r) = self.rebuild.as_ref().filter(|r| r.late > 0) {
+            detail.push_str(&format!(
+                "; {} events released late (a transport queued longer than the window)",
+                r.late
+            ));
+        }
         SourceInfo {
             kind: SourceKind::Live,
             kernel: self.kernel.clone(),
@@ -370,16 +391,30 @@ impl Source for LiveSource {
     }
 
     fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
-        out.append(&mut self.seeded);
+        // Decoded straight into `out`, or first into the reorder buffer.
+        let mut decoded = std::mem::take(&mut self.decoded);
+        let to = if self.rebuild.is_some() {
+            &mut decoded
+        } else {
+            &mut *out
+        };
+        to.append(&mut self.seeded);
         while let Some(chunk) = self.next_chunk()? {
-            self.decode_chunk(&chunk, out);
+            self.decode_chunk(&chunk, to);
             self.drain.recycle(chunk);
         }
         if self.loss.due() {
-            self.sweep_exec_totals(out);
-            self.ring_losses(out);
-            self.skipped_runs(out);
+            self.sweep_exec_totals(to);
+            self.ring_losses(to);
+            self.skipped_runs(to);
         }
+        if let Some(r) = &mut self.rebuild {
+            for ev in decoded.drain(..) {
+                r.push(ev);
+            }
+            r.release(host::monotonic_ns(), out);
+        }
+        self.decoded = decoded;
         Ok(Poll::Pending)
     }
 

@@ -32,6 +32,9 @@ pub struct AccessReport {
     pub kept_classic: Vec<String>,
     /// What happened to raw slots whose programs missed hits, in order.
     pub hand_overs: Vec<HandOver>,
+    /// svc_xprt_enqueue is not hooked: the ready queue is rebuilt from
+    /// the dequeues' `qtime` (see `super::rebuild`).
+    pub dequeues_only: bool,
     /// How busy threads per pool are measured, or why not (see
     /// `super::pools::plan`); empty: not said (tests' categories).
     pub pools: String,
@@ -119,6 +122,14 @@ impl fmt::Display for AccessReport {
                  read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
+        if self.dequeues_only {
+            write!(
+                f,
+                "; ready queue rebuilt from dequeues (qtime), svc_xprt_enqueue not hooked: \
+                 events held {} s, so a snapshot covers up to then (--enqueue-hooks hooks it)",
+                super::rebuild::WINDOW_NS / 1_000_000_000
+            )?;
+        }
         if !self.pools.is_empty() {
             write!(f, "; {}", self.pools)?;
         }
@@ -166,6 +177,7 @@ mod tests {
             measures_bytes: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
+            dequeues_only: true,
             pools: "busy threads per pool from rq_pool".into(),
         };
         r.hand_over_failed(Slot::Dequeue, "EBUSY".into());
@@ -181,7 +193,9 @@ mod tests {
             r.to_string(),
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
              (the default); svc_stats_latency of known transports added up in the kernel; \
-             bytes in/out from rq_arg.len/rq_res.len; busy threads per pool from rq_pool; \
+             bytes in/out from rq_arg.len/rq_res.len; ready queue rebuilt from dequeues \
+             (qtime), svc_xprt_enqueue not hooked: events held 1 s, so a snapshot covers up to \
+             then (--enqueue-hooks hooks it); busy threads per pool from rq_pool; \
              classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
