@@ -41,6 +41,8 @@ pub struct NfsdThreads {
     pub pool_threads: Option<Vec<u32>>,
     /// Execution seconds so far of each pool's threads, where measured.
     pub pool_exec_seconds: Option<Vec<f64>>,
+    /// Requests so far of each pool's threads, where measured.
+    pub pool_requests: Option<Vec<u64>>,
     /// Execution seconds so far of requests whose pool was not found.
     pub unattributed_exec_seconds: f64,
 }
@@ -193,9 +195,11 @@ impl Tracker {
                 let each: Vec<Option<u32>> = pools.iter().map(|p| p.threads).collect();
                 let busy =
                     self.pool_busy(exec, threads.unattributed_exec_seconds, &each, s.interval_s);
-                for ((p, b), e) in pools.iter_mut().zip(busy).zip(exec) {
+                let requests = threads.pool_requests.as_deref().unwrap_or(&[]);
+                for (i, (p, b)) in pools.iter_mut().zip(busy).enumerate() {
                     p.busy_threads = b;
-                    p.exec_seconds = Some(*e);
+                    p.exec_seconds = Some(exec[i]);
+                    p.requests = requests.get(i).copied();
                 }
             }
             // One pool: it is the server.
@@ -328,6 +332,7 @@ mod tests {
             pools: Some(2),
             pool_threads: Some(vec![4, 4]),
             pool_exec_seconds: Some(exec.to_vec()),
+            pool_requests: Some(vec![10, 30]),
             unattributed_exec_seconds: unattributed,
         };
         let snap = |exec: f64, n: u64| Snapshot {
@@ -350,6 +355,7 @@ mod tests {
         let v = tr.view(&threads([1.0, 3.0], 0.0), &snap(4.0, 1));
         assert_eq!(busy(&v), [Some(0.5), Some(1.5)]);
         assert_eq!(v.pools[1].exec_seconds, Some(3.0));
+        assert_eq!(v.pools[1].requests, Some(30));
         assert_eq!(v.busy_threads, Some(2.0));
         // Pool 1 reports 10 s in 2 s: its 4 threads, and 2 s carried.
         let v = tr.view(&threads([1.0, 13.0], 0.0), &snap(14.0, 2));

@@ -299,6 +299,10 @@ pub struct PoolView {
     /// where measured per pool (a live host with several pools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_seconds: Option<f64>,
+    /// Requests this pool's threads completed since nfsdtop started,
+    /// where measured per pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
 }
 
 impl Snapshot {

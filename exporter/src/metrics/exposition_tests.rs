@@ -98,6 +98,7 @@ fn representative() -> MetricsState {
                     threads: Some(8),
                     busy_threads: Some(0.5 + f64::from(pool)),
                     exec_seconds: Some(4.0),
+                    requests: Some(40),
                 })
                 .collect(),
             netns: vec![4026531840, 4026532077],

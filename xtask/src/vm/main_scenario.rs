@@ -112,7 +112,7 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     rep.check(
         detail.contains(rebuilt) == (ws == "qtime") && !classic_detail.contains(rebuilt),
         format!(
-            "main: the ready queue rebuilt from dequeues exactly where they carry qtime ({ws}),              main-classic with the enqueue hooks"
+            "main: the ready queue rebuilt from dequeues exactly where they carry qtime ({ws}), main-classic with the enqueue hooks"
         ),
     );
     if let (true, Some(c)) = (ws == "qtime", &classic) {

@@ -355,7 +355,8 @@ impl Source for LiveSource {
         let mut t = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
         if let (Some(m), Some(n)) = (&self.pool_totals, t.pools) {
             let (each, unattributed) = m.read(n);
-            t.pool_exec_seconds = Some(each);
+            t.pool_exec_seconds = Some(each.iter().map(|e| e.0).collect());
+            t.pool_requests = Some(each.iter().map(|e| e.1).collect());
             t.unattributed_exec_seconds = unattributed;
         }
         t

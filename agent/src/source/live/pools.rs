@@ -88,12 +88,15 @@ impl PoolTotalsMap {
         })
     }
 
-    /// Execution seconds so far of pools `0..pools` (at most [`SLOTS`]),
-    /// and of requests whose pool was not found.
-    pub fn read(&self, pools: u32) -> (Vec<f64>, f64) {
+    /// Execution seconds and requests so far of pools `0..pools` (at
+    /// most [`SLOTS`]), and the seconds of requests whose pool was not
+    /// found.
+    pub fn read(&self, pools: u32) -> (Vec<(f64, u64)>, f64) {
         // Two words an entry: µs, then the request count.
         let secs = |i: u32| self.map.word(i as usize * 2) as f64 / 1e6;
-        let each = (0..pools.min(SLOTS)).map(secs).collect();
+        let each = (0..pools.min(SLOTS))
+            .map(|i| (secs(i), self.requests(i)))
+            .collect();
         (each, secs(SLOTS))
     }
 
