@@ -161,3 +161,18 @@ fn resolve_from_file_and_flags() {
     let cli = Cli::parse_from(["nfsdtopd", "--resolve"]);
     assert!(Config::resolve(&cli).unwrap().session.resolve);
 }
+
+#[test]
+fn enqueue_hooks_from_file_and_flag() {
+    let path = Path::new("/etc/nfsdtopd.toml");
+    let hooks =
+        |text: &str| Config::from_file_text(path, text).map(|c| c.session.live.enqueue_hooks);
+    assert!(!hooks("").unwrap(), "dequeues alone by default");
+    assert!(hooks("enqueue_hooks = true").unwrap());
+    assert!(!hooks("enqueue_hooks = false").unwrap());
+    let e = hooks("enqueue_hooks = \"yes\"").unwrap_err().to_string();
+    assert!(e.contains("/etc/nfsdtopd.toml:1"), "{e}");
+    let cli = Cli::parse_from(["nfsdtopd", "--enqueue-hooks"]);
+    assert!(Config::resolve(&cli).unwrap().session.live.enqueue_hooks);
+    assert!(Cli::try_parse_from(["nfsdtopd", "--enqueue-hooks", "--demo", "movers"]).is_err());
+}
