@@ -36,7 +36,25 @@ impl Arrival {
 /// The closed loop that explains `arrivals` best: the N whose think
 /// times (arrival − the completion N − in-service before it) spread
 /// least, relative to their mean.
-pub(super) fn closed_loop(arrivals: &[Arrival]) -> Option<FittedDemand> {
+///
+/// N is sought up to the completions remembered ([`GAPS`] before the
+/// arrival that found the fewest requests in service), so that every N
+/// compared explains the same arrivals: beyond, only those that found
+/// more in service would count, a subset whose spread is no measure.
+///
+/// Where the spread keeps shrinking up to that bound (the think times
+/// vary more than a few completions' spacing does, as a client's own
+/// scheduling makes them), N is not told by the spread: the loop is at
+/// least that deep, and its think times reach back across many
+/// completions, each a sum of the spacings before the arrival. Their mean,
+/// from a few dozen arrivals, would set the loop's rate (N over its cycle)
+/// by chance, by a tenth either way. There the spacings are taken at their
+/// mean over the whole recording, `spacing_ns` (the transport's time per
+/// dispatch): each think time is its gap to the last completion plus
+/// k − 1 mean spacings, so that the loop's cycle is N spacings, as Little's
+/// law has it for the rate recorded. The sampled think times keep their
+/// spread, scaled to that mean.
+pub(super) fn closed_loop(arrivals: &[Arrival], spacing_ns: Option<f64>) -> Option<FittedDemand> {
     let thinks = |n: usize| -> Vec<u64> {
         arrivals
             .iter()
@@ -47,8 +65,9 @@ pub(super) fn closed_loop(arrivals: &[Arrival]) -> Option<FittedDemand> {
             .collect()
     };
     let lo = arrivals.iter().map(|a| a.in_service as usize + 1).min()?;
+    let deepest = lo - 1 + GAPS;
     let mut best: Option<(f64, usize, Vec<u64>)> = None;
-    for n in lo..=lo + GAPS {
+    for n in lo..=deepest {
         let t = thinks(n);
         // Most arrivals must be explained at this N.
         if t.is_empty() || t.len() * 2 < arrivals.len() {
@@ -61,7 +80,25 @@ pub(super) fn closed_loop(arrivals: &[Arrival]) -> Option<FittedDemand> {
             best = Some((cv, n, t));
         }
     }
-    best.map(|(_, n, thinks_ns)| FittedDemand::Closed {
+    let (_, n, mut thinks_ns) = best?;
+    if let (true, Some(spacing)) = (n == deepest, spacing_ns) {
+        let (sum, count) = arrivals
+            .iter()
+            .filter_map(|a| {
+                let k = n.checked_sub(a.in_service as usize)?;
+                (k >= 1 && k <= a.n as usize)
+                    .then(|| f64::from(a.gaps_us[0]) * 1e3 + (k - 1) as f64 * spacing)
+            })
+            .fold((0.0, 0u64), |(s, c), x| (s + x, c + 1));
+        let mean = thinks_ns.iter().sum::<u64>() as f64 / thinks_ns.len() as f64;
+        if count > 0 && mean > 0.0 {
+            let scale = sum / count as f64 / mean;
+            for t in &mut thinks_ns {
+                *t = (*t as f64 * scale) as u64;
+            }
+        }
+    }
+    Some(FittedDemand::Closed {
         inflight: n as u32,
         thinks_ns,
     })
