@@ -124,6 +124,7 @@ struct State {
     thinks: Reservoir<u64>,
     service: Reservoir<u64>,
     dispatches: u64,
+    first_dequeue_ns: Option<u64>,
     last_dequeue_ns: u64,
     completed_since_dequeue: bool,
     /// Its last completions, newest last.
@@ -222,6 +223,7 @@ impl Fitter {
             thinks: Reservoir::new(BURST_SAMPLES, seed << 1),
             service: Reservoir::new(SERVICE_SAMPLES, seed << 2),
             dispatches: 0,
+            first_dequeue_ns: None,
             last_dequeue_ns: 0,
             completed_since_dequeue: false,
             recent: VecDeque::new(),
@@ -278,6 +280,7 @@ impl Fitter {
                     s.in_service += 1;
                     s.burst = s.burst.saturating_add(1);
                     s.dispatches += 1;
+                    s.first_dequeue_ns.get_or_insert(ts);
                     s.last_dequeue_ns = ts;
                     s.completed_since_dequeue = false;
                     if estimated {
@@ -413,7 +416,7 @@ impl Fitter {
                 let demand = if s.arrivals.seen() <= 1 {
                     otherwise()
                 } else if s.mid_busy_arrivals * 2 >= periods.max(1) {
-                    closed_loop(s.arrivals.items()).unwrap_or_else(otherwise)
+                    closed_loop(s.arrivals.items(), spacing(&s)).unwrap_or_else(otherwise)
                 } else if s.thinks.items().is_empty() || sizes.is_empty() {
                     otherwise()
                 } else {
@@ -445,6 +448,14 @@ impl Fitter {
             completions_estimated: self.estimated,
         }
     }
+}
+
+/// Its mean time per dispatch, first to last (completions follow
+/// dispatches one for one): `None` for fewer than two.
+fn spacing(s: &State) -> Option<f64> {
+    let first = s.first_dequeue_ns?;
+    (s.dispatches >= 2 && s.last_dequeue_ns > first)
+        .then(|| (s.last_dequeue_ns - first) as f64 / (s.dispatches - 1) as f64)
 }
 
 /// `n` requests of `s` completed at `ts`.

@@ -1,10 +1,10 @@
 //! Scenario "whatif" (scripts/vm/scenario-whatif.sh, issue 23): a
 //! recording of steady load from clients with different nconnect under
 //! the kernel's flat queue, fed to `nfsdtop whatif --policy flat,rr-peer
-//! --format json` on the host. Under `flat` the model aims to reproduce
-//! every client's measured share within [`SHARE_POINTS`] (reported: one
-//! run in three still misses); under `rr-peer` it must predict a ratio
-//! within [`RATIO_TOLERANCE`] of 1 for every backlogged client; the recording's thread count must be the one
+//! --format json` on the host. Under `flat` the model must reproduce
+//! every client's measured share within [`SHARE_POINTS`]; under `rr-peer`
+//! it must predict a ratio within [`RATIO_TOLERANCE`] of 1 for every
+//! backlogged client; the recording's thread count must be the one
 //! /proc/fs/nfsd/threads showed.
 
 use std::collections::BTreeMap;
@@ -166,18 +166,16 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
                 fmt_ratio(m.fairness)
             ),
         );
-        // Reported, not checked: on trixie two runs of the steady-load
-        // scenario came within 1.35 points and a third missed by 4.97
-        // (c2) and 4.68 (c3), so the 3-point aim is not yet met every run.
         let err = flat.map(|f| (f.share - m.share) * 100.0);
-        let within = err.is_some_and(|e| e.abs() <= SHARE_POINTS) && row.fit_ok;
-        rep.note(format!(
-            "whatif: {name} {ip}: flat against the measured share {:.1}%: {:+.2} points (fit {:+.2}; the aim: within {SHARE_POINTS}): {}",
-            m.share * 100.0,
-            err.unwrap_or(f64::NAN),
-            row.fit_error_points,
-            if within { "within" } else { "MISSED" }
-        ));
+        rep.check(
+            err.is_some_and(|e| e.abs() <= SHARE_POINTS) && row.fit_ok,
+            format!(
+                "whatif: {name} {ip}: flat reproduces the measured share {:.1}% within {SHARE_POINTS} points ({:+.2}; fit {:+.2})",
+                m.share * 100.0,
+                err.unwrap_or(f64::NAN),
+                row.fit_error_points,
+            ),
+        );
         if backlogged {
             let ratio = rr.and_then(|f| f.fairness);
             rep.check(
