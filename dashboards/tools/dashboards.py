@@ -136,6 +136,14 @@ def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, mi
                           "tooltip": {"mode": "multi", "sort": "desc"}}, **kw)
 
 
+def dashed(regex):
+    """Override: the series whose names match regex as unfilled dashed lines
+    (a limit such as the thread count, drawn against the values)."""
+    return {"matcher": {"id": "byRegexp", "options": regex},
+            "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                           {"id": "custom.fillOpacity", "value": 0}]}
+
+
 def steps(*pairs):
     """Threshold steps: (None, colour), (value, colour), ..."""
     return {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in pairs]}
@@ -358,10 +366,7 @@ def overview():
                      [(busy_threads(INST), "busy {{instance}}"),
                       (f"sum by (instance) (nfsdtop_server_threads{{{INST}}})", "threads {{instance}}")],
                      "none", minv=0,
-                     overrides=[{"matcher": {"id": "byRegexp", "options": "threads .*"},
-                                 "properties": [{"id": "custom.lineStyle",
-                                                 "value": {"fill": "dash", "dash": [10, 10]}},
-                                                {"id": "custom.fillOpacity", "value": 0}]}]), 8, 8)
+                     overrides=[dashed("threads .*")]), 8, 8)
     b.add(timeseries("Busy threads per pool",
                      "Mean busy threads of each nfsd thread pool, against its threads (dashed, "
                      "/proc/fs/nfsd/pool_threads). With sunrpc pool_mode=global (the default) "
@@ -376,10 +381,7 @@ def overview():
                       (f"sum by (instance, pool) (nfsdtop_server_pool_threads{{{INST}}})",
                        "threads pool {{pool}}")],
                      "none", minv=0,
-                     overrides=[{"matcher": {"id": "byRegexp", "options": "threads .*"},
-                                 "properties": [{"id": "custom.lineStyle",
-                                                 "value": {"fill": "dash", "dash": [10, 10]}},
-                                                {"id": "custom.fillOpacity", "value": 0}]}]), 8, 8)
+                     overrides=[dashed("threads .*")]), 8, 8)
     b.add(stat("Network namespaces",
                "Network namespaces with NFS traffic: those of the peers nfsdtopd tracks now. "
                "More than 1: nfsd serves several containers, which share these threads.",
@@ -470,6 +472,18 @@ def drilldown():
                        "fair share {{class}}")], "percentunit", minv=0, maxv=1), 12, 8)
     b.add(heatmap("Queue wait", "Distribution of ready -> dispatched times for this class.",
                   f"sum by (le) (increase(nfsdtop_class_queue_wait_seconds_bucket{{{one}}}[{RI}]))"), 12, 8)
+
+    b.add(timeseries("Threads: $class and the server",
+                     "nfsd threads this class's requests kept busy (its thread seconds per "
+                     "second) against all busy threads and the threads nfsd runs (dashed). "
+                     "Only when the server's busy threads reach its threads do requests queue: "
+                     "then a class below its fair share waits for threads the others hold.",
+                     [(rate("nfsdtop_class_execution_seconds_total", one, "instance, class"),
+                       "{{class}}"),
+                      (busy_threads(INST), "busy, all classes {{instance}}"),
+                      (f"sum by (instance) (nfsdtop_server_threads{{{INST}}})", "threads {{instance}}")],
+                     "none", minv=0,
+                     overrides=[dashed("threads .*")]), 24, 7)
 
     b.row("Peers of $class (top K; peer=\"other\" is the rest)")
     b.add(timeseries("Dispatch rate per peer", "Dispatches per second.",
