@@ -136,6 +136,14 @@ def timeseries(title, desc, targets, unit=None, stack=False, thresholds=None, mi
                           "tooltip": {"mode": "multi", "sort": "desc"}}, **kw)
 
 
+def dashed(regex):
+    """Override: the series whose names match regex as unfilled dashed lines
+    (a limit such as the thread count, drawn against the values)."""
+    return {"matcher": {"id": "byRegexp", "options": regex},
+            "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                           {"id": "custom.fillOpacity", "value": 0}]}
+
+
 def steps(*pairs):
     """Threshold steps: (None, colour), (value, colour), ..."""
     return {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in pairs]}
@@ -211,6 +219,22 @@ def dashboard(uid, title, desc, panels, variables, links):
 
 
 RATIO_THRESHOLDS = steps((None, "red"), (0.5, "orange"), (0.9, "green"))
+# Busy threads over threads: near 1 every nfsd thread is in service and
+# requests wait on the ready queue for one.
+SATURATION_THRESHOLDS = steps((None, "green"), (0.75, "orange"), (0.9, "red"))
+
+
+def busy_threads(sel, by="instance"):
+    """Mean nfsd threads executing requests over the window; by pool too
+    when `by` names it."""
+    pool = "_pool" if "pool" in by else ""
+    return rate(f"nfsdtop_server{pool}_busy_thread_seconds_total", sel, by)
+
+
+def saturation(sel):
+    """Busy threads / threads, per nfsdtopd (0..1)."""
+    return (f"{busy_threads(sel)}\n/\n"
+            f"(sum by (instance) (nfsdtop_server_threads{{{sel}}}) > 0)")
 # Red from NfsdtopQueueWaitHigh's default (a histogram bucket boundary).
 WAIT_THRESHOLDS = steps((None, "green"), (0.131072, "orange"), (0.524288, "red"))
 
@@ -324,6 +348,46 @@ def overview():
                                  "properties": [{"id": "custom.lineStyle",
                                                  "value": {"fill": "dash", "dash": [10, 10]}}]}]), 12, 9)
 
+    b.row("Server threads")
+    b.add(stat("Thread saturation",
+               "Busy nfsd threads / nfsd threads over the interval, per nfsdtopd. Near 100% "
+               "every thread is executing a request: new requests wait on the ready queue, "
+               "and only then does the dispatch order (who gets the next free thread) matter. "
+               "Orange from 75%, red from 90%. Empty where nfsdtopd does not know the thread "
+               "count or sees no execution events (svc_stats_latency).",
+               saturation(INST), "percentunit", SATURATION_THRESHOLDS, legend="{{instance}}",
+               decimals=1), 4, 8)
+    b.add(timeseries("Busy threads / threads",
+                     "Mean nfsd threads executing requests (rate of "
+                     "nfsdtop_server_busy_thread_seconds_total) against the threads nfsd runs "
+                     "(dashed, /proc/fs/nfsd/threads). When busy meets the dashed line the "
+                     "server is saturated: requests queue, and the backlogged fractions and "
+                     "queue waits above grow.",
+                     [(busy_threads(INST), "busy {{instance}}"),
+                      (f"sum by (instance) (nfsdtop_server_threads{{{INST}}})", "threads {{instance}}")],
+                     "none", minv=0,
+                     overrides=[dashed("threads .*")]), 8, 8)
+    b.add(timeseries("Busy threads per pool",
+                     "Mean busy threads of each nfsd thread pool, against its threads (dashed, "
+                     "/proc/fs/nfsd/pool_threads). With sunrpc pool_mode=global (the default) "
+                     "there is one pool, 0, and it is the whole server: the same lines as on "
+                     "the left. With pernode/percpu pools each pool serves its own CPUs' "
+                     "requests, so one pool can be saturated while the server as a whole is "
+                     "not (the sum of the pools is the server). A pool's busy threads are "
+                     "missing where not measured per pool (several pools in a replay or the "
+                     "demo; an interval in which over 1% of the execution time had no pool); "
+                     "its threads are still shown.",
+                     [(busy_threads(INST, "instance, pool"), "busy pool {{pool}}"),
+                      (f"sum by (instance, pool) (nfsdtop_server_pool_threads{{{INST}}})",
+                       "threads pool {{pool}}")],
+                     "none", minv=0,
+                     overrides=[dashed("threads .*")]), 8, 8)
+    b.add(stat("Network namespaces",
+               "Network namespaces with NFS traffic: those of the peers nfsdtopd tracks now. "
+               "More than 1: nfsd serves several containers, which share these threads.",
+               f"sum by (instance) (nfsdtop_server_network_namespaces{{{INST}}})", "none",
+               legend="{{instance}}"), 4, 8)
+
     b.row("What clients do")
     b.add(timeseries("Top classes by operations",
                      "Requests nfsd executed per second (svc_stats_latency), the 10 busiest "
@@ -408,6 +472,18 @@ def drilldown():
                        "fair share {{class}}")], "percentunit", minv=0, maxv=1), 12, 8)
     b.add(heatmap("Queue wait", "Distribution of ready -> dispatched times for this class.",
                   f"sum by (le) (increase(nfsdtop_class_queue_wait_seconds_bucket{{{one}}}[{RI}]))"), 12, 8)
+
+    b.add(timeseries("Threads: $class and the server",
+                     "nfsd threads this class's requests kept busy (its thread seconds per "
+                     "second) against all busy threads and the threads nfsd runs (dashed). "
+                     "Only when the server's busy threads reach its threads do requests queue: "
+                     "then a class below its fair share waits for threads the others hold.",
+                     [(rate("nfsdtop_class_execution_seconds_total", one, "instance, class"),
+                       "{{class}}"),
+                      (busy_threads(INST), "busy, all classes {{instance}}"),
+                      (f"sum by (instance) (nfsdtop_server_threads{{{INST}}})", "threads {{instance}}")],
+                     "none", minv=0,
+                     overrides=[dashed("threads .*")]), 24, 7)
 
     b.row("Peers of $class (top K; peer=\"other\" is the rest)")
     b.add(timeseries("Dispatch rate per peer", "Dispatches per second.",
