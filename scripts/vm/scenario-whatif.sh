@@ -56,6 +56,8 @@ if have_nfsdtop; then
     summary whatif.record_exit "$?"
     summary t_record_done.whatif "$(up)"
   else
+    # Still running but silent: stopped, so the scenarios after it run.
+    kill -KILL "$NFSDTOP_PID" 2>/dev/null
     wait "$NFSDTOP_PID"
     summary whatif.record_exit "$?"
     summary whatif.error "nfsdtop record did not start: $(tail -n 3 "$OUT/whatif-record.err" | tr '\n' ' ')"

@@ -132,6 +132,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             )
         }
     };
+    // The header on disk now: the file says at once that the source is
+    // open, whenever the first events come (a live source without enqueue
+    // hooks holds them a second).
+    writer
+        .flush()
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
 
     // Ctrl-C, SIGTERM or SIGHUP (the terminal went away): finish the
     // file. A second one while finishing exits at once.
