@@ -9,7 +9,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 
 # Debian packages --------------------------------------------------------
 need_pkgs=()
-want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed' || need_pkgs+=("$1"); }
+want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep 'ok installed' >/dev/null || need_pkgs+=("$1"); }
 if [ "$what" = all ]; then
   # tmux: the TUI end-to-end test; prometheus: promtool and a real server
   # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests.
@@ -29,8 +29,8 @@ fi
 # Rust pieces for the BPF build -------------------------------------------
 # aya-build compiles the BPF crate with build-std=core: it needs rust-src
 # on the nightly toolchain.
-if rustup toolchain list | grep -q '^nightly'; then
-  if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
+if rustup toolchain list | grep '^nightly' >/dev/null; then
+  if ! rustup component list --toolchain nightly --installed | grep '^rust-src' >/dev/null; then
     say "adding rust-src to nightly"
     rustup component add rust-src --toolchain nightly
   fi
@@ -43,10 +43,10 @@ fi
 # and has no shared libLLVM). The library is copied, not linked, so a
 # toolchain update cannot break the linker.
 BPF_LINKER_VERSION=0.13.0
-if ! bpf-linker --version 2>/dev/null | grep -q "$BPF_LINKER_VERSION"; then
+if ! bpf-linker --version 2>/dev/null | grep "$BPF_LINKER_VERSION" >/dev/null; then
   prefix=${NFSDTOP_TOOLS:-$HOME/.local/share/nfsdtop-tools}/llvm
   nightly_lib=$(rustc +nightly --print sysroot)/lib
-  llvm_so=$(cd "$nightly_lib" && ls libLLVM.so.*-rust-* 2>/dev/null | head -n1 || true)
+  llvm_so=$(cd "$nightly_lib" && ls libLLVM.so.*-rust-* 2>/dev/null | sed -n 1p || true)
   [ -n "$llvm_so" ] || { say "no libLLVM in $nightly_lib: cannot build bpf-linker"; exit 1; }
   major=$(echo "$llvm_so" | sed -E 's/libLLVM\.so\.([0-9]+).*/\1/')
   mkdir -p "$prefix/lib"

@@ -91,12 +91,12 @@ grep -q "^Documentation=man:nfsdtopd(8) file://$S/runbooks/RUNBOOKS.md\$" \
 # Published runbooks: --runbook-base.
 cargo xtask install --debug --prefix "$tmp/usr" --runbook-base https://runbooks.example.org/nfsdtop/ >/dev/null
 check_links "https://runbooks.example.org/nfsdtop"
-"$tmp/usr/bin/nfsdtop" --version | grep -q '^nfsdtop ' || fail "nfsdtop --version"
+"$tmp/usr/bin/nfsdtop" --version | grep '^nfsdtop ' >/dev/null || fail "nfsdtop --version"
 grep -q "ExecStart=$tmp/usr/bin/nfsdtopd --config $tmp/usr/etc/nfsdtop/nfsdtopd.toml" \
   "$tmp/usr/lib/systemd/system/nfsdtopd.service" || fail "unit paths not rewritten"
 out=$(systemd-analyze verify --man=no "$tmp/usr/lib/systemd/system/nfsdtopd.service" 2>&1) || fail "$out"
 [ -z "$out" ] || fail "systemd-analyze: $out"
-man -l "$tmp/usr/share/man/man8/nfsdtopd.8" 2>/dev/null | grep -q -- '--listen' || \
+man -l "$tmp/usr/share/man/man8/nfsdtopd.8" 2>/dev/null | grep -- '--listen' >/dev/null || \
   grep -q -- 'listen' "$tmp/usr/share/man/man8/nfsdtopd.8" || fail "nfsdtopd.8 lacks --listen"
 # The man pages say more than the options: keys, columns, examples, exit codes.
 M=$tmp/usr/share/man
@@ -120,7 +120,7 @@ kill $pid; wait $pid 2>/dev/null || true
 
 cargo xtask deb --debug --out "$tmp/deb" >/dev/null
 deb=$(ls "$tmp"/deb/nfsdtop_*.deb)
-dpkg-deb --field "$deb" Package | grep -qx 'nfsdtop' || fail "deb control"
+dpkg-deb --field "$deb" Package | grep -x 'nfsdtop' >/dev/null || fail "deb control"
 contents=$(dpkg-deb --contents "$deb")
 for f in ./usr/bin/nfsdtop ./usr/bin/nfsdtopd ./lib/systemd/system/nfsdtopd.service \
          ./etc/nfsdtop/nfsdtopd.toml ./usr/share/man/man8/nfsdtopd.8 \
@@ -131,5 +131,5 @@ done
 grep -q 'ExecStart=/usr/bin/nfsdtopd --config /etc/nfsdtop/nfsdtopd.toml' \
   <(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./lib/systemd/system/nfsdtopd.service) || fail "deb unit paths"
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/nfsdtop/rules/nfsdtop.rules.yml |
-  grep -q 'runbook_url: "file:///usr/share/nfsdtop/runbooks/RUNBOOKS.md#nfsdtopunfairshare"' || fail "deb rules' runbook_url"
+  grep 'runbook_url: "file:///usr/share/nfsdtop/runbooks/RUNBOOKS.md#nfsdtopunfairshare"' >/dev/null || fail "deb rules' runbook_url"
 echo "install and deb: ok ($(du -h "$deb" | cut -f1) package)"

@@ -46,7 +46,7 @@ ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile
 both_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 2 ]; }
 poll 30 both_up || die "Prometheus does not see both nfsdtopd targets up"
 # AgentDown may be pending from before the first scrape; it must clear.
-no_agent_down() { ! alerts | grep -q '^NfsdtopAgentDown'; }
+no_agent_down() { ! alerts | grep '^NfsdtopAgentDown' >/dev/null; }
 poll 15 no_agent_down || die "NfsdtopAgentDown stays active although both targets are up"
 ok "both targets up, NfsdtopAgentDown inactive"
 

@@ -33,7 +33,7 @@ start_prometheus "$tmp/e2e-fast.rules.yml" "  - job_name: nfsdtop
 ok "Prometheus on $prom (1s scrapes, e2e-fast rules)"
 up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 1 ]; }
 poll 30 up || die "Prometheus does not see nfsdtopd up"
-no_agent_down() { ! alerts | grep -q '^NfsdtopAgentDown'; }
+no_agent_down() { ! alerts | grep '^NfsdtopAgentDown' >/dev/null; }
 poll 15 no_agent_down || die "NfsdtopAgentDown stays active although the target is up"
 
 # Until every starved client's alert fires, then 15s more for any false
@@ -62,7 +62,7 @@ if [ -n "$firing_since" ]; then
   ok "NfsdtopUnfairShare firing for each starved client: $starved ($((firing_since - START))s after start)"
 else
   fail "NfsdtopUnfairShare fired for $n of the 5 starved clients within the deadline:"
-  echo "$a" | grep UnfairShare | head -10 | sed 's/^/     /'
+  grep -m10 UnfairShare <<<"$a" | sed 's/^/     /'
   for c in $starved; do echo "     $c: series $(q "nfsdtop_class_dispatches_total{class=\"$c\"}" | wc -l)"; done
 fi
 if [ -z "$unexpected" ]; then

@@ -3,7 +3,7 @@
 # Needs an nfsdtop flag for the ring size.
 if ! have_nfsdtop; then
   :
-elif "$NFSDTOP" --help 2>&1 | grep -q -- '--ring-size'; then
+elif "$NFSDTOP" --help 2>&1 | grep -- '--ring-size' >/dev/null; then
   measure smallring --ring-size 4096
 else
   summary smallring.error "nfsdtop has no --ring-size flag"

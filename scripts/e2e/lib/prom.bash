@@ -49,7 +49,7 @@ start_daemon() {
   pids+=($!)
   listening() { grep -qs 'listening on http://[0-9.:]*' "$log"; }
   poll 20 listening || { cat "$log"; die "nfsdtopd ($name) did not start listening"; }
-  addr=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's|.*http://||')
+  addr=$(grep -m1 -o 'listening on http://[0-9.:]*' "$log" | sed 's|.*http://||')
   case $addr in 127.0.0.1:*) ;; *) die "nfsdtopd listens on $addr, not loopback";; esac
 }
 
