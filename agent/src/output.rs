@@ -2,12 +2,14 @@
 //! iteration), a `top -b`-like text table, and CSV.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ClientName, EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Tracepoint,
+    ClientName, EntityKind, EntityStats, ProcName, ProcedureStats, ServerView, Snapshot,
+    SourceInfo, Tracepoint,
 };
 use crate::units::fmt_byte_rate;
 
@@ -64,6 +66,10 @@ pub struct BatchTotals {
     pub hostname_lookups_dropped: Option<u64>,
 }
 
+fn is_empty_map<K, V>(m: &BTreeMap<K, V>) -> bool {
+    m.is_empty()
+}
+
 /// One entity (peer or class) of a batch JSON line.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchEntity<'a> {
@@ -99,6 +105,10 @@ pub struct BatchEntity<'a> {
     pub bytes_in_rate: Option<f64>,
     #[serde(default)]
     pub bytes_out_rate: Option<f64>,
+    /// Requests per RPC procedure, as the snapshot's (absent where
+    /// procedures are not counted).
+    #[serde(default, skip_serializing_if = "is_empty_map")]
+    pub procedures: Cow<'a, BTreeMap<ProcName, ProcedureStats>>,
     /// Peers: the NFSv4 clients at its address, where the server knows
     /// any (absent otherwise).
     #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
@@ -257,6 +267,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 bytes_out: e.bytes_out,
                 bytes_in_rate: e.bytes_in_rate,
                 bytes_out_rate: e.bytes_out_rate,
+                procedures: Cow::Borrowed(&e.procedures),
                 client_names: Cow::Borrowed(&e.client_names),
                 hostname: e.hostname.as_deref().map(Cow::Borrowed),
             })

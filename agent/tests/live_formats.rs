@@ -463,3 +463,54 @@ fn enqueue_records_without_work_flags_are_not_enqueues_on_6_6() {
         assert_eq!(decode_item(&with(1 | 1 << 3), &l), None, "{gen}: BUSY");
     }
 }
+
+/// The classic svc_stats_latency record names its request's procedure
+/// (`proc=` in ftrace): a string after the two sockaddrs, read as the
+/// kernel's name; a name cut by the copy's end is no procedure, never a
+/// wrong one.
+#[test]
+fn classic_stats_latency_names_the_procedure() {
+    let l = layout("6.16+");
+    assert_eq!(l.procedure_loc, 32);
+    let c = cfg(&l, Slot::StatsLatency);
+    let f = TraceFields {
+        value: 250,
+        client: Endpoint::from_socket_addr("[fd00::7]:801".parse().unwrap()),
+        server: Endpoint::from_socket_addr("[fd00::1]:2049".parse().unwrap()),
+        ..TraceFields::default()
+    };
+    let mut rec = decode::kernel_record(&c, Slot::StatsLatency, 5, &f);
+    // After the fixed fields (36 bytes) and two sockaddr_in6 (56), as the
+    // kernel lays the record out.
+    let (at, name) = (92usize, b"READDIRPLUS\0");
+    rec.raw[at..at + name.len()].copy_from_slice(name);
+    let loc = (name.len() as u32) << 16 | at as u32;
+    rec.raw[32..36].copy_from_slice(&loc.to_ne_bytes());
+    let bytes = rec.to_bytes();
+    let view = RecordView::new(&bytes).unwrap();
+    let ev = decode::decode(&view, &l).expect("an Executed event");
+    let p = decode::procedure(&view, &l, &ev).expect("its procedure");
+    assert_eq!(p.xprt, ev.xprt);
+    match p.kind {
+        EventKind::Procedure {
+            name,
+            requests,
+            exec_ns,
+        } => assert_eq!(
+            (name.as_str(), requests, exec_ns),
+            ("READDIRPLUS", 1, 250_000)
+        ),
+        k => panic!("{k:?}"),
+    }
+    // A location past the copy: no procedure.
+    let loc = 40u32 << 16 | 130;
+    rec.raw[32..36].copy_from_slice(&loc.to_ne_bytes());
+    let bytes = rec.to_bytes();
+    let view = RecordView::new(&bytes).unwrap();
+    let ev = decode::decode(&view, &l).unwrap();
+    assert!(decode::procedure(&view, &l, &ev).is_none());
+    // A format without the field: none either.
+    let mut none = l.clone();
+    none.procedure_loc = OFF_NONE;
+    assert!(decode::procedure(&view, &none, &ev).is_none());
+}

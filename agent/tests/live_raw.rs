@@ -314,15 +314,35 @@ fn folded_execution_times_reach_the_agent_once() {
         // every hit of one task, so a sum of n hits is n times them.
         rq_arg_len: off(&["pid"]),
         rq_res_len: off(&["tgid"]),
+        // The "procedure": program `prio`, version `static_prio` and
+        // procedure `policy`; (120, 120) is the one program the table
+        // below holds, so a normal task's wake-up is procedure 0 (named
+        // NULL), a real-time task's is not in the table: `(other)`.
+        rq_prog: off(&["prio"]),
+        rq_vers: off(&["static_prio"]),
+        rq_proc: off(&["policy"]),
+        fold_procs: 1,
         ..RawConfig::default()
     };
+    let mut programs = [nfsdtop_common::procs::ProcProgram::default(); 8];
+    programs[0] = nfsdtop_common::procs::ProcProgram {
+        prog: 120,
+        vers: 120,
+        base: 0,
+        count: 64,
+    };
+    bpf::write_proc_programs(&mut ebpf, &programs).unwrap();
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
     bpf::attach_raw(&mut ebpf, s, "sched_wakeup").unwrap();
+    let exec = |i| totals.read(i).map(|t| (t.owner, t.gen));
 
     // The raw layout of the slot, as the live source decodes it.
     let mut layout = exec_layout();
     layout.slots[s as usize] = raw::raw_record_layout(&SlotConfig::DISABLED, true);
     let mut known = KnownXprts::default();
+    known
+        .procs
+        .set_memory(nfsdtop_agent::source::live::procs::map_rows(&ebpf).expect("map PROC_ROWS"));
     let mut events = Vec::new();
     // Records decoded.
     let mut records = 0u64;
@@ -342,7 +362,9 @@ fn folded_execution_times_reach_the_agent_once() {
         if let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) {
             decoded = take(chunk, &mut known, &mut events);
         }
+        known.procs.claim(exec, 0, &mut events);
         known.sweep(|i| totals.read(i), &layout, 0, &mut events);
+        known.procs.sweep(exec, 0, &mut events);
     }
     // Stop the program, then take what is left in the ring: every record
     // the counters say was submitted.
@@ -357,6 +379,7 @@ fn folded_execution_times_reach_the_agent_once() {
     }
     assert_eq!(decoded, c.submitted, "every submitted record decoded");
     known.sweep(|i| totals.read(i), &layout, 0, &mut events);
+    known.procs.sweep(exec, 0, &mut events);
 
     let requests: u64 = events
         .iter()
@@ -412,6 +435,32 @@ fn folded_execution_times_reach_the_agent_once() {
         c.submitted,
         c.folded
     );
+    // Every request's procedure, once: from its record, or from its
+    // transport's row where the agent had claimed it (folded together
+    // with the time, so the same races apply).
+    let mut by_name = std::collections::BTreeMap::<String, (u64, u64)>::new();
+    for e in &events {
+        if let EventKind::Procedure { name, requests, .. } = e.kind {
+            let n = by_name.entry(name.to_string()).or_default();
+            n.0 += requests;
+            n.1 += u64::from(requests > 1);
+        }
+    }
+    let procedures: u64 = by_name.values().map(|n| n.0).sum();
+    println!(
+        "procedures: {by_name:?}; {} rows claimed",
+        known.procs.claimed()
+    );
+    assert!(
+        procedures <= sent && procedures * 1000 >= sent * 999,
+        "hits {sent}, procedures {procedures}"
+    );
+    let null = by_name.get("NULL").copied().unwrap_or_default();
+    assert!(
+        null.0 * 2 > procedures,
+        "normal tasks' wake-ups are NULL: {by_name:?}"
+    );
+    assert!(null.1 > 0, "some came folded from a row: {by_name:?}");
 }
 
 /// Per-pool folding (`nfsdtop_common::pools`): the raw svc_stats_latency

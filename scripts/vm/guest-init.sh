@@ -109,8 +109,11 @@ done
 mark "client namespaces ready: $CLIENTS"
 
 # --- ftrace: the independent ground truth ----------------------------------
+# FTRACE_EXTRA: more sunrpc events for one scenario (absent ones skipped).
 ftrace_start() {
-  ftrace_enable "$TRACE_KB" svc_xprt_dequeue svc_xprt_enqueue svc_stats_latency svc_xprt_accept svc_xprt_close svc_xprt_free
+  # shellcheck disable=SC2086
+  ftrace_enable "$TRACE_KB" svc_xprt_dequeue svc_xprt_enqueue svc_stats_latency svc_xprt_accept \
+    svc_xprt_close svc_xprt_free ${FTRACE_EXTRA:-}
 }
 # entries recorded so far, over all CPUs (quiescence check)
 ftrace_entries() { ftrace_sum entries; }
@@ -225,6 +228,8 @@ measure() {
   local tag=$1 f="$OUT/nfsdtop-$1.jsonl" ok=0 before after
   shift
   ftrace_start
+  # The kernel's own per-procedure counters, around the same span.
+  cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-before-$tag.txt" 2>/dev/null
   summary "t_trace_on.$tag" "$(up)"
   if [ "$tag" = wait ] && have_nfsdtop; then
     # Launched before nfsd: attached once its BPF programs are loaded
@@ -264,6 +269,7 @@ measure() {
     after=$(ftrace_entries)
     summary "ftrace_entries_while_stopping.$tag" "$((after - before))"
   fi
+  cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-after-$tag.txt" 2>/dev/null
   ftrace_stop "$tag"
 }
 

@@ -12,6 +12,7 @@
 //! the snapshot's numbers in `snapshot`.
 
 pub mod histogram;
+mod procedures;
 mod queue;
 mod slots;
 mod snapshot;
@@ -261,6 +262,19 @@ impl Aggregator {
                     }
                 }
                 self.exec_ns = self.exec_ns.saturating_add(exec_ns);
+            }
+            EventKind::Procedure {
+                name,
+                requests,
+                exec_ns,
+            } => {
+                let xi = self.xprt(&ev.xprt, ts);
+                let (ps, cs) = self.owners(xi);
+                for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
+                    e.procedures
+                        .get_or_insert_default()
+                        .add(name, requests, exec_ns);
+                }
             }
             EventKind::Accepted => {
                 self.events[Tracepoint::Accept.index()] += 1;

@@ -258,6 +258,11 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             bytes_out: bytes.map(|b| b.sent),
             bytes_in_rate: byte_rates.map(|r| r.0),
             bytes_out_rate: byte_rates.map(|r| r.1),
+            procedures: e
+                .procedures
+                .as_mut()
+                .map(|p| p.snapshot(ctx.interval_s))
+                .unwrap_or_default(),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

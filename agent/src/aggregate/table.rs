@@ -7,6 +7,7 @@ use std::hash::Hash;
 use rustc_hash::FxHashMap;
 
 use super::histogram::WaitHistogram;
+use super::procedures::Procedures;
 use crate::model::Bytes;
 
 /// Per-entity accounting. Peers and classes share it.
@@ -33,6 +34,9 @@ pub struct Entity {
     /// Bytes received and sent by those requests: `None` until a request
     /// with measured lengths arrives (see `EventKind::Executed`).
     pub bytes: Option<Bytes>,
+    /// Requests per procedure: `None` until a source reports one (boxed:
+    /// most of 100,000 peers' entities never pay for it).
+    pub procedures: Option<Box<Procedures>>,
     /// Transports known for this entity (peers) or member peers (classes).
     pub members: u64,
     pub connections: u64,

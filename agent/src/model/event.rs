@@ -209,12 +209,75 @@ pub enum EventKind {
         requests: u64,
         bytes: Option<Bytes>,
     },
+    /// `requests` requests of one RPC procedure finished, taking
+    /// `exec_ns` in all: a breakdown of the same transport's `Executed`
+    /// events, from sources that count procedures (never counted twice:
+    /// the requests themselves are the `Executed` ones).
+    Procedure {
+        name: ProcName,
+        requests: u64,
+        exec_ns: u64,
+    },
     /// A connection was accepted (or found in the socket table at start).
     Accepted,
     /// A transport went away (close/free).
     Closed,
     /// Records that never reached the agent (ring buffer full).
     Lost { tracepoint: Tracepoint, count: u64 },
+}
+
+/// An RPC procedure's name as the kernel gives it (`pc_name`, what ftrace
+/// prints as `proc=`), kept inline so that an [`Event`] stays `Copy`:
+/// printable ASCII, at most [`ProcName::MAX`] bytes (longer is cut).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcName([u8; ProcName::MAX]);
+
+impl ProcName {
+    pub const MAX: usize = 16;
+    /// The name procedures outside nfsdtop's table go by.
+    pub const OTHER: &'static str = "(other)";
+
+    /// `name`, with anything but printable ASCII as `?`.
+    pub fn new(name: &str) -> ProcName {
+        let mut b = [0u8; ProcName::MAX];
+        for (d, c) in b.iter_mut().zip(name.bytes()) {
+            *d = if c.is_ascii_graphic() { c } else { b'?' };
+        }
+        ProcName(b)
+    }
+
+    pub fn as_str(&self) -> &str {
+        let n = self.0.iter().position(|&c| c == 0).unwrap_or(ProcName::MAX);
+        // Only ASCII is ever stored (`new`).
+        std::str::from_utf8(&self.0[..n]).unwrap_or("?")
+    }
+}
+
+impl fmt::Debug for ProcName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// In JSON: the name as a string (read back as [`ProcName::new`] makes it).
+impl Serialize for ProcName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ProcName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ProcName::new(&<std::borrow::Cow<'de, str>>::deserialize(
+            d,
+        )?))
+    }
+}
+
+impl fmt::Display for ProcName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Bytes of RPC requests and replies (`svc_rqst.rq_arg.len` received,
@@ -246,6 +309,17 @@ mod tests {
         };
         assert_eq!(x.peer().to_string(), "10.0.0.9");
         assert_eq!(x.peer().netns, 7);
+    }
+
+    #[test]
+    fn procedure_names_are_inline_printable_and_cut() {
+        assert_eq!(ProcName::new("READDIRPLUS").as_str(), "READDIRPLUS");
+        assert_eq!(ProcName::new("a\nb\u{e9}").as_str(), "a?b??");
+        assert_eq!(
+            ProcName::new("0123456789abcdefXYZ").as_str(),
+            "0123456789abcdef"
+        );
+        assert_eq!(ProcName::new("").as_str(), "");
     }
 
     #[test]

@@ -3,8 +3,10 @@
 mod event;
 mod snapshot;
 
-pub use event::{Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, Tracepoint, XprtKey};
+pub use event::{
+    Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, ProcName, Tracepoint, XprtKey,
+};
 pub use snapshot::{
-    BpfProgramStats, ClientName, EntityKind, EntityStats, PoolView, ServerView, Snapshot,
-    SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
+    BpfProgramStats, ClientName, EntityKind, EntityStats, PoolView, ProcedureStats, ServerView,
+    Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
 };

@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::PerTracepoint;
+use std::collections::BTreeMap;
+
+use super::{PerTracepoint, ProcName};
 use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -155,6 +157,17 @@ pub struct Totals {
     pub hostname_lookups_dropped: Option<u64>,
 }
 
+/// One RPC procedure's requests of an entity.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProcedureStats {
+    /// Cumulative.
+    pub requests: u64,
+    /// Per second, this interval.
+    pub request_rate: f64,
+    /// Cumulative execution time of those requests.
+    pub exec_seconds: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct TransportStats {
     pub client: String,
@@ -223,6 +236,11 @@ pub struct EntityStats {
     pub bytes_in_rate: Option<f64>,
     #[serde(default)]
     pub bytes_out_rate: Option<f64>,
+    /// Requests per RPC procedure (the kernel's names; at most 32 per
+    /// entity, later names under `(other)`); empty (absent in JSON) where
+    /// procedures are not counted (`source.detail` says so).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub procedures: BTreeMap<ProcName, ProcedureStats>,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

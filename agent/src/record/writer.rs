@@ -141,6 +141,8 @@ impl<W: Write> Writer<W> {
     #[inline]
     pub fn write(&mut self, ev: &Event) -> io::Result<()> {
         let (code, mut flags) = match ev.kind {
+            // Not in the format yet: a recording replays without procedures.
+            EventKind::Procedure { .. } => return Ok(()),
             EventKind::Enqueue => (code::ENQUEUE, 0),
             EventKind::Dequeue { qtime_ns, class } => (
                 code::DEQUEUE,
@@ -212,7 +214,10 @@ impl<W: Write> Writer<W> {
                 e.byte(tracepoint.index() as u8);
                 e.varint(count);
             }
-            EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
+            EventKind::Enqueue
+            | EventKind::Accepted
+            | EventKind::Closed
+            | EventKind::Procedure { .. } => {}
         }
         self.plen += e.n;
         self.frame_events += 1;

@@ -359,6 +359,8 @@ impl Fitter {
                 let _ = self.state(&ev.xprt);
             }
             EventKind::Lost { count, .. } => self.lost += count,
+            // A breakdown of the Executed events already counted.
+            EventKind::Procedure { .. } => {}
         }
     }
 

@@ -18,6 +18,7 @@
 /// bytes, a `sockaddr_in` 16; 0 is a listener or UDP transport.
 pub const ADDR_MAX: usize = 28;
 
+pub mod procs;
 mod slot;
 pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
 
@@ -129,6 +130,12 @@ pub mod rawrec {
     pub const LENS: u16 = FLAGS;
     /// The network namespace's inode number, 4 bytes.
     pub const NETNS: u16 = 24;
+    /// svc_stats_latency: the request's procedure, 4 bytes (the high half
+    /// of the [`NETNS`] word, in full and short records): [`PROC_MEASURED`]
+    /// and the procedure's [`super::procs`] index in the low 8 bits; 0
+    /// where the program does not read procedures.
+    pub const PROC: u16 = 28;
+    pub const PROC_MEASURED: u32 = 1 << 31;
     /// qtime or execute in µs (as the tracepoints give them), 8 bytes.
     pub const VALUE: u16 = 32;
     /// The sockaddrs themselves, `ADDR_MAX` bytes each.
@@ -152,7 +159,8 @@ pub mod rawrec {
     pub const FULL: u8 = 1;
     /// [`super::Record::raw_kind`]: a transport this program already sent
     /// in full (and not freed since): only [`FLAGS`], [`VALUE`] and
-    /// [`XPRT`] are written; the agent has the addresses and namespace.
+    /// [`XPRT`] (and [`PROC`]) are written; the agent has the addresses
+    /// and namespace.
     pub const SHORT: u8 = 2;
     /// What `RawConfig::value` asks for.
     pub const VALUE_NONE: u32 = 0;
@@ -309,7 +317,14 @@ pub struct RawConfig {
     pub drop_mask: u64,
     pub need_mask: u64,
     pub rq_res_len: u32,
-    pub _pad: u32,
+    /// svc_stats_latency: `svc_rqst.rq_prog`, `rq_vers`, `rq_proc`, read
+    /// for the request's procedure ([`procs`]); 0: procedures not read.
+    pub rq_prog: u32,
+    pub rq_vers: u32,
+    pub rq_proc: u32,
+    /// 1 (with `fold_exec`): a request is folded only where its
+    /// procedure can be too (into its transport's `PROC_ROWS` row).
+    pub fold_procs: u32,
 }
 
 /// Bytes of the tracepoint record copied into every [`Record`]. The
@@ -463,7 +478,9 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 80);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 96);
+const _: () = assert!(core::mem::size_of::<procs::ProcProgram>() == 16);
+const _: () = assert!(core::mem::size_of::<procs::ProcRow>() == procs::ROW_WORDS * 8);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);
 const _: () = assert!(core::mem::size_of::<pools::PoolConfig>() == 24);
 const _: () = assert!(core::mem::size_of::<pools::PoolTotals>() == 16);
@@ -471,6 +488,7 @@ const _: () = assert!(rawrec::EXEC_BYTES_OUT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= rawrec::EXEC_GEN as usize);
 const _: () = assert!(rawrec::CLIENT_AT as usize + ADDR_MAX <= rawrec::XPRT as usize);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= RAW_BYTES);
+const _: () = assert!(rawrec::PROC == rawrec::NETNS + 4);
 const _: () = assert!(core::mem::align_of::<Record>() == 8);
 const _: () = assert!(RAW_BYTES.is_multiple_of(8));
 const _: () = assert!(OFF_NONE as usize >= RAW_BYTES);
@@ -480,12 +498,14 @@ mod user {
     // SAFETY: SlotConfig is repr(C), Copy, has no padding (asserted size 40
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::SlotConfig {}
-    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 80
+    // SAFETY: RawConfig is repr(C), Copy, has no padding (asserted size 96
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::RawConfig {}
     // SAFETY: PoolConfig is repr(C), Copy, has no padding (asserted size 24
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::pools::PoolConfig {}
+    // SAFETY: ProcProgram is repr(C), Copy, four u32 without padding (asserted size 16); every bit pattern is valid.
+    unsafe impl aya::Pod for super::procs::ProcProgram {}
 }
 
 #[cfg(test)]

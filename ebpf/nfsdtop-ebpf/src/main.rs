@@ -40,6 +40,7 @@ use nfsdtop_common::{
     exec::ExecTotals,
     not_enqueued,
     pools::{self, PoolConfig, PoolTotals},
+    procs::{self, ProcProgram, ProcRow, ProcSlot},
     rawrec, xprt_table, RawConfig, Record, Slot, SlotConfig, ADDR_MAX, RAW_BYTES,
 };
 
@@ -81,8 +82,7 @@ static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
 /// Known transports' running execution totals, at the same entry as in
 /// KNOWN_XPRTS (see `nfsdtop_common::exec`); memory-mapped by the agent.
 #[map]
-static EXEC_TOTALS: Array<ExecTotals> =
-    Array::with_max_entries(xprt_table::SLOTS, BPF_F_MMAPABLE);
+static EXEC_TOTALS: Array<ExecTotals> = Array::with_max_entries(xprt_table::SLOTS, BPF_F_MMAPABLE);
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// Where a request's pool is (one entry; see `nfsdtop_common::pools`).
@@ -92,8 +92,17 @@ static POOLCONFIG: Array<PoolConfig> = Array::with_max_entries(1, 0);
 /// Each pool's running execution totals, and the unattributed entry last;
 /// memory-mapped by the agent.
 #[map]
-static POOL_TOTALS: Array<PoolTotals> =
-    Array::with_max_entries(pools::ENTRIES, BPF_F_MMAPABLE);
+static POOL_TOTALS: Array<PoolTotals> = Array::with_max_entries(pools::ENTRIES, BPF_F_MMAPABLE);
+
+/// The (program, version)s whose procedures are folded by index (see
+/// `nfsdtop_common::procs`); written by the agent.
+#[map]
+static PROC_PROGRAMS: Array<ProcProgram> = Array::with_max_entries(procs::PROGRAM_ENTRIES, 0);
+
+/// Known transports' requests per procedure; rows claimed by the agent
+/// (its only writer of `owner` and `gen`), memory-mapped by it.
+#[map]
+static PROC_ROWS: Array<ProcRow> = Array::with_max_entries(procs::ROWS, BPF_F_MMAPABLE);
 
 /// Resized by the agent at load time (`EbpfLoader::set_max_entries`).
 #[map]
@@ -288,6 +297,53 @@ fn kread<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
 }
 
+/// The request's procedure as `rawrec::PROC` carries it: measured, and its
+/// `nfsdtop_common::procs` index (`procs::OTHER` if not in the table).
+#[inline(always)]
+fn proc_word(rqst: u64, cfg: &RawConfig) -> u32 {
+    let read = |off: u32| kread::<u32>(rqst + off as u64);
+    let (Some(prog), Some(vers), Some(proc)) =
+        (read(cfg.rq_prog), read(cfg.rq_vers), read(cfg.rq_proc))
+    else {
+        return rawrec::PROC_MEASURED | procs::OTHER;
+    };
+    for i in 0..procs::PROGRAM_ENTRIES {
+        let Some(p) = PROC_PROGRAMS.get(i) else { break };
+        if p.prog == 0 {
+            break;
+        }
+        if p.prog == prog && p.vers == vers && proc < p.count {
+            return rawrec::PROC_MEASURED | (p.base + proc) & 0xff;
+        }
+    }
+    rawrec::PROC_MEASURED | procs::OTHER
+}
+
+/// Where the request of procedure word `word` of transport `xprt` (at
+/// `xprt_table` entry `entry`, its `EXEC_TOTALS` claim `gen`) is folded:
+/// its row's slot, if the agent claimed that row for this claim.
+#[inline(always)]
+fn proc_slot(entry: u32, xprt: u64, gen: u64, word: u32) -> Option<*mut ProcSlot> {
+    let idx = word & 0xff;
+    if idx as usize >= procs::ROW_SLOTS {
+        return None;
+    }
+    let row = PROC_ROWS.get_ptr_mut(procs::row(entry))?;
+    // SAFETY: an aligned array value; owner and gen are written by the agent only, read once each.
+    unsafe {
+        if core::ptr::read_volatile(&raw const (*row).owner) != xprt
+            || core::ptr::read_volatile(&raw const (*row).gen) != gen
+        {
+            return None;
+        }
+        Some(
+            (&raw mut (*row).slots)
+                .cast::<ProcSlot>()
+                .add(idx as usize & (procs::ROW_SLOTS - 1)),
+        )
+    }
+}
+
 /// The raw-tracepoint programs: no record is built by the kernel; the
 /// program reads the transport's fields itself and writes, at the `rawrec`
 /// offsets, the record a classic program would have copied (with the
@@ -355,8 +411,12 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
         _ => None,
     };
     let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
+    let mut procedure = 0u32;
     if matches!(slot, Slot::StatsLatency) {
         fold_pool(Some(arg0), value_us);
+        if cfg.rq_prog != 0 {
+            procedure = proc_word(arg0, cfg);
+        }
     }
     let short = cfg.short_records != 0;
     let is_close = matches!(slot, Slot::Close);
@@ -381,11 +441,38 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
             if let Some(t) = EXEC_TOTALS.get_ptr_mut(entry_idx) {
                 // SAFETY: an aligned array value; other CPUs add to it too, hence the atomic adds.
                 unsafe {
-                    if (*t).owner == xprt {
-                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).us, value_us);
-                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).count, 1);
-                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).bytes_in, flags & 0xffff_ffff);
-                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*t).bytes_out, flags >> 32);
+                    let per_proc = if cfg.fold_procs != 0 && (*t).owner == xprt {
+                        proc_slot(entry_idx, xprt, (*t).gen, procedure)
+                    } else {
+                        None
+                    };
+                    if (*t).owner == xprt && (cfg.fold_procs == 0 || per_proc.is_some()) {
+                        if let Some(p) = per_proc {
+                            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                                &raw mut (*p).count,
+                                1,
+                            );
+                            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                                &raw mut (*p).us,
+                                value_us,
+                            );
+                        }
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                            &raw mut (*t).us,
+                            value_us,
+                        );
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                            &raw mut (*t).count,
+                            1,
+                        );
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                            &raw mut (*t).bytes_in,
+                            flags & 0xffff_ffff,
+                        );
+                        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(
+                            &raw mut (*t).bytes_out,
+                            flags >> 32,
+                        );
                         bump(slot, counter::FOLDED);
                         return 0;
                     }
@@ -400,11 +487,15 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
         // SAFETY: `words` is this program's reserved ring slot of size_of::<Record>() bytes, 8-aligned; the agent reads only these words of a short record.
         unsafe {
             words.write(now);
-            words.add(1).write(slot as u64 | (rawrec::SHORT as u64) << 8);
+            words
+                .add(1)
+                .write(slot as u64 | (rawrec::SHORT as u64) << 8);
             let raw = words.add(Record::RAW_AT / 8);
             raw.add(rawrec::FLAGS as usize / 8).write(flags);
             raw.add(rawrec::VALUE as usize / 8).write(value_us);
             raw.add(rawrec::XPRT as usize / 8).write(xprt);
+            raw.add(rawrec::NETNS as usize / 8)
+                .write((procedure as u64) << 32);
         }
         entry.submit(RB_NO_WAKEUP);
         bump(slot, counter::SUBMITTED);
@@ -472,7 +563,9 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
         let client_loc = (remote_len << 16) | rawrec::CLIENT_AT as u64;
         raw_words.add(1).write(server_loc | (client_loc << 32));
         raw_words.add(2).write(flags);
-        raw_words.add(3).write(netns as u64);
+        raw_words
+            .add(3)
+            .write(netns as u64 | (procedure as u64) << 32);
         raw_words.add(4).write(value_us);
         // The two sockaddrs, 28 bytes each, as 4-byte words (the server's
         // lands 8-aligned, the client's 4-aligned).
@@ -488,11 +581,21 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
             dst.add(client + i).write(src.add(remote + i).read());
         }
         raw_words.add(rawrec::XPRT as usize / 8).write(xprt);
-        raw_words.add(rawrec::EXEC_GEN as usize / 8).write(settled.gen);
-        raw_words.add(rawrec::EXEC_US as usize / 8).write(settled.us);
-        raw_words.add(rawrec::EXEC_COUNT as usize / 8).write(settled.count);
-        raw_words.add(rawrec::EXEC_BYTES_IN as usize / 8).write(settled.bytes_in);
-        raw_words.add(rawrec::EXEC_BYTES_OUT as usize / 8).write(settled.bytes_out);
+        raw_words
+            .add(rawrec::EXEC_GEN as usize / 8)
+            .write(settled.gen);
+        raw_words
+            .add(rawrec::EXEC_US as usize / 8)
+            .write(settled.us);
+        raw_words
+            .add(rawrec::EXEC_COUNT as usize / 8)
+            .write(settled.count);
+        raw_words
+            .add(rawrec::EXEC_BYTES_IN as usize / 8)
+            .write(settled.bytes_in);
+        raw_words
+            .add(rawrec::EXEC_BYTES_OUT as usize / 8)
+            .write(settled.bytes_out);
     }
     entry.submit(RB_NO_WAKEUP);
     bump(slot, counter::SUBMITTED);

@@ -51,8 +51,20 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     draw_sparklines(f, sparks, state, *kind, name);
     draw_chart(f, chart, state, *kind, name);
 
-    let [hist, xprts] =
-        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
+    // With requests per procedure, a third of the width for them.
+    let with_procs = entity.is_some_and(|e| !e.procedures.is_empty());
+    let [hist, xprts, procs] = if with_procs {
+        Layout::horizontal([
+            Constraint::Percentage(34),
+            Constraint::Percentage(30),
+            Constraint::Percentage(36),
+        ])
+        .areas(bottom)
+    } else {
+        let [h, x] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)])
+            .areas(bottom);
+        [h, x, Rect::default()]
+    };
     let hist_title = match kind {
         EntityKind::Peer => " queue wait (this interval) ",
         EntityKind::Class => " queue wait (since start) ",
@@ -76,6 +88,76 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         EntityKind::Peer => draw_transports(f, xprts, entity),
         EntityKind::Class => draw_class_peers(f, xprts, state, entity),
     }
+    if let (true, Some(e)) = (with_procs, entity) {
+        draw_procedures(f, procs, e);
+    }
+}
+
+/// The entity's requests per RPC procedure, most this interval first:
+/// each one's rate, its share of the entity's requests this interval, and
+/// its mean execution time since the start.
+fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
+    let mut procs: Vec<_> = e.procedures.iter().collect();
+    procs.sort_by(|a, b| {
+        b.1.request_rate
+            .total_cmp(&a.1.request_rate)
+            .then(b.1.requests.cmp(&a.1.requests))
+            .then(a.0.cmp(b.0))
+    });
+    let all: f64 = procs.iter().map(|p| p.1.request_rate).sum();
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(
+            format!(" procedures ({}) ", procs.len()),
+            styles::title(),
+        ));
+    let mut inner = block.inner(area);
+    inner.x += 1;
+    inner.width = inner.width.saturating_sub(1);
+    f.render_widget(block, area);
+    let right = |t: String| Cell::from(Line::from(t).right_aligned());
+    let rows: Vec<Row> = procs
+        .iter()
+        .take(inner.height.saturating_sub(1) as usize)
+        .map(|(name, p)| {
+            let mean_us = if p.requests > 0 {
+                p.exec_seconds * 1e6 / p.requests as f64
+            } else {
+                0.0
+            };
+            Row::new([
+                Cell::from(name.to_string()),
+                right(rate(p.request_rate)),
+                right(if all > 0.0 {
+                    pct(p.request_rate / all)
+                } else {
+                    "-".into()
+                }),
+                right(fmt_us(mean_us)),
+            ])
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Length(6),
+            Constraint::Length(6),
+        ],
+    )
+    .column_spacing(1)
+    .header(
+        Row::new([
+            Cell::from("PROC"),
+            right("REQ/S".into()),
+            right("SHARE".into()),
+            right("MEAN".into()),
+        ])
+        .style(styles::table_header()),
+    );
+    f.render_widget(table, inner);
 }
 
 /// A class's peers, busiest first: each one's share of all dispatches

@@ -23,6 +23,8 @@ pub struct Ftrace {
     /// svc_stats_latency of nfsd per client IP: (requests, sum of
     /// `execute-us`).
     pub exec_per_client: BTreeMap<IpAddr, (u64, u64)>,
+    /// The same records per client IP and procedure (`proc=`).
+    pub procs_per_client: BTreeMap<IpAddr, BTreeMap<String, u64>>,
 }
 
 pub fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
@@ -69,6 +71,12 @@ pub fn parse_trace(text: &str) -> Ftrace {
                     let e = f.exec_per_client.entry(c.ip()).or_default();
                     e.0 += 1;
                     e.1 += us;
+                    let p = field(rest, "proc").unwrap_or("?").to_string();
+                    *f.procs_per_client
+                        .entry(c.ip())
+                        .or_default()
+                        .entry(p)
+                        .or_default() += 1;
                 }
             }
             continue;

@@ -12,8 +12,8 @@ use super::batch::{self, Line};
 use super::fairshare;
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::report::Report;
-use super::workload;
 use super::{client_addr, CLIENTS};
+use super::{procedures, workload};
 
 /// What one measurement (nfsdtop and ftrace over the same load) gave.
 pub struct Measured {
@@ -253,6 +253,20 @@ pub fn check_nfsdtop_run(
             .collect();
         let measured = last.source.detail.contains(workload::BYTES_MEASURED);
         for (ok, what) in workload::check(&last.entities, measured, &clients) {
+            rep.check(ok, format!("{tag}: {what}"));
+        }
+        // Procedures: per client exactly as ftrace's proc=, and summed as
+        // the kernel's own counters grew.
+        let counts = last.source.detail.contains(procedures::PROCEDURES_MEASURED);
+        let named: Vec<(&str, std::net::IpAddr)> = clients.iter().map(|c| (c.name, c.ip)).collect();
+        let rpc = |when: &str| {
+            fs::read_to_string(results.join(format!("rpc-nfsd-{when}-{trace_tag}.txt"))).ok()
+        };
+        let (before, after) = (rpc("before"), rpc("after"));
+        let rpc = before.as_deref().zip(after.as_deref());
+        for (ok, what) in
+            procedures::check(&last.entities, counts, &ft.procs_per_client, &named, rpc)
+        {
             rep.check(ok, format!("{tag}: {what}"));
         }
         if tag == "wait" {

@@ -17,6 +17,7 @@ mod main_scenario;
 mod measure;
 mod names;
 mod pools;
+mod procedures;
 mod report;
 mod restart;
 mod smallring;

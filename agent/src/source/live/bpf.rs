@@ -6,6 +6,7 @@
 use aya::maps::{Array, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
+use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
 use nfsdtop_common::{counter, pools::PoolConfig, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
@@ -102,11 +103,13 @@ pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
     let cpus = Counters::cpus()?;
-    EbpfLoader::new()
+    let mut ebpf = EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .load(OBJECT)
-        .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))
+        .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))?;
+    write_proc_programs(&mut ebpf, &program_entries())?;
+    Ok(ebpf)
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, LiveError> {
@@ -166,6 +169,16 @@ pub fn write_raw_config(
     slots: &[RawConfig; Slot::COUNT],
 ) -> Result<(), LiveError> {
     write_array(ebpf, "RAWCONFIG", slots)
+}
+
+/// Fill the `PROC_PROGRAMS` map: the (program, version)s whose procedures
+/// the raw svc_stats_latency program folds by index (`open` writes
+/// `nfsdtop_common::procs::program_entries`).
+pub fn write_proc_programs(
+    ebpf: &mut Ebpf,
+    entries: &[ProcProgram; PROGRAM_ENTRIES as usize],
+) -> Result<(), LiveError> {
+    write_array(ebpf, "PROC_PROGRAMS", entries)
 }
 
 /// Fill the array map `name`, entry `i` = `values[i]`.

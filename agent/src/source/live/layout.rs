@@ -66,6 +66,10 @@ pub struct Layout {
     pub slots: [SlotConfig; Slot::COUNT],
     /// The kernel event name attached for each slot (None = not used).
     pub events: [Option<String>; Slot::COUNT],
+    /// svc_stats_latency's `procedure` (`__data_loc char[]`, the kernel's
+    /// `pc_name`): where its location word is in the classic record;
+    /// `OFF_NONE` where the record has none.
+    pub procedure_loc: u16,
     /// Things that work less well than they could on this kernel.
     pub notes: Vec<String>,
 }
@@ -228,9 +232,14 @@ impl Layout {
         slots[Slot::Dequeue as usize] = c;
         events[Slot::Dequeue as usize] = Some(deq_name.into());
 
-        // Execution time.
+        // Execution time, and the request's procedure where the record
+        // names it.
+        let mut procedure_loc = OFF_NONE;
         match find(Slot::StatsLatency) {
             Some((ev, f)) => {
+                if f.field("procedure").is_some() {
+                    procedure_loc = data_loc(ev, f, "procedure", &unsupported)?;
+                }
                 let mut c = endpoint(ev, f, &unsupported)?;
                 let (o, s) = scalar(ev, f, "execute", &[4, 8], &unsupported)?;
                 (c.value_off, c.value_size) = (o, s);
@@ -264,6 +273,7 @@ impl Layout {
             busy_mask,
             slots,
             events,
+            procedure_loc,
             notes,
         })
     }
@@ -357,7 +367,7 @@ fn data_loc(
             ev,
             Some(name),
             format!(
-                "`{name}` is `{}` of {} bytes, not a 4-byte __data_loc sockaddr",
+                "`{name}` is `{}` of {} bytes, not a 4-byte __data_loc",
                 fld.ty, fld.size
             ),
         ));

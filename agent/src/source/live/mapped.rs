@@ -26,18 +26,34 @@ unsafe impl Send for Mapped {}
 
 impl Mapped {
     pub(super) fn map(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapped, LiveError> {
+        Self::map_prot(ebpf, name, bytes, rustix::mm::ProtFlags::READ)
+    }
+
+    /// Mapped for writing too (`PROC_ROWS`, whose ownership only the agent
+    /// writes).
+    pub(super) fn map_writable(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapped, LiveError> {
+        let prot = rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE;
+        Self::map_prot(ebpf, name, bytes, prot)
+    }
+
+    fn map_prot(
+        ebpf: &Ebpf,
+        name: &str,
+        bytes: usize,
+        prot: rustix::mm::ProtFlags,
+    ) -> Result<Mapped, LiveError> {
         let Some(aya::maps::Map::Array(data)) = ebpf.map(name) else {
             return Err(LiveError::Bpf {
                 context: "the BPF object".into(),
                 detail: format!("it has no {name} array"),
             });
         };
-        // SAFETY: maps the value area of a BPF array created with BPF_F_MMAPABLE (at most its size), read-only and shared; unmapped in Drop.
+        // SAFETY: maps the value area of a BPF array created with BPF_F_MMAPABLE (at most its size), shared; unmapped in Drop.
         let p = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
                 bytes,
-                rustix::mm::ProtFlags::READ,
+                prot,
                 rustix::mm::MapFlags::SHARED,
                 data.fd(),
                 0,
@@ -66,6 +82,22 @@ impl Mapped {
         }
         // SAFETY: an aligned u64 inside the mapping (w < words); the kernel writes it concurrently, hence an atomic load.
         unsafe { AtomicU64::from_ptr(self.base.as_ptr().wrapping_add(w)) }.load(Ordering::Acquire)
+    }
+}
+
+impl super::procs::Words for Mapped {
+    fn load(&self, w: usize) -> u64 {
+        self.word(w)
+    }
+
+    /// Only on a mapping made by `map_writable` (else the store faults:
+    /// callers hold a writable one by type, `procs::ProcRowsMap`).
+    fn store(&self, w: usize, v: u64) {
+        if w < self.words {
+            // SAFETY: an aligned u64 inside a writable mapping (w < words); the programs read it concurrently, hence an atomic store.
+            unsafe { AtomicU64::from_ptr(self.base.as_ptr().wrapping_add(w)) }
+                .store(v, Ordering::Release);
+        }
     }
 }
 

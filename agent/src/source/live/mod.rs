@@ -30,6 +30,7 @@ pub mod mapped;
 pub mod pools;
 pub mod preempt;
 pub mod probe;
+pub mod procs;
 pub mod raw;
 pub mod rebuild;
 pub mod report;
@@ -216,10 +217,17 @@ impl LiveSource {
         )?;
         attach.report.pools = pools_note;
         attach.report.dequeues_only = dequeues_only;
+        let mut known = decode::KnownXprts::default();
+        if attach.plan.decode_folds_procedures() {
+            // Unmapped, every request's procedure comes in its record.
+            if let Ok(rows) = procs::map_rows(&ebpf) {
+                known.procs.set_memory(rows);
+            }
+        }
         Ok(LiveSource {
             attach,
             loss: loss::Loss::default(),
-            known: decode::KnownXprts::default(),
+            known,
             kernel: host::kernel_release(),
             tracefs,
             drain,
@@ -302,6 +310,7 @@ impl LiveSource {
                 self.known.decode(&r, &self.attach.plan.decode, out);
             } else if let Some(ev) = decode::decode(&r, &self.attach.layout) {
                 out.push(ev);
+                out.extend(decode::procedure(&r, &self.attach.layout, &ev));
             }
         }
     }
@@ -319,6 +328,16 @@ impl LiveSource {
                     out,
                 );
             }
+            let exec = |i| t.read(i).map(|e| (e.owner, e.gen));
+            self.known.procs.sweep(exec, host::monotonic_ns(), out);
+        }
+    }
+
+    /// Claim the kernel's procedure rows for the transports just decoded.
+    fn claim_proc_rows(&mut self, out: &mut Vec<Event>) {
+        if let Some(t) = &self.exec_totals {
+            let exec = |i| t.read(i).map(|e| (e.owner, e.gen));
+            self.known.procs.claim(exec, host::monotonic_ns(), out);
         }
     }
 
@@ -404,6 +423,7 @@ impl Source for LiveSource {
             self.decode_chunk(&chunk, to);
             self.drain.recycle(chunk);
         }
+        self.claim_proc_rows(to);
         if self.loss.due() {
             self.sweep_exec_totals(to);
             self.ring_losses(to);

@@ -68,6 +68,10 @@ pub struct KernelOffsets {
     /// `svc_rqst.rq_arg.len` and `rq_res.len` (bytes received and sent),
     /// both or neither: without them bytes are not measured.
     pub rq_lens: Option<(u32, u32)>,
+    /// `svc_rqst.rq_prog`, `rq_vers`, `rq_proc` (the request's
+    /// procedure); without them procedures are not counted on raw
+    /// tracepoints.
+    pub rq_procs: Option<[u32; 3]>,
     /// Per slot: its tracepoint's arguments, as the kernel's BTF declares
     /// them (a raw program reads them as `plan` says).
     pub args: [Option<Vec<Arg>>; Slot::COUNT],
@@ -105,6 +109,11 @@ impl KernelOffsets {
             rq_lens: btf
                 .offset_of("svc_rqst", &["rq_arg", "len"])
                 .zip(btf.offset_of("svc_rqst", &["rq_res", "len"])),
+            rq_procs: ["rq_prog", "rq_vers", "rq_proc"]
+                .map(|f| btf.offset_of("svc_rqst", &[f]))
+                .into_iter()
+                .collect::<Option<Vec<u32>>>()
+                .and_then(|v| v.try_into().ok()),
             args: std::array::from_fn(|i| {
                 let s = Slot::ALL[i];
                 s.info().raw?;
@@ -216,7 +225,21 @@ impl RawPlan {
     pub fn no_folding(&mut self) {
         for c in &mut self.configs {
             c.fold_exec = 0;
+            c.fold_procs = 0;
         }
+    }
+
+    /// Whether known transports' requests are folded per procedure (the
+    /// agent then claims the kernel's rows).
+    pub fn decode_folds_procedures(&self) -> bool {
+        self.configs[Slot::StatsLatency as usize].fold_procs == 1
+    }
+
+    /// Whether requests are counted per procedure (the raw
+    /// svc_stats_latency program reads them).
+    pub fn measures_procedures(&self) -> bool {
+        let c = &self.configs[Slot::StatsLatency as usize];
+        c.enabled == 1 && c.rq_prog != 0
     }
 
     /// Whether the requests' bytes received and sent are measured (the
@@ -310,7 +333,10 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             fold_exec: 0,
             rq_arg_len: 0,
             rq_res_len: 0,
-            _pad: 0,
+            rq_prog: 0,
+            rq_vers: 0,
+            rq_proc: 0,
+            fold_procs: 0,
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
         if s == Slot::StatsLatency {
@@ -327,6 +353,13 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
                     p.decode.slots[i].flags_size = 0;
                 }
             }
+            if let Some([prog, vers, proc]) = k.rq_procs {
+                (
+                    p.configs[i].rq_prog,
+                    p.configs[i].rq_vers,
+                    p.configs[i].rq_proc,
+                ) = (prog, vers, proc);
+            }
         }
     }
     if p.is_raw(Slot::Close) {
@@ -338,6 +371,9 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
         let stats = &mut p.configs[Slot::StatsLatency as usize];
         if stats.enabled == 1 {
             stats.fold_exec = 1;
+            // And its requests per procedure (`nfsdtop_common::procs`):
+            // a request is folded only where its procedure is too.
+            stats.fold_procs = u32::from(stats.rq_prog != 0);
         }
     }
     p

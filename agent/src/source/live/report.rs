@@ -28,6 +28,11 @@ pub struct AccessReport {
     /// svc_stats_latency program reads their lengths); else they are
     /// absent (null in JSON), never 0.
     pub measures_bytes: bool,
+    /// The raw svc_stats_latency program reads each request's procedure
+    /// (`super::procs`).
+    pub measures_procedures: bool,
+    /// The classic svc_stats_latency record names the procedure.
+    pub record_procedures: bool,
     /// Why slots that could have been raw are classic, one line each.
     pub kept_classic: Vec<String>,
     /// What happened to raw slots whose programs missed hits, in order.
@@ -122,6 +127,22 @@ impl fmt::Display for AccessReport {
                  read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
+        let raw_stats = self.raw.contains(&Slot::StatsLatency);
+        if raw_stats && self.measures_procedures {
+            f.write_str("; procedures from rq_prog/rq_vers/rq_proc")?;
+            if self.moved(Slot::StatsLatency) && self.record_procedures {
+                write!(f, ", then from the {stats} record")?;
+            }
+        } else if !raw_stats && self.record_procedures {
+            write!(f, "; procedures from the {stats} record")?;
+        } else {
+            f.write_str(if raw_stats {
+                "; procedures not counted (the kernel's BTF has no svc_rqst.rq_prog, rq_vers, \
+                 rq_proc)"
+            } else {
+                "; procedures not counted (the svc_stats_latency record names none)"
+            })?;
+        }
         if self.dequeues_only {
             write!(
                 f,
@@ -167,7 +188,8 @@ mod tests {
         assert_eq!(
             classic.to_string(),
             "classic tracepoints; bytes in/out not measured (the svc_stats_latency record has \
-             no lengths: they are read at svc_rqst offsets from the kernel's BTF)"
+             no lengths: they are read at svc_rqst offsets from the kernel's BTF); procedures \
+             not counted (the svc_stats_latency record names none)"
         );
         let mut r = AccessReport {
             asked: Tracepoints::Raw,
@@ -175,6 +197,8 @@ mod tests {
             folds_exec: true,
             fold_unavailable: None,
             measures_bytes: true,
+            measures_procedures: true,
+            record_procedures: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
             dequeues_only: true,
@@ -193,7 +217,8 @@ mod tests {
             r.to_string(),
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue \
              (the default); svc_stats_latency of known transports added up in the kernel; \
-             bytes in/out from rq_arg.len/rq_res.len; ready queue rebuilt from dequeues \
+             bytes in/out from rq_arg.len/rq_res.len; procedures from the svc_stats_latency \
+             record; ready queue rebuilt from dequeues \
              (qtime), svc_xprt_enqueue not hooked: events held 1 s, so a snapshot covers up to \
              then (--enqueue-hooks hooks it); busy threads per pool from rq_pool; \
              classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
@@ -227,7 +252,8 @@ mod tests {
             "classic tracepoints (raw ones not possible here); svc_stats_latency sent per \
              request (the kernel's totals cannot be read: no map); bytes in/out not measured \
              (the svc_stats_latency record has no lengths: they are read at svc_rqst offsets \
-             from the kernel's BTF)"
+             from the kernel's BTF); procedures not counted (the svc_stats_latency record \
+             names none)"
         );
     }
 }

@@ -6,7 +6,7 @@
 use nfsdtop_common::RecordView;
 
 use super::{endpoint_at, kind};
-use crate::model::{Event, XprtKey};
+use crate::model::{Event, EventKind, ProcName, XprtKey};
 use crate::source::live::layout::Layout;
 
 /// Decode one ring record: its fields are where the slot's format put
@@ -27,5 +27,27 @@ pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
             client: endpoint_at(rec, cfg.client_off)?,
         },
         kind,
+    })
+}
+
+/// The procedure of the request a classic svc_stats_latency record
+/// (decoded as `ev`) names in its `procedure` string; None where the
+/// format has none or the string lies beyond the copy.
+pub fn procedure(rec: &RecordView<'_>, layout: &Layout, ev: &Event) -> Option<Event> {
+    let EventKind::Executed {
+        exec_ns, requests, ..
+    } = ev.kind
+    else {
+        return None;
+    };
+    let bytes = rec.data_loc(layout.procedure_loc)?;
+    let name = bytes.split(|&b| b == 0).next().unwrap_or_default();
+    Some(Event {
+        kind: EventKind::Procedure {
+            name: ProcName::new(std::str::from_utf8(name).unwrap_or("?")),
+            requests,
+            exec_ns,
+        },
+        ..*ev
     })
 }

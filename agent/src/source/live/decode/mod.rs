@@ -17,7 +17,7 @@ use nfsdtop_common::{RecordView, Slot, SlotConfig, ADDR_MAX, OFF_NONE};
 use super::layout::Layout;
 use crate::model::{Bytes, Endpoint, EventKind};
 
-pub use classic::decode;
+pub use classic::{decode, procedure};
 #[cfg(any(test, feature = "testing"))]
 pub use encode::{kernel_record, TraceFields};
 pub use raw::KnownXprts;

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 use super::{classic::decode, kind};
 use crate::model::{Bytes, Event, EventKind, XprtKey};
 use crate::source::live::layout::Layout;
+use crate::source::live::procs::{self, RowClaims};
 
 /// The transports the raw programs have sent in full, by their `struct
 /// svc_xprt` pointer: a short record (`rawrec::SHORT`) names its transport
@@ -29,6 +30,8 @@ pub struct KnownXprts {
     /// requests of a claim never seen, per slot (never expected: counted
     /// as lost events, not guessed at).
     pub unknown: [u64; Slot::COUNT],
+    /// The kernel's per-transport procedure rows the agent claimed.
+    pub procs: RowClaims,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -88,11 +91,13 @@ impl KnownXprts {
                 return;
             };
             if let Some(kind) = kind(rec, s, cfg, layout) {
-                out.push(Event {
+                let ev = Event {
                     ts_ns: rec.ts_ns(),
                     xprt: known.key,
                     kind,
-                });
+                };
+                out.push(ev);
+                out.extend(procs::from_record(rec, &ev));
             }
             return;
         }
@@ -120,7 +125,9 @@ impl KnownXprts {
         if ptr != 0 {
             if ev.kind == EventKind::Closed {
                 self.keys.remove(&ptr);
+                self.procs.settle(ptr, rec.ts_ns(), out);
             } else {
+                self.procs.want(ptr, rec.ts_ns(), ev.xprt);
                 self.keys.insert(
                     ptr,
                     Known {
@@ -135,6 +142,7 @@ impl KnownXprts {
             }
         }
         out.push(ev);
+        out.extend(procs::from_record(rec, &ev));
     }
 
     /// Report what grew of every known transport's folded totals;

@@ -61,6 +61,9 @@ fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
             ("rq_stime", u64t, 8 * 300),
             ("rq_arg", xdr_buf, 8 * 400),
             ("rq_res", xdr_buf, 8 * 600),
+            ("rq_prog", u32t, 8 * 800),
+            ("rq_vers", u32t, 8 * 804),
+            ("rq_proc", u32t, 8 * 808),
         ],
     );
     let rqstp = b.ptr(rqst);
@@ -87,6 +90,7 @@ fn offsets_from_btf_and_the_address_block_check() {
             xpt_local: 160,
             xpt_qtime: Some(24),
             rq_lens: Some((464, 664)),
+            rq_procs: Some([800, 804, 808]),
             args: args_61(),
         }
     );
@@ -181,6 +185,20 @@ fn plan_measures_bytes_only_with_their_offsets() {
     );
     assert!(p.measures_bytes());
     assert_eq!(p.decode.slots[i].flags_off, rawrec::LENS);
+    let c = &p.configs[i];
+    assert_eq!(
+        (c.rq_prog, c.rq_vers, c.rq_proc, c.fold_procs),
+        (800, 804, 808, 1)
+    );
+    assert!(p.measures_procedures());
+    let no_procs = KernelOffsets {
+        rq_procs: None,
+        ..k.clone()
+    };
+    let q = plan(&l, &no_procs, Tracepoints::Raw);
+    let c = &q.configs[i];
+    assert_eq!((c.rq_prog, c.fold_procs, c.fold_exec), (0, 0, 1));
+    assert!(!q.measures_procedures());
     let no_lens = KernelOffsets {
         rq_lens: None,
         ..k.clone()

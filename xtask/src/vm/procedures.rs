@@ -1,0 +1,184 @@
+//! The procedure check of one vm-test measurement: per client and RPC
+//! procedure, nfsdtop's requests against ftrace's svc_stats_latency
+//! records (`proc=`), exactly; and summed over the clients, each NFS
+//! procedure against what the kernel's own counters (`proc3`, `proc4` of
+//! /proc/net/rpc/nfsd, saved before and after the load) grew by. NULL may
+//! exceed the counters: NFSACL's NULL, which v3 clients call at mount,
+//! has the same name but is not counted there (nor are GETACL, SETACL).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use nfsdtop_agent::output::BatchEntity;
+
+/// What nfsdtop's `source.detail` says when it counts procedures (raw
+/// programs or the classic record).
+pub const PROCEDURES_MEASURED: &str = "; procedures from ";
+
+/// Requests per procedure name in /proc/net/rpc/nfsd's `proc3` and
+/// `proc4` lines (`procN COUNT n0 n1 ...`, by procedure number, named as
+/// nfsdtop names them).
+pub fn rpc_nfsd(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut tok = line.split_whitespace();
+        let names: &[&str] = match tok.next() {
+            Some("proc3") => nfsdtop_common::procs::PROGRAMS[0].names,
+            Some("proc4") => nfsdtop_common::procs::PROGRAMS[1].names,
+            _ => continue,
+        };
+        for (name, n) in names.iter().zip(tok.skip(1)) {
+            *out.entry(name.to_string()).or_default() += n.parse::<u64>().unwrap_or(0);
+        }
+    }
+    out
+}
+
+/// The checks, each `(passed, what)`: `entities` of nfsdtop's last line,
+/// `measured` whether its source counts procedures, `ftrace` per client,
+/// `clients` (name, address), and /proc/net/rpc/nfsd before and after.
+pub fn check(
+    entities: &[BatchEntity],
+    measured: bool,
+    ftrace: &BTreeMap<IpAddr, BTreeMap<String, u64>>,
+    clients: &[(&str, IpAddr)],
+    rpc: Option<(&str, &str)>,
+) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let mut summed = BTreeMap::<String, u64>::new();
+    for &(name, ip) in clients {
+        let ours: BTreeMap<String, u64> = entities
+            .iter()
+            .find(|e| e.name == ip.to_string().as_str())
+            .map(|e| {
+                e.procedures
+                    .iter()
+                    .map(|(p, s)| (p.to_string(), s.requests))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !measured {
+            out.push((
+                ours.is_empty(),
+                format!("{name} ({ip}): procedures not counted: none given ({ours:?})"),
+            ));
+            continue;
+        }
+        let theirs = ftrace.get(&ip).cloned().unwrap_or_default();
+        out.push((
+            !theirs.is_empty() && ours == theirs,
+            format!(
+                "{name} ({ip}): nfsdtop's requests per procedure {ours:?} == ftrace's {theirs:?}"
+            ),
+        ));
+        for (p, n) in ours {
+            *summed.entry(p).or_default() += n;
+        }
+    }
+    let Some((before, after)) = rpc.filter(|_| measured) else {
+        if measured {
+            out.push((
+                false,
+                "/proc/net/rpc/nfsd saved before and after the load".into(),
+            ));
+        }
+        return out;
+    };
+    let (before, after) = (rpc_nfsd(before), rpc_nfsd(after));
+    let grew: BTreeMap<String, u64> = after
+        .iter()
+        .map(|(p, &n)| {
+            (
+                p.clone(),
+                n.saturating_sub(before.get(p).copied().unwrap_or(0)),
+            )
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    let mut differ = Vec::new();
+    for (p, &n) in &grew {
+        let got = summed.get(p).copied().unwrap_or(0);
+        if !(got == n || p == "NULL" && got > n) {
+            differ.push(format!("{p}: nfsdtop {got}, kernel {n}"));
+        }
+    }
+    for (p, &got) in &summed {
+        let counted = nfsdtop_common::procs::PROGRAMS[..2]
+            .iter()
+            .any(|prog| prog.names.contains(&p.as_str()));
+        if counted && !grew.contains_key(p) && got > 0 && p != "NULL" {
+            differ.push(format!("{p}: nfsdtop {got}, kernel 0"));
+        }
+    }
+    out.push((
+        !grew.is_empty() && differ.is_empty(),
+        format!(
+            "summed over clients, each procedure == its /proc/net/rpc/nfsd proc3/proc4 delta \
+             {grew:?} (NULL may exceed it){}",
+            if differ.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", differ.join(", "))
+            }
+        ),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfsdtop_agent::model::{ProcName, ProcedureStats};
+    use std::borrow::Cow;
+
+    fn entity(ip: &str, procs: &[(&str, u64)]) -> BatchEntity<'static> {
+        BatchEntity {
+            name: ip.to_string().into(),
+            procedures: Cow::Owned(
+                procs
+                    .iter()
+                    .map(|&(p, n)| {
+                        (
+                            ProcName::new(p),
+                            ProcedureStats {
+                                requests: n,
+                                ..ProcedureStats::default()
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            ..BatchEntity::default()
+        }
+    }
+
+    #[test]
+    fn exact_per_client_and_summed_against_the_kernels_counters() {
+        let ip: IpAddr = "10.99.1.2".parse().unwrap();
+        let clients = [("c1", ip)];
+        let ftrace = BTreeMap::from([(
+            ip,
+            BTreeMap::from([("NULL".to_string(), 3), ("READ".to_string(), 10)]),
+        )]);
+        // proc3: 22 procedures, NULL first, READ seventh.
+        let before =
+            "rc 0 0 0\nproc3 22 1 0 0 0 0 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\nproc4 2 0 7\n";
+        let after =
+            "rc 0 0 0\nproc3 22 3 0 0 0 0 0 15 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\nproc4 2 0 7\n";
+        let good = [entity("10.99.1.2", &[("NULL", 3), ("READ", 10)])];
+        let r = check(&good, true, &ftrace, &clients, Some((before, after)));
+        assert!(r.iter().all(|(ok, _)| *ok), "{r:?}");
+        assert_eq!(rpc_nfsd(after)["READ"], 15);
+        assert_eq!(rpc_nfsd(after)["COMPOUND"], 7);
+        // One READ fewer than ftrace: both checks fail.
+        let short = [entity("10.99.1.2", &[("NULL", 3), ("READ", 9)])];
+        let r = check(&short, true, &ftrace, &clients, Some((before, after)));
+        assert_eq!(r.iter().filter(|(ok, _)| !ok).count(), 2, "{r:?}");
+        // Not measured: none given passes, some given fails.
+        assert!(check(&[entity("10.99.1.2", &[])], false, &ftrace, &clients, None)[0].0);
+        assert!(!check(&good, false, &ftrace, &clients, None)[0].0);
+        // Measured but the counters were not saved: a failure, said.
+        let r = check(&good, true, &ftrace, &clients, None);
+        assert!(!r[1].0 && r[1].1.contains("/proc/net/rpc/nfsd"), "{r:?}");
+    }
+}
