@@ -10,7 +10,7 @@ use common::nfsdtop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::screen::{key, lines};
+use common::screen::{key, lines, open_detail};
 use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
@@ -64,16 +64,7 @@ fn the_table_and_the_drill_down_say_who_the_client_is() {
     assert!(text.contains("10.0.0.3 nat-a +1 "), "{text}");
     assert!(text.contains("SHARE"), "the numeric columns stay:\n{text}");
 
-    let row = st
-        .rows()
-        .iter()
-        .position(|&i| st.entities()[i as usize].name == "10.0.0.2")
-        .unwrap();
-    key(&mut st, KeyCode::Home);
-    for _ in 0..row {
-        key(&mut st, KeyCode::Down);
-    }
-    key(&mut st, KeyCode::Enter);
+    open_detail(&mut st, "10.0.0.2");
     assert!(matches!(st.screen, Screen::Detail { .. }));
     let l = lines(&mut st, 80, 24);
     let text = l.join("\n");

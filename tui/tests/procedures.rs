@@ -7,8 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::screen::{key, lines};
-use crossterm::event::KeyCode;
+use common::screen::{lines, open_detail};
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::model::{Event, EventKind, ProcName, Snapshot, SourceInfo};
@@ -35,7 +34,11 @@ fn snapshots() -> Vec<Snapshot> {
                 {
                     if e.xprt.peer().to_string() == PEER {
                         n += 1;
-                        let name = if n.is_multiple_of(4) { "GETATTR" } else { "READ" };
+                        let name = if n.is_multiple_of(4) {
+                            "GETATTR"
+                        } else {
+                            "READ"
+                        };
                         with_procs.push(Event {
                             kind: EventKind::Procedure {
                                 name: ProcName::new(name),
@@ -86,16 +89,7 @@ fn the_drill_down_lists_the_peers_procedures_and_json_has_them() {
     for s in snaps {
         st.on_snapshot(Box::new(s));
     }
-    let row = st
-        .rows()
-        .iter()
-        .position(|&i| st.entities()[i as usize].name == PEER)
-        .unwrap();
-    key(&mut st, KeyCode::Home);
-    for _ in 0..row {
-        key(&mut st, KeyCode::Down);
-    }
-    key(&mut st, KeyCode::Enter);
+    open_detail(&mut st, PEER);
     assert!(matches!(st.screen, Screen::Detail { .. }));
     let text = lines(&mut st, 100, 30).join("\n");
     assert!(text.contains("procedures (2)"), "{text}");

@@ -138,26 +138,20 @@ fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
             ])
         })
         .collect();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(1),
-            Constraint::Length(6),
-            Constraint::Length(6),
-            Constraint::Length(6),
-        ],
-    )
-    .column_spacing(1)
-    .header(
-        Row::new([
-            Cell::from("PROC"),
-            right("REQ/S".into()),
-            right("SHARE".into()),
-            right("MEAN".into()),
-        ])
-        .style(styles::table_header()),
-    );
+    let table = side_table(rows, "PROC", [("REQ/S", 6), ("SHARE", 6), ("MEAN", 6)]);
     f.render_widget(table, inner);
+}
+
+/// A table of the drill-down's side panels: a name, then three numbers
+/// right-aligned under `cols` (header, width).
+fn side_table<'a>(rows: Vec<Row<'a>>, name: &'a str, cols: [(&'a str, u16); 3]) -> Table<'a> {
+    let right = |t: &'a str| Cell::from(Line::from(t).right_aligned());
+    let widths = std::iter::once(Constraint::Fill(1))
+        .chain(cols.iter().map(|&(_, w)| Constraint::Length(w)));
+    let header = std::iter::once(Cell::from(name)).chain(cols.iter().map(|&(h, _)| right(h)));
+    Table::new(rows, widths)
+        .column_spacing(1)
+        .header(Row::new(header).style(styles::table_header()))
 }
 
 /// A class's peers, busiest first: each one's share of all dispatches
@@ -196,24 +190,7 @@ fn draw_class_peers(f: &mut Frame, area: Rect, state: &State, class: Option<&Ent
             .style(row_style(p, false))
         })
         .collect();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(1),
-            Constraint::Length(6),
-            Constraint::Length(6),
-            Constraint::Length(7),
-        ],
-    )
-    .header(
-        Row::new([
-            Cell::from("PEER"),
-            right("SHARE".into()),
-            right("RATIO".into()),
-            right("WAIT99".into()),
-        ])
-        .style(styles::table_header()),
-    );
+    let table = side_table(rows, "PEER", [("SHARE", 6), ("RATIO", 6), ("WAIT99", 7)]);
     f.render_widget(table, inner);
 }
 

@@ -21,3 +21,18 @@ pub fn lines(st: &mut State, w: u16, h: u16) -> Vec<String> {
 pub fn key(st: &mut State, code: KeyCode) {
     st.on_key(KeyEvent::new(code, KeyModifiers::NONE));
 }
+
+/// Open the drill-down of the table's row named `name` (by keys, as a
+/// user would).
+pub fn open_detail(st: &mut State, name: &str) {
+    let row = st
+        .rows()
+        .iter()
+        .position(|&i| st.entities()[i as usize].name == name)
+        .unwrap_or_else(|| panic!("no row {name}"));
+    key(st, KeyCode::Home);
+    for _ in 0..row {
+        key(st, KeyCode::Down);
+    }
+    key(st, KeyCode::Enter);
+}
