@@ -134,6 +134,8 @@ pub struct Series {
     pub requests: u64,
     pub received_bytes: Option<u64>,
     pub sent_bytes: Option<u64>,
+    /// Requests per procedure (labelled series only).
+    pub procedures: procedures::Procedures,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -397,6 +399,7 @@ impl Folder {
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
                     s.class = escape_label(&e.class);
+                    s.procedures.add(&e.procedures);
                     labelled_disp += d.dispatches;
                     labelled_exec += d.exec_seconds;
                     if self.with_hist {
@@ -417,6 +420,7 @@ impl Folder {
                 Some(s) => {
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
+                    s.procedures.baseline(&e.procedures);
                     if self.with_hist {
                         self.seen_hist.insert(key, dense(&e.wait_histogram));
                     }
@@ -583,6 +587,9 @@ impl Folder {
         v
     }
 }
+
+mod procedures;
+pub use procedures::ProcCounts;
 
 #[cfg(test)]
 mod tests;

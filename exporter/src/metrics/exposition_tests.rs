@@ -33,6 +33,16 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
     for us in [20, 300, 5000] {
         e.wait_histogram.record_us(us);
     }
+    // Requests per procedure: READ and GETATTR (the procedure families).
+    for (p, n) in [("READ", dispatches), ("GETATTR", 1)] {
+        let stats = nfsdtop_agent::model::ProcedureStats {
+            requests: n,
+            request_rate: n as f64,
+            exec_seconds: n as f64 / 400.0,
+        };
+        e.procedures
+            .insert(nfsdtop_agent::model::ProcName::new(p), stats);
+    }
     e
 }
 

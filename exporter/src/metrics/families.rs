@@ -278,6 +278,45 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// Requests per RPC procedure of the labelled series of `kind` (none
+/// for `other`): `nfsdtop_<kind>_procedure_requests` and
+/// `_procedure_execution_seconds`, each labelled as the series and with
+/// `procedure`. Families of their own, so that a sum over a peer's
+/// `nfsdtop_peer_requests` never counts a request twice.
+pub(super) fn encode_procedures<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    kind: &str,
+    series: &[&Series],
+    labels: impl Fn(&Series, &str) -> L,
+) -> std::fmt::Result {
+    type Read = fn(&crate::fold::ProcCounts) -> CV;
+    let families: [(&str, String, Option<Unit>, Read); 2] = [
+        (
+            "procedure_requests",
+            format!("Requests nfsd executed for the {kind}, per RPC procedure (the kernel's name; labelled series only, not other)."),
+            None,
+            |c| CV::U(c.requests),
+        ),
+        (
+            "procedure_execution",
+            format!("nfsd thread time spent on the {kind}'s requests, per RPC procedure (labelled series only, not other)."),
+            Some(Unit::Seconds),
+            |c| CV::F(c.exec_seconds),
+        ),
+    ];
+    for (what, help, unit, read) in families {
+        let name = format!("nfsdtop_{kind}_{what}");
+        let mut m = enc.encode_descriptor(&name, &help, unit.as_ref(), MetricType::Counter)?;
+        for s in series {
+            for (p, c) in &s.procedures.counts {
+                let procedure = escape_label(p.as_str());
+                counter(&mut m.encode_family(&labels(s, &procedure))?, read(c))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every [`SERVER`] family.
 pub(super) fn encode_server(enc: &mut DescriptorEncoder, m: &MetricsState) -> std::fmt::Result {
     for row in SERVER {

@@ -189,6 +189,16 @@ impl MetricsState {
         families::encode_entities(enc, "peer", &self.peers.series(), |s| {
             [("peer", s.name.clone()), ("class", s.class.clone())]
         })?;
+        families::encode_procedures(enc, "class", &self.classes.series(), |s, p| {
+            [("class", s.name.clone()), ("procedure", p.to_string())]
+        })?;
+        families::encode_procedures(enc, "peer", &self.peers.series(), |s, p| {
+            [
+                ("peer", s.name.clone()),
+                ("class", s.class.clone()),
+                ("procedure", p.to_string()),
+            ]
+        })?;
         families::encode_server(enc, self)?;
         families::encode_bpf(enc, &self.bpf)?;
         {

@@ -394,3 +394,69 @@ fn hostname_lookups_dropped_are_exported_only_with_resolve() {
         "{t}"
     );
 }
+
+/// Requests per procedure: for labelled peers and classes only, counted
+/// from the round they were labelled, a procedure label escaped like any
+/// other; the folded peer's procedures are in no series.
+#[test]
+fn procedures_of_the_top_k_only_from_their_labelling() {
+    use nfsdtop_agent::model::{ProcName, ProcedureStats};
+    let with = |mut e: EntityStats, procs: &[(&str, u64)]| {
+        e.procedures = procs
+            .iter()
+            .map(|&(n, requests)| {
+                let p = ProcedureStats {
+                    requests,
+                    exec_seconds: requests as f64 / 1000.0,
+                    ..ProcedureStats::default()
+                };
+                (ProcName::new(n), p)
+            })
+            .collect();
+        e
+    };
+    let mut m = MetricsState::new(1, 1);
+    m.update(&snap(
+        40,
+        vec![
+            with(peer("a", 30, 30), &[("READ", 25), ("WR\"ITE", 5)]),
+            with(peer("c", 10, 10), &[("READ", 9)]),
+        ],
+    ));
+    m.update(&snap(
+        50,
+        vec![
+            with(peer("a", 38, 8), &[("READ", 31), ("WR\"ITE", 7)]),
+            with(peer("c", 12, 2), &[("READ", 11)]),
+        ],
+    ));
+    let (t, _) = text(m);
+    let series = |p: &str| {
+        format!("nfsdtop_peer_procedure_requests_total{{peer=\"a\",class=\"a\",procedure=\"{p}\"}}")
+    };
+    assert_eq!(value(&t, &series("READ")), Some(31.0), "{t}");
+    assert_eq!(value(&t, &series("WR\\\"ITE")), Some(7.0), "{t}");
+    assert_eq!(
+        value(
+            &t,
+            "nfsdtop_peer_procedure_execution_seconds_total{peer=\"a\",class=\"a\",procedure=\"READ\"}"
+        ),
+        Some(0.031)
+    );
+    assert_eq!(
+        value(
+            &t,
+            "nfsdtop_class_procedure_requests_total{class=\"a\",procedure=\"READ\"}"
+        ),
+        Some(31.0)
+    );
+    assert!(
+        !t.lines()
+            .any(|l| l.starts_with("nfsdtop_peer_procedure") && l.contains("\"c\"")),
+        "the folded peer has none:\n{t}"
+    );
+    assert!(
+        !t.contains("peer=\"other\",class=\"other\",procedure"),
+        "{t}"
+    );
+}
