@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::scenario::{Policy, Scenario};
 use crate::classify::ClassMap;
-use crate::model::{Bytes, Endpoint, Event, EventKind, XprtKey};
+use crate::model::{Bytes, Endpoint, Event, EventKind, ProcName, XprtKey};
 
 /// The initial network namespace's inode on most systems.
 pub const DEMO_NETNS: u32 = 4_026_531_840;
@@ -52,6 +52,8 @@ struct Client {
     /// Empirical service times to draw from; empty: the scenario's.
     service_ns: Vec<u64>,
     request_bytes: Option<Bytes>,
+    /// Requests it has had served (for their procedures).
+    served: u64,
 }
 
 /// How a client loads the server.
@@ -90,6 +92,24 @@ pub struct SimClient {
     /// What each request receives and its reply sends; None: no sizes
     /// (the `Executed` events say bytes were not measured).
     pub request_bytes: Option<Bytes>,
+}
+
+impl Simulator {
+    /// The procedure of client `ci`'s next served request, where it has
+    /// sizes (a demo client; whatif's have none): READs (WRITEs where a
+    /// request is larger than its reply), every 8th a GETATTR and every
+    /// 32nd an ACCESS, as a file-serving client's mix looks.
+    fn procedure(&mut self, ci: usize) -> Option<ProcName> {
+        let c = &mut self.clients[ci];
+        let b = c.request_bytes?;
+        c.served += 1;
+        Some(ProcName::new(match c.served {
+            n if n % 32 == 0 => "ACCESS",
+            n if n % 8 == 0 => "GETATTR",
+            _ if b.received > b.sent => "WRITE",
+            _ => "READ",
+        }))
+    }
 }
 
 /// SplitMix64: tiny, deterministic, good enough for service-time jitter.
@@ -227,6 +247,7 @@ impl Simulator {
                 first_at_ns: spec.first_at_ns,
                 service_ns: spec.service_ns,
                 request_bytes: spec.request_bytes,
+                served: 0,
             });
         }
         let ngroups = groups.len();
@@ -345,7 +366,7 @@ impl Simulator {
                 }
                 SimEvent::ServiceDone { transport, exec_ns } => {
                     let ci = self.transports[transport].client;
-                    out.push(Event {
+                    let ev = Event {
                         ts_ns: at,
                         xprt: self.transports[transport].key,
                         kind: EventKind::Executed {
@@ -353,7 +374,18 @@ impl Simulator {
                             requests: 1,
                             bytes: self.clients[ci].request_bytes,
                         },
-                    });
+                    };
+                    out.push(ev);
+                    if let Some(name) = self.procedure(ci) {
+                        out.push(Event {
+                            kind: EventKind::Procedure {
+                                name,
+                                requests: 1,
+                                exec_ns,
+                            },
+                            ..ev
+                        });
+                    }
                     self.idle_threads += 1;
                     self.reply_reaches_client(ci);
                     self.dispatch(out);
