@@ -35,7 +35,7 @@ if have_nfsdtop; then
   # recording; fio is stopped (SIGTERM, which timeout passes on) once it
   # is done.
   saved_runtime=$FIO_RUNTIME
-  FIO_RUNTIME=$((WHATIF_FIO + 300))
+  FIO_RUNTIME=$((WHATIF_FIO + 420))
   start_fio whatif
   FIO_RUNTIME=$saved_runtime
   wait_until 120 "every client to be reading" all_reading || summary whatif.steady no
@@ -44,7 +44,9 @@ if have_nfsdtop; then
   NFSDTOP_PID=$!
   # The header is written once the source is open (attached).
   whatif_started() { [ -s "$whatif_rec" ] || nfsdtop_gone; }
-  if wait_until 180 "nfsdtop record to attach" whatif_started && ! nfsdtop_gone; then
+  # Attaching under full load on an emulated guest takes minutes (BTF,
+  # the verifier), more with a debug build or a busy host.
+  if wait_until 300 "nfsdtop record to attach" whatif_started && ! nfsdtop_gone; then
     mark "nfsdtop record attached"
     summary t_record_start.whatif "$(up)"
     sleep "$WHATIF_FIO"

@@ -20,9 +20,14 @@ pub use header::{
 pub const MAGIC: [u8; 8] = *b"NFSDTREC";
 
 /// The format version this build writes, and the newest it reads. v2
-/// added the executed record's byte counts ([`flag::BYTES`]); a v1 file
-/// never sets that flag, so it replays unchanged.
-pub const FORMAT_VERSION: u16 = 2;
+/// added the executed record's byte counts ([`flag::BYTES`]), v3 the
+/// procedure records ([`flag::PROCEDURE`]); an older file never sets
+/// those flags, so it replays unchanged.
+pub const FORMAT_VERSION: u16 = 3;
+
+/// Procedure names a file defines at most (v3); a writer records any
+/// further name as `(other)`.
+pub const MAX_PROC_NAMES: usize = 256;
 
 /// magic (8) + version (2) + flags (2) + header length (4) + header CRC (4).
 pub const PREAMBLE_LEN: usize = 20;
@@ -102,7 +107,13 @@ pub mod flag {
     pub const BYTES: u8 = 0x20;
     /// The timestamp delta is backwards (the source's clock is per CPU).
     pub const TS_BACK: u8 = 0x40;
-    /// Reserved: must be zero (v1, v2).
+    /// Executed only, v3: not the requests themselves but their
+    /// procedure (an `EventKind::Procedure`): after the execution time, a
+    /// name index varint; an index equal to the names defined so far
+    /// defines the next one (a length byte, at most 16, and the name).
+    /// Never with [`BYTES`].
+    pub const PROCEDURE: u8 = 0x80;
+    /// Reserved: must be zero (v1, v2; v3 but on an executed record).
     pub const RESERVED: u8 = 0x80;
 }
 

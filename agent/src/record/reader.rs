@@ -11,10 +11,10 @@ use std::path::Path;
 
 use super::format::{
     code, flag, tracepoint_of, Cursor, FrameHeader, Header, FORMAT_VERSION, FRAME_END,
-    FRAME_EVENTS, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_PAYLOAD, MAX_HEADER_LEN, MAX_XPRTS,
-    PREAMBLE_LEN,
+    FRAME_EVENTS, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_PAYLOAD, MAX_HEADER_LEN, MAX_PROC_NAMES,
+    MAX_XPRTS, PREAMBLE_LEN,
 };
-use crate::model::{Bytes, Event, EventKind, XprtKey};
+use crate::model::{Bytes, Event, EventKind, ProcName, XprtKey};
 
 /// Why a file cannot be replayed at all.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +102,9 @@ pub struct Reader<R: Read> {
     xprts: Vec<XprtKey>,
     prev_xprt: Option<usize>,
     prev_ts: u64,
+    /// v3: the procedure names the file has defined; `None` before v3
+    /// (where the procedure flag is reserved).
+    proc_names: Option<Vec<ProcName>>,
     payload: Vec<u8>,
     state: State,
 }
@@ -111,6 +114,36 @@ impl Reader<BufReader<File>> {
         let f = File::open(path)?;
         Reader::new(BufReader::with_capacity(256 << 10, f))
     }
+}
+
+/// A procedure record's name: an index into `names`, or the next one,
+/// defined here.
+fn read_proc_name(c: &mut Cursor<'_>, names: &mut Vec<ProcName>) -> Result<ProcName, String> {
+    let i = c.varint().map_err(|e| format!("procedure name: {e}"))?;
+    let i = usize::try_from(i).unwrap_or(usize::MAX);
+    if let Some(n) = names.get(i) {
+        return Ok(*n);
+    }
+    if i != names.len() || i >= MAX_PROC_NAMES {
+        return Err(format!(
+            "procedure name {i} is not defined ({} are)",
+            names.len()
+        ));
+    }
+    let len = c.byte().ok_or("ends inside a procedure name")? as usize;
+    if len > ProcName::MAX {
+        return Err(format!(
+            "procedure name of {len} bytes (at most {})",
+            ProcName::MAX
+        ));
+    }
+    let bytes: Vec<u8> = (0..len).map_while(|_| c.byte()).collect();
+    if bytes.len() < len {
+        return Err("ends inside a procedure name".into());
+    }
+    let name = ProcName::new(&String::from_utf8_lossy(&bytes));
+    names.push(name);
+    Ok(name)
 }
 
 /// Read until `buf` is full or the input ends; the count read.
@@ -199,6 +232,7 @@ impl<R: Read> Reader<R> {
             events: 0,
             xprts: Vec::new(),
             prev_xprt: None,
+            proc_names: (version >= 3).then(Vec::new),
             payload: Vec::new(),
             state: State::Reading,
         })
@@ -467,7 +501,8 @@ impl<R: Read> Reader<R> {
     ) -> Result<(), String> {
         let tag = c.byte().ok_or("empty record")?;
         let code = tag & flag::CODE_MASK;
-        if tag & flag::RESERVED != 0 {
+        let procedure = code == code::EXECUTED && self.proc_names.is_some();
+        if tag & flag::RESERVED != 0 && !procedure {
             return Err(format!("reserved flag set in tag {tag:#04x}"));
         }
         match code {
@@ -558,10 +593,22 @@ impl<R: Read> Reader<R> {
                 } else {
                     None
                 };
-                EventKind::Executed {
-                    exec_ns,
-                    requests,
-                    bytes,
+                match self.proc_names.as_mut() {
+                    Some(names) if tag & flag::PROCEDURE != 0 => {
+                        if bytes.is_some() {
+                            return Err("a procedure record with bytes".into());
+                        }
+                        EventKind::Procedure {
+                            name: read_proc_name(c, names)?,
+                            requests,
+                            exec_ns,
+                        }
+                    }
+                    _ => EventKind::Executed {
+                        exec_ns,
+                        requests,
+                        bytes,
+                    },
                 }
             }
             code::ACCEPTED => EventKind::Accepted,

@@ -96,6 +96,16 @@ fn every_kind(n: u32) -> Vec<Event> {
                 }),
             },
         });
+        // v3: its procedure, of 20 names, folded now and then.
+        v.push(Event {
+            ts_ns: ts - 2,
+            xprt: k,
+            kind: EventKind::Procedure {
+                name: crate::model::ProcName::new(&format!("PROC{}", i % 20)),
+                requests: if i % 5 == 0 { u64::from(i) } else { 1 },
+                exec_ns: u64::from(i) << 20,
+            },
+        });
         if i.is_multiple_of(97) {
             v.push(Event {
                 ts_ns: ts,
@@ -285,6 +295,12 @@ fn a_flipped_bit_stops_at_its_frame() {
         }
         let mut b = bytes.clone();
         b[pos] ^= 0x01;
+        if pos == 8 {
+            // Version 3 becomes 2, which exists: its first procedure
+            // record (a reserved flag in v2) is damage.
+            assert!(read_bytes(&b).map_or(true, |c| c.damage.is_some()));
+            continue;
+        }
         assert!(read_bytes(&b).is_err(), "header byte {pos}");
     }
 }
@@ -330,6 +346,7 @@ fn frames_cannot_be_duplicated_or_spliced() {
 fn version_1_files_still_replay() {
     let events: Vec<Event> = every_kind(2_000)
         .into_iter()
+        .filter(|e| !matches!(e.kind, EventKind::Procedure { .. }))
         .map(|mut e| {
             if let EventKind::Executed { bytes, .. } = &mut e.kind {
                 *bytes = None;
@@ -338,7 +355,7 @@ fn version_1_files_still_replay() {
         })
         .collect();
     let (mut bytes, _) = record(&events);
-    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2);
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
     bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
     let c = read_bytes(&bytes).unwrap();
     assert_eq!(c.damage, None);
@@ -351,6 +368,63 @@ fn version_1_files_still_replay() {
     let (b2, _) = record(&with);
     assert!(b2.len() > bytes.len());
     assert!(read_bytes(&b2).unwrap().events == with);
+}
+
+/// v3's procedure records: names defined once then by index, at most
+/// MAX_PROC_NAMES of them (later names recorded as `(other)`); in a v2
+/// file the same flag is reserved, and the frame is damaged there.
+#[test]
+fn procedure_names_are_bounded_and_reserved_before_v3() {
+    use crate::model::ProcName;
+    let proc = |i: u32, name: &str| Event {
+        ts_ns: 2_000_000 + u64::from(i),
+        xprt: key(i % 7),
+        kind: EventKind::Procedure {
+            name: ProcName::new(name),
+            requests: 1,
+            exec_ns: 1000,
+        },
+    };
+    let events: Vec<Event> = (0..400).map(|i| proc(i, &format!("N{i}"))).collect();
+    let (bytes, _) = record(&events);
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!(c.damage, None);
+    let names: Vec<String> = c
+        .events
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Procedure { name, .. } => name.to_string(),
+            _ => panic!("{e:?}"),
+        })
+        .collect();
+    let max = format::MAX_PROC_NAMES;
+    assert_eq!(
+        names[..max - 1],
+        (0..max - 1).map(|i| format!("N{i}")).collect::<Vec<_>>()[..]
+    );
+    assert!(
+        names[max - 1..].iter().all(|n| n == ProcName::OTHER),
+        "{names:?}"
+    );
+    // A repeated name costs its index only.
+    let (one, _) = record(&[proc(0, "READ")]);
+    let (two, _) = record(&[proc(0, "READ"), proc(7, "READ")]);
+    assert!(
+        two.len() - one.len() < 8,
+        "{} then {}",
+        one.len(),
+        two.len()
+    );
+    // The same file claiming v2: the procedure record is damage.
+    let mut v2 = two.clone();
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    let c = read_bytes(&v2).unwrap();
+    assert!(c.events.is_empty());
+    assert!(
+        format!("{:?}", c.damage).contains("reserved flag"),
+        "{:?}",
+        c.damage
+    );
 }
 
 #[test]

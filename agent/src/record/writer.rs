@@ -9,9 +9,12 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::model::ProcName;
+
 use super::format::{
     code, encode_preamble, flag, put_endpoint, put_varint, FrameHeader, Header, FRAME_END,
-    FRAME_EVENTS, FRAME_HEADER_LEN, FRAME_TARGET_BYTES, FRAME_TARGET_EVENTS, MAX_XPRTS,
+    FRAME_EVENTS, FRAME_HEADER_LEN, FRAME_TARGET_BYTES, FRAME_TARGET_EVENTS, MAX_PROC_NAMES,
+    MAX_XPRTS,
 };
 use crate::model::{Endpoint, Event, EventKind, XprtKey};
 
@@ -56,6 +59,7 @@ pub struct Writer<W: Write> {
     /// dispatch share it, and then cost no id at all.
     prev: Option<(XprtKey, u64)>,
     prev_ts: u64,
+    proc_names: ProcNames,
     summary: Summary,
 }
 
@@ -107,6 +111,7 @@ impl<W: Write> Writer<W> {
             recent: Box::new([None; RECENT]),
             prev: None,
             prev_ts: header.start_mono_ns,
+            proc_names: ProcNames::default(),
             summary: Summary {
                 bytes: (super::format::PREAMBLE_LEN + h.len()) as u64,
                 ..Summary::default()
@@ -141,8 +146,10 @@ impl<W: Write> Writer<W> {
     #[inline]
     pub fn write(&mut self, ev: &Event) -> io::Result<()> {
         let (code, mut flags) = match ev.kind {
-            // Not in the format yet: a recording replays without procedures.
-            EventKind::Procedure { .. } => return Ok(()),
+            EventKind::Procedure { requests, .. } => (
+                code::EXECUTED,
+                flag::PROCEDURE | if requests != 1 { flag::REQUESTS } else { 0 },
+            ),
             EventKind::Enqueue => (code::ENQUEUE, 0),
             EventKind::Dequeue { qtime_ns, class } => (
                 code::DEQUEUE,
@@ -214,10 +221,18 @@ impl<W: Write> Writer<W> {
                 e.byte(tracepoint.index() as u8);
                 e.varint(count);
             }
-            EventKind::Enqueue
-            | EventKind::Accepted
-            | EventKind::Closed
-            | EventKind::Procedure { .. } => {}
+            EventKind::Procedure {
+                name,
+                requests,
+                exec_ns,
+            } => {
+                if requests != 1 {
+                    e.varint(requests);
+                }
+                e.varint(exec_ns);
+                self.proc_names.put(name, &mut e);
+            }
+            EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
         }
         self.plen += e.n;
         self.frame_events += 1;
@@ -344,6 +359,36 @@ const DEF_MAX: usize = 45;
 const FRAME_BUF: usize = FRAME_TARGET_BYTES + DEF_MAX + EVENT_MAX;
 
 /// Encodes one event in place in the frame buffer.
+/// The procedure names defined so far in the file, by name: a name is
+/// written once (index, length, bytes), then by its index.
+#[derive(Default)]
+struct ProcNames {
+    index: rustc_hash::FxHashMap<ProcName, u64>,
+}
+
+impl ProcNames {
+    fn put(&mut self, name: ProcName, e: &mut Scratch<'_>) {
+        let other = ProcName::new(ProcName::OTHER);
+        let name = if self.index.len() + 1 >= MAX_PROC_NAMES && !self.index.contains_key(&name) {
+            other
+        } else {
+            name
+        };
+        if let Some(&i) = self.index.get(&name) {
+            e.varint(i);
+            return;
+        }
+        let i = self.index.len() as u64;
+        self.index.insert(name, i);
+        e.varint(i);
+        let b = name.as_str().as_bytes();
+        e.byte(b.len() as u8);
+        for &c in b {
+            e.byte(c);
+        }
+    }
+}
+
 struct Scratch<'a> {
     buf: &'a mut [u8; EVENT_MAX],
     n: usize,

@@ -49,22 +49,18 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     .areas(inner);
     f.render_widget(Paragraph::new(summary_text), summary);
     draw_sparklines(f, sparks, state, *kind, name);
+    // Requests per procedure, where counted, beside the chart: the
+    // transports below keep their width.
+    let with_procs = entity.is_some_and(|e| !e.procedures.is_empty());
+    let [chart, procs] = if with_procs {
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(PROCS_WIDTH)]).areas(chart)
+    } else {
+        [chart, Rect::default()]
+    };
     draw_chart(f, chart, state, *kind, name);
 
-    // With requests per procedure, a third of the width for them.
-    let with_procs = entity.is_some_and(|e| !e.procedures.is_empty());
-    let [hist, xprts, procs] = if with_procs {
-        Layout::horizontal([
-            Constraint::Percentage(34),
-            Constraint::Percentage(30),
-            Constraint::Percentage(36),
-        ])
-        .areas(bottom)
-    } else {
-        let [h, x] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)])
-            .areas(bottom);
-        [h, x, Rect::default()]
-    };
+    let [hist, xprts] =
+        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
     let hist_title = match kind {
         EntityKind::Peer => " queue wait (this interval) ",
         EntityKind::Class => " queue wait (since start) ",
@@ -92,6 +88,10 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         draw_procedures(f, procs, e);
     }
 }
+
+/// Cells of the procedures panel: a name of up to 11, three numbers of 6,
+/// the gaps and a margin.
+const PROCS_WIDTH: u16 = 1 + 11 + 3 * 7;
 
 /// The entity's requests per RPC procedure, most this interval first:
 /// each one's rate, its share of the entity's requests this interval, and
