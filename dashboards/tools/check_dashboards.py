@@ -12,6 +12,12 @@
         `promtool check rules FILE` parses each one.
     check_dashboards.py expr UID TITLE [--ref A] [--var NAME=VALUE ...]
         Print one panel's expression with the variables substituted.
+    check_dashboards.py names EXPOSITION [--rules FILE ...]
+        Every raw nfsdtop_* series the dashboards (and the rule files) query
+        is a sample name of EXPOSITION (the exporter's golden
+        exporter/src/metrics/testdata/exposition.om), and every label they
+        select or group it by is one of its labels (job and instance come
+        from Prometheus).
     check_dashboards.py query URL [--var NAME=VALUE ...]
         Run each expression as an instant query against the Prometheus at
         URL; fail on errors and on empty results (except the few panels
@@ -50,6 +56,12 @@ MAY_BE_EMPTY = {
     ("nfsdtop-drilldown", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
 }
 
+# A raw series name (not part of a recording rule's level:name:operation)
+# with its selector, and the labels of `by (...) (rate(name...` groupings.
+SERIES = re.compile(r"(?<![\w:])(nfsdtop_\w+)(?![\w:])(\{[^}]*\})?")
+MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+GROUPED = re.compile(r"\bby \(([^)]*)\) \((?:(?:rate|increase)\()?(nfsdtop_\w+)[{\[)]")
+TARGET_LABELS = {"job", "instance"}
 VAR_REF = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
 WINDOW = re.compile(r"\[([^\]]+)\]")
 
@@ -174,6 +186,48 @@ def lint(dashboards):
           f"{sum(1 for _, d in dashboards for _ in panels_of(d))} panels, {n} expressions")
 
 
+def exposition_labels(path):
+    """Sample name -> the label names it carries, from an exposition file."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"(\w+)(\{[^}]*\})?\s", line)
+            if m and not line.startswith("#"):
+                out.setdefault(m.group(1), set()).update(re.findall(r"(\w+)=\"", m.group(2) or ""))
+    if not out:
+        sys.exit(f"{path}: no samples")
+    return out
+
+
+def names(dashboards, exposition, rule_files):
+    have = exposition_labels(exposition)
+    sources = [(where, expr) for name, d in dashboards for _, where, expr in expressions(name, d)]
+    for path in rule_files or []:
+        with open(path) as f:
+            sources += [(f"{path}:{n}", line) for n, line in enumerate(f, 1)
+                        if not line.lstrip().startswith("#")]
+    errors, used = [], set()
+    for where, expr in sources:
+        for m in SERIES.finditer(expr):
+            metric, selector = m.group(1), m.group(2) or ""
+            used.add(metric)
+            if metric not in have:
+                errors.append(f"{where}: {metric} is not in the exposition")
+                continue
+            for label in set(MATCHER.findall(selector)) - TARGET_LABELS - have[metric]:
+                errors.append(f"{where}: {metric} has no label {label!r} to select on")
+        for by, metric in GROUPED.findall(expr):
+            labels = {lb.strip() for lb in by.split(",") if lb.strip()}
+            for label in labels - TARGET_LABELS - have.get(metric, labels):
+                errors.append(f"{where}: {metric} has no label {label!r} to group by")
+    if errors:
+        for e in errors:
+            print(f"FAIL {e}")
+        sys.exit(1)
+    print(f"ok   names: the {len(used)} nfsdtop_* series queried ({len(sources)} expressions/lines) "
+          f"are in {os.path.basename(exposition)} with the labels used")
+
+
 def parse_vars(pairs):
     values = dict(DEFAULT_VARS)
     for p in pairs or []:
@@ -252,6 +306,9 @@ def main():
     r = sub.add_parser("rules")
     r.add_argument("-o", "--output", required=True)
     r.add_argument("--var", action="append", metavar="NAME=VALUE")
+    n = sub.add_parser("names")
+    n.add_argument("exposition")
+    n.add_argument("--rules", action="append", metavar="FILE")
     q = sub.add_parser("query")
     q.add_argument("url")
     q.add_argument("--var", action="append", metavar="NAME=VALUE")
@@ -273,6 +330,8 @@ def main():
         sys.exit(f"no panel {a.title!r} with query {a.ref} in dashboard {a.uid}")
     if a.cmd == "lint":
         lint(dashboards)
+    elif a.cmd == "names":
+        names(dashboards, a.exposition, a.rules)
     elif a.cmd == "rules":
         to_rules(dashboards, a.output, parse_vars(a.var))
     else:

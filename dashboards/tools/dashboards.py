@@ -61,6 +61,11 @@ def quantile(q, sel, by, metric="nfsdtop_class_queue_wait_seconds_bucket"):
     return f"histogram_quantile({q}, sum by ({le}) (rate({metric}{{{sel}}}[{RI}])))"
 
 
+def mean_per(num, den, sel, by):
+    """Mean of num per den (thread seconds per request), for groups with any."""
+    return f"{rate(num, sel, by)}\n/\n({rate(den, sel, by)} > 0)"
+
+
 class Builder:
     """Lays panels out left to right, 24 columns wide, and numbers them."""
 
@@ -405,6 +410,21 @@ def overview():
                      "included), the 10 busiest classes. Empty on classic tracepoints.",
                      [(f'topk(10, {rate("nfsdtop_class_received_bytes_total", CLS_NAMED, "instance, class")})',
                        "{{class}}")], "Bps", minv=0), 8, 8)
+    b.add(timeseries("Requests per procedure",
+                     "Requests nfsd executed per second by RPC procedure (the kernel's name: READ, "
+                     "WRITE, GETATTR, ...; NFSv4 shows COMPOUND), summed over the selected classes, "
+                     "the 10 busiest procedures. Counted for labelled classes only (not "
+                     "class=\"other\"), from when a class got its label.",
+                     [(f'topk(10, {rate("nfsdtop_class_procedure_requests_total", CLS, "instance, procedure")})',
+                       "{{procedure}}")], "reqps", minv=0), 12, 8)
+    b.add(timeseries("Mean execution time per procedure",
+                     "nfsd thread time per request of each procedure over the selected classes "
+                     "(rate of execution seconds / rate of requests): how long a thread is held "
+                     "once the request is dispatched, queue wait not included. A procedure "
+                     "slower than usual points at the storage or the file system behind it.",
+                     [(mean_per("nfsdtop_class_procedure_execution_seconds_total",
+                                "nfsdtop_class_procedure_requests_total", CLS, "instance, procedure"),
+                       "{{procedure}}")], "s", minv=0), 12, 8)
 
     b.row("nfsdtopd itself")
     b.add(timeseries("Events lost per second", "Ring-buffer overflows by tracepoint. Should be 0.",
@@ -513,6 +533,22 @@ def drilldown():
     b.add(timeseries("Peers folded into \"other\"", "Peers beyond the top K, summed into peer=\"other\".",
                      [(f"sum by (instance) (nfsdtop_peers_folded{{{INST}}})", "{{instance}}")],
                      "none", minv=0), 24, 5)
+
+    b.row("Procedures of $peer (labelled peers only: none for peer=\"other\")")
+    b.add(timeseries("Requests per peer and procedure",
+                     "Requests nfsd executed per second for each chosen peer by RPC procedure "
+                     "(the kernel's name: READ, WRITE, GETATTR, ...), stacked. Choose one peer "
+                     "to see its own mix.",
+                     [(rate("nfsdtop_peer_procedure_requests_total", PEER, "instance, peer, procedure"),
+                       "{{peer}} {{procedure}}")], "reqps", stack=True, minv=0), 12, 8)
+    b.add(timeseries("Mean execution time per peer and procedure",
+                     "nfsd thread time per request of each chosen peer's procedures (rate of "
+                     "execution seconds / rate of requests), queue wait not included. Compare "
+                     "with the same procedure on the overview: slower for one peer only points "
+                     "at what it works on (large I/O, a slow export), not at the server.",
+                     [(mean_per("nfsdtop_peer_procedure_execution_seconds_total",
+                                "nfsdtop_peer_procedure_requests_total", PEER, "instance, peer, procedure"),
+                       "{{peer}} {{procedure}}")], "s", minv=0), 12, 8)
     variables = common_vars(class_multi=False) + [
         var_query("peer", "Peer",
                   'label_values(nfsdtop_peer_dispatches_total{job=~"$job", instance=~"$instance", class=~"$class"}, peer)',

@@ -7,7 +7,10 @@
 #   4. the tests can fail: mutated thresholds must make them fail;
 #   5. dashboards: lint (uids, datasource variable, $__rate_interval, ...),
 #      every PromQL expression parses (promtool), and a broken expression is
-#      caught (negative control);
+#      caught (negative control); every nfsdtop_* series the dashboards and
+#      rules query is in the exporter's golden exposition
+#      (exporter/src/metrics/testdata/exposition.om) with the labels they
+#      select and group by, and a wrong name or label is caught;
 #   6. the Grafana provisioning files are well-formed.
 # Needs promtool (Debian package prometheus; scripts/setup.sh) and python3.
 set -uo pipefail
@@ -112,6 +115,32 @@ if python3 $D/tools/check_dashboards.py --dir "$tmp/bad" rules -o "$tmp/bad.rule
    ! promtool check rules "$tmp/bad.rules.yml" >/dev/null 2>&1; then
   ok "negative control: a broken dashboard expression is rejected"
 else fail "negative control: a broken dashboard expression was not rejected"; fi
+
+# Names and labels against the exporter's exposition (the golden file its
+# tests keep equal to what /metrics serves).
+EXPO=exporter/src/metrics/testdata/exposition.om
+if out=$(python3 $D/tools/check_dashboards.py names "$EXPO" --rules $D/rules/nfsdtop.rules.yml 2>&1); then
+  ok "${out#ok   }"
+else fail "dashboard/rule series not in $EXPO:"; echo "$out"; fi
+# Negative controls: a misspelt series and a label the series lacks (the
+# per-procedure panels) must each be caught, by that complaint.
+for mut in "nfsdtop_peer_procedure_requests_total|nfsdtop_peer_procedures_total|is not in the exposition|a series name the exporter does not serve" \
+           "instance, peer, procedure)|instance, peer, proc)|has no label 'proc' to group by|a label the series does not have"; do
+  IFS='|' read -r from to want why <<<"$mut"
+  rm -rf "$tmp/names" && mkdir -p "$tmp/names"
+  if ! python3 - "$D/grafana/nfsdtop-drilldown.json" "$tmp/names/bad.json" "$from" "$to" <<'EOF'
+import sys
+text = open(sys.argv[1]).read()
+assert sys.argv[3] in text, "mutation target not found: " + sys.argv[3]
+open(sys.argv[2], "w").write(text.replace(sys.argv[3], sys.argv[4]))
+EOF
+  then fail "negative control: cannot mutate the drill-down ($from)"; continue; fi
+  out=$(python3 $D/tools/check_dashboards.py --dir "$tmp/names" names "$EXPO" 2>&1)
+  case $out in
+    *"$want"*) ok "negative control: $why in a panel is caught ($want)";;
+    *) fail "negative control: $why in a panel was not caught: $out";;
+  esac
+done
 
 # 6. Provisioning files.
 if python3 -c 'import yaml' 2>/dev/null; then

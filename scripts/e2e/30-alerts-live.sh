@@ -10,6 +10,8 @@
 #   - over the same window nothing fires under rr-peer, and no other nfsdtop
 #     alert is active for either daemon;
 #   - the recorded fairness ratios match the series (flat ~0.22, rr ~1);
+#   - the per-procedure panels (overview and drill-down) return the demo's
+#     procedures and add up to the requests and thread time they break down;
 #   - every dashboard expression returns data from this Prometheus.
 # Bounded to about 2 minutes; cleans up the processes it started.
 set -uo pipefail
@@ -127,6 +129,70 @@ PY
 same "Fairness ratio per class" "class:nfsdtop_fairness:ratio_rate10s"
 same "Share of dispatches per class" "class:nfsdtop_dispatch_share:ratio_rate10s"
 same "Jain's index" "instance:nfsdtop_fairness:jain_rate10s"
+
+# The per-procedure panels: the demo's clients send READ or WRITE, every
+# 8th request GETATTR and every 32nd ACCESS. Each panel must return those,
+# and add up to what it breaks down, at one instant: the requests per
+# procedure sum to the requests of the labelled classes (of the peer), and
+# their request-weighted mean execution time is those requests' thread
+# seconds per request (within 2%).
+procedures() {  # uid, requests panel, mean panel, totals' prefix, totals' selector, expected peer or "", vars...
+  local uid=$1 reqp=$2 meanp=$3 prefix=$4 sel=$5 peer=$6 rexpr mexpr res; shift 6
+  rexpr=$(python3 dashboards/tools/check_dashboards.py expr "$uid" "$reqp" --var __rate_interval=10s "$@") &&
+  mexpr=$(python3 dashboards/tools/check_dashboards.py expr "$uid" "$meanp" --var __rate_interval=10s "$@") ||
+    { fail "no panels '$reqp' and '$meanp' in $uid"; return; }
+  res=$(python3 - "$prom" "$rexpr" "$mexpr" "$prefix" "$sel" "$peer" "$flat" "$rr" <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+prom, rexpr, mexpr, prefix, sel, peer, flat, rr = sys.argv[1:]
+at = time.time() - 1
+def q(e):
+    u = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": e, "time": at})
+    return json.load(urllib.request.urlopen(u, timeout=10))["data"]["result"]
+def key(s):
+    return tuple(sorted(s["metric"].items()))
+reqs, mean_rows = q(rexpr), q(mexpr)
+means = {key(s): float(s["value"][1]) for s in mean_rows}
+total = {s["metric"]["instance"]: float(s["value"][1]) for s in
+         q(f"sum by (instance) (rate(nfsdtop_{prefix}_requests_total{{{sel}}}[10s]))")}
+thread = {s["metric"]["instance"]: float(s["value"][1]) for s in
+          q(f"sum by (instance) (rate(nfsdtop_{prefix}_execution_seconds_total{{{sel}}}[10s]))")}
+bad, said = [], []
+for rows in (reqs, mean_rows) if peer else ():
+    if {s["metric"].get("peer") for s in rows} != {peer}:
+        bad.append(f"peers {sorted({s['metric'].get('peer') for s in rows})}, not just {peer}")
+for inst, policy in ((flat, "flat"), (rr, "rr-peer")):
+    rows = [(s["metric"]["procedure"], float(s["value"][1]), means.get(key(s))) for s in reqs
+            if s["metric"]["instance"] == inst]
+    procs = {p for p, _, _ in rows}
+    missing = {"GETATTR", "ACCESS"} - procs
+    if not {"READ", "WRITE"} & procs:
+        missing.add("READ or WRITE")
+    if missing:
+        bad.append(f"{inst}: no {', '.join(sorted(missing))} (has {sorted(procs)})")
+        continue
+    if any(m is None or not m > 0 for _, r, m in rows if r > 0):
+        bad.append(f"{inst}: a procedure with requests but no mean execution time: {rows}")
+        continue
+    n = sum(r for _, r, _ in rows)
+    mean = sum(r * m for _, r, m in rows if r > 0) / n
+    want_n, want_mean = total.get(inst, 0), thread.get(inst, 0) / max(total.get(inst, 0), 1e-9)
+    if abs(n - want_n) > 0.02 * want_n or abs(mean - want_mean) > 0.02 * want_mean or not n > 0:
+        bad.append(f"{inst}: {n:.2f} req/s, mean {mean * 1e3:.2f} ms; "
+                   f"{prefix} totals {want_n:.2f} req/s, {want_mean * 1e3:.2f} ms")
+        continue
+    said.append(f"{policy}: " + " ".join(f"{p} {r:.1f}" for p, r, _ in sorted(rows)) + f" = {n:.1f} req/s, mean {mean * 1e3:.1f} ms")
+print("MISMATCH " + "; ".join(bad) if bad else "; ".join(said))
+PY
+)
+  case $res in MISMATCH*|"") fail "$uid '$reqp' / '$meanp': ${res:-no output}";;
+    *) ok "$uid '$reqp' / '$meanp' = nfsdtop_${prefix}_{requests,execution_seconds}_total{$sel} ($res)";; esac
+}
+procedures nfsdtop-overview "Requests per procedure" "Mean execution time per procedure" \
+  class 'class!="other"' "" --var class=.+
+# Every class of seed-k16 is one peer: $class=.+ leaves only $peer to pick
+# 10.0.0.2 out (the dashboards-return-data check below runs $class=10.0.0.2).
+procedures nfsdtop-drilldown "Requests per peer and procedure" "Mean execution time per peer and procedure" \
+  peer 'peer="10.0.0.2"' 10.0.0.2 --var class=.+ --var peer=10.0.0.2
 
 # Dashboards against the live data: every expression must return data.
 if out=$(python3 dashboards/tools/check_dashboards.py query "$prom" \
