@@ -2,14 +2,12 @@
 //! iteration), a `top -b`-like text table, and CSV.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ClientName, EntityKind, EntityStats, ProcName, ProcedureStats, ServerView, Snapshot,
-    SourceInfo, Tracepoint,
+    ClientName, EntityKind, EntityStats, Procedures, ServerView, Snapshot, SourceInfo, Tracepoint,
 };
 use crate::units::fmt_byte_rate;
 
@@ -66,10 +64,6 @@ pub struct BatchTotals {
     pub hostname_lookups_dropped: Option<u64>,
 }
 
-fn is_empty_map<K, V>(m: &BTreeMap<K, V>) -> bool {
-    m.is_empty()
-}
-
 /// One entity (peer or class) of a batch JSON line.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchEntity<'a> {
@@ -107,8 +101,8 @@ pub struct BatchEntity<'a> {
     pub bytes_out_rate: Option<f64>,
     /// Requests per RPC procedure, as the snapshot's (absent where
     /// procedures are not counted).
-    #[serde(default, skip_serializing_if = "is_empty_map")]
-    pub procedures: Cow<'a, BTreeMap<ProcName, ProcedureStats>>,
+    #[serde(default, skip_serializing_if = "Procedures::is_empty")]
+    pub procedures: Cow<'a, Procedures>,
     /// Peers: the NFSv4 clients at its address, where the server knows
     /// any (absent otherwise).
     #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]

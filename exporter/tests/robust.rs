@@ -84,9 +84,9 @@ fn dropped_in(line: &str) -> usize {
 
 /// Beyond the daemon's own memory, what 32 clients that stop reading, 8
 /// on each of 4 snapshots, may cost once the slowest are dropped: the
-/// shared encodings of the snapshots they are stuck on (29 MB each for
+/// shared encodings of the snapshots they are stuck on (34 MB each for
 /// 20,000 peers), at most 2 besides the latest two, and a connection
-/// buffer each. Had each its own copy, 32 would cost 32 x 29 MB.
+/// buffer each. Had each its own copy, 32 would cost 32 x 34 MB.
 const STALLED_BOUND_KIB: u64 = 200 * 1024;
 
 #[test]

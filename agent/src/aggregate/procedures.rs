@@ -3,9 +3,7 @@
 //! under `(other)`, so a hostile or broken source cannot grow an entity
 //! without bound. Counts saturate like every count from a source.
 
-use std::collections::BTreeMap;
-
-use crate::model::{ProcName, ProcedureStats};
+use crate::model::{ProcName, ProcedureStats, Procedures as Stats};
 
 /// Procedure names kept apart per entity (NFSv3 has 22, NLM 24).
 pub const MAX_NAMES: usize = 32;
@@ -54,7 +52,7 @@ impl Procedures {
 
     /// Cumulative counts and this interval's rates (`interval_s`); starts
     /// the next interval.
-    pub fn snapshot(&mut self, interval_s: f64) -> BTreeMap<ProcName, ProcedureStats> {
+    pub fn snapshot(&mut self, interval_s: f64) -> Stats {
         self.rows
             .iter_mut()
             .map(|r| {

@@ -5,9 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use std::collections::BTreeMap;
-
-use super::{PerTracepoint, ProcName};
+use super::{PerTracepoint, Procedures};
 use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -239,8 +237,8 @@ pub struct EntityStats {
     /// Requests per RPC procedure (the kernel's names; at most 32 per
     /// entity, later names under `(other)`); empty (absent in JSON) where
     /// procedures are not counted (`source.detail` says so).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub procedures: BTreeMap<ProcName, ProcedureStats>,
+    #[serde(default, skip_serializing_if = "Procedures::is_empty")]
+    pub procedures: Procedures,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use nfsdtop_agent::model::{ProcName, ProcedureStats};
+use nfsdtop_agent::model::{ProcName, Procedures as Stats};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProcCounts {
@@ -25,7 +25,7 @@ pub struct Procedures {
 
 impl Procedures {
     /// Start counting from `now` (the round the series is labelled).
-    pub fn baseline(&mut self, now: &BTreeMap<ProcName, ProcedureStats>) {
+    pub fn baseline(&mut self, now: &Stats) {
         self.seen = now
             .iter()
             .map(|(n, p)| {
@@ -40,8 +40,8 @@ impl Procedures {
 
     /// Add what grew since the last round; a count that went down (the
     /// agent restarted) grew by all of it.
-    pub fn add(&mut self, now: &BTreeMap<ProcName, ProcedureStats>) {
-        for (n, p) in now {
+    pub fn add(&mut self, now: &Stats) {
+        for (n, p) in now.iter() {
             let seen = self.seen.get(n).copied().unwrap_or_default();
             let (dr, de) = if p.requests < seen.requests {
                 (p.requests, p.exec_seconds)
@@ -65,7 +65,9 @@ impl Procedures {
 mod tests {
     use super::*;
 
-    fn snap(v: &[(&str, u64, f64)]) -> BTreeMap<ProcName, ProcedureStats> {
+    use nfsdtop_agent::model::ProcedureStats;
+
+    fn snap(v: &[(&str, u64, f64)]) -> Stats {
         v.iter()
             .map(|&(n, requests, exec_seconds)| {
                 let p = ProcedureStats {
