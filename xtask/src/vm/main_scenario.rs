@@ -192,8 +192,15 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
 }
 
 /// Entitled dispatches agree within this fraction between the ready queue
-/// rebuilt from dequeues and the one the enqueue hooks track (issue 22).
+/// rebuilt from dequeues and the one the enqueue hooks track (issue 22)...
 const PATHS_AGREE: f64 = 0.005;
+/// ...or within this many: the two stamp a transport's enqueue at
+/// different instants (the kernel's `xpt_qtime`, in whole µs, against the
+/// enqueue tracepoint's own clock read, tens of µs apart under TCG), so a
+/// dispatch in between counts its share for a different set of backlogged
+/// peers: in a short run, one or two such dispatches are more than 0.5%
+/// (seen on sid: 322.2 against 323.8 entitled of 115 dispatches).
+const PATHS_AGREE_DISPATCHES: f64 = 2.0;
 
 /// The default run (no enqueue hooks) and the classic one (with them),
 /// attached side by side over the same load: each peer's entitled
@@ -210,10 +217,11 @@ fn check_paths_agree(rebuilt: &Measured, hooked: &Measured, rep: &mut Report) {
         };
         let diff = (ent - hent).abs() / hent.max(1.0);
         rep.check(
-            diff <= PATHS_AGREE,
+            diff <= PATHS_AGREE || (ent - hent).abs() <= PATHS_AGREE_DISPATCHES,
             format!(
                 "main: {ip} entitled {ent:.1} from dequeues alone, {hent:.1} with enqueue hooks \
-                 ({:.2}% apart, at most {:.1}%; dispatches {d} and {hd})",
+                 ({:.2}% apart, at most {:.1}% or {PATHS_AGREE_DISPATCHES} dispatches; \
+                 dispatches {d} and {hd})",
                 diff * 100.0,
                 PATHS_AGREE * 100.0
             ),
