@@ -243,6 +243,11 @@ impl Fitter {
     }
 
     pub fn ingest(&mut self, ev: &Event) {
+        // A breakdown of Executed events already counted, stamped when the
+        // kernel's totals were read: not a moment of the transport's life.
+        if matches!(ev.kind, EventKind::Procedure { .. }) {
+            return;
+        }
         let ts = ev.ts_ns;
         self.first_ts.get_or_insert(ts);
         self.last_ts = self.last_ts.max(ts);
@@ -359,7 +364,6 @@ impl Fitter {
                 let _ = self.state(&ev.xprt);
             }
             EventKind::Lost { count, .. } => self.lost += count,
-            // A breakdown of the Executed events already counted.
             EventKind::Procedure { .. } => {}
         }
     }
