@@ -334,7 +334,7 @@ fn folded_execution_times_reach_the_agent_once() {
     bpf::write_proc_programs(&mut ebpf, &programs).unwrap();
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
     bpf::attach_raw(&mut ebpf, s, "sched_wakeup").unwrap();
-    let exec = |i| totals.read(i).map(|t| (t.owner, t.gen));
+    let exec = |i| totals.claim(i);
 
     // The raw layout of the slot, as the live source decodes it.
     let mut layout = exec_layout();

@@ -23,10 +23,6 @@ impl Procedures {
         self.0.iter().map(|(n, s)| (n, s))
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &ProcedureStats> {
-        self.0.iter().map(|(_, s)| s)
-    }
-
     pub fn get(&self, name: &ProcName) -> Option<&ProcedureStats> {
         let i = self.0.binary_search_by(|(n, _)| n.cmp(name)).ok()?;
         Some(&self.0[i].1)

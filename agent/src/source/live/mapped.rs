@@ -15,7 +15,8 @@ use nfsdtop_common::{counter, exec::ExecTotals, xprt_table, Slot};
 use super::bpf::bpf_err;
 use super::error::LiveError;
 
-/// A BPF array's value area, mapped read-only.
+/// A BPF array's value area, mapped read-only (or writable, inside a
+/// [`Writable`]).
 pub(super) struct Mapped {
     base: NonNull<u64>,
     words: usize,
@@ -30,10 +31,14 @@ impl Mapped {
     }
 
     /// Mapped for writing too (`PROC_ROWS`, whose ownership only the agent
-    /// writes).
-    pub(super) fn map_writable(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapped, LiveError> {
+    /// writes): only such a mapping can be stored to, by type.
+    pub(super) fn map_writable(
+        ebpf: &Ebpf,
+        name: &str,
+        bytes: usize,
+    ) -> Result<Writable, LiveError> {
         let prot = rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE;
-        Self::map_prot(ebpf, name, bytes, prot)
+        Self::map_prot(ebpf, name, bytes, prot).map(Writable)
     }
 
     fn map_prot(
@@ -85,17 +90,19 @@ impl Mapped {
     }
 }
 
-impl super::procs::Words for Mapped {
+/// A mapping made by [`Mapped::map_writable`]: the only kind stored to.
+pub(super) struct Writable(Mapped);
+
+impl super::procs::Words for Writable {
     fn load(&self, w: usize) -> u64 {
-        self.word(w)
+        self.0.word(w)
     }
 
-    /// Only on a mapping made by `map_writable` (else the store faults:
-    /// callers hold a writable one by type, `procs::ProcRowsMap`).
     fn store(&self, w: usize, v: u64) {
-        if w < self.words {
+        let m = &self.0;
+        if w < m.words {
             // SAFETY: an aligned u64 inside a writable mapping (w < words); the programs read it concurrently, hence an atomic store.
-            unsafe { AtomicU64::from_ptr(self.base.as_ptr().wrapping_add(w)) }
+            unsafe { AtomicU64::from_ptr(m.base.as_ptr().wrapping_add(w)) }
                 .store(v, Ordering::Release);
         }
     }
@@ -187,6 +194,12 @@ impl ExecTotalsMap {
         Ok(ExecTotalsMap {
             map: Mapped::map(ebpf, "EXEC_TOTALS", EXEC_TOTALS_BYTES)?,
         })
+    }
+
+    /// Who holds entry `idx` now: its owner and the gen of that claim
+    /// (what `procs::RowClaims` keys a procedure row to).
+    pub fn claim(&self, idx: u32) -> Option<(u64, u64)> {
+        self.read(idx).map(|t| (t.owner, t.gen))
     }
 
     /// Entry `idx`, if it held still while read: the programs write

@@ -328,16 +328,18 @@ impl LiveSource {
                     out,
                 );
             }
-            let exec = |i| t.read(i).map(|e| (e.owner, e.gen));
-            self.known.procs.sweep(exec, host::monotonic_ns(), out);
+            self.known
+                .procs
+                .sweep(|i| t.claim(i), host::monotonic_ns(), out);
         }
     }
 
     /// Claim the kernel's procedure rows for the transports just decoded.
     fn claim_proc_rows(&mut self, out: &mut Vec<Event>) {
         if let Some(t) = &self.exec_totals {
-            let exec = |i| t.read(i).map(|e| (e.owner, e.gen));
-            self.known.procs.claim(exec, host::monotonic_ns(), out);
+            self.known
+                .procs
+                .claim(|i| t.claim(i), host::monotonic_ns(), out);
         }
     }
 

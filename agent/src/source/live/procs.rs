@@ -62,6 +62,13 @@ struct Claim {
     seen: Box<[ProcSlot; ROW_SLOTS]>,
 }
 
+/// Whether the transport at `ptr` still holds its `EXEC_TOTALS` claim
+/// `gen` (`exec(entry)`: that entry's owner and gen): only then does the
+/// program fold its requests into a row claimed for that claim.
+fn holds(exec: impl Fn(u32) -> Option<(u64, u64)>, ptr: u64, gen: u64) -> bool {
+    exec(xprt_table::slot(ptr)) == Some((ptr, gen))
+}
+
 /// The rows the agent has claimed, by row.
 #[derive(Default)]
 pub struct RowClaims {
@@ -89,9 +96,8 @@ impl RowClaims {
         }
     }
 
-    /// Claim a row for each transport that wants one and still holds its
-    /// `EXEC_TOTALS` claim (`exec(entry)`: that entry's owner and gen),
-    /// unless a live transport holds the row; a row whose owner can no
+    /// Claim a row for each transport that wants one and still [`holds`]
+    /// its `EXEC_TOTALS` claim, unless a live transport holds the row; a row whose owner can no
     /// longer be folded into is settled first.
     pub fn claim(
         &mut self,
@@ -103,17 +109,16 @@ impl RowClaims {
             return;
         };
         for (ptr, gen, key) in self.pending.drain(..) {
-            let entry = xprt_table::slot(ptr);
-            if exec(entry) != Some((ptr, gen)) {
+            if !holds(&exec, ptr, gen) {
                 continue;
             }
-            let r = procs::row(entry);
-            if let Some(c) = self.claims.get(&r) {
-                if (c.ptr, c.gen) == (ptr, gen)
-                    || exec(xprt_table::slot(c.ptr)) == Some((c.ptr, c.gen))
-                {
-                    continue;
-                }
+            let r = procs::row(xprt_table::slot(ptr));
+            if self
+                .claims
+                .get(&r)
+                .is_some_and(|c| (c.ptr, c.gen) == (ptr, gen) || holds(&exec, c.ptr, c.gen))
+            {
+                continue;
             }
             if let Some(mut old) = self.claims.remove(&r) {
                 report(mem, r, &mut old, now_ns, out);
@@ -149,7 +154,7 @@ impl RowClaims {
         };
         self.claims.retain(|&r, c| {
             report(mem, r, c, now_ns, out);
-            exec(xprt_table::slot(c.ptr)) == Some((c.ptr, c.gen))
+            holds(&exec, c.ptr, c.gen)
         });
     }
 
