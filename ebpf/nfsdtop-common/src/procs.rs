@@ -161,6 +161,15 @@ pub const fn program_entries() -> [ProcProgram; PROGRAM_ENTRIES as usize] {
     out
 }
 
+/// The procedure names of `prog` version `vers`, by number (empty where
+/// the table has none).
+pub fn names_of(prog: u32, vers: u32) -> &'static [&'static str] {
+    PROGRAMS
+        .iter()
+        .find(|p| p.prog == prog && p.versions.contains(&vers))
+        .map_or(&[], |p| p.names)
+}
+
 /// The name of the procedure at `index` (None: [`OTHER`] or beyond).
 pub fn name(index: u32) -> Option<&'static str> {
     let mut base = 0;
@@ -220,6 +229,12 @@ mod tests {
         assert_eq!(name(27 + 23), Some("FREE_ALL"));
         assert_eq!(name(51), None);
         assert_eq!(name(OTHER), None);
+        assert_eq!(
+            (names_of(100003, 3).len(), names_of(100003, 4)),
+            (22, &["NULL", "COMPOUND"][..])
+        );
+        assert_eq!(names_of(100021, 3), NLM_PROCS);
+        assert!(names_of(100003, 2).is_empty());
         assert_eq!(core::mem::size_of::<ProcRow>(), ROW_WORDS * 8);
     }
 }

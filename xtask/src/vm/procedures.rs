@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use nfsdtop_agent::output::BatchEntity;
+use nfsdtop_common::procs::names_of;
+
+/// The NFS program, whose versions 3 and 4 /proc/net/rpc/nfsd counts.
+const NFS: u32 = 100003;
 
 /// What nfsdtop's `source.detail` says when it counts procedures (raw
 /// programs or the classic record).
@@ -23,8 +27,8 @@ pub fn rpc_nfsd(text: &str) -> BTreeMap<String, u64> {
     for line in text.lines() {
         let mut tok = line.split_whitespace();
         let names: &[&str] = match tok.next() {
-            Some("proc3") => nfsdtop_common::procs::PROGRAMS[0].names,
-            Some("proc4") => nfsdtop_common::procs::PROGRAMS[1].names,
+            Some("proc3") => names_of(NFS, 3),
+            Some("proc4") => names_of(NFS, 4),
             _ => continue,
         };
         for (name, n) in names.iter().zip(tok.skip(1)) {
@@ -103,9 +107,9 @@ pub fn check(
         }
     }
     for (p, &got) in &summed {
-        let counted = nfsdtop_common::procs::PROGRAMS[..2]
+        let counted = [3, 4]
             .iter()
-            .any(|prog| prog.names.contains(&p.as_str()));
+            .any(|&v| names_of(NFS, v).contains(&p.as_str()));
         if counted && !grew.contains_key(p) && got > 0 && p != "NULL" {
             differ.push(format!("{p}: nfsdtop {got}, kernel 0"));
         }
