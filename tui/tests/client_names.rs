@@ -10,18 +10,16 @@ use common::nfsdtop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::screen::{key, lines, open_detail};
+use common::screen::{demo_snapshots, key, lines, open_detail};
 use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
-use nfsdtop_agent::source::demo::{Scenario, Simulator};
 
 /// seed-k4 (10.0.0.2 with 2 connections, 10.0.0.3 with 4) where the
 /// server knows one NFSv4 client at 10.0.0.2 and two at 10.0.0.3.
 fn named_snapshots() -> Vec<Snapshot> {
-    let scenario = Scenario::builtin("seed-k4").unwrap();
     let mut names = ClientMap::new(None);
     let name = |n: &str, minor, imp: Option<&str>| ClientName {
         name: n.into(),
@@ -37,17 +35,8 @@ fn named_snapshots() -> Vec<Snapshot> {
     names.insert(b, name("Linux NFSv4.2 nat-b", 2, None));
     let mut agg = Aggregator::new(Default::default(), Limits::default());
     agg.set_client_names(Arc::new(names));
-    let mut sim = Simulator::new(scenario);
     let info = SourceInfo::default();
-    let mut buf = Vec::new();
-    (1..=3u64)
-        .map(|i| {
-            buf.clear();
-            sim.run_until(i * 2_000_000_000, &mut buf);
-            agg.ingest_all(&buf);
-            agg.snapshot(sim.now_ns(), i as f64, &info)
-        })
-        .collect()
+    demo_snapshots("seed-k4", agg, |a, now, t| a.snapshot(now, t, &info))
 }
 
 #[test]

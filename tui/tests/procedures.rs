@@ -7,27 +7,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::screen::{lines, open_detail};
+use common::screen::{demo_snapshots, lines, open_detail};
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::model::{ProcName, Snapshot, SourceInfo};
-use nfsdtop_agent::source::demo::{Scenario, Simulator};
 
 const PEER: &str = "10.0.0.2";
 
 fn snapshots() -> Vec<Snapshot> {
-    let mut agg = Aggregator::new(Default::default(), Limits::default());
-    let mut sim = Simulator::new(Scenario::builtin("seed-k4").unwrap());
+    let agg = Aggregator::new(Default::default(), Limits::default());
     let info = SourceInfo::default();
-    let mut buf = Vec::new();
-    (1..=3u64)
-        .map(|i| {
-            buf.clear();
-            sim.run_until(i * 2_000_000_000, &mut buf);
-            agg.ingest_all(&buf);
-            agg.snapshot(sim.now_ns(), i as f64, &info)
-        })
-        .collect()
+    demo_snapshots("seed-k4", agg, |a, now, t| a.snapshot(now, t, &info))
 }
 
 #[test]

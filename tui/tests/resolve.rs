@@ -11,13 +11,12 @@ use common::nfsdtop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::screen::{key, lines};
+use common::screen::{demo_snapshots, key, lines, open_detail};
 use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
-use nfsdtop_agent::source::demo::{Scenario, Simulator};
 
 /// seed-k4: 10.0.0.2 named "h2.example" by its host name only, 10.0.0.3
 /// with an NFSv4 client name and a host name.
@@ -33,36 +32,19 @@ fn resolved_snapshots() -> Vec<Snapshot> {
     );
     let mut agg = Aggregator::new(Default::default(), Limits::default());
     agg.set_client_names(Arc::new(names));
-    let mut sim = Simulator::new(Scenario::builtin("seed-k4").unwrap());
     let info = SourceInfo::default();
-    let mut buf = Vec::new();
-    (1..=3u64)
-        .map(|i| {
-            buf.clear();
-            sim.run_until(i * 2_000_000_000, &mut buf);
-            agg.ingest_all(&buf);
-            agg.snapshot_resolving(sim.now_ns(), i as f64, &info, &mut |ip| match ip
-                .to_string()
-                .as_str()
-            {
-                "10.0.0.2" => Some("h2.example".into()),
-                "10.0.0.3" => Some("h3.example".into()),
-                _ => None,
-            })
+    demo_snapshots("seed-k4", agg, |a, now, t| {
+        a.snapshot_resolving(now, t, &info, &mut |ip| match ip.to_string().as_str() {
+            "10.0.0.2" => Some("h2.example".into()),
+            "10.0.0.3" => Some("h3.example".into()),
+            _ => None,
         })
-        .collect()
+    })
 }
 
 fn open(st: &mut State, peer: &str) {
     key(st, KeyCode::Esc);
-    key(st, KeyCode::Home);
-    for _ in 0..st.rows().len() {
-        if st.selected_entity().unwrap().name == peer {
-            break;
-        }
-        key(st, KeyCode::Down);
-    }
-    key(st, KeyCode::Enter);
+    open_detail(st, peer);
     assert!(matches!(st.screen, Screen::Detail { .. }));
 }
 

@@ -1,9 +1,13 @@
 //! The TUI drawn off-screen (ratatui's TestBackend) for tests that look at
-//! its text without a terminal, and keys fed to its state.
+//! its text without a terminal, keys fed to its state, and the demo
+//! snapshots they draw.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use nfsdtop::state::State;
 use nfsdtop::view;
+use nfsdtop_agent::aggregate::Aggregator;
+use nfsdtop_agent::model::Snapshot;
+use nfsdtop_agent::source::demo::{Scenario, Simulator};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -35,4 +39,23 @@ pub fn open_detail(st: &mut State, name: &str) {
         key(st, KeyCode::Down);
     }
     key(st, KeyCode::Enter);
+}
+
+/// Three snapshots of the built-in demo `scenario`, 2 s apart, by `agg`
+/// (set up by the caller): `snap(agg, now_ns, time)` takes each.
+pub fn demo_snapshots(
+    scenario: &str,
+    mut agg: Aggregator,
+    mut snap: impl FnMut(&mut Aggregator, u64, f64) -> Snapshot,
+) -> Vec<Snapshot> {
+    let mut sim = Simulator::new(Scenario::builtin(scenario).unwrap());
+    let mut buf = Vec::new();
+    (1..=3u64)
+        .map(|i| {
+            buf.clear();
+            sim.run_until(i * 2_000_000_000, &mut buf);
+            agg.ingest_all(&buf);
+            snap(&mut agg, sim.now_ns(), i as f64)
+        })
+        .collect()
 }
