@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::EventKind;
+use nfsdtop_agent::source::live::btf::Btf;
 use nfsdtop_agent::source::live::{bpf, drain};
 use nfsdtop_common::{Record, RecordView, Slot, SlotConfig};
 
@@ -37,6 +38,24 @@ struct ExecRun {
 
 type SlotCounters = nfsdtop_agent::source::live::bpf::SlotCounts;
 
+/// This kernel's BTF, whose `struct task_struct` stands in for nfsd's
+/// structs here; None (a skip, which fails where BPF is required) without
+/// /sys/kernel/btf/vmlinux.
+fn task_btf() -> Option<Btf> {
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+        return None;
+    }
+    Some(Btf::load(dir, None).expect("this kernel's BTF"))
+}
+
+/// The offset of `path` inside `struct task_struct`.
+fn task_offset(btf: &Btf, path: &[&str]) -> u32 {
+    btf.offset_of("task_struct", path)
+        .expect("task_struct field")
+}
+
 /// `keeps`: which children's execs should become records.
 fn exec_run(
     s: Slot,
@@ -45,18 +64,9 @@ fn exec_run(
     children: usize,
     keeps: impl Fn(u32) -> bool,
 ) -> Option<ExecRun> {
-    use nfsdtop_agent::source::live::btf::Btf;
     use nfsdtop_common::RawConfig;
-    let dir = Path::new("/sys/kernel/btf");
-    if !dir.join("vmlinux").exists() {
-        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
-        return None;
-    }
-    let btf = Btf::load(dir, None).expect("this kernel's BTF");
-    let off = |path: &[&str]| {
-        btf.offset_of("task_struct", path)
-            .expect("task_struct field")
-    };
+    let task = task_btf()?;
+    let off = |path: &[&str]| task_offset(&task, path);
     let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
@@ -280,20 +290,13 @@ fn folded_execution_times_reach_the_agent_once() {
     if !ready("folded_execution_times_reach_the_agent_once") {
         return;
     }
-    use nfsdtop_agent::source::live::btf::Btf;
     use nfsdtop_agent::source::live::decode::KnownXprts;
     use nfsdtop_agent::source::live::raw;
     use nfsdtop_common::{rawrec, RawConfig};
-    let dir = Path::new("/sys/kernel/btf");
-    if !dir.join("vmlinux").exists() {
-        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+    let Some(task) = task_btf() else {
         return;
-    }
-    let btf = Btf::load(dir, None).expect("this kernel's BTF");
-    let off = |path: &[&str]| {
-        btf.offset_of("task_struct", path)
-            .expect("task_struct field")
     };
+    let off = |path: &[&str]| task_offset(&task, path);
     let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
     let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
     let counters = bpf::Counters::map(&ebpf).unwrap();
@@ -475,19 +478,12 @@ fn pool_totals_add_each_request_to_its_pool() {
     if !ready("pool_totals_add_each_request_to_its_pool") {
         return;
     }
-    use nfsdtop_agent::source::live::btf::Btf;
     use nfsdtop_agent::source::live::pools::PoolTotalsMap;
     use nfsdtop_common::{pools::PoolConfig, rawrec, RawConfig};
-    let dir = Path::new("/sys/kernel/btf");
-    if !dir.join("vmlinux").exists() {
-        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+    let Some(task) = task_btf() else {
         return;
-    }
-    let btf = Btf::load(dir, None).expect("this kernel's BTF");
-    let off = |path: &[&str]| {
-        btf.offset_of("task_struct", path)
-            .expect("task_struct field")
     };
+    let off = |path: &[&str]| task_offset(&task, path);
     // This thread's prio: /proc's "priority" (field 18) is prio - 100.
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
     let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
