@@ -99,43 +99,56 @@ impl ServerMetrics {
             )?;
             m.encode_counter::<NoLabelSet, _, u64>(&n, None)?;
         }
-        if !self.pool_threads.is_empty() {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_server_pool_threads",
-                "nfsd threads of each pool (/proc/fs/nfsd/pool_threads).",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (pool, n) in &self.pool_threads {
-                let l = [("pool", pool.to_string())];
-                m.encode_family(&l)?.encode_gauge(&f64::from(*n))?;
-            }
-        }
-        if !self.pool_busy.is_empty() {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_server_pool_busy_threads",
-                "Mean threads of each nfsd pool in service over the latest interval (at most its nfsdtop_server_pool_threads).",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (pool, b) in &self.pool_busy {
-                let l = [("pool", pool.to_string())];
-                m.encode_family(&l)?.encode_gauge(b)?;
-            }
-        }
-        if !self.pool_busy_seconds.is_empty() {
-            let mut m = enc.encode_descriptor(
-                "nfsdtop_server_pool_busy_thread",
-                "Thread-seconds each nfsd pool spent executing requests (rate() of it is the pool's mean busy threads).",
-                Some(&Unit::Seconds),
-                MetricType::Counter,
-            )?;
-            for (pool, secs) in &self.pool_busy_seconds {
-                let l = [("pool", pool.to_string())];
-                m.encode_family(&l)?
-                    .encode_counter::<NoLabelSet, _, f64>(secs, None)?;
-            }
-        }
+        per_pool(
+            enc,
+            "nfsdtop_server_pool_threads",
+            "nfsd threads of each pool (/proc/fs/nfsd/pool_threads).",
+            None,
+            MetricType::Gauge,
+            self.pool_threads.iter().map(|&(p, n)| (p, f64::from(n))),
+        )?;
+        per_pool(
+            enc,
+            "nfsdtop_server_pool_busy_threads",
+            "Mean threads of each nfsd pool in service over the latest interval (at most its nfsdtop_server_pool_threads).",
+            None,
+            MetricType::Gauge,
+            self.pool_busy.iter().copied(),
+        )?;
+        per_pool(
+            enc,
+            "nfsdtop_server_pool_busy_thread",
+            "Thread-seconds each nfsd pool spent executing requests (rate() of it is the pool's mean busy threads).",
+            Some(Unit::Seconds),
+            MetricType::Counter,
+            self.pool_busy_seconds.iter().map(|(&p, &s)| (p, s)),
+        )?;
         Ok(())
     }
+}
+
+/// One value per pool (label `pool`), a gauge or a counter; nothing where
+/// no pool has one.
+fn per_pool(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    ty: MetricType,
+    values: impl Iterator<Item = (u32, f64)>,
+) -> std::fmt::Result {
+    let mut values = values.peekable();
+    if values.peek().is_none() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), ty)?;
+    for (pool, v) in values {
+        let l = [("pool", pool.to_string())];
+        let mut f = m.encode_family(&l)?;
+        match ty {
+            MetricType::Counter => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
+            _ => f.encode_gauge(&v)?,
+        }
+    }
+    Ok(())
 }
