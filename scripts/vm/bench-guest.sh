@@ -34,12 +34,14 @@ IODEPTH=16
 NCONNECT=1
 GUEST_TIMEOUT=900
 IDLE_SECS=5
+# the sunrpc events of the ftrace mode: those nfsdtop attaches to on this
+# kernel (the host's config names them)
+EVENTS="svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free"
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
 
 # shellcheck source=guest-lib.sh
 . /vm/guest-lib.sh
-EVENTS="svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free"
 
 system_up
 summary cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"

@@ -4,7 +4,10 @@
 # while nfsdtop runs, and nfsd's own record of its clients
 # (/proc/fs/nfsd/clients/*/info) is copied out beside nfsdtop's lines, so
 # the host can compare the name nfsdtop shows for that client's address
-# with the one the server keeps. Only operations allowed in nfsd's grace
+# with the one the server keeps. ftrace and the kernel's own counters
+# (/proc/net/rpc/nfsd) are kept over the same span, so the NFSv4.2
+# client's requests per procedure (COMPOUND, NULL) are checked as the main
+# measurement's NFSv3 ones are. Only operations allowed in nfsd's grace
 # period (mount, getattr) are used: a fresh NFSv4 server refuses opens for
 # its first 90 s.
 names_json="$OUT/nfsdtop-names.jsonl"
@@ -14,6 +17,8 @@ eval "names_saddr=\$SADDR_$names_client names_proto=\$PROTO_$names_client"
 mkdir -p /var/lib/nfs/v4recovery "/mnt/$names_client-v4"
 names_listed() { grep -qs '^name:' /proc/fs/nfsd/clients/*/info; }
 if have_nfsdtop && nfsdtop_start "$names_json"; then
+  ftrace_start
+  cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-before-names.txt" 2>/dev/null
   if timeout 120 nsenter --net="/run/netns/$names_client" \
     mount -t nfs -o "vers=4.2,proto=$names_proto" "$names_saddr:/export" "/mnt/$names_client-v4"; then
     summary names.mounted yes
@@ -33,6 +38,8 @@ if have_nfsdtop && nfsdtop_start "$names_json"; then
     summary names.mounted no
   fi
   nfsdtop_stop "$names_json"
+  cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-after-names.txt" 2>/dev/null
+  ftrace_stop names
   mark "names scenario done"
 else
   summary names.error "nfsdtop did not start for the names scenario"

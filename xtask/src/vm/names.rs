@@ -2,7 +2,9 @@
 //! mounts with NFSv4.2 while nfsdtop runs. nfsd's own record of the client
 //! (`/proc/fs/nfsd/clients/*/info`, copied out of the guest) is the truth:
 //! nfsdtop's lines must show, on that client's address, the name and
-//! minor version nfsd lists for it.
+//! minor version nfsd lists for it. The same span's ftrace and
+//! /proc/net/rpc/nfsd check the NFSv4.2 client's requests per procedure
+//! (COMPOUND, NULL) as vm/procedures.rs checks the NFSv3 ones.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -10,6 +12,8 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use super::batch;
+use super::ftrace::{ftrace_losses, parse_trace};
+use super::procedures;
 use super::report::Report;
 use super::{client_addr, CLIENTS};
 
@@ -104,6 +108,47 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             want.1
         ),
     );
+    if let Some(last) = lines.last() {
+        check_procedures(results, last, ip, rep);
+    }
+}
+
+/// The NFSv4.2 client's requests per procedure in nfsdtop's last line
+/// against ftrace's `proc=` and the kernel's `proc4` counters.
+fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Report) {
+    let read = |f: &str| fs::read_to_string(results.join(f)).ok();
+    let stats = read("ftrace-stats-names.txt").unwrap_or_default();
+    let lost = ftrace_losses(&stats);
+    rep.check(
+        lost == Some(0),
+        format!("names: ftrace lost no records ({lost:?})"),
+    );
+    let ft = parse_trace(&read("trace-names.txt").unwrap_or_default());
+    let compounds = ft
+        .procs_per_client
+        .get(&ip)
+        .and_then(|p| p.get("COMPOUND"))
+        .copied()
+        .unwrap_or(0);
+    rep.check(
+        compounds > 0,
+        format!("names: ftrace saw NFSv4 COMPOUNDs from {ip}: {compounds}"),
+    );
+    let counts = last.source.detail.contains(procedures::PROCEDURES_MEASURED);
+    let (before, after) = (
+        read("rpc-nfsd-before-names.txt"),
+        read("rpc-nfsd-after-names.txt"),
+    );
+    let rpc = before.as_deref().zip(after.as_deref());
+    for (ok, what) in procedures::check(
+        &last.entities,
+        counts,
+        &ft.procs_per_client,
+        &[(CLIENTS[0].0, ip)],
+        rpc,
+    ) {
+        rep.check(ok, format!("names: NFSv4.2: {what}"));
+    }
 }
 
 #[cfg(test)]
