@@ -314,9 +314,9 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             fit.scale_to_occupancy(threads);
         }
         notes.push(format!(
-            "while requests waited, a thread spent {:.2} ms a request, {k:.1} times the recorded \
-             execution time ({exec_ms:.2} ms; nfsd's execute leaves out receiving and replying): \
-             service times scaled to it",
+            "a thread spent {:.2} ms a request (while requests waited, and no more than the whole \
+             recording allows), {k:.1} times the recorded execution time ({exec_ms:.2} ms; nfsd's \
+             execute leaves out receiving and replying): service times scaled to it",
             k * exec_ms,
         ));
     }

@@ -1,6 +1,8 @@
 //! A thread's time per request, where the recorded execution times leave
 //! part of it out: while requests waited every thread was busy, so there
-//! a thread spent threads × that time / its dispatches on each.
+//! a thread spent threads × that time / its dispatches on each. No more
+//! than threads × the whole recording / all its dispatches, though: no
+//! thread is busier than all the time.
 
 use super::Fit;
 
@@ -17,6 +19,14 @@ impl Fit {
     /// busy, so there a thread's time per request is threads × that time
     /// / its dispatches. Its ratio to the recorded executions, where that
     /// is clearly above 1 and enough of the recording shows it.
+    ///
+    /// The periods with requests waiting are not a fair sample of the
+    /// recording: a queue builds up the more readily while the threads run
+    /// slower (sharing the CPUs with other work), so their time per
+    /// request can exceed what the whole recording allows: threads × its
+    /// span / its dispatches, the time per request had every thread been
+    /// busy throughout. Capped there, the model's server is never slower
+    /// than the recorded one demonstrably was.
     pub fn occupancy_ratio(&self, threads: u32) -> Option<f64> {
         if self.saturated_dispatches < MIN_SATURATED_DISPATCHES
             || self.saturated_ns < self.span_ns / 10
@@ -24,9 +34,10 @@ impl Fit {
         {
             return None;
         }
-        let occupancy =
-            f64::from(threads) * self.saturated_ns as f64 / self.saturated_dispatches as f64;
-        let k = occupancy / self.mean_service_ns;
+        let threads = f64::from(threads);
+        let waiting = threads * self.saturated_ns as f64 / self.saturated_dispatches as f64;
+        let whole = threads * self.span_ns as f64 / self.dispatches.max(1) as f64;
+        let k = waiting.min(whole) / self.mean_service_ns;
         (k.is_finite() && k >= MIN_OCCUPANCY_RATIO).then_some(k)
     }
 

@@ -246,6 +246,58 @@ fn service_times_scale_to_a_saturated_threads_time_per_request() {
     );
 }
 
+/// Requests waited only while the thread ran slowly: 200 dispatches 4 ms
+/// apart while a transport stayed queued, then 600 with nothing waiting,
+/// 1 ms apart. The waiting periods alone say about 4 ms a request; the
+/// whole recording (one thread, 800 dispatches in 1.4 s) allows at most
+/// 1.75 ms: the ratio to `execute` (0.25 ms) is capped there, at about 7.
+#[test]
+fn a_threads_time_per_request_is_capped_by_the_whole_recording() {
+    let mut f = Fitter::new();
+    let exec = |_: u64| EventKind::Executed {
+        exec_ns: 250_000,
+        requests: 1,
+        bytes: None,
+    };
+    f.ingest(&ev(0, 700, EventKind::Enqueue));
+    f.ingest(&ev(0, 701, EventKind::Enqueue));
+    let mut t = 0;
+    for i in 0..200u64 {
+        let port = 700 + (i % 2) as u16;
+        f.ingest(&ev(t, port, DQ));
+        f.ingest(&ev(t + 1, port, EventKind::Enqueue));
+        f.ingest(&ev(t + 250_000, port, exec(t)));
+        t += 4_000_000;
+    }
+    // The queue drains: the last two dispatches take the queued transports.
+    f.ingest(&ev(t, 700, DQ));
+    f.ingest(&ev(t + 250_000, 700, exec(t)));
+    t += 1_000_000;
+    f.ingest(&ev(t, 701, DQ));
+    f.ingest(&ev(t + 250_000, 701, exec(t)));
+    for _ in 0..598u64 {
+        t += 1_000_000;
+        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t + 1, 700, DQ));
+        f.ingest(&ev(t + 250_000, 700, exec(t)));
+    }
+    let fit = f.finish();
+    // From the first dispatch to the one that emptied the queue (801 ms),
+    // over the 201 dispatches after the first.
+    assert_eq!(
+        (fit.saturated_ns, fit.saturated_dispatches),
+        (801_000_000, 201)
+    );
+    let whole = fit.span_ns as f64 / fit.dispatches as f64;
+    assert!(whole < 2e6, "{whole}");
+    let k = fit.occupancy_ratio(1).expect("well above execute");
+    assert!(
+        (k - whole / 250_000.0).abs() < 1e-6,
+        "{k} vs {}",
+        whole / 250_000.0
+    );
+}
+
 /// Fitted again with a known scale, a live recording's estimated
 /// completions and service times are a thread's time, not `execute`.
 #[test]
