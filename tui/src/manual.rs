@@ -98,7 +98,7 @@ its share of nfsd thread time (svc_stats_latency execute), interval: round\-robi
 the workload view: requests answered per second (svc_stats_latency), interval
 .TP
 \fBIN/S\fR, \fBOUT/S\fR
-the workload view: bytes its requests brought in and its replies sent per second, RPC headers included (rq_arg.len, rq_res.len), interval, in binary units (4.20KiB/s, 35.9MiB/s); \- where not measured (the classic tracepoint has no lengths), never 0. The drill\-down shows the requests and bytes since the start beside their rates, and the requests per RPC procedure (the kernel's names): each one's rate, share of the client's requests this interval and mean execution time
+the workload view: bytes its requests brought in and its replies sent per second, RPC headers included (rq_arg.len, rq_res.len), interval, in binary units (4.20KiB/s, 35.9MiB/s); \- where not measured (the classic tracepoint has no lengths), never 0. The drill\-down shows the requests and bytes since the start beside their rates, and the requests per RPC procedure (the kernel's names): each one's rate, share of the client's requests this interval, mean execution time, and P99, the 99th percentile of those requests whose execution time arrived one by one (every one on classic tracepoints; on raw ones those the kernel did not add up with others; \- where none did)
 .PP
 The header, every figure for the whole server: dispatches per second
 over the last interval; entities backlogged (work queued) at its end, of

@@ -43,6 +43,13 @@ fn the_drill_down_lists_the_peers_procedures_and_json_has_them() {
             .unwrap()
             > 0.0
     );
+    // Each demo request runs exactly 10 ms (seed-k4: no jitter) and is
+    // timed alone: the 99th percentile is the middle of 10 ms's bucket,
+    // [8192, 12288) µs, over every request.
+    let read_stats = &peer.procedures[&ProcName::new("READ")];
+    assert_eq!(read_stats.timed, read);
+    assert_eq!(read_stats.exec_p99_us, Some(10240.0));
+    assert_eq!(json["procedures"]["READ"]["exec_p99_us"], 10240.0);
     let mut none = peer.clone();
     none.procedures.clear();
     assert!(serde_json::to_value(none)
@@ -58,7 +65,10 @@ fn the_drill_down_lists_the_peers_procedures_and_json_has_them() {
     assert!(matches!(st.screen, Screen::Detail { .. }));
     let text = lines(&mut st, 100, 30).join("\n");
     assert!(text.contains("procedures (3)"), "{text}");
-    assert!(text.contains("PROC") && text.contains("REQ/S"), "{text}");
+    assert!(
+        text.contains("PROC") && text.contains("REQ/S") && text.contains("P99"),
+        "{text}"
+    );
     // READ first (most requests), its share of this interval's requests
     // about 87.5%.
     let read_line = text
@@ -71,6 +81,9 @@ fn the_drill_down_lists_the_peers_procedures_and_json_has_them() {
         .find_map(|t| t.strip_suffix('%')?.parse().ok())
         .unwrap_or_else(|| panic!("{read_line}"));
     assert!((82.0..=93.0).contains(&share), "{read_line}");
+    // Mean 10 ms, and p99 10.24 ms (the bucket's middle), both shown so.
+    let cells: Vec<&str> = after.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 2..], ["10ms", "10ms"], "{read_line}");
     let at = |p: &str| text.lines().position(|l| l.contains(p)).unwrap();
     assert!(at(" READ ") < at(" GETATTR "), "{text}");
 }

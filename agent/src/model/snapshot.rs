@@ -164,6 +164,17 @@ pub struct ProcedureStats {
     pub request_rate: f64,
     /// Cumulative execution time of those requests.
     pub exec_seconds: f64,
+    /// Of `requests`, those whose execution time is known one by one (not
+    /// only within a sum the kernel added up), cumulative since the
+    /// procedure's histogram began (an entity keeps one for its busiest
+    /// few procedures).
+    #[serde(default)]
+    pub timed: u64,
+    /// The 99th percentile of those requests' execution times (µs: the
+    /// middle of its bucket, two per power of two, so within 20% of it);
+    /// None where none was timed alone.
+    #[serde(default)]
+    pub exec_p99_us: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

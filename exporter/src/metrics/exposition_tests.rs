@@ -39,6 +39,7 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
             requests: n,
             request_rate: n as f64,
             exec_seconds: n as f64 / 400.0,
+            ..Default::default()
         };
         e.procedures
             .insert(nfsdtop_agent::model::ProcName::new(p), stats);

@@ -89,13 +89,14 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     }
 }
 
-/// Cells of the procedures panel: a name of up to 11, three numbers of 6,
+/// Cells of the procedures panel: a name of up to 11, four numbers of 6,
 /// the gaps and a margin.
-const PROCS_WIDTH: u16 = 1 + 11 + 3 * 7;
+const PROCS_WIDTH: u16 = 1 + 11 + 4 * 7;
 
 /// The entity's requests per RPC procedure, most this interval first:
-/// each one's rate, its share of the entity's requests this interval, and
-/// its mean execution time since the start.
+/// each one's rate, its share of the entity's requests this interval, its
+/// mean execution time since the start, and the 99th percentile of those
+/// timed one by one ("-" where the kernel only added them up).
 fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
     let mut procs: Vec<_> = e.procedures.iter().collect();
     procs.sort_by(|a, b| {
@@ -135,16 +136,25 @@ fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
                     "-".into()
                 }),
                 right(fmt_us(mean_us)),
+                right(p.exec_p99_us.map_or("-".into(), fmt_us)),
             ])
         })
         .collect();
-    let table = side_table(rows, "PROC", [("REQ/S", 6), ("SHARE", 6), ("MEAN", 6)]);
+    let table = side_table(
+        rows,
+        "PROC",
+        [("REQ/S", 6), ("SHARE", 6), ("MEAN", 6), ("P99", 6)],
+    );
     f.render_widget(table, inner);
 }
 
-/// A table of the drill-down's side panels: a name, then three numbers
+/// A table of the drill-down's side panels: a name, then numbers
 /// right-aligned under `cols` (header, width).
-fn side_table<'a>(rows: Vec<Row<'a>>, name: &'a str, cols: [(&'a str, u16); 3]) -> Table<'a> {
+fn side_table<'a, const N: usize>(
+    rows: Vec<Row<'a>>,
+    name: &'a str,
+    cols: [(&'a str, u16); N],
+) -> Table<'a> {
     let right = |t: &'a str| Cell::from(Line::from(t).right_aligned());
     let widths = std::iter::once(Constraint::Fill(1))
         .chain(cols.iter().map(|&(_, w)| Constraint::Length(w)));

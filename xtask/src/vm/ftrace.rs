@@ -25,6 +25,8 @@ pub struct Ftrace {
     pub exec_per_client: BTreeMap<IpAddr, (u64, u64)>,
     /// The same records per client IP and procedure (`proc=`).
     pub procs_per_client: BTreeMap<IpAddr, BTreeMap<String, u64>>,
+    /// Their `execute-us`, per client IP and procedure, in trace order.
+    pub exec_us_per_client_proc: BTreeMap<IpAddr, BTreeMap<String, Vec<u64>>>,
 }
 
 pub fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
@@ -72,6 +74,12 @@ pub fn parse_trace(text: &str) -> Ftrace {
                     e.0 += 1;
                     e.1 += us;
                     let p = field(rest, "proc").unwrap_or("?").to_string();
+                    f.exec_us_per_client_proc
+                        .entry(c.ip())
+                        .or_default()
+                        .entry(p.clone())
+                        .or_default()
+                        .push(us);
                     *f.procs_per_client
                         .entry(c.ip())
                         .or_default()

@@ -269,6 +269,13 @@ pub fn check_nfsdtop_run(
         {
             rep.check(ok, format!("{tag}: {what}"));
         }
+        if counts {
+            for (ok, what) in
+                procedures::check_p99(&last.entities, &ft.exec_us_per_client_proc, &named)
+            {
+                rep.check(ok, format!("{tag}: {what}"));
+            }
+        }
         if tag == "wait" {
             rep.note(format!(
                 "{tag}: listener/UDP dispatches: nfsdtop {listener}, ftrace {} (not compared)",

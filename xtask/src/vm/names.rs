@@ -140,14 +140,15 @@ fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Re
         read("rpc-nfsd-after-names.txt"),
     );
     let rpc = before.as_deref().zip(after.as_deref());
-    for (ok, what) in procedures::check(
-        &last.entities,
-        counts,
-        &ft.procs_per_client,
-        &[(CLIENTS[0].0, ip)],
-        rpc,
-    ) {
+    let named = [(CLIENTS[0].0, ip)];
+    for (ok, what) in procedures::check(&last.entities, counts, &ft.procs_per_client, &named, rpc) {
         rep.check(ok, format!("names: NFSv4.2: {what}"));
+    }
+    if counts {
+        for (ok, what) in procedures::check_p99(&last.entities, &ft.exec_us_per_client_proc, &named)
+        {
+            rep.check(ok, format!("names: NFSv4.2: {what}"));
+        }
     }
 }
 

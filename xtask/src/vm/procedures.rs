@@ -129,6 +129,74 @@ pub fn check(
     out
 }
 
+/// µs by which one request's execution may differ between ftrace and
+/// nfsdtop: each handler of svc_stats_latency reads the clock itself
+/// (40-70 µs apart under TCG, see the execution check in measure.rs).
+const CLOCK_SLACK_US: f64 = 200.0;
+
+/// The exact 99th percentile of `v`: its ⌈0.99 n⌉-th smallest value.
+fn p99(v: &[u64]) -> Option<u64> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    let rank = (v.len() as f64 * 0.99).ceil().max(1.0) as usize;
+    v.get(rank - 1).copied()
+}
+
+/// The 99th percentile of execution time per client and procedure: where
+/// nfsdtop timed every request of a procedure one by one (classic
+/// tracepoints), its value (a bucket's middle) lies within 20% and
+/// [`CLOCK_SLACK_US`] of ftrace's exact one; everywhere, a percentile is
+/// given exactly where some request was timed, and no more requests are
+/// timed than counted.
+pub fn check_p99(
+    entities: &[BatchEntity],
+    ftrace: &BTreeMap<IpAddr, BTreeMap<String, Vec<u64>>>,
+    clients: &[(&str, IpAddr)],
+) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for &(name, ip) in clients {
+        let Some(e) = entities.iter().find(|e| e.name == ip.to_string().as_str()) else {
+            continue;
+        };
+        let (mut compared, mut bad) = (Vec::new(), Vec::new());
+        for (p, st) in e.procedures.iter() {
+            if st.timed > st.requests || st.exec_p99_us.is_some() != (st.timed > 0) {
+                bad.push(format!(
+                    "{p}: {} timed of {} requests, p99 {:?}",
+                    st.timed, st.requests, st.exec_p99_us
+                ));
+                continue;
+            }
+            let theirs = ftrace
+                .get(&ip)
+                .and_then(|m| m.get(p.as_str()))
+                .and_then(|v| p99(v));
+            if let (true, Some(m), Some(v)) = (st.timed == st.requests, st.exec_p99_us, theirs) {
+                let what = format!("{p} {m:.0} vs {v} µs");
+                if (m - v as f64).abs() <= 0.2 * m + CLOCK_SLACK_US {
+                    compared.push(what);
+                } else {
+                    bad.push(what);
+                }
+            }
+        }
+        out.push((
+            bad.is_empty(),
+            format!(
+                "{name} ({ip}): execution p99 per procedure within 20% + {CLOCK_SLACK_US} µs of \
+                 ftrace's where every request was timed [{}]{}",
+                compared.join(", "),
+                if bad.is_empty() {
+                    String::new()
+                } else {
+                    format!("; wrong: {}", bad.join(", "))
+                }
+            ),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +252,38 @@ mod tests {
         // Measured but the counters were not saved: a failure, said.
         let r = check(&good, true, &ftrace, &clients, None);
         assert!(!r[1].0 && r[1].1.contains("/proc/net/rpc/nfsd"), "{r:?}");
+    }
+
+    #[test]
+    fn p99_against_ftraces_where_every_request_was_timed() {
+        let ip: IpAddr = "10.99.1.2".parse().unwrap();
+        let clients = [("c1", ip)];
+        // 100 READs: 99 of 1000 µs and one of 5000: p99 is the 99th, 1000.
+        let mut reads = vec![1000u64; 99];
+        reads.push(5000);
+        assert_eq!(p99(&reads), Some(1000));
+        let ftrace = BTreeMap::from([(ip, BTreeMap::from([("READ".to_string(), reads)]))]);
+        let with = |timed: u64, p99: Option<f64>| {
+            let mut e = entity("10.99.1.2", &[("READ", 100)]);
+            let mut procs = e.procedures.into_owned();
+            let read = ProcName::new("READ");
+            let mut st = procs[&read];
+            (st.timed, st.exec_p99_us) = (timed, p99);
+            procs.insert(read, st);
+            e.procedures = Cow::Owned(procs);
+            [e]
+        };
+        let ok = |e: &[BatchEntity]| check_p99(e, &ftrace, &clients)[0].0;
+        // 1000 µs's bucket [768, 1024) has its middle at 896: within.
+        assert!(ok(&with(100, Some(896.0))));
+        // The slow request's bucket instead: wrong.
+        assert!(!ok(&with(100, Some(5120.0))));
+        // Only some timed: not compared; but a percentile without any
+        // timed, or more timed than requests, is wrong.
+        assert!(ok(&with(40, Some(5120.0))));
+        assert!(!ok(&with(0, Some(896.0))));
+        assert!(!ok(&with(40, None)));
+        assert!(!ok(&with(101, Some(896.0))));
+        assert!(ok(&with(0, None)));
     }
 }
