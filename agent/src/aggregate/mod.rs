@@ -24,6 +24,7 @@ use crate::classify::ClassMap;
 use crate::model::{Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
 use crate::redact::Redactor;
 use histogram::WaitHistogram;
+pub use procedures::exec_bucket;
 pub use snapshot::jain_index;
 use table::EntityTable;
 

@@ -270,9 +270,13 @@ pub fn check_nfsdtop_run(
             rep.check(ok, format!("{tag}: {what}"));
         }
         if counts {
-            for (ok, what) in
-                procedures::check_p99(&last.entities, &ft.exec_us_per_client_proc, &named)
-            {
+            let every_timed = last.source.detail.contains(procedures::EVERY_REQUEST_TIMED);
+            for (ok, what) in procedures::check_p99(
+                &last.entities,
+                &ft.exec_us_per_client_proc,
+                &named,
+                every_timed,
+            ) {
                 rep.check(ok, format!("{tag}: {what}"));
             }
         }

@@ -145,7 +145,8 @@ fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Re
         rep.check(ok, format!("names: NFSv4.2: {what}"));
     }
     if counts {
-        for (ok, what) in procedures::check_p99(&last.entities, &ft.exec_us_per_client_proc, &named)
+        for (ok, what) in
+            procedures::check_p99(&last.entities, &ft.exec_us_per_client_proc, &named, false)
         {
             rep.check(ok, format!("names: NFSv4.2: {what}"));
         }
