@@ -17,7 +17,7 @@
 //! [`MAX_HELD`] events are held: beyond that the oldest go out early.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::model::{Event, EventKind};
 
@@ -28,27 +28,18 @@ pub const WINDOW_NS: u64 = 1_000_000_000;
 /// what the benchmark guest's programs could produce.
 pub const MAX_HELD: usize = 1 << 20;
 
-/// An event held, ordered by time, then by arrival: a made-up enqueue
-/// arrives just before its own dequeue, and after the events of other
-/// transports at the same instant (which a qtime cannot order).
+/// An out-of-order event held: its place in the slab, ordered by time,
+/// then by arrival (a made-up enqueue arrives just before its own
+/// dequeue, and after the events of other transports at the same instant,
+/// which a qtime cannot order). The heap moves these 24 bytes, not the
+/// events.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Held {
     ts_ns: u64,
     seq: u64,
-    ev: Event,
+    slot: u32,
 }
 
-impl Held {
-    fn key(&self) -> (u64, u64) {
-        (self.ts_ns, self.seq)
-    }
-}
-
-impl PartialEq for Held {
-    fn eq(&self, o: &Self) -> bool {
-        self.key() == o.key()
-    }
-}
-impl Eq for Held {}
 impl PartialOrd for Held {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
@@ -57,13 +48,22 @@ impl PartialOrd for Held {
 impl Ord for Held {
     // Reversed: BinaryHeap is a max-heap, the earliest must come first.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.key().cmp(&self.key())
+        (o.ts_ns, o.seq).cmp(&(self.ts_ns, self.seq))
     }
 }
 
-/// The reorder buffer (see the module comment).
+/// The reorder buffer (see the module comment). Events come nearly in
+/// time order, all but the made-up enqueues (a qtime before their
+/// dequeue): those that arrive in order wait in a queue, the rest in a
+/// heap, and release takes the earlier head of the two. The order out is
+/// that of one heap of all (time, then arrival), at O(1) for most events:
+/// at 12 k dispatches a second a window holds some 40,000.
 pub struct Rebuild {
+    in_order: VecDeque<(u64, Event)>,
     held: BinaryHeap<Held>,
+    /// The heap's events, by [`Held::slot`]; `free` lists the empty slots.
+    slab: Vec<Event>,
+    free: Vec<u32>,
     /// Most events held ([`MAX_HELD`]; smaller in tests).
     cap: usize,
     seq: u64,
@@ -83,7 +83,10 @@ impl Default for Rebuild {
 impl Rebuild {
     pub fn with_cap(cap: usize) -> Rebuild {
         Rebuild {
+            in_order: VecDeque::new(),
             held: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
             cap,
             seq: 0,
             released_ns: 0,
@@ -108,22 +111,66 @@ impl Rebuild {
 
     fn hold(&mut self, ev: Event) {
         self.seq += 1;
+        let ts_ns = ev.ts_ns;
+        if self.in_order.back().is_none_or(|b| b.1.ts_ns <= ts_ns) {
+            self.in_order.push_back((self.seq, ev));
+            return;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize] = ev;
+                s
+            }
+            None => {
+                self.slab.push(ev);
+                // At most MAX_HELD (2^20) plus one window's events.
+                u32::try_from(self.slab.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
         self.held.push(Held {
-            ts_ns: ev.ts_ns,
+            ts_ns,
             seq: self.seq,
-            ev,
+            slot,
         });
+    }
+
+    /// The earliest event held, taken out.
+    fn pop(&mut self) -> Option<Event> {
+        let queue = self.in_order.front().map(|(seq, e)| (e.ts_ns, *seq));
+        let heap = self.held.peek().map(|h| (h.ts_ns, h.seq));
+        match (queue, heap) {
+            (Some(q), Some(h)) if h < q => self.pop_heap(),
+            (Some(_), _) => self.in_order.pop_front().map(|(_, e)| e),
+            (None, Some(_)) => self.pop_heap(),
+            (None, None) => None,
+        }
+    }
+
+    fn pop_heap(&mut self) -> Option<Event> {
+        let h = self.held.pop()?;
+        let ev = *self.slab.get(h.slot as usize)?;
+        self.free.push(h.slot);
+        Some(ev)
+    }
+
+    fn earliest_ns(&self) -> Option<u64> {
+        let queue = self.in_order.front().map(|(_, e)| e.ts_ns);
+        let heap = self.held.peek().map(|h| h.ts_ns);
+        match (queue, heap) {
+            (Some(q), Some(h)) => Some(q.min(h)),
+            (q, h) => q.or(h),
+        }
     }
 
     /// Release, in time order, every event older than one window before
     /// `now_ns` (and the oldest beyond the cap).
     pub fn release(&mut self, now_ns: u64, out: &mut Vec<Event>) {
         let horizon = now_ns.saturating_sub(WINDOW_NS);
-        while let Some(top) = self.held.peek() {
-            if top.ts_ns > horizon && self.held.len() <= self.cap {
+        while let Some(ts) = self.earliest_ns() {
+            if ts > horizon && self.held() <= self.cap {
                 break;
             }
-            let Some(Held { mut ev, .. }) = self.held.pop() else {
+            let Some(mut ev) = self.pop() else {
                 break;
             };
             if ev.ts_ns < self.released_ns {
@@ -133,10 +180,15 @@ impl Rebuild {
             self.released_ns = ev.ts_ns;
             out.push(ev);
         }
+        // A burst's slots are not kept once the window has passed it.
+        if self.held.is_empty() {
+            self.slab.clear();
+            self.free.clear();
+        }
     }
 
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.in_order.len() + self.held.len()
     }
 }
 
@@ -224,6 +276,78 @@ mod tests {
             ]
         );
         assert_eq!(r.late, 1);
+    }
+
+    /// The queue-and-heap release gives exactly the order of one heap of
+    /// every event by (time, arrival), with the same late fix-ups: checked
+    /// against that reference on a pseudo-random stream of dequeues (some
+    /// with long qtimes, some arriving out of order) released at random
+    /// times, with a cap that binds.
+    #[test]
+    fn the_same_order_as_one_heap_of_all() {
+        let mut r = Rebuild::with_cap(300);
+        let mut reference: Vec<(u64, u64, Event)> = Vec::new();
+        let (mut seq, mut released, mut late) = (0u64, 0u64, 0u64);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut now = 10_000 * MS;
+        for _ in 0..5_000 {
+            now += rnd(3 * MS);
+            // Now and then a record from another CPU, a little late.
+            let ts = now - rnd(4) * rnd(2) * MS / 2;
+            let q = if rnd(10) == 0 {
+                rnd(2_000) * MS
+            } else {
+                rnd(MS)
+            };
+            let ev = Event {
+                ts_ns: ts,
+                xprt: xprt(700 + rnd(8) as u16),
+                kind: EventKind::Dequeue {
+                    qtime_ns: Some(q),
+                    class: None,
+                },
+            };
+            r.push(ev);
+            let enq = Event {
+                ts_ns: ts.saturating_sub(q),
+                kind: EventKind::Enqueue,
+                ..ev
+            };
+            for e in [enq, ev] {
+                seq += 1;
+                reference.push((e.ts_ns, seq, e));
+            }
+            if rnd(20) == 0 {
+                let at = now - rnd(WINDOW_NS);
+                r.release(at, &mut got);
+                // The reference: one sort of all, the same rule.
+                reference.sort_by_key(|&(t, s, _)| std::cmp::Reverse((t, s)));
+                let horizon = at.saturating_sub(WINDOW_NS);
+                while let Some(&(t, _, mut e)) = reference.last() {
+                    if t > horizon && reference.len() <= 300 {
+                        break;
+                    }
+                    reference.pop();
+                    if e.ts_ns < released {
+                        e.ts_ns = released;
+                        late += 1;
+                    }
+                    released = e.ts_ns;
+                    want.push(e);
+                }
+            }
+        }
+        assert!(want.len() > 1_000, "{}", want.len());
+        assert!(late > 0, "some enqueues older than the window");
+        assert_eq!(got, want);
+        assert_eq!(r.late, late);
     }
 
     /// More events than the cap within one window: the oldest go out at
