@@ -21,6 +21,7 @@ use crate::guest::image::{ensure_image, Suite};
 use crate::guest::qemu::tcg_mode;
 use crate::guest::run::{self as guest_run, build_nfsdtop};
 use crate::guest::{fio_iops, read_kv};
+use nfsdtop_common::Slot;
 
 /// A ratio as signed percent with one decimal ("+5.2").
 fn signed1(x: f64) -> String {
@@ -33,12 +34,11 @@ fn pct1(x: f64) -> String {
 }
 
 /// One benchmark guest: its Debian suite, the template of its own
-/// paragraph, and the sunrpc events nfsdtop attaches to there by default,
-/// which the ftrace mode enables (the same events, so the same hits).
+/// paragraph, and whether nfsdtop hooks the enqueue there by default.
 struct Guest {
     suite: Suite,
     about: &'static str,
-    events: &'static str,
+    hooks_enqueue: bool,
     /// Most of fio's IOPS nfsdtop may cost here, and most of ftrace's cost
     /// (a fraction of it), as the project's targets put them.
     target_cost: f64,
@@ -52,18 +52,30 @@ const GUESTS: [Guest; 2] = [
     Guest {
         suite: Suite::Trixie,
         about: "about-trixie",
-        events: "svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free",
+        hooks_enqueue: true,
         target_cost: 0.035,
         target_of_ftrace: 1.0,
     },
     Guest {
         suite: Suite::Sid,
         about: "about-sid",
-        events: "svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free",
+        hooks_enqueue: false,
         target_cost: 0.025,
         target_of_ftrace: 0.5,
     },
 ];
+
+impl Guest {
+    /// The sunrpc events nfsdtop attaches to there by default, from the
+    /// tracepoint table: what the ftrace mode enables (the same hits).
+    fn events(&self) -> Vec<&'static str> {
+        Slot::ALL
+            .iter()
+            .filter(|&&s| self.hooks_enqueue || s != Slot::Enqueue)
+            .map(|s| s.info().event)
+            .collect()
+    }
+}
 
 /// Boots `guest`'s image with scripts/vm/bench-guest.sh; returns the
 /// results directory and the guest's kernel.
@@ -78,7 +90,9 @@ fn run_guest(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<
         extra: vec![],
         config: format!(
             "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\n",
-            args.fio_secs, args.reps, guest.events
+            args.fio_secs,
+            args.reps,
+            guest.events().join(" ")
         ),
         nfsdtop,
         output_bytes: 1 << 30,
@@ -154,7 +168,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
         &[
             ("kernel", &kernel),
             ("threads", &threads),
-            ("events", &guest.events.replace(' ', ", ")),
+            ("events", &guest.events().join(", ")),
         ],
     )?;
     // The guest's round order after "none" (scripts/vm/bench-guest.sh).
@@ -475,5 +489,21 @@ fn icount_arg() -> Option<String> {
         Ok(v) if v == "off" => None,
         Ok(v) => Some(v),
         Err(_) => Some("shift=0,sleep=off".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ftrace_enables_the_events_nfsdtop_attaches_to_by_default() {
+        let [trixie, sid] = &GUESTS;
+        assert_eq!(trixie.events().len(), Slot::COUNT);
+        assert!(trixie.events().contains(&"svc_xprt_enqueue"));
+        let sid = sid.events();
+        assert_eq!(sid.len(), Slot::COUNT - 1);
+        assert!(!sid.contains(&"svc_xprt_enqueue"));
+        assert!(sid.contains(&"svc_xprt_dequeue") && sid.contains(&"svc_stats_latency"));
     }
 }
