@@ -134,43 +134,38 @@ impl Rebuild {
         });
     }
 
-    /// The earliest event held, taken out.
-    fn pop(&mut self) -> Option<Event> {
+    /// The earliest event held: its time, and whether it is the heap's
+    /// head (else the queue's).
+    fn earliest(&self) -> Option<(u64, bool)> {
         let queue = self.in_order.front().map(|(seq, e)| (e.ts_ns, *seq));
         let heap = self.held.peek().map(|h| (h.ts_ns, h.seq));
         match (queue, heap) {
-            (Some(q), Some(h)) if h < q => self.pop_heap(),
-            (Some(_), _) => self.in_order.pop_front().map(|(_, e)| e),
-            (None, Some(_)) => self.pop_heap(),
-            (None, None) => None,
+            (Some(q), Some(h)) => Some(if h < q { (h.0, true) } else { (q.0, false) }),
+            (Some(q), None) => Some((q.0, false)),
+            (None, h) => h.map(|h| (h.0, true)),
         }
     }
 
-    fn pop_heap(&mut self) -> Option<Event> {
+    /// The heap's or the queue's head, taken out.
+    fn pop(&mut self, from_heap: bool) -> Option<Event> {
+        if !from_heap {
+            return self.in_order.pop_front().map(|(_, e)| e);
+        }
         let h = self.held.pop()?;
         let ev = *self.slab.get(h.slot as usize)?;
         self.free.push(h.slot);
         Some(ev)
     }
 
-    fn earliest_ns(&self) -> Option<u64> {
-        let queue = self.in_order.front().map(|(_, e)| e.ts_ns);
-        let heap = self.held.peek().map(|h| h.ts_ns);
-        match (queue, heap) {
-            (Some(q), Some(h)) => Some(q.min(h)),
-            (q, h) => q.or(h),
-        }
-    }
-
     /// Release, in time order, every event older than one window before
     /// `now_ns` (and the oldest beyond the cap).
     pub fn release(&mut self, now_ns: u64, out: &mut Vec<Event>) {
         let horizon = now_ns.saturating_sub(WINDOW_NS);
-        while let Some(ts) = self.earliest_ns() {
+        while let Some((ts, from_heap)) = self.earliest() {
             if ts > horizon && self.held() <= self.cap {
                 break;
             }
-            let Some(mut ev) = self.pop() else {
+            let Some(mut ev) = self.pop(from_heap) else {
                 break;
             };
             if ev.ts_ns < self.released_ns {
