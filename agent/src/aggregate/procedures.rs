@@ -48,18 +48,21 @@ pub fn exec_bucket_mid(b: usize) -> f64 {
 #[derive(Clone, Debug)]
 struct ExecTimes {
     counts: [u32; EXEC_BUCKETS],
-    total: u64,
 }
 
 impl ExecTimes {
     fn add(&mut self, us: u64) {
         let c = &mut self.counts[exec_bucket(us)];
         *c = c.saturating_add(1);
-        self.total = self.total.saturating_add(1);
+    }
+
+    /// The requests counted.
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| u64::from(c)).sum()
     }
 
     fn p99_us(&self) -> Option<f64> {
-        let n: u64 = self.counts.iter().map(|&c| u64::from(c)).sum();
+        let n = self.total();
         let rank = (n as f64 * 0.99).ceil().max(1.0) as u64;
         let mut seen = 0;
         for (b, &c) in self.counts.iter().enumerate() {
@@ -132,7 +135,6 @@ impl Procedures {
         if held < MAX_TIMED {
             return Some(Box::new(ExecTimes {
                 counts: [0; EXEC_BUCKETS],
-                total: 0,
             }));
         }
         let least = (0..self.rows.len())
@@ -143,7 +145,6 @@ impl Procedures {
         }
         let mut t = self.rows[least].timed.take()?;
         t.counts = [0; EXEC_BUCKETS];
-        t.total = 0;
         Some(t)
     }
 
@@ -163,7 +164,7 @@ impl Procedures {
                         0.0
                     },
                     exec_seconds: r.exec_ns as f64 / 1e9,
-                    timed: r.timed.as_ref().map_or(0, |t| t.total),
+                    timed: r.timed.as_ref().map_or(0, |t| t.total()),
                     exec_p99_us: r.timed.as_ref().and_then(|t| t.p99_us()),
                 };
                 (r.name, stats)
