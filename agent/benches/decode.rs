@@ -3,12 +3,16 @@
 //! in tests/fixtures), or as the default raw programs write them, for 16
 //! clients with 4 connections each, in the order a loaded nfsd produces
 //! them (enqueue, dequeue, svc_stats_latency per request), decoded and
-//! aggregated as the live source's poll and the pipeline do. Prints ns per
-//! record; under `valgrind --tool=callgrind` (DECODE_PASSES=N,
-//! DECODE_ONLY=classic) it gives instructions per record, which is what
-//! the agent costs in the benchmark guest (its clock counts
-//! instructions). `-- --quick`: a short run (the test suite checks it
-//! still works).
+//! aggregated as the live source's poll and the pipeline do. A third case
+//! is 6.16+ as nfsdtop watches it by default (7.x: classic tracepoints,
+//! no enqueue hook): per request a dequeue carrying `qtime` and a
+//! svc_stats_latency naming its procedure, through the reorder buffer
+//! that rebuilds the ready queue, at the benchmark guest's rate (12.7 k
+//! dispatches a second of event time). Prints ns per record; under
+//! `valgrind --tool=callgrind` (DECODE_PASSES=N, DECODE_ONLY=classic) it
+//! gives instructions per record, which is what the agent costs in the
+//! benchmark guest (its clock counts instructions). `-- --quick`: a short
+//! run (the test suite checks it still works).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -19,14 +23,56 @@ use nfsdtop_agent::model::{Endpoint, Event};
 use nfsdtop_agent::source::live::btf::Arg;
 use nfsdtop_agent::source::live::decode::{self, KnownXprts, TraceFields};
 use nfsdtop_agent::source::live::raw::{self, KernelOffsets};
+use nfsdtop_agent::source::live::rebuild::{Rebuild, WINDOW_NS};
 use nfsdtop_agent::source::live::{Layout, Tracepoints};
 use nfsdtop_common::{rawrec, Record, RecordView, Slot};
 
-/// 4095 ring records (one chunk) as a loaded nfsd produces them:
-/// per request an enqueue, a dequeue and a svc_stats_latency, over 64
-/// transports in turn. `raw`: as the default raw programs write them (the
-/// first record of each transport in full, then short ones).
-fn chunk(layout: &Layout, raw: bool) -> Vec<u8> {
+/// How a case's chunk is made and decoded.
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    /// 6.6+ classic tracepoints: enqueue, dequeue, svc_stats_latency.
+    Classic,
+    /// 6.6+ raw programs: the same, the first record of a transport in
+    /// full, then short ones.
+    Raw,
+    /// 6.16+ classic, no enqueue hook: dequeue (with qtime), and
+    /// svc_stats_latency with its procedure, through the reorder buffer.
+    DequeuesOnly,
+}
+
+impl Case {
+    fn slots(self) -> &'static [Slot] {
+        match self {
+            Case::DequeuesOnly => &[Slot::Dequeue, Slot::StatsLatency],
+            _ => &[Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency],
+        }
+    }
+
+    /// Event time between records: 1 µs, or the benchmark guest's rate
+    /// where the reorder buffer holds a window of them.
+    fn step_ns(self) -> u64 {
+        match self {
+            Case::DequeuesOnly => 39_000,
+            _ => 1_000,
+        }
+    }
+}
+
+/// The procedure string a svc_stats_latency record names, behind its
+/// `__data_loc` word, at the end of the copied bytes.
+fn put_procedure(r: &mut Record, layout: &Layout) {
+    let name = b"READ\0";
+    let at = nfsdtop_common::RAW_BYTES - name.len();
+    let loc = ((name.len() as u32) << 16) | at as u32;
+    let off = layout.procedure_loc as usize;
+    r.raw[off..off + 4].copy_from_slice(&loc.to_ne_bytes());
+    r.raw[at..].copy_from_slice(name);
+}
+
+/// 4095 ring records (one chunk) as a loaded nfsd produces them: per
+/// request the case's records, over 64 transports in turn.
+fn chunk(layout: &Layout, case: Case) -> Vec<u8> {
+    let raw = case == Case::Raw;
     let server = Endpoint::V4 {
         ip: [10, 0, 0, 1],
         port: 2049,
@@ -50,10 +96,13 @@ fn chunk(layout: &Layout, raw: bool) -> Vec<u8> {
                     server,
                 };
                 let ptr = 0xffff_8880_0000_0000u64 + (u64::from(peer) << 12) + u64::from(conn);
-                for s in [Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency] {
-                    ts += 1_000;
+                for &s in case.slots() {
+                    ts += case.step_ns();
                     let cfg = &layout.slots[s as usize];
                     let mut r = decode::kernel_record(cfg, s, ts, &f);
+                    if case == Case::DequeuesOnly && s == Slot::StatsLatency {
+                        put_procedure(&mut r, layout);
+                    }
                     if raw {
                         let at = rawrec::XPRT as usize;
                         if sent.insert(ptr) {
@@ -70,7 +119,7 @@ fn chunk(layout: &Layout, raw: bool) -> Vec<u8> {
                     }
                     chunk.extend_from_slice(&r.to_bytes());
                     n += 1;
-                    if n == 4095 {
+                    if n == 4095 / case.slots().len() * case.slots().len() {
                         break 'fill;
                     }
                 }
@@ -115,17 +164,29 @@ fn main() {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(if quick { 20 } else { 2_000 });
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats");
+    let dequeues_only = Layout::from_tracefs(&fixtures.join("6.16+")).expect("the 6.16+ fixture");
+    assert!(dequeues_only.qtime, "the 6.16+ fixture's dequeue has qtime");
     println!("| records | ns per record (decode + aggregate) |\n|---|---|");
-    for (name, layout, is_raw) in [("classic", &classic, false), ("raw (default)", &raw, true)] {
+    for (name, layout, case) in [
+        ("classic", &classic, Case::Classic),
+        ("raw (default)", &raw, Case::Raw),
+        ("6.16+ dequeues only", &dequeues_only, Case::DequeuesOnly),
+    ] {
         if std::env::var("DECODE_ONLY").is_ok_and(|o| o != name) {
             continue;
         }
-        let chunk = chunk(layout, is_raw);
+        let chunk = chunk(layout, case);
+        let records_per_chunk = (chunk.len() / Record::SIZE) as u64;
+        // Each pass's events come after the last pass's.
+        let span_ns = records_per_chunk * case.step_ns();
         let mut agg = Aggregator::default();
         let mut known = KnownXprts::default();
+        let mut rebuild = Rebuild::default();
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
+        let mut released: Vec<Event> = Vec::with_capacity(64 * 1024);
         let t0 = Instant::now();
-        for _ in 0..passes {
+        for pass in 0..passes {
             buf.clear();
             // As LiveSource::poll does.
             for item in chunk.chunks_exact(Record::SIZE) {
@@ -136,17 +197,36 @@ fn main() {
                     known.decode(&r, layout, &mut buf);
                 } else if let Some(ev) = decode::decode(&r, layout) {
                     buf.push(ev);
+                    buf.extend(decode::procedure(&r, layout, &ev));
                 }
             }
-            agg.ingest_all(black_box(&buf));
+            if case == Case::DequeuesOnly {
+                let shift = pass * span_ns;
+                released.clear();
+                for mut ev in buf.drain(..) {
+                    ev.ts_ns += shift;
+                    rebuild.push(ev);
+                }
+                // The live source releases at the host's clock, its
+                // records a moment old: here, the pass's last event.
+                rebuild.release(shift + span_ns + WINDOW_NS / 100, &mut released);
+                agg.ingest_all(black_box(&released));
+            } else {
+                agg.ingest_all(black_box(&buf));
+            }
         }
         let el = t0.elapsed();
-        let records = chunk.len() as u64 / Record::SIZE as u64 * passes;
+        released.clear();
+        rebuild.release(u64::MAX, &mut released);
+        agg.ingest_all(&released);
+        let records = records_per_chunk * passes;
+        let per_dispatch = case.slots().len() as u64;
         assert_eq!(
             agg.dispatches(),
-            records / 3,
+            records / per_dispatch,
             "every dequeue record counted"
         );
+        assert_eq!(rebuild.late, 0, "no event released late");
         println!(
             "| {name}: {records} | {:.1} |",
             el.as_nanos() as f64 / records as f64

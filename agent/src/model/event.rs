@@ -239,8 +239,14 @@ impl ProcName {
 
     /// `name`, with anything but printable ASCII as `?`.
     pub fn new(name: &str) -> ProcName {
+        ProcName::from_bytes(name.as_bytes())
+    }
+
+    /// The same from bytes as a kernel record holds them (not checked for
+    /// UTF-8 first: each byte that is not printable ASCII becomes `?`).
+    pub fn from_bytes(name: &[u8]) -> ProcName {
         let mut b = [0u8; ProcName::MAX];
-        for (d, c) in b.iter_mut().zip(name.bytes()) {
+        for (d, &c) in b.iter_mut().zip(name) {
             *d = if c.is_ascii_graphic() { c } else { b'?' };
         }
         ProcName(b)
@@ -315,6 +321,7 @@ mod tests {
     fn procedure_names_are_inline_printable_and_cut() {
         assert_eq!(ProcName::new("READDIRPLUS").as_str(), "READDIRPLUS");
         assert_eq!(ProcName::new("a\nb\u{e9}").as_str(), "a?b??");
+        assert_eq!(ProcName::from_bytes(b"RE\xffD").as_str(), "RE?D");
         assert_eq!(
             ProcName::new("0123456789abcdefXYZ").as_str(),
             "0123456789abcdef"

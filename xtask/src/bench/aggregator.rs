@@ -58,9 +58,10 @@ fn part_decode(quick: bool) -> anyhow::Result<String> {
 }
 
 /// Instructions per record for one case: two callgrind runs of different
-/// lengths, so the set-up cancels out.
+/// lengths, so the set-up cancels out; each run's records are the count
+/// its table row prints.
 fn callgrind_per_record(exe: &Path, case: &str) -> Option<f64> {
-    let count = |passes: u32| -> Option<f64> {
+    let count = |passes: u32| -> Option<(f64, f64)> {
         let out = Command::new("valgrind")
             .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
             .arg(exe)
@@ -70,15 +71,25 @@ fn callgrind_per_record(exe: &Path, case: &str) -> Option<f64> {
             .ok()?;
         let err = String::from_utf8_lossy(&out.stderr);
         let refs = err.lines().find(|l| l.contains("refs:"))?;
-        refs.rsplit(':')
+        let instructions = refs
+            .rsplit(':')
             .next()?
             .trim()
             .replace(',', "")
             .parse()
-            .ok()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let records = table_rows(&text).iter().skip(1).find_map(|r| {
+            r[0].strip_prefix(case)?
+                .strip_prefix(':')?
+                .trim()
+                .parse()
+                .ok()
+        })?;
+        Some((instructions, records))
     };
-    let (a, b) = (count(10)?, count(60)?);
-    Some((b - a) / (50.0 * 4095.0))
+    let ((ia, ra), (ib, rb)) = (count(10)?, count(60)?);
+    Some((ib - ia) / (rb - ra))
 }
 
 /// The ring's delivery rate on this host: nfsdtop's program on

@@ -44,7 +44,7 @@ pub fn procedure(rec: &RecordView<'_>, layout: &Layout, ev: &Event) -> Option<Ev
     let name = bytes.split(|&b| b == 0).next().unwrap_or_default();
     Some(Event {
         kind: EventKind::Procedure {
-            name: ProcName::new(std::str::from_utf8(name).unwrap_or("?")),
+            name: ProcName::from_bytes(name),
             requests,
             exec_ns,
         },
