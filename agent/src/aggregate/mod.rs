@@ -87,6 +87,7 @@ pub struct Aggregator {
     events: [u64; Tracepoint::COUNT],
     lost: [u64; Tracepoint::COUNT],
     wait_interval: WaitHistogram,
+    /// Every wait until the last snapshot (each adds its interval's).
     wait_total: WaitHistogram,
     /// The agent's own enqueue→dequeue waits, kept even when the kernel
     /// gives `qtime`, so the two can be compared.

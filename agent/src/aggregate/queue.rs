@@ -94,14 +94,14 @@ impl Aggregator {
             let c = self.classes.get_mut(cs);
             c.dispatches += 1;
             c.last_active_ns = ts;
+            // The cumulative histograms (`wait_total`) take each
+            // interval's at the snapshot that ends it.
             if let Some(w) = wait_ns {
                 c.wait_interval.record_us(w / 1000);
-                c.wait_total.record_us(w / 1000);
             }
         }
         if let Some(w) = wait_ns {
             self.wait_interval.record_us(w / 1000);
-            self.wait_total.record_us(w / 1000);
         }
         self.unqueue(xi, ts);
     }

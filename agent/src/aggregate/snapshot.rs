@@ -98,6 +98,7 @@ impl Aggregator {
         if source.wait_source == WaitSource::None {
             source.wait_source = self.wait_source();
         }
+        self.wait_total.merge(&self.wait_interval);
         let totals = Totals {
             dispatches: self.dispatches,
             dispatch_rate: rate(interval_dispatches, interval_s),
@@ -217,7 +218,10 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             };
         let wait_histogram = match kind {
             EntityKind::Peer => e.wait_interval.clone(),
-            EntityKind::Class => e.wait_total.clone(),
+            EntityKind::Class => {
+                e.wait_total.merge(&e.wait_interval);
+                e.wait_total.clone()
+            }
         };
         let stats = EntityStats {
             name: e.name.clone(),

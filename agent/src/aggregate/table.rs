@@ -42,7 +42,8 @@ pub struct Entity {
     pub connections: u64,
     pub wait_interval: WaitHistogram,
     /// Kept for classes only (the exporter's histogram); peers would cost
-    /// too much memory at 100k peers.
+    /// too much memory at 100k peers. Each snapshot adds the interval's
+    /// waits to it (one merge a second, not a record per dispatch).
     pub wait_total: WaitHistogram,
     pub last_active_ns: u64,
     pub prev_dispatches: u64,

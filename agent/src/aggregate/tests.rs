@@ -220,6 +220,39 @@ fn own_waits_qtime_and_wait_source() {
     assert_eq!(peer(&snap, "10.0.0.2").wait_p99_us, 4607.5);
 }
 
+/// The cumulative wait histograms (a class's, the server's) hold every
+/// wait since the start, across snapshots; the per-peer one only the
+/// interval's.
+#[test]
+fn cumulative_wait_histograms_span_snapshots() {
+    let map = ClassMap::parse("10.1.0.0/24 movers\n", "t").unwrap();
+    let mut s = Script::with(Aggregator::new(map, Limits::default()));
+    let wait = |s: &mut Script, us: u64| {
+        s.enq("10.1.0.1:1");
+        s.ts += us * 1_000 - 1_000;
+        s.deq("10.1.0.1:1");
+    };
+    wait(&mut s, 100);
+    wait(&mut s, 200);
+    let first = s.snap();
+    wait(&mut s, 5_000);
+    let snap = s.snap();
+    let movers = snap.classes.iter().find(|c| c.name == "movers").unwrap();
+    for (what, h) in [
+        ("class", &movers.wait_histogram),
+        ("server", &snap.totals.wait_histogram),
+    ] {
+        assert_eq!(h.count(), 3, "{what}: every wait since the start");
+        assert_eq!(h.count_below_us(1_000), 2, "{what}: the first interval's");
+    }
+    assert_eq!(peer(&first, "10.1.0.1").wait_histogram.count(), 2);
+    assert_eq!(
+        peer(&snap, "10.1.0.1").wait_histogram.count(),
+        1,
+        "the interval's"
+    );
+}
+
 #[test]
 fn class_map_groups_and_per_peer_splits() {
     let map = ClassMap::parse("10.1.0.0/24 movers\n0.0.0.0/0 cust per-peer\n", "t").unwrap();
