@@ -275,3 +275,61 @@ fn bench_stages_stop_where_they_say() {
         "discarded records were decoded: {out:?}"
     );
 }
+
+/// `NoWorkload` runs the whole pipeline but reads no procedure: a classic
+/// svc_stats_latency record's procedure string (here sched_process_exec's
+/// `filename`) becomes a procedure under the default and nothing under
+/// this stage, while its execution still counts.
+#[test]
+fn the_no_workload_stage_decodes_no_procedure() {
+    if !ready("the_no_workload_stage_decodes_no_procedure") {
+        return;
+    }
+    let mut layout = exec_layout();
+    let text = std::fs::read_to_string(std::path::Path::new(TRACEFS).join(ring::EVENT)).unwrap();
+    let filename = nfsdtop_agent::source::live::format::Format::parse(&text)
+        .unwrap()
+        .field("filename")
+        .unwrap()
+        .offset as u16;
+    layout.slots[Slot::StatsLatency as usize] = exec_config(0);
+    layout.events[Slot::StatsLatency as usize] = Some("sched_process_exec".into());
+    layout.procedure_loc = filename;
+    let mut seen = Vec::new();
+    for stage in [BenchStage::Full, BenchStage::NoWorkload] {
+        let opts = LiveOptions {
+            stage,
+            ..LiveOptions::default()
+        };
+        let mut src = BenchSource::start(&opts, TRACEFS.into(), layout.clone(), "sched").unwrap();
+        let pids = spawn_true(20);
+        let mut out = Vec::new();
+        let executed = |out: &[nfsdtop_agent::model::Event]| {
+            out.iter()
+                .filter(|e| matches!(e.kind, EventKind::Executed { .. }))
+                .filter(|e| e.xprt.netns != 0 && pids.contains(&e.xprt.netns))
+                .count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while executed(&out) < pids.len() && Instant::now() < deadline {
+            src.wait(Duration::from_millis(100));
+            src.poll(0, &mut out).unwrap();
+        }
+        assert_eq!(
+            executed(&out),
+            pids.len(),
+            "{stage:?}: every exec's record decoded"
+        );
+        let procedures = out
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Procedure { .. }))
+            .filter(|e| pids.contains(&e.xprt.netns))
+            .count();
+        seen.push((stage, procedures));
+    }
+    assert_eq!(
+        seen,
+        [(BenchStage::Full, 20), (BenchStage::NoWorkload, 0)],
+        "procedures decoded under each stage"
+    );
+}

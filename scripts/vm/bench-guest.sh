@@ -4,7 +4,7 @@
 # on the input disk; the image's init unpacks them to /vm and execs this.
 #
 # One loopback NFS mount of a tmpfs export; fio 4k randread O_DIRECT in
-# short fixed runs, alternating six modes REPS times (A B C D E F A B ...):
+# short fixed runs, alternating the host's MODES REPS times (A B C ... A B ...):
 #   none    nothing attached
 #   nfsdtop the real binary, live source, batch JSON (attached before fio)
 #   classic the same with --classic-tracepoints
@@ -14,6 +14,8 @@
 #           BPF programs on these tracepoints cost, whatever they do
 #   discard nfsdtop streaming records that its agent drains and throws
 #           away undecoded (the kernel side and the ring reader)
+#   noworkload nfsdtop without procedures and bytes (what the workload
+#           view adds)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). One
@@ -37,6 +39,8 @@ IDLE_SECS=5
 # the sunrpc events of the ftrace mode: those nfsdtop attaches to on this
 # kernel (the host's config names them)
 EVENTS="svc_xprt_enqueue svc_xprt_dequeue svc_stats_latency svc_xprt_accept svc_xprt_free"
+# a round's modes, baseline first (the host's config lists them)
+MODES="none nfsdtop classic ftrace hooked discard noworkload"
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
 
@@ -90,8 +94,9 @@ fio_run() {
 }
 
 # one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace |
-# hooked | discard); classic, hooked and discard are nfsdtop with
-# --classic-tracepoints, --bench-stage hooked, --bench-stage discard.
+# hooked | discard | noworkload); classic, hooked, discard and noworkload
+# are nfsdtop with --classic-tracepoints, --bench-stage hooked,
+# --bench-stage discard, --bench-stage no-workload.
 one() {
   local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent=""
   summary "mode.$tag" "$mode"
@@ -99,6 +104,7 @@ one() {
     classic) extra=--classic-tracepoints mode=nfsdtop ;;
     hooked) extra="--bench-stage hooked" mode=nfsdtop stop_agent=1 ;;
     discard) extra="--bench-stage discard" mode=nfsdtop ;;
+    noworkload) extra="--bench-stage no-workload" mode=nfsdtop ;;
   esac
   case $mode in
     nfsdtop)
@@ -149,7 +155,7 @@ one() {
 summary clk_tck "$(getconf CLK_TCK)"
 one warmup none
 for r in $(seq 1 "$REPS"); do
-  for m in none nfsdtop classic ftrace hooked discard; do
+  for m in $MODES; do
     one "$m-$r" "$m"
   done
 done

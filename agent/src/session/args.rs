@@ -52,7 +52,7 @@ pub struct SourceArgs {
     /// Live source: have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub bpf_stats: bool,
-    /// Benchmarks only (`cargo xtask bench`): run part of the live pipeline, to split its cost: `hooked` = programs attached but idle, `discard` = records drained and thrown away undecoded.
+    /// Benchmarks only (`cargo xtask bench`): run part of the live pipeline, to split its cost: `hooked` = programs attached but idle, `discard` = records drained and thrown away undecoded, `no-workload` = everything but procedures and bytes.
     #[arg(long, hide = true, value_name = "STAGE", value_enum, conflicts_with_all = ["demo", "replay"])]
     pub bench_stage: Option<BenchStageArg>,
     /// Most peers the aggregator keeps before it evicts idle ones (tests; default 65536).
@@ -104,6 +104,7 @@ impl SourceArgs {
             live.stage = match s {
                 BenchStageArg::Hooked => BenchStage::Hooked,
                 BenchStageArg::Discard => BenchStage::Discard,
+                BenchStageArg::NoWorkload => BenchStage::NoWorkload,
             };
         }
         if let Some(n) = self.max_peers {
@@ -186,6 +187,7 @@ impl clap::builder::TypedValueParser for PolicyParser {
 pub enum BenchStageArg {
     Hooked,
     Discard,
+    NoWorkload,
 }
 
 fn parse_speed(s: &str) -> Result<f64, String> {

@@ -77,22 +77,36 @@ impl Guest {
     }
 }
 
+/// The modes of a round after its baseline ("none"), in the order the
+/// guest runs them (scripts/vm/bench-guest.sh says what each is).
+const MODES: [&str; 6] = [
+    "nfsdtop",
+    "classic",
+    "ftrace",
+    "hooked",
+    "discard",
+    "noworkload",
+];
+
 /// Boots `guest`'s image with scripts/vm/bench-guest.sh; returns the
 /// results directory and the guest's kernel.
 fn run_guest(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(PathBuf, String)> {
     let suite = guest.suite.name();
     let img = ensure_image(guest.suite, false)?;
     let run_dir = guest_run::new_run_dir(&format!("{suite}-bench"))?;
-    let guest_timeout = 300 + u64::from(args.reps) * 6 * (u64::from(args.fio_secs) + 60);
+    let runs_per_round = MODES.len() as u64 + 1;
+    let guest_timeout =
+        300 + u64::from(args.reps) * runs_per_round * (u64::from(args.fio_secs) + 60);
     let spec = guest_run::Spec {
         label: "bench",
         script: "bench-guest.sh",
         extra: vec![],
         config: format!(
-            "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\n",
+            "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\nMODES=\"none {}\"\n",
             args.fio_secs,
             args.reps,
-            guest.events().join(" ")
+            guest.events().join(" "),
+            MODES.join(" ")
         ),
         nfsdtop,
         output_bytes: 1 << 30,
@@ -171,8 +185,6 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             ("events", &guest.events().join(", ")),
         ],
     )?;
-    // The guest's round order after "none" (scripts/vm/bench-guest.sh).
-    const MODES: [&str; 5] = ["nfsdtop", "classic", "ftrace", "hooked", "discard"];
     let head: Vec<String> = MODES.iter().map(|m| format!("{m} IOPS")).collect();
     let head_r: Vec<String> = MODES.iter().map(|m| format!("{m} / baseline")).collect();
     writeln!(
@@ -256,6 +268,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
     let hooked_lo = 1.0 - corr[3].iter().cloned().fold(0.0, f64::max);
     let hooked_hi = 1.0 - corr[3].iter().cloned().fold(f64::INFINITY, f64::min);
     let cost_discard = 1.0 - mean(&corr[4]);
+    let cost_no_workload = 1.0 - mean(&corr[5]);
     let ratio_spread = corr.iter().map(|c| spread(c)).fold(0.0, f64::max);
     let mut entries = vec![];
     for r in 1..=args.reps {
@@ -363,6 +376,38 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             ),
             ("spread", &pct1(ratio_spread)),
             ("floor", &floor.trim_end()),
+        ],
+    )?);
+
+    // The stage did what it says: the default's last line names
+    // procedures, noworkload's none (else the comparison weighs nothing).
+    for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
+        let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
+        ensure!(
+            named == want,
+            "bench: the {mode} run's nfsdtop {} procedures ({})",
+            if named { "named" } else { "named no" },
+            results.display()
+        );
+    }
+    let added = cost_n - cost_no_workload;
+    let verdict = if (added - 0.003).abs() < ratio_spread {
+        "workload-noise"
+    } else if added <= 0.003 {
+        "workload-met"
+    } else {
+        "workload-missed"
+    };
+    let verdict = fill(text::GUEST, verdict, &[])?;
+    s.push_str(&fill(
+        text::GUEST,
+        "workload",
+        &[
+            ("no_workload", &signed1(cost_no_workload)),
+            ("n", &signed1(cost_n)),
+            ("added", &format!("{:+.1}", added * 100.0)),
+            ("spread", &pct1(ratio_spread)),
+            ("verdict", &verdict.trim_end()),
         ],
     )?);
 
@@ -492,6 +537,24 @@ fn icount_arg() -> Option<String> {
     }
 }
 
+/// Whether the last JSON line of an nfsdtop run names any procedure for
+/// any entity (docs/json.md).
+fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
+    let text = fs::read_to_string(jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .with_context(|| format!("{} is empty", jsonl.display()))?;
+    let v: serde_json::Value = serde_json::from_str(last)
+        .with_context(|| format!("the last line of {}", jsonl.display()))?;
+    Ok(v["entities"].as_array().is_some_and(|entities| {
+        entities
+            .iter()
+            .any(|e| e["procedures"].as_object().is_some_and(|m| !m.is_empty()))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,5 +568,26 @@ mod tests {
         assert_eq!(sid.len(), Slot::COUNT - 1);
         assert!(!sid.contains(&"svc_xprt_enqueue"));
         assert!(sid.contains(&"svc_xprt_dequeue") && sid.contains(&"svc_stats_latency"));
+    }
+
+    /// The check that the noworkload stage read no procedure looks at the
+    /// last line only, and at every entity.
+    #[test]
+    fn procedures_named_reads_the_last_line() {
+        let dir = std::env::temp_dir().join(format!("nfsdtop-bench-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("run.jsonl");
+        let none = r#"{"entities":[{"name":"a","procedures":{}},{"name":"b"}]}"#;
+        let some = r#"{"entities":[{"name":"a","procedures":{}},{"name":"b","procedures":{"READ":{"requests":1}}}]}"#;
+        for (text, want) in [
+            (format!("{some}\n{none}\n"), false),
+            (format!("{none}\n{some}\n\n"), true),
+        ] {
+            fs::write(&f, text).unwrap();
+            assert_eq!(procedures_named(&f).unwrap(), want);
+        }
+        fs::write(&f, "").unwrap();
+        assert!(procedures_named(&f).is_err(), "an empty run says so");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -57,7 +57,7 @@ pub struct BenchArgs {
     /// fio seconds per run in the guest.
     #[arg(long, default_value_t = 10)]
     pub fio_secs: u32,
-    /// Rounds of (none, nfsdtop, classic, ftrace, hooked, discard) in the guest.
+    /// Rounds of (none, nfsdtop, classic, ftrace, hooked, discard, noworkload) in the guest.
     #[arg(long, default_value_t = 4)]
     pub reps: u32,
     /// Output file (default BENCHMARKS.md, or target/bench-quick.md).

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nfsdtop_common::{RawConfig, Record, Slot, SlotConfig};
+use nfsdtop_common::{RawConfig, Record, Slot, SlotConfig, OFF_NONE};
 
 use super::{bpf, probe, BenchStage, Layout, LiveError, LiveOptions, LiveSource};
 use crate::model::{Event, SourceInfo};
@@ -34,6 +34,19 @@ impl BenchSource {
         category: &str,
     ) -> Result<BenchSource, LiveError> {
         let mut inner = LiveSource::attached(opts, tracefs, layout, category)?;
+        if opts.stage == BenchStage::NoWorkload {
+            // As where the kernel's BTF lacks the members: the raw
+            // programs read no procedure and no lengths, and the classic
+            // records' procedure string goes unread.
+            let mut configs = inner.attach.plan.configs;
+            for c in &mut configs {
+                (c.rq_prog, c.rq_vers, c.rq_proc, c.fold_procs) = (0, 0, 0, 0);
+                (c.rq_arg_len, c.rq_res_len) = (0, 0);
+            }
+            bpf::write_raw_config(&mut inner.ebpf, &configs)?;
+            inner.attach.plan.configs = configs;
+            inner.attach.layout.procedure_loc = OFF_NONE;
+        }
         if opts.stage == BenchStage::Hooked {
             // Every program attached as a user's run attaches them, each
             // returning at its config's lookup: raw ones see `enabled` 0,
@@ -71,12 +84,13 @@ impl Source for BenchSource {
             BenchStage::Full => "",
             BenchStage::Hooked => " [benchmark: programs attached but idle]",
             BenchStage::Discard => " [benchmark: records drained and discarded undecoded]",
+            BenchStage::NoWorkload => " [benchmark: no procedures or bytes read]",
         });
         info
     }
 
     fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
-        if self.stage == BenchStage::Full {
+        if matches!(self.stage, BenchStage::Full | BenchStage::NoWorkload) {
             return self.inner.poll(until_ns, out);
         }
         let src = &mut self.inner;

@@ -100,6 +100,10 @@ pub enum BenchStage {
     /// kernel side and the ring reader without the agent's decoding and
     /// aggregation.
     Discard,
+    /// Everything but the workload view: no procedure or request and
+    /// reply lengths read or folded by the raw programs, no procedure
+    /// decoded from classic records, so the benchmark weighs what they add.
+    NoWorkload,
 }
 
 impl Default for LiveOptions {
