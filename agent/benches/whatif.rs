@@ -81,6 +81,7 @@ fn record(s: &Scenario, secs: u64) -> (PathBuf, u64) {
         nfsd: NfsdConfig {
             threads: Some(s.threads),
             pools: Some(1),
+            ports: None,
         },
         ..Header::default()
     };

@@ -28,6 +28,7 @@ pub mod record;
 pub mod redact;
 pub mod resolve;
 pub mod server;
+pub mod services;
 pub mod session;
 pub mod source;
 pub mod testing;

@@ -68,6 +68,14 @@ fn unix_now() -> f64 {
 }
 
 impl<'a> Pipeline<'a> {
+    /// The aggregator counts only nfsd's transports as nfsd's: it learns
+    /// nfsd's ports wherever the source knows them.
+    fn learn_nfsd_ports(&mut self, threads: &crate::server::NfsdThreads) {
+        if let Some(p) = &threads.ports {
+            self.aggregator.add_nfsd_ports(p);
+        }
+    }
+
     pub fn new(source: Box<dyn Source + 'a>, aggregator: Aggregator, interval: Duration) -> Self {
         Pipeline {
             source,
@@ -94,6 +102,7 @@ impl<'a> Pipeline<'a> {
         let unix0 = unix_now();
         let src0 = self.source.now_ns();
         self.aggregator.start_clock(src0);
+        self.learn_nfsd_ports(&self.source.nfsd_threads());
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut next_snapshot = self.interval;
         let mut last_target = src0;
@@ -123,6 +132,7 @@ impl<'a> Pipeline<'a> {
                     let moved = self.command(c, &mut play, &mut last_target)?;
                     if moved.restarted {
                         server = crate::server::Tracker::default();
+                        self.learn_nfsd_ports(&self.source.nfsd_threads());
                     }
                     if let Some(s) = &moved.skipped {
                         server.skip(s);
@@ -199,7 +209,10 @@ impl<'a> Pipeline<'a> {
                     None => self.aggregator.snapshot(now, wall, &info),
                 };
                 snap.totals.bpf = self.source.bpf_stats();
-                snap.server = server.view(&self.source.nfsd_threads(), &snap);
+                let threads = self.source.nfsd_threads();
+                self.learn_nfsd_ports(&threads);
+                snap.server = server.view(&threads, &snap);
+                snap.server.services = self.aggregator.services();
                 if sink(snap) == Flow::Stop {
                     return Ok(self.aggregator);
                 }

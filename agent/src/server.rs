@@ -45,6 +45,8 @@ pub struct NfsdThreads {
     pub pool_requests: Option<Vec<u64>>,
     /// Execution seconds so far of requests whose pool was not found.
     pub unattributed_exec_seconds: f64,
+    /// The ports nfsd listens on (`/proc/fs/nfsd/portlist`), where known.
+    pub ports: Option<crate::services::NfsdPorts>,
 }
 
 /// Read nfsd's thread counts from `dir` (normally `/proc/fs/nfsd`);
@@ -60,6 +62,9 @@ pub fn read_proc(dir: &Path) -> NfsdThreads {
         threads,
         pools: pool_threads.as_ref().map(|v| v.len() as u32),
         pool_threads,
+        ports: read("portlist")
+            .as_deref()
+            .and_then(crate::services::NfsdPorts::parse_portlist),
         ..NfsdThreads::default()
     }
 }
@@ -214,6 +219,8 @@ impl Tracker {
             busy_threads: busy,
             pools,
             netns,
+            // The aggregator's, added by the pipeline.
+            services: Vec::new(),
         }
     }
 }
@@ -334,6 +341,7 @@ mod tests {
             pool_exec_seconds: Some(exec.to_vec()),
             pool_requests: Some(vec![10, 30]),
             unattributed_exec_seconds: unattributed,
+            ports: None,
         };
         let snap = |exec: f64, n: u64| Snapshot {
             interval_s: 2.0,

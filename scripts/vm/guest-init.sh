@@ -176,6 +176,23 @@ umount_clients() {
     timeout 60 umount "/mnt/${spec%%:*}" || mark "umount /mnt/${spec%%:*} failed"
   done
 }
+# other_service_calls TAG: lockd's dispatches beside nfsd's, from the
+# first client: NULL calls to nlockmgr over TCP (a connection from the
+# client's address to lockd's own port) and over UDP (lockd's UDP
+# transport, without a client address). nfsdtop must keep them out of
+# nfsd's numbers (the host compares with ftrace by server port).
+other_service_calls() {
+  local name=${CLIENTS%%:*} n=0 proto i
+  eval "local s=\$SADDR_$name"
+  for i in 1 2 3; do
+    for proto in tcp udp; do
+      timeout 20 nsenter --net="/run/netns/$name" rpcinfo -T "$proto" "$s" nlockmgr 4 >/dev/null 2>&1 &&
+        n=$((n + 1))
+    done
+  done
+  summary "lockd_calls.$1" "$n"
+  mark "lockd NULL calls from $name: $n of 6 answered"
+}
 nfs_conns() { ss -Htan '( sport = :2049 )' | grep -vc LISTEN; }
 no_nfs_conns() { [ "$(nfs_conns)" = 0 ]; }
 # start_fio TAG: fio from every client at once, FIO_RUNTIME seconds (bounded);
@@ -209,6 +226,7 @@ load() {
   mark "clients mounted ($(nfs_conns) server connections), fio ${FIO_RUNTIME}s"
   run_fio "$tag" &
   local fio=$!
+  [ "$tag" = main ] && other_service_calls "$tag"
   # A fault scenario may do something to the server while fio runs.
   [ -n "${DURING_LOAD:-}" ] && "$DURING_LOAD"
   wait "$fio" || mark "fio failed for $tag"

@@ -335,6 +335,7 @@ fn two_namespace_recording(dir: &Path) -> PathBuf {
     header.nfsd = NfsdConfig {
         threads: Some(8),
         pools: Some(1),
+        ports: None,
     };
     let xprt = |ns: u32, client: &str| XprtKey {
         netns: ns,

@@ -21,8 +21,9 @@ mod table;
 use rustc_hash::FxHashMap;
 
 use crate::classify::ClassMap;
-use crate::model::{Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
+use crate::model::{Endpoint, Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
 use crate::redact::Redactor;
+use crate::services::{NfsdPorts, OtherServices, ServiceCounts};
 use histogram::WaitHistogram;
 pub use procedures::exec_bucket;
 pub use snapshot::jain_index;
@@ -100,6 +101,11 @@ pub struct Aggregator {
     /// NFSv4 client names by address, attached to the peers of each
     /// snapshot.
     client_names: std::sync::Arc<crate::clients::ClientMap>,
+    /// Which transports are nfsd's; the events of the others are only
+    /// counted, in `other_services`.
+    nfsd_ports: NfsdPorts,
+    other_services: OtherServices,
+    listener_dispatches: u64,
 }
 
 impl Default for Aggregator {
@@ -137,7 +143,33 @@ impl Aggregator {
             last_snapshot_ns: None,
             redactor: None,
             client_names: Default::default(),
+            nfsd_ports: NfsdPorts::default(),
+            other_services: OtherServices::default(),
+            listener_dispatches: 0,
         }
+    }
+
+    /// Adds to the ports whose transports are nfsd's (from
+    /// `/proc/fs/nfsd/portlist` or a recording's header). Only ever adds:
+    /// a transport nfsd's queue state was kept for stays nfsd's, so none
+    /// is left queued by an event counted elsewhere.
+    pub fn add_nfsd_ports(&mut self, ports: &NfsdPorts) {
+        let mut all = self.nfsd_ports.ports().to_vec();
+        all.extend_from_slice(ports.ports());
+        self.nfsd_ports = NfsdPorts::from_ports(&all);
+    }
+
+    /// nfsd's row and each other service's, since the aggregator started.
+    pub fn services(&self) -> Vec<crate::model::ServiceView> {
+        self.other_services.views(
+            &self.nfsd_ports,
+            ServiceCounts {
+                dispatches: self.dispatches,
+                listener_dispatches: self.listener_dispatches,
+                requests: self.events[Tracepoint::StatsLatency.index()],
+                exec_ns: self.exec_ns,
+            },
+        )
     }
 
     /// Show client addresses only as keyed-hash pseudonyms, in every name
@@ -231,6 +263,10 @@ impl Aggregator {
 
     pub fn ingest(&mut self, ev: &Event) {
         self.last_ts = self.last_ts.max(ev.ts_ns);
+        if !self.nfsd_ports.is_nfsd(ev.xprt.server.port()) {
+            self.other_services.take(ev);
+            return;
+        }
         let ts = ev.ts_ns;
         match ev.kind {
             EventKind::Enqueue => {
@@ -240,6 +276,7 @@ impl Aggregator {
             }
             EventKind::Dequeue { qtime_ns, class } => {
                 self.events[Tracepoint::Dequeue.index()] += 1;
+                self.listener_dispatches += u64::from(ev.xprt.client == Endpoint::None);
                 let xi = self.xprt(&ev.xprt, ts);
                 self.dequeue(xi, ts, qtime_ns, class);
             }

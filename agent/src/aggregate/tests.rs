@@ -471,3 +471,89 @@ fn redaction_hides_every_client_address() {
         .any(|c| c.name.starts_with("cust/anon-")));
     assert!(snap.peers.iter().any(|p| p.name == "(listener)"));
 }
+
+#[test]
+fn other_services_stay_out_of_nfsds_numbers() {
+    // lockd: a UDP transport (no client address) on its own port, and a
+    // TCP connection from the NFS client 10.0.0.2 on another; nfsd: one
+    // connection from each of two clients, both backlogged throughout.
+    let lockd = |client: Option<&str>, port: u16, kind: EventKind, ts: u64| Event {
+        ts_ns: ts,
+        xprt: XprtKey {
+            netns: 1,
+            server: ep(&format!("10.0.0.1:{port}")),
+            client: client.map_or(Endpoint::None, ep),
+        },
+        kind,
+    };
+    let deq = EventKind::Dequeue {
+        qtime_ns: None,
+        class: None,
+    };
+    let mut s = Script::new();
+    s.enq("10.0.0.2:1").enq("10.0.0.3:1");
+    for ts in [10_000, 11_000] {
+        s.agg.ingest(&lockd(None, 53601, EventKind::Enqueue, ts));
+        s.agg.ingest(&lockd(None, 53601, deq, ts + 1));
+        s.agg.ingest(&lockd(
+            Some("10.0.0.2:900"),
+            4045,
+            EventKind::Enqueue,
+            ts + 2,
+        ));
+        s.agg
+            .ingest(&lockd(Some("10.0.0.2:900"), 4045, deq, ts + 3));
+    }
+    // A lockd connection left queued: nothing of nfsd's may stay
+    // backlogged for it.
+    s.agg.ingest(&lockd(
+        Some("10.0.0.3:901"),
+        4045,
+        EventKind::Enqueue,
+        12_000,
+    ));
+    s.agg.ingest(&lockd(
+        Some("10.0.0.2:900"),
+        4045,
+        EventKind::Executed {
+            exec_ns: 5_000,
+            requests: 2,
+            bytes: None,
+        },
+        12_001,
+    ));
+    s.ts = 20_000;
+    // Each nfsd dispatch: two peers backlogged, V += 1/2.
+    s.deq("10.0.0.2:1").enq("10.0.0.2:1");
+    s.deq("10.0.0.3:1");
+    let snap = s.snap();
+    let a = peer(&snap, "10.0.0.2");
+    let b = peer(&snap, "10.0.0.3");
+    assert_eq!((a.dispatches, b.dispatches), (1, 1));
+    assert!(
+        close(a.entitled, 1.0) && close(b.entitled, 1.0),
+        "{a:?} {b:?}"
+    );
+    assert_eq!((a.connections, a.executions), (1, 0));
+    assert_eq!(snap.totals.dispatches, 2);
+    assert!(!snap.peers.iter().any(|p| p.name == "(listener)"));
+    // Only 10.0.0.2's nfsd connection is still queued.
+    assert_eq!(snap.totals.backlogged, 1);
+    let services = s.agg.services();
+    let row = |port: u16| services.iter().find(|r| r.ports == [port]).unwrap();
+    assert_eq!(
+        (services[0].service.as_str(), services[0].dispatches),
+        ("nfsd", 2)
+    );
+    assert_eq!(
+        (row(53601).dispatches, row(53601).listener_dispatches),
+        (2, 2)
+    );
+    assert_eq!((row(4045).dispatches, row(4045).requests), (2, 2));
+    // nfsd on another port, learnt from its portlist: its transports count.
+    let mut s = Script::new();
+    s.agg
+        .add_nfsd_ports(&crate::services::NfsdPorts::from_ports(&[4045]));
+    s.agg.ingest(&lockd(Some("10.0.0.2:900"), 4045, deq, 1));
+    assert_eq!(s.snap().totals.dispatches, 1);
+}

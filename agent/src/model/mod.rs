@@ -10,5 +10,5 @@ pub use event::{
 pub use procedures::Procedures;
 pub use snapshot::{
     BpfProgramStats, ClientName, EntityKind, EntityStats, PoolView, ProcedureStats, ServerView,
-    Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
+    ServiceView, Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
 };

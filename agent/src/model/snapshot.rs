@@ -313,6 +313,26 @@ pub struct ServerView {
     /// Network namespaces (inode numbers) of the peers, ascending.
     #[serde(default)]
     pub netns: Vec<u32>,
+    /// nfsd and the other RPC services whose dispatches the tracepoints
+    /// showed (lockd, the NFS client's callback service), kept out of
+    /// every other number here (see `crate::services`).
+    #[serde(default)]
+    pub services: Vec<ServiceView>,
+}
+
+/// One RPC service's dispatches since nfsdtop started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServiceView {
+    /// "nfsd", or "other" for a service told apart by its port only.
+    pub service: String,
+    /// Its server (local) ports: nfsd's all, another service's one.
+    pub ports: Vec<u16>,
+    pub dispatches: u64,
+    /// Of them, of transports without a client address (listeners, UDP).
+    pub listener_dispatches: u64,
+    /// Requests completed (svc_stats_latency) and their execution time.
+    pub requests: u64,
+    pub exec_seconds: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

@@ -69,6 +69,8 @@ pub mod tag {
     /// Added within v1 (older files lack them; see [`super::NfsdConfig`]).
     pub const THREADS: u64 = 12;
     pub const POOLS: u64 = 13;
+    /// nfsd's ports, 2 bytes each (little-endian).
+    pub const NFSD_PORTS: u64 = 14;
 }
 
 /// Record codes: the low three bits of a record's tag byte.
@@ -268,6 +270,7 @@ mod tests {
             nfsd: NfsdConfig {
                 threads: Some(32),
                 pools: Some(2),
+                ports: Some(crate::services::NfsdPorts::from_ports(&[2049, 20049])),
             },
         };
         let mut b = h.encode();
@@ -296,6 +299,15 @@ mod tests {
         bad.extend_from_slice(&[16, 0]);
         let e = Header::decode(&bad).unwrap_err();
         assert!(e.reason.contains("threads must be 4 bytes"), "{e:?}");
+        let mut odd = old.encode();
+        put_varint(&mut odd, tag::NFSD_PORTS);
+        put_varint(&mut odd, 3);
+        odd.extend_from_slice(&[1, 8, 0]);
+        let e = Header::decode(&odd).unwrap_err();
+        assert!(
+            e.reason.contains("nfsd ports must be 2 bytes each"),
+            "{e:?}"
+        );
     }
 
     #[test]

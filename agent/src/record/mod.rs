@@ -95,12 +95,14 @@ fn nfsd_config(info: &SourceInfo) -> NfsdConfig {
                 .find_map(|w| w.strip_prefix("threads="))
                 .and_then(|n| n.parse().ok()),
             pools: Some(1),
+            ports: None,
         },
         SourceKind::Live => {
             let t = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
             NfsdConfig {
                 threads: t.threads,
                 pools: t.pools,
+                ports: t.ports,
             }
         }
         SourceKind::Replay | SourceKind::Remote => NfsdConfig::default(),

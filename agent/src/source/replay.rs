@@ -359,6 +359,7 @@ impl Source for ReplaySource {
             threads: n.threads,
             pools: n.pools,
             pool_threads: None,
+            ports: n.ports,
             ..Default::default()
         }
     }

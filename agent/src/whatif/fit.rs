@@ -157,6 +157,9 @@ pub struct Fitter {
     /// A thread's time per request over the recorded execution time,
     /// known from a first pass ([`Fitter::with_estimated_completions_scaled`]).
     occupancy_scale: Option<f64>,
+    /// Events of other services' transports (lockd's) are not the
+    /// clients' demand on nfsd: left out.
+    nfsd_ports: crate::services::NfsdPorts,
     service_sum_ns: u64,
     service_n: u64,
     /// Transports on the ready queue now; the first and last dispatch and
@@ -198,6 +201,16 @@ impl Fitter {
             occupancy_scale: Some(k),
             ..Fitter::default()
         }
+    }
+
+    /// nfsd's ports besides 2049 (from the recording's header).
+    pub fn with_nfsd_ports(mut self, ports: Option<crate::services::NfsdPorts>) -> Self {
+        if let Some(p) = ports {
+            let mut all = self.nfsd_ports.ports().to_vec();
+            all.extend_from_slice(p.ports());
+            self.nfsd_ports = crate::services::NfsdPorts::from_ports(&all);
+        }
+        self
     }
 
     fn state(&mut self, key: &XprtKey) -> Option<&mut State> {
@@ -245,7 +258,9 @@ impl Fitter {
     pub fn ingest(&mut self, ev: &Event) {
         // A breakdown of Executed events already counted, stamped when the
         // kernel's totals were read: not a moment of the transport's life.
-        if matches!(ev.kind, EventKind::Procedure { .. }) {
+        if matches!(ev.kind, EventKind::Procedure { .. })
+            || !self.nfsd_ports.is_nfsd(ev.xprt.server.port())
+        {
             return;
         }
         let ts = ev.ts_ns;

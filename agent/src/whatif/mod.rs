@@ -196,9 +196,13 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         fit::Fitter::with_estimated_completions()
     } else {
         fit::Fitter::new()
-    };
+    }
+    .with_nfsd_ports(header.nfsd.ports);
     let window = load::Window::of(path)?;
     let mut agg = Aggregator::new(classmap.clone(), Limits::default());
+    if let Some(p) = &header.nfsd.ports {
+        agg.add_nfsd_ports(p);
+    }
     let start_ns = header.start_mono_ns.max(window.from_ns);
     agg.start_clock(start_ns);
     let (mut first_ts, mut last_ts) = (None::<u64>, start_ns);
@@ -305,7 +309,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         if fit.completions_estimated {
             // Again, with each request completing a thread's time after
             // its dispatch: think times and loops start from there.
-            let mut again = fit::Fitter::with_estimated_completions_scaled(k);
+            let mut again = fit::Fitter::with_estimated_completions_scaled(k)
+                .with_nfsd_ports(header.nfsd.ports);
             let mut reader =
                 Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
             let _ = window.each(&mut reader, |events| again.ingest_all(events));

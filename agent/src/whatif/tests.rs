@@ -102,6 +102,7 @@ fn whatif_of_live(name: &str, events: &[Event], threads: u32, policies: Vec<Poli
         nfsd: NfsdConfig {
             threads: Some(threads),
             pools: Some(1),
+            ports: None,
         },
         ..Header::default()
     };

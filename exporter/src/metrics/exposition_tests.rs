@@ -113,6 +113,24 @@ fn representative() -> MetricsState {
                 })
                 .collect(),
             netns: vec![4026531840, 4026532077],
+            services: vec![
+                nfsdtop_agent::model::ServiceView {
+                    service: "nfsd".into(),
+                    ports: vec![2049],
+                    dispatches: 40,
+                    listener_dispatches: 2,
+                    requests: 38,
+                    exec_seconds: 0.5,
+                },
+                nfsdtop_agent::model::ServiceView {
+                    service: "other".into(),
+                    ports: vec![4045],
+                    dispatches: 3,
+                    listener_dispatches: 0,
+                    requests: 3,
+                    exec_seconds: 0.001,
+                },
+            ],
         },
         source: SourceInfo {
             kind: SourceKind::Live,

@@ -28,6 +28,18 @@ pub struct ServerMetrics {
     /// Reverse-DNS lookups dropped for a full queue; `None` without
     /// `resolve`.
     hostname_lookups_dropped: Option<u64>,
+    /// Per RPC service (nfsd, and each other service's port); at most 66.
+    services: Vec<ServiceRow>,
+}
+
+/// One `server.services` row as labels and cumulative counts.
+#[derive(Debug)]
+struct ServiceRow {
+    service: String,
+    /// Empty for nfsd, whose numbers are over all its ports.
+    port: String,
+    dispatches: u64,
+    requests: u64,
 }
 
 impl ServerMetrics {
@@ -53,6 +65,22 @@ impl ServerMetrics {
         }
         self.netns = Some(v.netns.len());
         self.hostname_lookups_dropped = s.totals.hostname_lookups_dropped;
+        self.services = v
+            .services
+            .iter()
+            .map(|r| {
+                let port = match (r.service.as_str(), r.ports.as_slice()) {
+                    ("nfsd", _) | (_, []) => String::new(),
+                    (_, [p, ..]) => p.to_string(),
+                };
+                ServiceRow {
+                    service: r.service.clone(),
+                    port,
+                    dispatches: r.dispatches,
+                    requests: r.requests,
+                }
+            })
+            .collect();
     }
 
     pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
@@ -123,6 +151,30 @@ impl ServerMetrics {
             MetricType::Counter,
             self.pool_busy_seconds.iter().map(|(&p, &s)| (p, s)),
         )?;
+        type Pick = fn(&ServiceRow) -> u64;
+        let families: [(&str, &str, Pick); 2] = [
+            (
+                "nfsdtop_service_dispatches",
+                "Dispatches of each RPC service: nfsd, and lockd and the NFS callback service as \"other\" by server port, counted apart from nfsd's.",
+                |r| r.dispatches,
+            ),
+            (
+                "nfsdtop_service_requests",
+                "Requests each RPC service completed (svc_stats_latency), by service as nfsdtop_service_dispatches.",
+                |r| r.requests,
+            ),
+        ];
+        for (name, help, pick) in families {
+            if self.services.is_empty() {
+                break;
+            }
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for r in &self.services {
+                let l = [("service", r.service.clone()), ("port", r.port.clone())];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, u64>(&pick(r), None)?;
+            }
+        }
         Ok(())
     }
 }

@@ -331,6 +331,7 @@ fn server_threads_busy_threads_and_namespaces_are_exported_only_when_known() {
                 },
             ],
             netns: vec![4026531840, 4026532077],
+            ..Default::default()
         };
         m.update(&s);
     }

@@ -359,6 +359,7 @@ mod tests {
                 })
                 .collect(),
             netns: vec![1, 2],
+            ..Default::default()
         };
         assert_eq!(
             text(&v, 80),

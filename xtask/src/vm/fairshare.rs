@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
-use super::ftrace::{field, has_flag, is_listener};
+use super::ftrace::{field, has_flag, is_listener, other_service};
 
 /// A peer as nfsdtop names it: a client address, or the listener/UDP
 /// pseudo-peer.
@@ -81,6 +81,10 @@ pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {
             continue;
         };
         let flags = field(rest, "flags").unwrap_or("");
+        // nfsd's shares only: another service has its own queue.
+        if other_service(rest).is_some() {
+            continue;
+        }
         if kind == "svc_xprt_enqueue" && !rule.queues(flags) {
             continue;
         }

@@ -4,16 +4,20 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
+/// nfsd's port in the guest: its records are the ones compared per client.
+const NFS_PORT: u16 = nfsdtop_agent::services::NFS_PORT;
+
 /// Per-client dequeue counts from ftrace's `trace` text.
 #[derive(Debug, Default, PartialEq)]
 pub struct Ftrace {
     /// svc_xprt_dequeue records of nfsd (server port 2049) per client IP,
     /// listener records left out (their printed client is bogus).
     pub per_client: BTreeMap<IpAddr, u64>,
-    /// Listener records (flags include LISTENER or XPT_LISTENER) and
-    /// records with an empty client address (UDP).
+    /// nfsd's listener records (flags include LISTENER or XPT_LISTENER)
+    /// and its records with an empty client address (UDP).
     pub listener: u64,
-    /// Dequeues of other services (lockd, NFS callback), by server port.
+    /// Dequeues of other services (lockd, NFS callback: a server port
+    /// other than nfsd's), listeners and UDP included, by server port.
     pub other_services: BTreeMap<u16, u64>,
     /// Every svc_xprt_dequeue record.
     pub total: u64,
@@ -54,6 +58,15 @@ pub fn is_listener(rest: &str) -> bool {
         || has_flag(field(rest, "flags").unwrap_or(""), "LISTENER")
 }
 
+/// The server port of a record of another service than nfsd (lockd, the
+/// NFS client's callback service): its server address is the transport's
+/// bound one (never empty, listeners and UDP included), on a port other
+/// than nfsd's. Such a service has threads and a queue of its own.
+pub fn other_service(rest: &str) -> Option<u16> {
+    let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok())?;
+    (server.port() != NFS_PORT).then_some(server.port())
+}
+
 pub fn parse_trace(text: &str) -> Ftrace {
     let mut f = Ftrace::default();
     for line in text.lines() {
@@ -69,7 +82,7 @@ pub fn parse_trace(text: &str) -> Ftrace {
             let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
             let us = field(rest, "execute-us").and_then(|v| v.parse::<u64>().ok());
             if let (Some(s), Some(c), Some(us)) = (server, client, us) {
-                if s.port() == 2049 && !s.ip().is_unspecified() {
+                if s.port() == NFS_PORT && !s.ip().is_unspecified() {
                     let e = f.exec_per_client.entry(c.ip()).or_default();
                     e.0 += 1;
                     e.1 += us;
@@ -93,17 +106,18 @@ pub fn parse_trace(text: &str) -> Ftrace {
             continue;
         };
         f.total += 1;
+        if let Some(port) = other_service(rest) {
+            *f.other_services.entry(port).or_default() += 1;
+            continue;
+        }
+        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
         if is_listener(rest) {
             f.listener += 1;
             continue;
         }
-        let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
         let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
         match (server, client) {
-            (Some(s), Some(c)) if s.port() == 2049 => {
-                *f.per_client.entry(c.ip()).or_default() += 1;
-            }
-            (Some(s), Some(_)) => *f.other_services.entry(s.port()).or_default() += 1,
+            (Some(_), Some(c)) => *f.per_client.entry(c.ip()).or_default() += 1,
             _ => f.unparsed += 1,
         }
     }

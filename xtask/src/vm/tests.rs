@@ -28,12 +28,17 @@ const TRACE: &str = "\
 fn trace_counts_per_client() {
     let f = parse_trace(TRACE);
     assert_eq!(f.total, 9);
-    assert_eq!(f.listener, 5);
+    // nfsd's: the LISTENER ones and the empty client on 2049.
+    assert_eq!(f.listener, 3);
     assert_eq!(f.enqueue, 1);
     assert_eq!(f.unparsed, 0);
     assert_eq!(f.per_client[&"10.99.1.2".parse::<IpAddr>().unwrap()], 1);
     assert_eq!(f.per_client[&"fd99:3::2".parse::<IpAddr>().unwrap()], 2);
+    // lockd's, by port: TCP with a client, UDP without one or with a
+    // stale one printed.
     assert_eq!(f.other_services[&4045], 1);
+    assert_eq!(f.other_services[&43815], 1);
+    assert_eq!(f.other_services[&53601], 1);
     let c1: IpAddr = "10.99.1.2".parse().unwrap();
     assert_eq!(f.exec_per_client[&c1], (2, 151), "nfsd's only");
 }

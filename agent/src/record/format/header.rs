@@ -42,6 +42,9 @@ pub struct NfsdConfig {
     pub threads: Option<u32>,
     /// Thread pools (entries of `/proc/fs/nfsd/pool_threads`).
     pub pools: Option<u32>,
+    /// The ports nfsd listened on (`/proc/fs/nfsd/portlist`): a replay
+    /// keeps the other services' transports apart by them.
+    pub ports: Option<crate::services::NfsdPorts>,
 }
 
 pub fn wait_source_code(w: WaitSource) -> u8 {
@@ -117,6 +120,10 @@ impl Header {
         if let Some(n) = self.nfsd.pools {
             field(tag::POOLS, &n.to_le_bytes());
         }
+        if let Some(p) = &self.nfsd.ports {
+            let bytes: Vec<u8> = p.ports().iter().flat_map(|p| p.to_le_bytes()).collect();
+            field(tag::NFSD_PORTS, &bytes);
+        }
         out
     }
 
@@ -191,6 +198,19 @@ impl Header {
                 tag::FILE_ID => h.file_id = fixed_u64("file id")?,
                 tag::THREADS => h.nfsd.threads = Some(fixed_u32("threads")?),
                 tag::POOLS => h.nfsd.pools = Some(fixed_u32("pools")?),
+                tag::NFSD_PORTS => {
+                    if value.is_empty() || value.len() % 2 != 0 {
+                        return Err(err(format!(
+                            "nfsd ports must be 2 bytes each, found {} bytes",
+                            value.len()
+                        )));
+                    }
+                    let ports: Vec<u16> = value
+                        .chunks_exact(2)
+                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                        .collect();
+                    h.nfsd.ports = Some(crate::services::NfsdPorts::from_ports(&ports));
+                }
                 _ => {} // a field added later within v1: skip it
             }
         }
@@ -232,6 +252,7 @@ fn tag_name(t: u64) -> String {
         tag::FILE_ID => "file-id".into(),
         tag::THREADS => "threads".into(),
         tag::POOLS => "pools".into(),
+        tag::NFSD_PORTS => "nfsd-ports".into(),
         t => format!("#{t}"),
     }
 }
