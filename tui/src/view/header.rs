@@ -299,6 +299,16 @@ pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'stat
     if v.netns.len() > 1 {
         p.push(3, vec![Span::raw(format!("netns {}", v.netns.len()))]);
     }
+    // lockd's and the callback service's dispatches, counted nowhere else.
+    let other: u64 = v
+        .services
+        .iter()
+        .filter(|s| s.service != "nfsd")
+        .map(|s| s.dispatches)
+        .sum();
+    if other > 0 {
+        p.push(4, vec![Span::raw(format!("other services {other} disp"))]);
+    }
     p.line(width)
 }
 
@@ -389,6 +399,29 @@ mod tests {
         assert_eq!(
             text(&pooled, 80),
             "nfsd threads 8, busy 6.0 (75%) | pools 2.0/4 4.0/4 | netns 2"
+        );
+        // Other services' dispatches, where there were any, dropped first.
+        let mut lockd = v.clone();
+        lockd.services = vec![
+            nfsdtop_agent::model::ServiceView {
+                service: "nfsd".into(),
+                dispatches: 900,
+                ..Default::default()
+            },
+            nfsdtop_agent::model::ServiceView {
+                service: "other".into(),
+                ports: vec![4045],
+                dispatches: 23,
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            text(&lockd, 80),
+            "nfsd threads 8, busy 6.0 (75%) | pools 4+4 | netns 2 | other services 23 disp"
+        );
+        assert_eq!(
+            text(&lockd, 76),
+            "nfsd threads 8, busy 6.0 (75%) | pools 4+4 | netns 2"
         );
         v.threads = None;
         v.busy_threads = None;
