@@ -392,6 +392,15 @@ def overview():
                "More than 1: nfsd serves several containers, which share these threads.",
                f"sum by (instance) (nfsdtop_server_network_namespaces{{{INST}}})", "none",
                legend="{{instance}}"), 4, 8)
+    b.add(timeseries("Other RPC services",
+                     "Dispatches per second of the RPC services that are not nfsd, by server "
+                     "port: lockd, and the NFS client's callback service where the server is "
+                     "also a client. They fire the same tracepoints but run on threads and a "
+                     "queue of their own, so nfsdtop counts them here and in no other panel. "
+                     "Empty where there are none (NFSv4 only, or clients mounting with nolock).",
+                     [(rate("nfsdtop_service_dispatches_total", INST + ', service!="nfsd"',
+                            "instance, port"), "port {{port}} {{instance}}")],
+                     "reqps", minv=0), 8, 8)
 
     b.row("What clients do")
     b.add(timeseries("Top classes by operations",
