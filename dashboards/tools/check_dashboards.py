@@ -52,6 +52,7 @@ DEFAULT_VARS = {
 # (dashboard uid, panel title or "annotation:NAME") -> why it may be empty.
 MAY_BE_EMPTY = {
     ("nfsdtop-overview", "BPF CPU time"): "only with kernel.bpf_stats_enabled=1 on a live kernel",
+    ("nfsdtop-overview", "Other RPC services"): "only where lockd or the NFS callback service take requests (a live kernel: the demo simulates nfsd alone)",
     ("nfsdtop-overview", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
     ("nfsdtop-drilldown", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
 }
