@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ClientName, EntityKind, EntityStats, Procedures, ServerView, Snapshot, SourceInfo, Tracepoint,
+    ClientName, EntityKind, EntityStats, Operations, Procedures, ServerView, Snapshot, SourceInfo,
+    Tracepoint,
 };
 use crate::units::fmt_byte_rate;
 
@@ -103,6 +104,10 @@ pub struct BatchEntity<'a> {
     /// procedures are not counted).
     #[serde(default, skip_serializing_if = "Procedures::is_empty")]
     pub procedures: Cow<'a, Procedures>,
+    /// NFSv4 operations by name, as the snapshot's (`--nfs4-ops`; absent
+    /// where not counted).
+    #[serde(default, skip_serializing_if = "Operations::is_empty")]
+    pub nfs4_operations: Cow<'a, Operations>,
     /// Peers: the NFSv4 clients at its address, where the server knows
     /// any (absent otherwise).
     #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
@@ -262,6 +267,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 bytes_in_rate: e.bytes_in_rate,
                 bytes_out_rate: e.bytes_out_rate,
                 procedures: Cow::Borrowed(&e.procedures),
+                nfs4_operations: Cow::Borrowed(&e.nfs4_operations),
                 client_names: Cow::Borrowed(&e.client_names),
                 hostname: e.hostname.as_deref().map(Cow::Borrowed),
             })

@@ -47,6 +47,8 @@ pub struct NfsdThreads {
     pub unattributed_exec_seconds: f64,
     /// The ports nfsd listens on (`/proc/fs/nfsd/portlist`), where known.
     pub ports: Option<crate::services::NfsdPorts>,
+    /// NFSv4 operations counted and lost, where the source counts them.
+    pub nfs4_operations: Option<crate::model::OperationTotals>,
 }
 
 /// Read nfsd's thread counts from `dir` (normally `/proc/fs/nfsd`);
@@ -221,6 +223,7 @@ impl Tracker {
             netns,
             // The aggregator's, added by the pipeline.
             services: Vec::new(),
+            nfs4_operations: threads.nfs4_operations,
         }
     }
 }
@@ -342,6 +345,7 @@ mod tests {
             pool_requests: Some(vec![10, 30]),
             unattributed_exec_seconds: unattributed,
             ports: None,
+            nfs4_operations: None,
         };
         let snap = |exec: f64, n: u64| Snapshot {
             interval_s: 2.0,

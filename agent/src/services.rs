@@ -146,6 +146,7 @@ impl OtherServices {
             }
             EventKind::Enqueue
             | EventKind::Procedure { .. }
+            | EventKind::Operation { .. }
             | EventKind::Accepted
             | EventKind::Closed
             | EventKind::Lost { .. } => {}

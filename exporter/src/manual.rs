@@ -33,7 +33,7 @@ project's docs/json.md and docs/metrics.md (installed under
 TOML (\fB\-\-config\fR; flags override it): listen, expose, class_map
 (reloaded on SIGHUP), top_k, top_k_classes, unfair_ratio, interval, speed,
 wait, ring_size (e.g. "64M": enlarge it when events are lost), bpf_stats, resolve,
-raw_tracepoints, enqueue_hooks, redact, redact_key, [source] (kind = "live" | "demo" |
+raw_tracepoints, enqueue_hooks, nfs4_ops, redact, redact_key, [source] (kind = "live" | "demo" |
 "replay", scenario, policy, path), [tls_server_config] (cert_file, key_file)
 and [basic_auth_users] (user = bcrypt hash or "sha256:<hex>"). Relative
 paths are relative to the file. Mistakes are reported as

@@ -7,7 +7,8 @@
 # with the one the server keeps. ftrace and the kernel's own counters
 # (/proc/net/rpc/nfsd) are kept over the same span, so the NFSv4.2
 # client's requests per procedure (COMPOUND, NULL) are checked as the main
-# measurement's NFSv3 ones are. Only operations allowed in nfsd's grace
+# measurement's NFSv3 ones are, and its NFSv4 operations (--nfs4-ops)
+# against the kernel's proc4ops. Only operations allowed in nfsd's grace
 # period (mount, getattr) are used: a fresh NFSv4 server refuses opens for
 # its first 90 s.
 names_json="$OUT/nfsdtop-names.jsonl"
@@ -16,7 +17,7 @@ names_client=${names_spec%%:*}
 eval "names_saddr=\$SADDR_$names_client names_proto=\$PROTO_$names_client"
 mkdir -p /var/lib/nfs/v4recovery "/mnt/$names_client-v4"
 names_listed() { grep -qs '^name:' /proc/fs/nfsd/clients/*/info; }
-if have_nfsdtop && nfsdtop_start "$names_json"; then
+if have_nfsdtop && nfsdtop_start "$names_json" --nfs4-ops; then
   ftrace_start
   cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-before-names.txt" 2>/dev/null
   if timeout 120 nsenter --net="/run/netns/$names_client" \

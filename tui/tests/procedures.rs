@@ -87,3 +87,57 @@ fn the_drill_down_lists_the_peers_procedures_and_json_has_them() {
     let at = |p: &str| text.lines().position(|l| l.contains(p)).unwrap();
     assert!(at(" READ ") < at(" GETATTR "), "{text}");
 }
+
+/// NFSv4 operations (`--nfs4-ops`) in the drill-down, below the
+/// procedures: most this interval first, with their share and count.
+#[test]
+fn the_drill_down_lists_the_peers_nfs4_operations() {
+    use nfsdtop_agent::model::{OperationStats, Operations};
+    let mut snaps = snapshots();
+    let last = snaps.last_mut().unwrap();
+    let peer = last.peers.iter_mut().find(|e| e.name == PEER).unwrap();
+    let stats = |count, rate| OperationStats { count, rate };
+    peer.nfs4_operations = Operations::from_iter([
+        (53, stats(300, 30.0)),
+        (22, stats(300, 30.0)),
+        (25, stats(240, 24.0)),
+        (9, stats(60, 6.0)),
+        (41, stats(1, 0.0)),
+    ]);
+    let json = serde_json::to_value(&*peer).unwrap();
+    assert_eq!(json["nfs4_operations"]["READ"]["count"], 240);
+    assert_eq!(json["nfs4_operations"]["BIND_CONN_TO_SESSION"]["count"], 1);
+    let mut st = State::new(Duration::from_secs(2), None);
+    for s in snaps {
+        st.on_snapshot(Box::new(s));
+    }
+    open_detail(&mut st, PEER);
+    let text = lines(&mut st, 100, 40).join("\n");
+    assert!(text.contains("NFSv4 operations (5)"), "{text}");
+    assert!(text.contains("OPS/S") && text.contains("TOTAL"), "{text}");
+    let at = |p: &str| {
+        text.lines()
+            .position(|l| l.contains(p))
+            .unwrap_or_else(|| panic!("{p} not in {text}"))
+    };
+    // The procedures stay above; the operations below them, by rate, ties
+    // by count then name.
+    let ops_at = at("NFSv4 operations");
+    assert!(at("procedures (3)") < ops_at, "{text}");
+    let ops: Vec<&str> = text.lines().skip(ops_at + 2).take(5).collect();
+    let order: Vec<usize> = ["PUTFH", "SEQUENCE", "READ", "GETATTR", "BIND_CONN_TO_SES"]
+        .iter()
+        .map(|n| {
+            ops.iter()
+                .position(|l| l.contains(&format!(" {n} ")))
+                .unwrap_or_else(|| panic!("{n} not in {ops:?}"))
+        })
+        .collect();
+    assert_eq!(order, [0, 1, 2, 3, 4], "{text}");
+    // READ: 24 of 90 per second this interval, 240 in all.
+    let read_line = ops[2].rsplit_once(" READ ").unwrap().1;
+    assert!(
+        read_line.contains("26.7%") && read_line.contains("240"),
+        "{read_line}"
+    );
+}

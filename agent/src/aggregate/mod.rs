@@ -12,6 +12,7 @@
 //! the snapshot's numbers in `snapshot`.
 
 pub mod histogram;
+mod operations;
 mod procedures;
 mod queue;
 mod slots;
@@ -313,6 +314,15 @@ impl Aggregator {
                     e.procedures
                         .get_or_insert_default()
                         .add(name, requests, exec_ns);
+                }
+            }
+            EventKind::Operation { op, count } => {
+                let xi = self.xprt(&ev.xprt, ts);
+                let (ps, cs) = self.owners(xi);
+                for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
+                    e.operations
+                        .get_or_insert_default()
+                        .add(op, u64::from(count));
                 }
             }
             EventKind::Accepted => {

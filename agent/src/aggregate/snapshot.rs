@@ -267,6 +267,11 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
                 .as_mut()
                 .map(|p| p.snapshot(ctx.interval_s))
                 .unwrap_or_default(),
+            nfs4_operations: e
+                .operations
+                .as_mut()
+                .map(|p| p.snapshot(ctx.interval_s))
+                .unwrap_or_default(),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

@@ -7,6 +7,7 @@ use std::hash::Hash;
 use rustc_hash::FxHashMap;
 
 use super::histogram::WaitHistogram;
+use super::operations::Operations;
 use super::procedures::Procedures;
 use crate::model::Bytes;
 
@@ -37,6 +38,8 @@ pub struct Entity {
     /// Requests per procedure: `None` until a source reports one (boxed:
     /// most of 100,000 peers' entities never pay for it).
     pub procedures: Option<Box<Procedures>>,
+    /// NFSv4 operations: `None` until a source reports one.
+    pub operations: Option<Box<Operations>>,
     /// Transports known for this entity (peers) or member peers (classes).
     pub members: u64,
     pub connections: u64,

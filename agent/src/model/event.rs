@@ -218,6 +218,10 @@ pub enum EventKind {
         requests: u64,
         exec_ns: u64,
     },
+    /// `count` NFSv4 operations numbered `op` (`nfsdtop_common::nfs4ops`:
+    /// the number nfsd counts in `proc4ops`; 255 past its table) were
+    /// processed in the transport's COMPOUNDs (`--nfs4-ops`).
+    Operation { op: u8, count: u32 },
     /// A connection was accepted (or found in the socket table at start).
     Accepted,
     /// A transport went away (close/free).

@@ -1,14 +1,17 @@
 //! The data model shared by every stage: events in, snapshots out.
 
 mod event;
+mod operations;
 mod procedures;
 mod snapshot;
 
 pub use event::{
     Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, ProcName, Tracepoint, XprtKey,
 };
+pub use operations::{OperationStats, Operations};
 pub use procedures::Procedures;
 pub use snapshot::{
-    BpfProgramStats, ClientName, EntityKind, EntityStats, PoolView, ProcedureStats, ServerView,
-    ServiceView, Snapshot, SourceInfo, SourceKind, Totals, TransportStats, WaitSource,
+    BpfProgramStats, ClientName, EntityKind, EntityStats, OperationTotals, PoolView,
+    ProcedureStats, ServerView, ServiceView, Snapshot, SourceInfo, SourceKind, Totals,
+    TransportStats, WaitSource,
 };

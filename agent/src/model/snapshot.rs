@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{PerTracepoint, Procedures};
+use super::{Operations, PerTracepoint, Procedures};
 use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -250,6 +250,10 @@ pub struct EntityStats {
     /// procedures are not counted (`source.detail` says so).
     #[serde(default, skip_serializing_if = "Procedures::is_empty")]
     pub procedures: Procedures,
+    /// NFSv4 operations by name, cumulative and per second (`--nfs4-ops`;
+    /// absent where not counted or none seen).
+    #[serde(default, skip_serializing_if = "Operations::is_empty")]
+    pub nfs4_operations: Operations,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for
@@ -318,6 +322,19 @@ pub struct ServerView {
     /// every other number here (see `crate::services`).
     #[serde(default)]
     pub services: Vec<ServiceView>,
+    /// NFSv4 operations the kernel side counted and lost since nfsdtop
+    /// started (`--nfs4-ops`); absent where they are not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs4_operations: Option<OperationTotals>,
+}
+
+/// NFSv4 operations sent to the agent, and those lost on the way (a full
+/// ring, a COMPOUND whose start was not seen): a client's operation counts
+/// are exact while `lost` is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct OperationTotals {
+    pub counted: u64,
+    pub lost: u64,
 }
 
 /// One RPC service's dispatches since nfsdtop started.

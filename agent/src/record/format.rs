@@ -21,9 +21,10 @@ pub const MAGIC: [u8; 8] = *b"NFSDTREC";
 
 /// The format version this build writes, and the newest it reads. v2
 /// added the executed record's byte counts ([`flag::BYTES`]), v3 the
-/// procedure records ([`flag::PROCEDURE`]); an older file never sets
-/// those flags, so it replays unchanged.
-pub const FORMAT_VERSION: u16 = 3;
+/// procedure records ([`flag::PROCEDURE`]), v4 the NFSv4 operation
+/// records ([`flag::OPERATION`]); an older file never sets those flags, so
+/// it replays unchanged.
+pub const FORMAT_VERSION: u16 = 4;
 
 /// Procedure names a file defines at most (v3); a writer records any
 /// further name as `(other)`.
@@ -115,6 +116,10 @@ pub mod flag {
     /// defines the next one (a length byte, at most 16, and the name).
     /// Never with [`BYTES`].
     pub const PROCEDURE: u8 = 0x80;
+    /// Executed only, v4: both [`PROCEDURE`] and [`BYTES`] mark an NFSv4
+    /// operation record (an `EventKind::Operation`): a count varint, then
+    /// the operation's number (one byte: `nfsdtop_common::nfs4ops`).
+    pub const OPERATION: u8 = PROCEDURE | BYTES;
     /// Reserved: must be zero (v1, v2; v3 but on an executed record).
     pub const RESERVED: u8 = 0x80;
 }

@@ -105,6 +105,8 @@ pub struct Reader<R: Read> {
     /// v3: the procedure names the file has defined; `None` before v3
     /// (where the procedure flag is reserved).
     proc_names: Option<Vec<ProcName>>,
+    /// v4+: NFSv4 operation records ([`flag::OPERATION`]).
+    operations: bool,
     payload: Vec<u8>,
     state: State,
 }
@@ -233,6 +235,7 @@ impl<R: Read> Reader<R> {
             xprts: Vec::new(),
             prev_xprt: None,
             proc_names: (version >= 3).then(Vec::new),
+            operations: version >= 4,
             payload: Vec::new(),
             state: State::Reading,
         })
@@ -577,6 +580,16 @@ impl<R: Read> Reader<R> {
                     None
                 };
                 EventKind::Dequeue { qtime_ns, class }
+            }
+            code::EXECUTED if self.operations && tag & flag::OPERATION == flag::OPERATION => {
+                if tag & flag::REQUESTS != 0 {
+                    return Err("an operation record with a request count".into());
+                }
+                let count = c.varint().map_err(|e| format!("operation count: {e}"))?;
+                let count =
+                    u32::try_from(count).map_err(|_| format!("operation count {count} > 2^32"))?;
+                let op = c.byte().ok_or("ends inside an operation record")?;
+                EventKind::Operation { op, count }
             }
             code::EXECUTED => {
                 let requests = if tag & flag::REQUESTS != 0 {

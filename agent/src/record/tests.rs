@@ -106,6 +106,15 @@ fn every_kind(n: u32) -> Vec<Event> {
                 exec_ns: u64::from(i) << 20,
             },
         });
+        // v4: NFSv4 operations, any number, counts up to 2^32.
+        v.push(Event {
+            ts_ns: ts - 1,
+            xprt: k,
+            kind: EventKind::Operation {
+                op: (i % 256) as u8,
+                count: if i % 7 == 0 { u32::MAX } else { i % 40 + 1 },
+            },
+        });
         if i.is_multiple_of(97) {
             v.push(Event {
                 ts_ns: ts,
@@ -346,7 +355,12 @@ fn frames_cannot_be_duplicated_or_spliced() {
 fn version_1_files_still_replay() {
     let events: Vec<Event> = every_kind(2_000)
         .into_iter()
-        .filter(|e| !matches!(e.kind, EventKind::Procedure { .. }))
+        .filter(|e| {
+            !matches!(
+                e.kind,
+                EventKind::Procedure { .. } | EventKind::Operation { .. }
+            )
+        })
         .map(|mut e| {
             if let EventKind::Executed { bytes, .. } = &mut e.kind {
                 *bytes = None;
@@ -368,6 +382,22 @@ fn version_1_files_still_replay() {
     let (b2, _) = record(&with);
     assert!(b2.len() > bytes.len());
     assert!(read_bytes(&b2).unwrap().events == with);
+}
+
+/// v4's NFSv4 operation records read back; in a v3 file the same flags
+/// mean a procedure record with bytes, which v3 never wrote: damage.
+#[test]
+fn operation_records_are_v4() {
+    let op = Event {
+        ts_ns: 2_000_000,
+        xprt: key(3),
+        kind: EventKind::Operation { op: 53, count: 3 },
+    };
+    let (mut bytes, _) = record(&[op]);
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!((c.damage, c.events), (None, vec![op]));
+    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+    assert!(read_bytes(&bytes).unwrap().damage.is_some());
 }
 
 /// v3's procedure records: names defined once then by index, at most

@@ -150,6 +150,7 @@ impl<W: Write> Writer<W> {
                 code::EXECUTED,
                 flag::PROCEDURE | if requests != 1 { flag::REQUESTS } else { 0 },
             ),
+            EventKind::Operation { .. } => (code::EXECUTED, flag::OPERATION),
             EventKind::Enqueue => (code::ENQUEUE, 0),
             EventKind::Dequeue { qtime_ns, class } => (
                 code::DEQUEUE,
@@ -231,6 +232,10 @@ impl<W: Write> Writer<W> {
                 }
                 e.varint(exec_ns);
                 self.proc_names.put(name, &mut e);
+            }
+            EventKind::Operation { op, count } => {
+                e.varint(u64::from(count));
+                e.byte(op);
             }
             EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
         }

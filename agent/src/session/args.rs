@@ -49,6 +49,9 @@ pub struct SourceArgs {
     /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub enqueue_hooks: bool,
+    /// Live source: count each client's NFSv4 operations (READ, WRITE, SEQUENCE, GETATTR...) on nfsd's compound tracepoints: one more record per COMPOUND (see BENCHMARKS.md for the cost), off by default. Needs nfsd loaded and its BTF (/sys/kernel/btf/nfsd).
+    #[arg(long, conflicts_with_all = ["demo", "replay"])]
+    pub nfs4_ops: bool,
     /// Live source: have the kernel time nfsdtop's BPF programs while attached (kernel.bpf_stats_enabled), to show their run time per event; costs two clock reads per tracepoint hit.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub bpf_stats: bool,
@@ -99,6 +102,9 @@ impl SourceArgs {
         }
         if self.enqueue_hooks {
             live.enqueue_hooks = true;
+        }
+        if self.nfs4_ops {
+            live.nfs4_ops = true;
         }
         if let Some(s) = self.bench_stage {
             live.stage = match s {

@@ -258,8 +258,10 @@ impl Fitter {
     pub fn ingest(&mut self, ev: &Event) {
         // A breakdown of Executed events already counted, stamped when the
         // kernel's totals were read: not a moment of the transport's life.
-        if matches!(ev.kind, EventKind::Procedure { .. })
-            || !self.nfsd_ports.is_nfsd(ev.xprt.server.port())
+        if matches!(
+            ev.kind,
+            EventKind::Procedure { .. } | EventKind::Operation { .. }
+        ) || !self.nfsd_ports.is_nfsd(ev.xprt.server.port())
         {
             return;
         }
@@ -379,7 +381,7 @@ impl Fitter {
                 let _ = self.state(&ev.xprt);
             }
             EventKind::Lost { count, .. } => self.lost += count,
-            EventKind::Procedure { .. } => {}
+            EventKind::Procedure { .. } | EventKind::Operation { .. } => {}
         }
     }
 

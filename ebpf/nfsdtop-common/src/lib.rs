@@ -18,6 +18,7 @@
 /// bytes, a `sockaddr_in` 16; 0 is a listener or UDP transport.
 pub const ADDR_MAX: usize = 28;
 
+pub mod nfs4ops;
 pub mod procs;
 mod slot;
 pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
@@ -483,6 +484,9 @@ const _: () = assert!(core::mem::size_of::<procs::ProcProgram>() == 16);
 const _: () = assert!(core::mem::size_of::<procs::ProcRow>() == procs::ROW_WORDS * 8);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);
 const _: () = assert!(core::mem::size_of::<pools::PoolConfig>() == 24);
+const _: () = assert!(core::mem::size_of::<nfs4ops::OpsConfig>() == 40);
+const _: () =
+    assert!(core::mem::size_of::<nfs4ops::ThreadCompound>() == 24 + nfs4ops::OPS_PER_RECORD);
 const _: () = assert!(core::mem::size_of::<pools::PoolTotals>() == 16);
 const _: () = assert!(rawrec::EXEC_BYTES_OUT as usize + 8 <= RAW_BYTES);
 const _: () = assert!(rawrec::XPRT as usize + 8 <= rawrec::EXEC_GEN as usize);
@@ -504,6 +508,8 @@ mod user {
     // SAFETY: PoolConfig is repr(C), Copy, has no padding (asserted size 24
     // = sum of its fields) and every bit pattern is a valid value.
     unsafe impl aya::Pod for super::pools::PoolConfig {}
+    // SAFETY: OpsConfig is repr(C), Copy, ten u32 without padding (asserted size 40); every bit pattern is valid.
+    unsafe impl aya::Pod for super::nfs4ops::OpsConfig {}
     // SAFETY: ProcProgram is repr(C), Copy, four u32 without padding (asserted size 16); every bit pattern is valid.
     unsafe impl aya::Pod for super::procs::ProcProgram {}
 }

@@ -660,6 +660,8 @@ pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
     0
 }
 
+mod nfs4ops;
+
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

@@ -131,6 +131,7 @@ fn representative() -> MetricsState {
                     exec_seconds: 0.001,
                 },
             ],
+            nfs4_operations: None,
         },
         source: SourceInfo {
             kind: SourceKind::Live,

@@ -51,8 +51,10 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     draw_sparklines(f, sparks, state, *kind, name);
     // Requests per procedure, where counted, beside the chart: the
     // transports below keep their width.
+    // NFSv4 operations (`--nfs4-ops`) in the same panel, below them.
     let with_procs = entity.is_some_and(|e| !e.procedures.is_empty());
-    let [chart, procs] = if with_procs {
+    let with_ops = entity.is_some_and(|e| !e.nfs4_operations.is_empty());
+    let [chart, side] = if with_procs || with_ops {
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(PROCS_WIDTH)]).areas(chart)
     } else {
         [chart, Rect::default()]
@@ -84,9 +86,55 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         EntityKind::Peer => draw_transports(f, xprts, entity),
         EntityKind::Class => draw_class_peers(f, xprts, state, entity),
     }
-    if let (true, Some(e)) = (with_procs, entity) {
-        draw_procedures(f, procs, e);
+    if let Some(e) = entity {
+        let [procs, ops] = match (with_procs, with_ops) {
+            (true, true) => {
+                Layout::vertical([Constraint::Fill(1), Constraint::Fill(1)]).areas(side)
+            }
+            (true, false) => [side, Rect::default()],
+            _ => [Rect::default(), side],
+        };
+        if with_procs {
+            draw_procedures(f, procs, e);
+        }
+        if with_ops {
+            draw_operations(f, ops, e);
+        }
     }
+}
+
+/// The entity's NFSv4 operations, most this interval first: each one's
+/// rate, its share of the entity's operations this interval, and its
+/// count since the start.
+fn draw_operations(f: &mut Frame, area: Rect, e: &EntityStats) {
+    let mut ops: Vec<_> = e.nfs4_operations.iter().collect();
+    ops.sort_by(|a, b| {
+        b.1.rate
+            .total_cmp(&a.1.rate)
+            .then(b.1.count.cmp(&a.1.count))
+            .then(a.0.cmp(b.0))
+    });
+    let all: f64 = ops.iter().map(|o| o.1.rate).sum();
+    let inner = side_panel(f, area, format!(" NFSv4 operations ({}) ", ops.len()));
+    let right = |t: String| Cell::from(Line::from(t).right_aligned());
+    let rows: Vec<Row> = ops
+        .iter()
+        .take(inner.height.saturating_sub(1) as usize)
+        .map(|(name, o)| {
+            Row::new([
+                Cell::from(name.to_string()),
+                right(rate(o.rate)),
+                right(if all > 0.0 {
+                    pct(o.rate / all)
+                } else {
+                    "-".into()
+                }),
+                right(o.count.to_string()),
+            ])
+        })
+        .collect();
+    let table = side_table(rows, "OP", [("OPS/S", 6), ("SHARE", 6), ("TOTAL", 8)]);
+    f.render_widget(table, inner);
 }
 
 /// Cells of the procedures panel: a name of up to 11, four numbers of 6,
@@ -106,17 +154,7 @@ fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
             .then(a.0.cmp(b.0))
     });
     let all: f64 = procs.iter().map(|p| p.1.request_rate).sum();
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .border_style(styles::dim())
-        .title(Span::styled(
-            format!(" procedures ({}) ", procs.len()),
-            styles::title(),
-        ));
-    let mut inner = block.inner(area);
-    inner.x += 1;
-    inner.width = inner.width.saturating_sub(1);
-    f.render_widget(block, area);
+    let inner = side_panel(f, area, format!(" procedures ({}) ", procs.len()));
     let right = |t: String| Cell::from(Line::from(t).right_aligned());
     let rows: Vec<Row> = procs
         .iter()
@@ -146,6 +184,19 @@ fn draw_procedures(f: &mut Frame, area: Rect, e: &EntityStats) {
         [("REQ/S", 6), ("SHARE", 6), ("MEAN", 6), ("P99", 6)],
     );
     f.render_widget(table, inner);
+}
+
+/// A side panel's frame titled `title`; the area inside it.
+fn side_panel(f: &mut Frame, area: Rect, title: String) -> Rect {
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(styles::dim())
+        .title(Span::styled(title, styles::title()));
+    let mut inner = block.inner(area);
+    inner.x += 1;
+    inner.width = inner.width.saturating_sub(1);
+    f.render_widget(block, area);
+    inner
 }
 
 /// A table of the drill-down's side panels: a name, then numbers

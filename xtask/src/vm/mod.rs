@@ -16,6 +16,7 @@ mod kill;
 mod main_scenario;
 mod measure;
 mod names;
+mod operations;
 mod pools;
 mod procedures;
 mod report;

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use super::batch;
 use super::ftrace::{ftrace_losses, parse_trace};
+use super::operations;
 use super::procedures;
 use super::report::Report;
 use super::{client_addr, CLIENTS};
@@ -150,6 +151,12 @@ fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Re
         {
             rep.check(ok, format!("names: NFSv4.2: {what}"));
         }
+    }
+    for (ok, what) in operations::check(&last.entities, last.server.nfs4_operations, ip, rpc) {
+        rep.check(
+            ok,
+            format!("names: NFSv4.2 operations (--nfs4-ops): {what}"),
+        );
     }
 }
 

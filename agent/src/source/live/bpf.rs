@@ -6,6 +6,7 @@
 use aya::maps::{Array, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
+use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
 use nfsdtop_common::{counter, pools::PoolConfig, RawConfig, Slot, SlotConfig, SLOTS};
 
@@ -15,12 +16,13 @@ use super::error::LiveError;
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nfsdtop-ebpf"));
 
 /// Every program of the object, classic ones first, in slot order (the
-/// tracepoint table names them).
+/// tracepoint table names them), then the NFSv4 operation ones.
 pub fn program_names() -> impl Iterator<Item = &'static str> {
     SLOTS
         .iter()
         .map(|i| i.program)
         .chain(SLOTS.iter().filter_map(|i| i.raw.map(|r| r.name)))
+        .chain(nfs4ops::TRACEPOINTS.iter().map(|t| t.program))
 }
 
 /// Slot `s`'s raw program's name, if it has one.
@@ -106,6 +108,7 @@ pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
     let mut ebpf = EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
+        .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)
         .load(OBJECT)
         .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))?;
     write_proc_programs(&mut ebpf, &program_entries())?;
@@ -154,7 +157,12 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
             .map_err(|e| rejected(name, &e))?;
         ok.push(name.to_string());
     }
-    for name in Slot::ALL.into_iter().filter_map(raw_program_name) {
+    let ops = nfs4ops::TRACEPOINTS.iter().map(|t| t.program);
+    for name in Slot::ALL
+        .into_iter()
+        .filter_map(raw_program_name)
+        .chain(ops)
+    {
         raw_program(&mut ebpf, name)?
             .load()
             .map_err(|e| rejected(name, &e))?;
@@ -225,6 +233,25 @@ pub fn detach_raw(
     raw_program(ebpf, name)?
         .detach(link)
         .map_err(|e| bpf_err(&format!("cannot detach {name}"), &e))
+}
+
+/// Fill the `OPSCONFIG` map (see `nfsdtop_common::nfs4ops`).
+pub fn write_ops_config(ebpf: &mut Ebpf, cfg: OpsConfig) -> Result<(), LiveError> {
+    write_array(ebpf, "OPSCONFIG", &[cfg])
+}
+
+/// Load raw program `name` and attach it to nfsd's raw tracepoint
+/// `event` for as long as the object lives.
+pub fn attach_ops(ebpf: &mut Ebpf, name: &str, event: &str) -> Result<(), LiveError> {
+    let p = raw_program(ebpf, name)?;
+    p.load().map_err(|e| rejected(name, &e))?;
+    p.attach(event).map_err(|e| {
+        bpf_err(
+            &format!("cannot attach to raw tracepoint {event} (is nfsd loaded?)"),
+            &e,
+        )
+    })?;
+    Ok(())
 }
 
 /// Fill the `POOLCONFIG` map (see `nfsdtop_common::pools`).

@@ -34,6 +34,8 @@ enum Type {
     /// STRUCT or UNION.
     Composite {
         name_off: u32,
+        /// Bytes.
+        size: u32,
         members: Vec<Member>,
     },
     /// VOLATILE, CONST, RESTRICT, TYPE_TAG: look through.
@@ -139,7 +141,11 @@ impl Btf {
                             bit_offset: if kind_flag { off & 0x00ff_ffff } else { off },
                         });
                     }
-                    Type::Composite { name_off, members }
+                    Type::Composite {
+                        name_off,
+                        size: size_or_type,
+                        members,
+                    }
                 }
                 8 => Type::Typedef {
                     name_off,
@@ -202,11 +208,19 @@ impl Btf {
     /// its base).
     pub fn composite(&self, name: &str) -> Option<u32> {
         let own = self.types.iter().position(|t| {
-            matches!(t, Type::Composite { name_off, members } if !members.is_empty() && self.name(*name_off) == name)
+            matches!(t, Type::Composite { name_off, members, .. } if !members.is_empty() && self.name(*name_off) == name)
         });
         match own {
             Some(i) => Some(self.first_id + i as u32),
             None => self.base.as_ref()?.composite(name),
+        }
+    }
+
+    /// The size in bytes of the struct or union named `name`.
+    pub fn size_of(&self, name: &str) -> Option<u32> {
+        match self.ty(self.composite(name)?)? {
+            Type::Composite { size, .. } => Some(*size),
+            _ => None,
         }
     }
 

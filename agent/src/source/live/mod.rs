@@ -27,6 +27,7 @@ pub mod host;
 pub mod layout;
 pub mod loss;
 pub mod mapped;
+pub mod nfs4ops;
 pub mod pools;
 pub mod preempt;
 pub mod probe;
@@ -84,6 +85,8 @@ pub struct LiveOptions {
     /// benchmark's cost breakdown (see [`BenchStage`]; [`open`] picks
     /// the source for it, [`LiveSource`] itself always runs all of it).
     pub stage: BenchStage,
+    /// Count NFSv4 operations per client (`--nfs4-ops`; see [`nfs4ops`]).
+    pub nfs4_ops: bool,
 }
 
 /// How far the live source goes, so `cargo xtask bench` can split what
@@ -119,6 +122,7 @@ impl Default for LiveOptions {
             btf_dir: PathBuf::from(raw::BTF_DIR),
             enqueue_hooks: false,
             stage: BenchStage::Full,
+            nfs4_ops: false,
         }
     }
 }
@@ -155,6 +159,8 @@ pub struct LiveSource {
     /// Without enqueue hooks: decoded events, held and reordered.
     rebuild: Option<rebuild::Rebuild>,
     decoded: Vec<Event>,
+    /// NFSv4 operations counted (`--nfs4-ops`), or why they are not.
+    nfs4ops: Option<Result<nfs4ops::Nfs4Ops, String>>,
 }
 
 impl LiveSource {
@@ -221,6 +227,9 @@ impl LiveSource {
         )?;
         attach.report.pools = pools_note;
         attach.report.dequeues_only = dequeues_only;
+        let nfs4ops = (opts.nfs4_ops && category == "sunrpc").then(|| {
+            nfs4ops::Nfs4Ops::attach(&mut ebpf, &opts.btf_dir).map_err(|e| nfs4ops::not_counted(&e))
+        });
         let mut known = decode::KnownXprts::default();
         if attach.plan.decode_folds_procedures() {
             // Unmapped, every request's procedure comes in its record.
@@ -244,6 +253,7 @@ impl LiveSource {
             pool_totals,
             rebuild: dequeues_only.then(rebuild::Rebuild::default),
             decoded: Vec::new(),
+            nfs4ops,
         })
     }
 
@@ -310,7 +320,9 @@ impl LiveSource {
             let Some(r) = RecordView::new(raw) else {
                 continue;
             };
-            if r.is_raw() {
+            if r.raw_kind() == nfsdtop_common::nfs4ops::RECORD_KIND {
+                nfs4ops::decode(&r, out);
+            } else if r.is_raw() {
                 self.known.decode(&r, &self.attach.plan.decode, out);
             } else if let Some(ev) = decode::decode(&r, &self.attach.layout) {
                 out.push(ev);
@@ -384,6 +396,14 @@ impl Source for LiveSource {
             t.pool_requests = Some(each.iter().map(|e| e.1).collect());
             t.unattributed_exec_seconds = unattributed;
         }
+        if let Some(Ok(ops)) = &self.nfs4ops {
+            let (counted, lost) = ops.counts();
+            let skipped = nfs4ops::Nfs4Ops::skipped(&self.ebpf);
+            t.nfs4_operations = Some(crate::model::OperationTotals {
+                counted,
+                lost: lost.saturating_add(skipped),
+            });
+        }
         t
     }
 
@@ -396,6 +416,16 @@ impl Source for LiveSource {
         for n in &layout.notes {
             detail.push_str("; ");
             detail.push_str(n);
+        }
+        match &self.nfs4ops {
+            Some(Ok(_)) => {
+                detail.push_str("; NFSv4 operations counted (nfsd_compound, nfsd_compound_status)")
+            }
+            Some(Err(why)) => {
+                detail.push_str("; ");
+                detail.push_str(why);
+            }
+            None => {}
         }
         if let Some(r) = self.rebuild.as_ref().filter(|r| r.late > 0) {
             detail.push_str(&format!(
