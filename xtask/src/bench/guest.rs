@@ -13,14 +13,15 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
 
+use super::rounds::{rounds, spread, Rounds};
 use super::text::{self, fill};
 use super::util::{fmt_rate, mean};
 use super::{BenchArgs, Results};
 use crate::guest::console::Deadlines;
 use crate::guest::image::{ensure_image, Suite};
 use crate::guest::qemu::tcg_mode;
+use crate::guest::read_kv;
 use crate::guest::run::{self as guest_run, build_nfsdtop};
-use crate::guest::{fio_iops, read_kv};
 use nfsdtop_common::Slot;
 
 /// A ratio as signed percent with one decimal ("+5.2").
@@ -88,13 +89,22 @@ const MODES: [&str; 6] = [
     "noworkload",
 ];
 
-/// Boots `guest`'s image with scripts/vm/bench-guest.sh; returns the
-/// results directory and the guest's kernel.
-fn run_guest(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(PathBuf, String)> {
-    let suite = guest.suite.name();
-    let img = ensure_image(guest.suite, false)?;
-    let run_dir = guest_run::new_run_dir(&format!("{suite}-bench"))?;
-    let runs_per_round = MODES.len() as u64 + 1;
+/// Boots `suite`'s image with scripts/vm/bench-guest.sh running `modes`
+/// after each round's baseline (`events` for the ftrace mode, `config`
+/// lines added to the guest's); returns the results directory and the
+/// guest's kernel.
+pub(super) fn run_guest(
+    args: &BenchArgs,
+    suite: Suite,
+    nfsdtop: &Path,
+    modes: &[&str],
+    events: &[&str],
+    config: &str,
+) -> anyhow::Result<(PathBuf, String)> {
+    let name = suite.name();
+    let img = ensure_image(suite, false)?;
+    let run_dir = guest_run::new_run_dir(&format!("{name}-bench"))?;
+    let runs_per_round = modes.len() as u64 + 1;
     let guest_timeout =
         300 + u64::from(args.reps) * runs_per_round * (u64::from(args.fio_secs) + 60);
     let spec = guest_run::Spec {
@@ -102,11 +112,11 @@ fn run_guest(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<
         script: "bench-guest.sh",
         extra: vec![],
         config: format!(
-            "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\nMODES=\"none {}\"\n",
+            "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\nMODES=\"none {}\"\n{config}",
             args.fio_secs,
             args.reps,
-            guest.events().join(" "),
-            MODES.join(" ")
+            events.join(" "),
+            modes.join(" ")
         ),
         nfsdtop,
         output_bytes: 1 << 30,
@@ -117,7 +127,7 @@ fn run_guest(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<
         },
     };
     eprintln!(
-        "bench: booting {suite} (kernel {}) under TCG, results in {}",
+        "bench: booting {name} (kernel {}) under TCG, results in {}",
         img.kernel,
         run_dir.display()
     );
@@ -164,13 +174,14 @@ pub fn part(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
             res.ring_rate = Some(ring_rate);
         }
     }
+    s.push_str(&super::nfs4ops::section(args, &nfsdtop)?);
     Ok(s)
 }
 
 /// One guest's rounds, verdict, BPF run time and agent cost; and its BPF
 /// records (program runs) per second during fio.
 fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(String, f64)> {
-    let (results, kernel) = run_guest(args, guest, nfsdtop)?;
+    let (results, kernel) = run_guest(args, guest.suite, nfsdtop, &MODES, &guest.events(), "")?;
     let summary = read_kv(&results.join("summary.txt")).context("the guest wrote no summary")?;
     if let Some(e) = summary.get("error") {
         bail!("the guest failed: {e} (results in {})", results.display());
@@ -185,80 +196,10 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             ("events", &guest.events().join(", ")),
         ],
     )?;
-    let head: Vec<String> = MODES.iter().map(|m| format!("{m} IOPS")).collect();
-    let head_r: Vec<String> = MODES.iter().map(|m| format!("{m} / baseline")).collect();
-    writeln!(
-        s,
-        "| round | none IOPS | {} | next none IOPS | {} |\n|{}",
-        head.join(" | "),
-        head_r.join(" | "),
-        "---|".repeat(2 * MODES.len() + 3)
-    )?;
-    let iops = |tag: String| fio_iops(&results.join(format!("fio-{tag}.json")));
-    let mut none = vec![];
-    // Per mode: IOPS and drift-corrected ratios.
-    let mut all: [Vec<f64>; MODES.len()] = Default::default();
-    let mut corr: [Vec<f64>; MODES.len()] = Default::default();
-    let cell = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
-    let ratio = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.3}"));
-    for r in 1..=args.reps {
-        let b0 = iops(format!("none-{r}"));
-        let b1 = iops(format!("none-{}", r + 1));
-        none.extend(b0);
-        // The baseline at the time of the run: between the round's own
-        // baseline and the next one (runs are evenly spaced, mode i at
-        // (i+1)/(modes+1) of the round); without a next baseline, the
-        // round's own.
-        let at = |k: f64| b0.map(|b| b + (b1.unwrap_or(b) - b) * k);
-        let mut cells = vec![];
-        let mut ratios = vec![];
-        for (i, m) in MODES.iter().enumerate() {
-            let v = iops(format!("{m}-{r}"));
-            let rv = v
-                .zip(at((i + 1) as f64 / (MODES.len() + 1) as f64))
-                .map(|(x, b)| x / b);
-            all[i].extend(v);
-            corr[i].extend(rv);
-            cells.push(cell(v));
-            ratios.push(ratio(rv));
-        }
-        writeln!(
-            s,
-            "| {r} | {} | {} | {} | {} |",
-            cell(b0),
-            cells.join(" | "),
-            cell(b1),
-            ratios.join(" | ")
-        )?;
-    }
-    if let Some(last) = iops(format!("none-{}", args.reps + 1)) {
-        none.push(last);
-    }
+    let Rounds { corr, none } = rounds(&mut s, &results, &MODES, args.reps)?;
     let mn = mean(&none);
-    ensure!(
-        mn > 0.0 && corr.iter().all(|c| !c.is_empty()),
-        "fio results missing in {}",
-        results.display()
-    );
-    let spread = |xs: &[f64]| {
-        let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
-        let hi = xs.iter().cloned().fold(0.0, f64::max);
-        (hi - lo) / mean(xs)
-    };
     let base_spread = spread(&none);
     let steps: Vec<f64> = none.windows(2).map(|w| (w[1] - w[0]).abs() / mn).collect();
-    writeln!(
-        s,
-        "| mean | {mn:.0} | {} | | {} |\n",
-        all.iter()
-            .map(|v| format!("{:.0}", mean(v)))
-            .collect::<Vec<_>>()
-            .join(" | "),
-        corr.iter()
-            .map(|v| format!("**{:.3}**", mean(v)))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    )?;
     s.push_str(&fill(text::GUEST, "baseline", &[])?);
     let cost_n = 1.0 - mean(&corr[0]);
     let cost_c = 1.0 - mean(&corr[1]);

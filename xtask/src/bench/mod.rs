@@ -25,6 +25,8 @@ mod aggregator;
 mod daemon;
 mod frames;
 mod guest;
+mod nfs4ops;
+mod rounds;
 mod text;
 mod util;
 mod whatif;
@@ -63,6 +65,10 @@ pub struct BenchArgs {
     /// Output file (default BENCHMARKS.md, or target/bench-quick.md).
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Only part A's NFSv4 operations section, for working on it
+    /// (default output target/bench-nfs4ops.md).
+    #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only"])]
+    pub nfs4_ops_only: bool,
 }
 
 impl BenchArgs {
@@ -75,12 +81,25 @@ impl BenchArgs {
             fio_secs: 10,
             reps: 4,
             output: None,
+            nfs4_ops_only: false,
         }
     }
 }
 
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    if args.nfs4_ops_only {
+        let out = (args.output.clone()).unwrap_or_else(|| root().join("target/bench-nfs4ops.md"));
+        let nfsdtop = crate::guest::run::build_nfsdtop()?;
+        fs::write(&out, nfs4ops::section(&args, &nfsdtop)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!(
+            "bench: wrote {} in {:.0?}",
+            out.display(),
+            started.elapsed()
+        );
+        return Ok(());
+    }
     let out = args.output.clone().unwrap_or_else(|| {
         if args.quick {
             root().join("target/bench-quick.md")
