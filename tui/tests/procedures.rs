@@ -141,3 +141,25 @@ fn the_drill_down_lists_the_peers_nfs4_operations() {
         "{read_line}"
     );
 }
+
+/// The demo's NFSv4.2 client (`burst`'s fd00::9): every request one
+/// COMPOUND of SEQUENCE, PUTFH and a READ, GETATTR or ACCESS, as the
+/// simulator served them; the NFSv3 host has no operations.
+#[test]
+fn the_demos_nfs4_client_has_one_sequence_and_putfh_per_request() {
+    let agg = Aggregator::new(Default::default(), Limits::default());
+    let info = SourceInfo::default();
+    let snaps = demo_snapshots("burst", agg, |a, now, t| a.snapshot(now, t, &info));
+    let last = snaps.last().unwrap();
+    let laptop = last.peers.iter().find(|e| e.name == "fd00::9").unwrap();
+    let n = |op: &str| laptop.nfs4_operations.get(op).map_or(0, |s| s.count);
+    let requests = laptop.requests;
+    assert!(requests >= 32, "{requests}");
+    assert_eq!((n("SEQUENCE"), n("PUTFH")), (requests, requests));
+    assert_eq!(n("READ") + n("GETATTR") + n("ACCESS"), requests);
+    assert_eq!(n("GETATTR") + n("ACCESS"), requests / 8);
+    let compounds = laptop.procedures[&ProcName::new("COMPOUND")].requests;
+    assert_eq!((laptop.procedures.len(), compounds), (1, requests));
+    let host = last.peers.iter().find(|e| e.name == "10.0.0.3").unwrap();
+    assert!(host.nfs4_operations.is_empty() && host.requests > 0);
+}

@@ -16,8 +16,10 @@
 //! inflight = 32         # requests kept in flight (backlogged client)
 //! # burst = 32          # or: bursts of N requests ...
 //! # think_ms = 100.0    # ... separated by this much idle time
-//! # nfs_name = "Linux NFSv4.2 mover"  # the NFSv4 client name the server
-//! #                     # shows (with count > 1: "-1", "-2", ... appended)
+//! # nfs_name = "Linux NFSv4.2 mover"  # an NFSv4 client: the name the
+//! #                     # server shows (with count > 1: "-1", "-2", ...
+//! #                     # appended); its requests are COMPOUNDs, and their
+//! #                     # NFSv4 operations (SEQUENCE, PUTFH, READ...) shown
 //! request_bytes = 200   # each request received, RPC header included
 //! reply_bytes = 4296    # each reply sent (default: 4 KiB reads)
 //!
@@ -243,7 +245,7 @@ impl Scenario {
             "burst" => {
                 let mut s = Scenario::base(
                     "burst",
-                    "an interactive client's bursts of 32 against a busy host with 16 connections",
+                    "an interactive NFSv4.2 client's bursts of 32 against a busy host with 16 connections",
                 );
                 s.clients = vec![
                     ClientSpec {
@@ -253,7 +255,9 @@ impl Scenario {
                         inflight: None,
                         burst: Some(32),
                         think_ms: 200.0,
-                        nfs_name: None,
+                        // An NFSv4.2 client: the demo shows its name and
+                        // its NFSv4 operations.
+                        nfs_name: Some("Linux NFSv4.2 laptop".into()),
                         request_bytes: DEFAULT_REQUEST_BYTES,
                         reply_bytes: DEFAULT_REPLY_BYTES,
                     },

@@ -54,6 +54,9 @@ struct Client {
     request_bytes: Option<Bytes>,
     /// Requests it has had served (for their procedures).
     served: u64,
+    /// An NFSv4 client (the scenario names it, `nfs_name`): each request
+    /// is a COMPOUND, its operations reported too.
+    nfs4: bool,
 }
 
 /// How a client loads the server.
@@ -104,11 +107,31 @@ impl Simulator {
         let b = c.request_bytes?;
         c.served += 1;
         Some(ProcName::new(match c.served {
+            _ if c.nfs4 => "COMPOUND",
             n if n % 32 == 0 => "ACCESS",
             n if n % 8 == 0 => "GETATTR",
             _ if b.received > b.sent => "WRITE",
             _ => "READ",
         }))
+    }
+
+    /// The NFSv4 operations of client `ci`'s request just served, where
+    /// it is an NFSv4 client: SEQUENCE, PUTFH and the same mix as an
+    /// NFSv3 client's procedures (ACCESS 3, GETATTR 9, WRITE 38, READ 25:
+    /// `nfsdtop_common::nfs4ops` numbers).
+    fn operations(&self, ci: usize) -> &'static [u8] {
+        let c = &self.clients[ci];
+        if !c.nfs4 {
+            return &[];
+        }
+        const SEQUENCE: u8 = 53;
+        const PUTFH: u8 = 22;
+        match c.served {
+            n if n % 32 == 0 => &[SEQUENCE, PUTFH, 3],
+            n if n % 8 == 0 => &[SEQUENCE, PUTFH, 9],
+            _ if c.request_bytes.is_some_and(|b| b.received > b.sent) => &[SEQUENCE, PUTFH, 38],
+            _ => &[SEQUENCE, PUTFH, 25],
+        }
     }
 }
 
@@ -205,8 +228,17 @@ impl Simulator {
                 }),
             })
             .collect();
+        let nfs4: Vec<bool> = scenario
+            .expanded_clients()
+            .iter()
+            .map(|(_, spec)| spec.nfs_name.is_some())
+            .collect();
         let classmap = scenario.class_map().unwrap_or_default();
-        Simulator::from_parts(scenario, &classmap, clients)
+        let mut sim = Simulator::from_parts(scenario, &classmap, clients);
+        for (c, v4) in sim.clients.iter_mut().zip(nfs4) {
+            c.nfs4 = v4;
+        }
+        sim
     }
 
     /// A simulation of `clients` (their own transports, demands and
@@ -248,6 +280,7 @@ impl Simulator {
                 service_ns: spec.service_ns,
                 request_bytes: spec.request_bytes,
                 served: 0,
+                nfs4: false,
             });
         }
         let ngroups = groups.len();
@@ -383,6 +416,12 @@ impl Simulator {
                                 requests: 1,
                                 exec_ns,
                             },
+                            ..ev
+                        });
+                    }
+                    for &op in self.operations(ci) {
+                        out.push(Event {
+                            kind: EventKind::Operation { op, count: 1 },
                             ..ev
                         });
                     }

@@ -129,35 +129,43 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
             }
             .to_string(),
         ),
-        (Some(t), true) => match Layout::from_formats(&formats, &t.join("events/sunrpc")) {
-            Ok(l) => {
-                generation = Some(l.label());
-                wait_source = Some(l.wait_source().as_str().to_string());
-                kernel_class = l.kernel_class;
-                notes.extend(l.notes.iter().cloned());
-                match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
-                    Ok(_) if preempt.raw_misses => notes.push(format!(
-                        "classic tracepoints for every event: {}",
-                        preempt.reason
-                    )),
-                    Ok(k) => {
-                        let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
-                        for s in super::raw::attach_order() {
-                            if p.is_raw(s) {
-                                raw_tracepoints.push(s.name().to_string());
+        (Some(t), true) => {
+            match Layout::from_formats(&formats, &t.join("events/sunrpc")) {
+                Ok(l) => {
+                    generation = Some(l.label());
+                    wait_source = Some(l.wait_source().as_str().to_string());
+                    kernel_class = l.kernel_class;
+                    notes.extend(l.notes.iter().cloned());
+                    match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
+                        Ok(_) if preempt.raw_misses => notes.push(format!(
+                            "classic tracepoints for every event: {}",
+                            preempt.reason
+                        )),
+                        Ok(k) => {
+                            let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
+                            for s in super::raw::attach_order() {
+                                if p.is_raw(s) {
+                                    raw_tracepoints.push(s.name().to_string());
+                                }
+                            }
+                            for why in p.kept_classic {
+                                notes.push(format!("classic tracepoint kept for {why}"));
                             }
                         }
-                        for why in p.kept_classic {
-                            notes.push(format!("classic tracepoint kept for {why}"));
-                        }
+                        Err(why) => notes.push(format!(
+                            "no raw tracepoints, classic ones for every event: {why}"
+                        )),
                     }
-                    Err(why) => notes.push(format!(
-                        "no raw tracepoints, classic ones for every event: {why}"
-                    )),
+                    if nfsd_loaded {
+                        notes.push(match super::nfs4ops::offsets(&opts.btf_dir) {
+                        Ok(_) => "--nfs4-ops can count NFSv4 operations (nfsd's BTF has what it reads)".into(),
+                        Err(why) => format!("--nfs4-ops cannot count NFSv4 operations: {why}"),
+                    });
+                    }
                 }
+                Err(e) => problems.push(e.to_string()),
             }
-            Err(e) => problems.push(e.to_string()),
-        },
+        }
     }
 
     let bpf_object = !bpf::OBJECT.is_empty();
