@@ -117,15 +117,22 @@ fn send(cfg: &OpsConfig, tc: &ThreadCompound) {
 pub fn nfsd_compound(ctx: RawTracePointContext) -> i32 {
     let Some(cfg) = config() else { return 0 };
     let tid = thread();
-    // A COMPOUND of this thread whose end was not seen: what it listed.
-    if let Some(prev) = OPS_THREADS.get_ptr_mut(tid) {
-        // SAFETY: this thread's own entry; no other thread writes it.
-        send(cfg, unsafe { &*prev });
-    }
     let rqst: u64 = ctx.arg(0);
     let ops = kread::<u64>(rqst + cfg.rq_argp as u64)
         .and_then(|args| kread::<u64>(args + cfg.args_ops as u64))
         .unwrap_or(0);
+    // The thread's entry is rewritten in place: an insert would take a
+    // new element from the map's free list on every COMPOUND.
+    if let Some(prev) = OPS_THREADS.get_ptr_mut(tid) {
+        // SAFETY: this thread's own entry; no other thread writes it.
+        let prev = unsafe { &mut *prev };
+        // A COMPOUND of this thread whose end was not seen: what it listed.
+        send(cfg, prev);
+        prev.rqst = rqst;
+        prev.ops = ops;
+        prev.count = 0;
+        return 0;
+    }
     let tc = ThreadCompound {
         rqst,
         ops,

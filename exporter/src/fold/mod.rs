@@ -136,6 +136,8 @@ pub struct Series {
     pub sent_bytes: Option<u64>,
     /// Requests per procedure (labelled series only).
     pub procedures: procedures::Procedures,
+    /// NFSv4 operations (labelled series only).
+    pub operations: operations::Operations,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -400,6 +402,7 @@ impl Folder {
                     s.backlogged = e.backlogged;
                     s.class = escape_label(&e.class);
                     s.procedures.add(&e.procedures);
+                    s.operations.add(&e.nfs4_operations);
                     labelled_disp += d.dispatches;
                     labelled_exec += d.exec_seconds;
                     if self.with_hist {
@@ -421,6 +424,7 @@ impl Folder {
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
                     s.procedures.baseline(&e.procedures);
+                    s.operations.baseline(&e.nfs4_operations);
                     if self.with_hist {
                         self.seen_hist.insert(key, dense(&e.wait_histogram));
                     }
@@ -588,6 +592,7 @@ impl Folder {
     }
 }
 
+mod operations;
 mod procedures;
 pub use procedures::ProcCounts;
 

@@ -44,6 +44,11 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
         e.procedures
             .insert(nfsdtop_agent::model::ProcName::new(p), stats);
     }
+    // NFSv4 operations (--nfs4-ops): SEQUENCE and READ.
+    let op = |count| nfsdtop_agent::model::OperationStats { count, rate: 0.0 };
+    e.nfs4_operations = [(53, op(dispatches)), (25, op(dispatches / 2))]
+        .into_iter()
+        .collect();
     e
 }
 

@@ -317,6 +317,28 @@ pub(super) fn encode_procedures<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// NFSv4 operations of the labelled series of `kind` (none for `other`;
+/// `--nfs4-ops`): `nfsdtop_<kind>_nfs4_operations`, labelled as the
+/// series and with `operation` (RFC 8881's name: READ, SEQUENCE...).
+pub(super) fn encode_operations<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    kind: &str,
+    series: &[&Series],
+    labels: impl Fn(&Series, &str) -> L,
+) -> std::fmt::Result {
+    let name = format!("nfsdtop_{kind}_nfs4_operations");
+    let help = format!(
+        "NFSv4 operations nfsd processed in the {kind}'s COMPOUNDs, per operation (--nfs4-ops; labelled series only, not other)."
+    );
+    let mut m = enc.encode_descriptor(&name, &help, None, MetricType::Counter)?;
+    for s in series {
+        for (op, n) in &s.operations.counts {
+            counter(&mut m.encode_family(&labels(s, op))?, CV::U(*n))?;
+        }
+    }
+    Ok(())
+}
+
 /// Every [`SERVER`] family.
 pub(super) fn encode_server(enc: &mut DescriptorEncoder, m: &MetricsState) -> std::fmt::Result {
     for row in SERVER {

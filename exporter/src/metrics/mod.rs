@@ -199,6 +199,16 @@ impl MetricsState {
                 ("procedure", p.to_string()),
             ]
         })?;
+        families::encode_operations(enc, "class", &self.classes.series(), |s, op| {
+            [("class", s.name.clone()), ("operation", op.to_string())]
+        })?;
+        families::encode_operations(enc, "peer", &self.peers.series(), |s, op| {
+            [
+                ("peer", s.name.clone()),
+                ("class", s.class.clone()),
+                ("operation", op.to_string()),
+            ]
+        })?;
         families::encode_server(enc, self)?;
         families::encode_bpf(enc, &self.bpf)?;
         {

@@ -461,3 +461,50 @@ fn procedures_of_the_top_k_only_from_their_labelling() {
         "{t}"
     );
 }
+
+/// NFSv4 operations (`--nfs4-ops`): for labelled peers and classes only,
+/// counted as their procedures are; the folded peer's are in no series.
+#[test]
+fn nfs4_operations_of_the_top_k_only() {
+    use nfsdtop_agent::model::OperationStats;
+    let with = |mut e: EntityStats, ops: &[(u8, u64)]| {
+        e.nfs4_operations = ops
+            .iter()
+            .map(|&(op, count)| (op, OperationStats { count, rate: 0.0 }))
+            .collect();
+        e
+    };
+    let mut m = MetricsState::new(1, 1);
+    m.update(&snap(
+        40,
+        vec![
+            with(peer("a", 30, 30), &[(53, 30), (25, 25)]),
+            with(peer("c", 10, 10), &[(53, 10)]),
+        ],
+    ));
+    m.update(&snap(
+        50,
+        vec![
+            with(peer("a", 38, 8), &[(53, 38), (25, 31)]),
+            with(peer("c", 12, 2), &[(53, 12)]),
+        ],
+    ));
+    let (t, _) = text(m);
+    let series = |op: &str| {
+        format!("nfsdtop_peer_nfs4_operations_total{{peer=\"a\",class=\"a\",operation=\"{op}\"}}")
+    };
+    assert_eq!(value(&t, &series("SEQUENCE")), Some(38.0), "{t}");
+    assert_eq!(value(&t, &series("READ")), Some(31.0), "{t}");
+    assert_eq!(
+        value(
+            &t,
+            "nfsdtop_class_nfs4_operations_total{class=\"a\",operation=\"READ\"}"
+        ),
+        Some(31.0)
+    );
+    assert!(
+        !t.lines()
+            .any(|l| l.starts_with("nfsdtop_peer_nfs4") && l.contains("\"c\"")),
+        "the folded peer has none:\n{t}"
+    );
+}
