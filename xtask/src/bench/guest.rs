@@ -478,17 +478,21 @@ fn icount_arg() -> Option<String> {
     }
 }
 
-/// Whether the last JSON line of an nfsdtop run names any procedure for
-/// any entity (docs/json.md).
-fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
+/// The last non-empty line of an nfsdtop run's batch JSON, parsed.
+pub(super) fn last_json_line(jsonl: &Path) -> anyhow::Result<serde_json::Value> {
     let text = fs::read_to_string(jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
     let last = text
         .lines()
         .rev()
         .find(|l| !l.trim().is_empty())
         .with_context(|| format!("{} is empty", jsonl.display()))?;
-    let v: serde_json::Value = serde_json::from_str(last)
-        .with_context(|| format!("the last line of {}", jsonl.display()))?;
+    serde_json::from_str(last).with_context(|| format!("the last line of {}", jsonl.display()))
+}
+
+/// Whether the last JSON line of an nfsdtop run names any procedure for
+/// any entity (docs/json.md).
+fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
+    let v = last_json_line(jsonl)?;
     Ok(v["entities"].as_array().is_some_and(|entities| {
         entities
             .iter()

@@ -3,12 +3,11 @@
 //! NFSv4.2 (every request a COMPOUND of SEQUENCE, PUTFH, READ): rounds of
 //! nothing / nfsdtop / nfsdtop --nfs4-ops, alternated as part A's are.
 
-use std::fs;
 use std::path::Path;
 
-use anyhow::{ensure, Context};
+use anyhow::ensure;
 
-use super::guest::run_guest;
+use super::guest::{last_json_line, run_guest};
 use super::rounds::{rounds, spread, Rounds};
 use super::text::{self, fill};
 use super::util::mean;
@@ -20,14 +19,7 @@ const MODES: [&str; 2] = ["nfsdtop", "nfs4ops"];
 /// NFSv4 operations the last line of an nfsdtop run says it counted
 /// (`server.nfs4_operations.counted`; None where absent).
 fn operations_counted(jsonl: &Path) -> anyhow::Result<Option<u64>> {
-    let text = fs::read_to_string(jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .with_context(|| format!("{} is empty", jsonl.display()))?;
-    let v: serde_json::Value = serde_json::from_str(last)
-        .with_context(|| format!("the last line of {}", jsonl.display()))?;
+    let v = last_json_line(jsonl)?;
     Ok(v["server"]["nfs4_operations"]["counted"].as_u64())
 }
 

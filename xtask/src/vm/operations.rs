@@ -80,17 +80,7 @@ pub fn check(
         out.push((false, "/proc/net/rpc/nfsd saved before and after".into()));
         return out;
     };
-    let (before, after) = (proc4ops(before), proc4ops(after));
-    let grew: BTreeMap<String, u64> = after
-        .iter()
-        .map(|(n, &c)| {
-            (
-                n.clone(),
-                c.saturating_sub(before.get(n).copied().unwrap_or(0)),
-            )
-        })
-        .filter(|&(_, c)| c > 0)
-        .collect();
+    let grew = super::procedures::grew(&proc4ops(before), &proc4ops(after));
     let names = grew.keys().chain(summed.keys());
     let off: u64 = names
         .map(|n| {

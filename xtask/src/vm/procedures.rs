@@ -42,6 +42,24 @@ pub fn rpc_nfsd(text: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// What each of the kernel's counters grew by from `before` to `after`
+/// (those that grew).
+pub fn grew(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(p, &n)| {
+            (
+                p.clone(),
+                n.saturating_sub(before.get(p).copied().unwrap_or(0)),
+            )
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}
+
 /// The checks, each `(passed, what)`: `entities` of nfsdtop's last line,
 /// `measured` whether its source counts procedures, `ftrace` per client,
 /// `clients` (name, address), and /proc/net/rpc/nfsd before and after.
@@ -92,17 +110,7 @@ pub fn check(
         }
         return out;
     };
-    let (before, after) = (rpc_nfsd(before), rpc_nfsd(after));
-    let grew: BTreeMap<String, u64> = after
-        .iter()
-        .map(|(p, &n)| {
-            (
-                p.clone(),
-                n.saturating_sub(before.get(p).copied().unwrap_or(0)),
-            )
-        })
-        .filter(|&(_, n)| n > 0)
-        .collect();
+    let grew = grew(&rpc_nfsd(before), &rpc_nfsd(after));
     let mut differ = Vec::new();
     for (p, &n) in &grew {
         let got = summed.get(p).copied().unwrap_or(0);

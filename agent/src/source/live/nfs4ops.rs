@@ -28,16 +28,7 @@ pub fn offsets(btf_dir: &Path) -> Result<OpsConfig, String> {
         btf.offset_of(s, path)
             .ok_or_else(|| format!("the kernel's BTF has no {s}.{}", path.join(".")))
     };
-    let local = need(&rpc, "svc_xprt", &["xpt_local"])?;
-    for (field, rel) in [
-        ("xpt_locallen", rawrec::LOCALLEN_REL),
-        ("xpt_remote", rawrec::REMOTE_REL),
-        ("xpt_remotelen", rawrec::REMOTELEN_REL),
-    ] {
-        if need(&rpc, "svc_xprt", &[field])? != local + rel as u32 {
-            return Err(format!("svc_xprt.{field} is not where nfsdtop reads it"));
-        }
-    }
+    let local = super::raw::xpt_local(&rpc)?;
     Ok(OpsConfig {
         enabled: 1,
         rq_xprt: need(&rpc, "svc_rqst", &["rq_xprt"])?,

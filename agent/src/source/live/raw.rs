@@ -77,27 +77,37 @@ pub struct KernelOffsets {
     pub args: [Option<Vec<Arg>>; Slot::COUNT],
 }
 
+/// `svc_xprt.xpt_local`, where the programs read a transport's addresses
+/// and their lengths in one go (`rawrec::ADDRS_SPAN`): so they must be
+/// where they have always been, in a row after it.
+pub fn xpt_local(btf: &Btf) -> Result<u32, String> {
+    let need = |field: &str| {
+        btf.offset_of("svc_xprt", &[field])
+            .ok_or_else(|| format!("the kernel's BTF has no svc_xprt.{field}"))
+    };
+    let local = need("xpt_local")?;
+    for (field, rel) in [
+        ("xpt_locallen", rawrec::LOCALLEN_REL),
+        ("xpt_remote", rawrec::REMOTE_REL),
+        ("xpt_remotelen", rawrec::REMOTELEN_REL),
+    ] {
+        let at = need(field)?;
+        if at != local + rel as u32 {
+            return Err(format!(
+                "svc_xprt.{field} is at byte {at}, not xpt_local + {rel} where nfsdtop reads it"
+            ));
+        }
+    }
+    Ok(local)
+}
+
 impl KernelOffsets {
     pub fn from_btf(btf: &Btf) -> Result<KernelOffsets, String> {
         let need = |s: &str, path: &[&str]| {
             btf.offset_of(s, path)
                 .ok_or_else(|| format!("the kernel's BTF has no {s}.{}", path.join(".")))
         };
-        let local = need("svc_xprt", &["xpt_local"])?;
-        // The programs read both addresses and lengths in one go, so they
-        // must be where they have always been: in a row after xpt_local.
-        for (field, rel) in [
-            ("xpt_locallen", rawrec::LOCALLEN_REL),
-            ("xpt_remote", rawrec::REMOTE_REL),
-            ("xpt_remotelen", rawrec::REMOTELEN_REL),
-        ] {
-            let at = need("svc_xprt", &[field])?;
-            if at != local + rel as u32 {
-                return Err(format!(
-                    "svc_xprt.{field} is at byte {at}, not xpt_local + {rel} where nfsdtop reads it"
-                ));
-            }
-        }
+        let local = xpt_local(btf)?;
         Ok(KernelOffsets {
             rq_xprt: need("svc_rqst", &["rq_xprt"])?,
             rq_stime: need("svc_rqst", &["rq_stime"])?,
