@@ -30,6 +30,10 @@ pub struct WhatifArgs {
     /// Seed of the simulation's random draws.
     #[arg(long, default_value_t = 1, hide = true)]
     pub seed: u64,
+    /// Keep the model as fitted: do not calibrate its think times against
+    /// the recording's shares (the fit column then shows the fit's own miss).
+    #[arg(long)]
+    pub no_calibrate: bool,
     /// Output: a table, or JSON for scripts.
     #[arg(long, value_enum, default_value_t = WhatifFormat::Text)]
     pub format: WhatifFormat,
@@ -72,6 +76,11 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {
         class_map: args.class_map.as_deref().map(ClassMap::load).transpose()?,
         threads: args.threads,
         seed: args.seed,
+        calibrate_above_points: if args.no_calibrate {
+            f64::INFINITY
+        } else {
+            whatif::calibrate::CALIBRATE_ABOVE_POINTS
+        },
     };
     let r = whatif::run_file(&args.file, &opts)?;
     let text = match args.format {

@@ -11,6 +11,7 @@
 //! [`report`] prints the result as text or JSON. README.md ("What if")
 //! states the model and its limits.
 
+pub mod calibrate;
 pub mod fit;
 pub mod load;
 pub mod report;
@@ -48,6 +49,10 @@ pub struct Options {
     /// Overrides the recorded thread count.
     pub threads: Option<u32>,
     pub seed: u64,
+    /// Think times are calibrated while the model misses a client by more
+    /// than this (points; [`calibrate::CALIBRATE_ABOVE_POINTS`]): infinite
+    /// keeps the model as fitted, below 0 calibrates every round.
+    pub calibrate_above_points: f64,
 }
 
 impl Default for Options {
@@ -57,6 +62,7 @@ impl Default for Options {
             class_map: None,
             threads: None,
             seed: 1,
+            calibrate_above_points: calibrate::CALIBRATE_ABOVE_POINTS,
         }
     }
 }
@@ -153,6 +159,14 @@ pub struct FitCheck {
     /// The client the model misses most.
     pub worst: Option<String>,
     pub ok: bool,
+    /// The worst miss of the model as fitted, before its think times were
+    /// calibrated ([`calibrate`]); equal to `max_error_points` when
+    /// `calibration_rounds` is 0.
+    #[serde(default)]
+    pub fitted_error_points: f64,
+    /// Rounds of calibration kept (0: none needed, or none helped).
+    #[serde(default)]
+    pub calibration_rounds: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -345,7 +359,6 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         .clamp(MIN_HORIZON_NS, MAX_HORIZON_NS)
         .min(budget_ns.max(1_000_000_000));
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
-    let clients = run::clients(&fit);
     let params = |policy| run::RunParams {
         threads,
         policy,
@@ -354,7 +367,23 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         seed: opts.seed,
         max_dispatches: run::MAX_SIM_DISPATCHES,
     };
-    let fitted = run::simulate(clients.clone(), &classmap, &params(recorded_policy));
+    let (clients, fitted, calibration) = calibrate::calibrate(
+        run::clients(&fit),
+        &measured,
+        &classmap,
+        &params(recorded_policy),
+        opts.calibrate_above_points,
+    );
+    if calibration.rounds > 0 {
+        notes.push(format!(
+            "think times calibrated: as fitted, the model under {recorded_policy} missed a \
+             client's share by {:.1} points; {} round{} of scaling each client's think times \
+             by its simulated over its measured share brought that to the fit column's",
+            calibration.fitted_miss_points,
+            calibration.rounds,
+            if calibration.rounds == 1 { "" } else { "s" },
+        ));
+    }
     let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
     for &p in &opts.policies {
         if runs.iter().any(|(q, _)| *q == p) {
@@ -433,6 +462,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             max_error_points,
             worst: worst.map(|r| r.name.clone()),
             ok: max_error_points <= FIT_TOLERANCE_POINTS,
+            fitted_error_points: calibration.fitted_miss_points,
+            calibration_rounds: calibration.rounds,
         },
         policies: runs.iter().map(|(p, _)| p.to_string()).collect(),
         peers,

@@ -34,6 +34,19 @@ fn group(n: &Numbers) -> String {
     )
 }
 
+/// What the fit line adds when think times were calibrated: the model's
+/// miss as fitted, before.
+fn calibrated(r: &Report) -> String {
+    match r.fit.calibration_rounds {
+        0 => String::new(),
+        n => format!(
+            " after calibrating think times ({n} round{}; as fitted it missed by {:.1})",
+            if n == 1 { "" } else { "s" },
+            r.fit.fitted_error_points
+        ),
+    }
+}
+
 fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
     let name_w = rows
         .iter()
@@ -116,19 +129,23 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "fit: under {} the model reproduces every client's share within {:.1} points \
-             (tolerance {:.0})",
-            r.fit.policy, r.fit.max_error_points, r.fit.tolerance_points
+             (tolerance {:.0}){}",
+            r.fit.policy,
+            r.fit.max_error_points,
+            r.fit.tolerance_points,
+            calibrated(r)
         );
     } else {
         let _ = writeln!(
             out,
             "WARNING: the model does not reproduce this recording: under {} it misses {} by \
              {:.1} points (tolerance {:.0}). Predictions for clients marked '?' are not to be \
-             trusted; see README.md (What if: limits).",
+             trusted; see README.md (What if: limits).{}",
             r.fit.policy,
             r.fit.worst.as_deref().unwrap_or("?"),
             r.fit.max_error_points,
-            r.fit.tolerance_points
+            r.fit.tolerance_points,
+            calibrated(r)
         );
     }
     for n in &r.notes {
@@ -224,6 +241,8 @@ mod tests {
                 max_error_points: max,
                 worst: Some(worst.name.clone()),
                 ok: max <= 3.0,
+                fitted_error_points: max,
+                calibration_rounds: 0,
             },
             policies: vec!["rr-peer".into()],
             peers: rows.clone(),
