@@ -22,11 +22,10 @@
 
 use std::collections::HashMap;
 
+use super::fit::Fit;
+use super::run::{self, RunParams};
 use crate::classify::ClassMap;
 use crate::model::Snapshot;
-use crate::source::demo::sim::{Demand, SimClient};
-
-use super::run::{self, RunParams};
 
 /// Below this worst miss (points of share) the fitted model is kept as it
 /// is: no calibration.
@@ -69,12 +68,6 @@ fn misses(measured: &Snapshot, simulated: &Snapshot) -> (f64, HashMap<(u32, Stri
     (worst, ratios)
 }
 
-fn scale_thinks(thinks: &mut [u64], k: f64) {
-    for t in thinks {
-        *t = (*t as f64 * k).round().min(u64::MAX as f64) as u64;
-    }
-}
-
 /// One peer's search for the scale of its think times, in ln: where it
 /// stands, and the point observed before (ln-scale, ln(simulated /
 /// measured share)).
@@ -110,28 +103,28 @@ impl Search {
 /// First step's gain: ln-scale per ln-error.
 const FIRST_GAIN: f64 = 4.0;
 
-/// Runs `clients` under the recorded policy (`p`) and, while some peer's
-/// share misses the measured one by more than `above_points` (normally
-/// [`CALIBRATE_ABOVE_POINTS`]),
-/// scales each peer's think times (a peer served too much thinks longer)
-/// by a secant search on ln(simulated / measured share), for at most
-/// [`MAX_ROUNDS`]. The clients and the run with the least worst miss are
-/// returned.
+/// Runs the model of `fit` under the recorded policy (`p`) and, while some
+/// peer's share misses the measured one by more than `above_points`
+/// (normally [`CALIBRATE_ABOVE_POINTS`]), scales each peer's think times (a
+/// peer served too much thinks longer) by a secant search on
+/// ln(simulated / measured share), for at most [`MAX_ROUNDS`]. `fit` is
+/// left with the think times of the round whose worst miss was least (as
+/// fitted if none did better), and that round's run is returned.
 pub fn calibrate(
-    clients: Vec<SimClient>,
+    fit: &mut Fit,
     measured: &Snapshot,
     classmap: &ClassMap,
     p: &RunParams,
     above_points: f64,
-) -> (Vec<SimClient>, Snapshot, Calibration) {
-    let fitted = clients.clone();
-    let mut snap = run::simulate(clients.clone(), classmap, p);
+) -> (Snapshot, Calibration) {
+    let fitted = fit.clone();
+    let snap = run::simulate(run::clients(fit), classmap, p);
     let (fitted_miss, mut ratios) = misses(measured, &snap);
     let mut cal = Calibration {
         fitted_miss_points: fitted_miss,
         rounds: 0,
     };
-    let mut best = (fitted_miss, clients, snap);
+    let mut best = (fitted_miss, snap);
     let mut searches: HashMap<(u32, String), Search> = HashMap::new();
     for round in 1..=MAX_ROUNDS {
         if best.0 <= above_points {
@@ -143,31 +136,22 @@ pub fn calibrate(
                 .or_default()
                 .step(r.max(1e-3).ln());
         }
-        let mut current = fitted.clone();
-        for c in &mut current {
-            let Some(key) = c.transports.first() else {
-                continue;
-            };
-            let Some(s) = searches.get(&(key.netns, key.peer().to_string())) else {
-                continue;
-            };
-            match &mut c.demand {
-                Demand::Bursts { thinks_ns, .. } | Demand::Closed { thinks_ns, .. } => {
-                    scale_thinks(thinks_ns, s.at.exp())
-                }
-                Demand::Inflight(_) | Demand::Unbounded => {}
+        let mut trial = fitted.clone();
+        for t in &mut trial.transports {
+            if let Some(s) = searches.get(&(t.key.netns, t.key.peer().to_string())) {
+                t.demand.scale_thinks(s.at.exp());
             }
         }
-        snap = run::simulate(current.clone(), classmap, p);
+        let snap = run::simulate(run::clients(&trial), classmap, p);
         let (miss, r) = misses(measured, &snap);
         ratios = r;
         if miss < best.0 {
-            best = (miss, current, snap);
+            best = (miss, snap);
+            *fit = trial;
             cal.rounds = round;
         }
     }
-    let (_, clients, snap) = best;
-    (clients, snap, cal)
+    (best.1, cal)
 }
 
 #[cfg(test)]
@@ -175,6 +159,7 @@ mod tests {
     use super::*;
     use crate::model::{Endpoint, XprtKey};
     use crate::source::demo::Policy;
+    use crate::whatif::fit::{FittedDemand, TransportFit};
 
     const MS: u64 = 1_000_000;
 
@@ -189,20 +174,22 @@ mod tests {
     /// One client of 16 requests on one connection and one of 2 requests
     /// on each of 8 connections, thinking `think_ms` between requests:
     /// the QEMU test's nconnect=1 and nconnect=8 clients.
-    fn clients(think_ms: u64) -> Vec<SimClient> {
-        let closed = |k, inflight, think| SimClient {
-            transports: vec![k],
-            demand: Demand::Closed {
+    fn model(think_ms: u64) -> Fit {
+        let closed = |key, inflight, think| TransportFit {
+            key,
+            dispatches: 1,
+            demand: FittedDemand::Closed {
                 inflight,
                 thinks_ns: vec![think * MS / 2, think * MS, think * MS * 3 / 2],
             },
-            first_at_ns: 0,
             service_ns: vec![MS],
-            request_bytes: None,
         };
-        let mut v = vec![closed(key("10.0.0.1", 700), 16, 1)];
-        v.extend((0..8).map(|i| closed(key("10.0.0.8", 700 + i), 2, think_ms)));
-        v
+        let mut transports = vec![closed(key("10.0.0.1", 700), 16, 1)];
+        transports.extend((0..8).map(|i| closed(key("10.0.0.8", 700 + i), 2, think_ms)));
+        Fit {
+            transports,
+            ..Fit::default()
+        }
     }
 
     fn params() -> RunParams {
@@ -220,20 +207,19 @@ mod tests {
         s.peers.iter().find(|e| e.name == name).unwrap().share
     }
 
+    fn measured(map: &ClassMap) -> Snapshot {
+        run::simulate(run::clients(&model(8)), map, &params())
+    }
+
     /// The recording's truth: the 8-connection client thinks 8 ms. Fitted
     /// with a quarter of that, it takes a larger share than it had; the
     /// calibrated model gives both clients their measured shares back.
     #[test]
     fn think_times_fitted_too_short_are_calibrated_to_the_measured_shares() {
         let map = ClassMap::default();
-        let measured = run::simulate(clients(8), &map, &params());
-        let (calibrated, snap, cal) = calibrate(
-            clients(2),
-            &measured,
-            &map,
-            &params(),
-            CALIBRATE_ABOVE_POINTS,
-        );
+        let measured = measured(&map);
+        let mut fit = model(2);
+        let (snap, cal) = calibrate(&mut fit, &measured, &map, &params(), CALIBRATE_ABOVE_POINTS);
         assert!(cal.fitted_miss_points > 3.0, "{cal:?}");
         assert!(cal.rounds >= 1, "{cal:?}");
         for name in ["10.0.0.1", "10.0.0.8"] {
@@ -244,10 +230,10 @@ mod tests {
             );
         }
         // The wide client's think times grew; the shapes stayed.
-        let Demand::Closed {
+        let FittedDemand::Closed {
             inflight,
             thinks_ns,
-        } = &calibrated[1].demand
+        } = &fit.transports[1].demand
         else {
             panic!("not a closed loop");
         };
@@ -260,18 +246,23 @@ mod tests {
     #[test]
     fn a_model_without_think_times_or_asked_not_to_is_kept_as_fitted() {
         let map = ClassMap::default();
-        let measured = run::simulate(clients(8), &map, &params());
-        let (_, snap, cal) = calibrate(clients(2), &measured, &map, &params(), f64::INFINITY);
+        let measured = measured(&map);
+        let mut fit = model(2);
+        let (snap, cal) = calibrate(&mut fit, &measured, &map, &params(), f64::INFINITY);
         assert_eq!(cal.rounds, 0);
         let miss = (share(&snap, "10.0.0.8") - share(&measured, "10.0.0.8")) * 100.0;
         assert!((miss.abs() - cal.fitted_miss_points).abs() < 1e-9);
+        assert_eq!(
+            format!("{:?}", fit.transports),
+            format!("{:?}", model(2).transports)
+        );
 
-        let mut backlogged = clients(2);
-        for c in &mut backlogged {
-            c.demand = Demand::Unbounded;
+        let mut backlogged = model(2);
+        for t in &mut backlogged.transports {
+            t.demand = FittedDemand::Backlogged;
         }
-        let (_, _, cal) = calibrate(
-            backlogged,
+        let (_, cal) = calibrate(
+            &mut backlogged,
             &measured,
             &map,
             &params(),

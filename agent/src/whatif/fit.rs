@@ -69,6 +69,20 @@ pub enum FittedDemand {
     Closed { inflight: u32, thinks_ns: Vec<u64> },
 }
 
+impl FittedDemand {
+    /// Every think time times `k` (a backlogged transport has none).
+    pub fn scale_thinks(&mut self, k: f64) {
+        match self {
+            FittedDemand::Bursts { thinks_ns, .. } | FittedDemand::Closed { thinks_ns, .. } => {
+                for t in thinks_ns {
+                    *t = (*t as f64 * k).round().min(u64::MAX as f64) as u64;
+                }
+            }
+            FittedDemand::Backlogged => {}
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TransportFit {
     pub key: XprtKey,

@@ -367,8 +367,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         seed: opts.seed,
         max_dispatches: run::MAX_SIM_DISPATCHES,
     };
-    let (clients, fitted, calibration) = calibrate::calibrate(
-        run::clients(&fit),
+    let (fitted, calibration) = calibrate::calibrate(
+        &mut fit,
         &measured,
         &classmap,
         &params(recorded_policy),
@@ -384,6 +384,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             if calibration.rounds == 1 { "" } else { "s" },
         ));
     }
+    let clients = run::clients(&fit);
     let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
     for &p in &opts.policies {
         if runs.iter().any(|(q, _)| *q == p) {
