@@ -271,4 +271,24 @@ mod tests {
         assert_eq!(cal.rounds, 0, "{cal:?}");
         assert!(cal.fitted_miss_points > 3.0, "{cal:?}");
     }
+
+    /// A model whose think times came out 0 (every arrival answered its
+    /// completion at once) is still given think times where it takes too
+    /// much; from far off (a model six times too slow to think) too.
+    #[test]
+    fn zero_and_far_off_think_times_are_calibrated_too() {
+        let map = ClassMap::default();
+        let measured = measured(&map);
+        for think_ms in [0, 64] {
+            let mut fit = model(think_ms);
+            let (snap, cal) =
+                calibrate(&mut fit, &measured, &map, &params(), CALIBRATE_ABOVE_POINTS);
+            assert!(cal.fitted_miss_points > 10.0, "{think_ms} ms: {cal:?}");
+            let err = (share(&snap, "10.0.0.8") - share(&measured, "10.0.0.8")) * 100.0;
+            assert!(
+                err.abs() <= CALIBRATE_ABOVE_POINTS,
+                "{think_ms} ms: {err:+.2} points ({cal:?})"
+            );
+        }
+    }
 }

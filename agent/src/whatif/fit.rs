@@ -69,13 +69,25 @@ pub enum FittedDemand {
     Closed { inflight: u32, thinks_ns: Vec<u64> },
 }
 
+/// The least think time (ns) that [`FittedDemand::scale_thinks`] scales up:
+/// a round trip on a local network, the least a client answering "at once"
+/// takes.
+pub const MIN_SCALED_THINK_NS: u64 = 100_000;
+
 impl FittedDemand {
-    /// Every think time times `k` (a backlogged transport has none).
+    /// Every think time times `k` (a backlogged transport has none); one
+    /// scaled up is at least [`MIN_SCALED_THINK_NS`] before, so that a
+    /// think time fitted as 0 can grow.
     pub fn scale_thinks(&mut self, k: f64) {
         match self {
             FittedDemand::Bursts { thinks_ns, .. } | FittedDemand::Closed { thinks_ns, .. } => {
                 for t in thinks_ns {
-                    *t = (*t as f64 * k).round().min(u64::MAX as f64) as u64;
+                    let base = if k > 1.0 {
+                        (*t).max(MIN_SCALED_THINK_NS)
+                    } else {
+                        *t
+                    };
+                    *t = (base as f64 * k).round().min(u64::MAX as f64) as u64;
                 }
             }
             FittedDemand::Backlogged => {}
