@@ -103,9 +103,17 @@ fn share_of(truth: &[(String, String, f64)], name: &str) -> f64 {
         .2
 }
 
+/// The model reproduces the recording under flat: as fitted, before any
+/// calibration of its think times (the fitter itself is what these
+/// recordings of the simulator check), and as run.
 fn assert_fit_ok(report: &Value) {
     assert_eq!(report["fit"]["policy"], "flat", "{report:#}");
     assert_eq!(report["fit"]["ok"], true, "{report:#}");
+    let fitted = report["fit"]["fitted_error_points"].as_f64().unwrap();
+    assert!(
+        fitted <= 3.0,
+        "as fitted, off by {fitted} points: {report:#}"
+    );
     for r in report["peers"].as_array().unwrap() {
         let err = r["fit_error_points"].as_f64().unwrap();
         assert!(err.abs() <= 3.0, "flat fit off by {err} points: {r:#}");

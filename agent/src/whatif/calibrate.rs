@@ -15,14 +15,18 @@
 //! dispatch policy alone.
 //!
 //! What this leaves as a check: a client whose share the model cannot
-//! reach by thinking more or less (a backlogged one the model serves too
-//! little, a service-time mix it gets wrong) still misses after the last
-//! round, and the fit check says so. The miss before calibration is
-//! reported beside it.
+//! reach by thinking more or less still misses after the last round, and
+//! the fit check says so. Calibration can also reach a share for the
+//! wrong reason (a thread count or a service time the model gets wrong,
+//! made up for by other clients' think times): the fit check therefore
+//! also compares what calibration does not aim at, the model's total
+//! rate and each backlogged client's fairness ratio (see
+//! [`super::FitCheck`]). The miss before calibration and each client's
+//! scale are reported beside it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use super::fit::Fit;
+use super::fit::{Fit, FittedDemand};
 use super::run::{self, RunParams};
 use crate::classify::ClassMap;
 use crate::model::Snapshot;
@@ -32,23 +36,42 @@ use crate::model::Snapshot;
 pub const CALIBRATE_ABOVE_POINTS: f64 = 1.0;
 /// Most rounds of scaling (each one simulation under the recorded policy).
 pub const MAX_ROUNDS: u32 = 12;
-/// Most a round scales a client's think times, either way: a client whose
-/// share does not answer to its think times (backlogged in the model) is
-/// not driven to absurd ones.
+/// Rounds in a row without a better worst miss after which the search
+/// stops: a client it cannot help (its share does not answer to think
+/// times, its own or the others'). Think times short of a client's turn
+/// in the queue change nothing either, so a search starting there needs
+/// a few rounds of growing steps before the shares move.
+const STALL_ROUNDS: u32 = 6;
+/// Most a round scales a client's think times, either way.
 const MAX_STEP: f64 = 4.0;
+/// Most calibration scales a client's think times in all, either way: a
+/// client whose share does not answer to them is not driven to absurd
+/// ones (a transport the model gives no more than it gets, say).
+pub const MAX_SCALE: f64 = 256.0;
 
 /// What calibration did.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Calibration {
-    /// The worst client's miss (points) of the model as fitted.
+    /// The worst miss (points) of the model as fitted, over the clients it
+    /// models.
     pub fitted_miss_points: f64,
-    /// Rounds of scaling kept (0: the fitted model is used as it is).
+    /// The round kept (0: the fitted model is used as it is).
     pub rounds: u32,
+    /// Rounds simulated (each one run under the recorded policy).
+    pub rounds_run: u32,
+    /// Each peer's think-time scale in the round kept (netns, name).
+    pub scales: HashMap<(u32, String), f64>,
 }
 
-/// The worst |simulated − measured| share over the measured peers, in
-/// points, and each peer's simulated over measured share.
-fn misses(measured: &Snapshot, simulated: &Snapshot) -> (f64, HashMap<(u32, String), f64>) {
+/// The worst |simulated − measured| share over the measured peers the
+/// model has (`modelled`: a peer beyond the fit's transport bound has no
+/// think times to scale, and its miss is the fit check's), in points,
+/// and each peer's simulated over measured share.
+fn misses(
+    measured: &Snapshot,
+    simulated: &Snapshot,
+    modelled: &HashSet<(u32, String)>,
+) -> (f64, HashMap<(u32, String), f64>) {
     let sim: HashMap<(u32, &str), f64> = simulated
         .peers
         .iter()
@@ -61,9 +84,13 @@ fn misses(measured: &Snapshot, simulated: &Snapshot) -> (f64, HashMap<(u32, Stri
         .iter()
         .filter(|m| m.dispatches > 0 && m.share > 0.0)
     {
+        let key = (m.netns, m.name.clone());
+        if !modelled.contains(&key) {
+            continue;
+        }
         let s = sim.get(&(m.netns, m.name.as_str())).copied().unwrap_or(0.0);
         worst = worst.max((s - m.share).abs() * 100.0);
-        ratios.insert((m.netns, m.name.clone()), s / m.share);
+        ratios.insert(key, s / m.share);
     }
     (worst, ratios)
 }
@@ -96,7 +123,9 @@ impl Search {
             _ => guess,
         };
         self.last = Some((self.at, err));
-        self.at += (next - self.at).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+        let cap = MAX_SCALE.ln();
+        self.at =
+            (self.at + (next - self.at).clamp(-MAX_STEP.ln(), MAX_STEP.ln())).clamp(-cap, cap);
     }
 }
 
@@ -107,9 +136,11 @@ const FIRST_GAIN: f64 = 4.0;
 /// peer's share misses the measured one by more than `above_points`
 /// (normally [`CALIBRATE_ABOVE_POINTS`]), scales each peer's think times (a
 /// peer served too much thinks longer) by a secant search on
-/// ln(simulated / measured share), for at most [`MAX_ROUNDS`]. `fit` is
+/// ln(simulated / measured share), for at most [`MAX_ROUNDS`] and no more
+/// than [`STALL_ROUNDS`] in a row without a better worst miss. `fit` is
 /// left with the think times of the round whose worst miss was least (as
-/// fitted if none did better), and that round's run is returned.
+/// fitted if none did better), and that round's run is returned. A model
+/// without think times (every transport backlogged) is not calibrated.
 pub fn calibrate(
     fit: &mut Fit,
     measured: &Snapshot,
@@ -118,16 +149,26 @@ pub fn calibrate(
     above_points: f64,
 ) -> (Snapshot, Calibration) {
     let fitted = fit.clone();
+    let modelled: HashSet<(u32, String)> = fit
+        .transports
+        .iter()
+        .map(|t| (t.key.netns, t.key.peer().to_string()))
+        .collect();
     let snap = run::simulate(run::clients(fit), classmap, p);
-    let (fitted_miss, mut ratios) = misses(measured, &snap);
+    let (fitted_miss, mut ratios) = misses(measured, &snap, &modelled);
     let mut cal = Calibration {
         fitted_miss_points: fitted_miss,
-        rounds: 0,
+        ..Calibration::default()
     };
+    let thinks = fit
+        .transports
+        .iter()
+        .any(|t| !matches!(t.demand, FittedDemand::Backlogged));
     let mut best = (fitted_miss, snap);
     let mut searches: HashMap<(u32, String), Search> = HashMap::new();
+    let mut stalled = 0;
     for round in 1..=MAX_ROUNDS {
-        if best.0 <= above_points {
+        if best.0 <= above_points || !thinks || stalled >= STALL_ROUNDS {
             break;
         }
         for (peer, r) in &ratios {
@@ -143,12 +184,20 @@ pub fn calibrate(
             }
         }
         let snap = run::simulate(run::clients(&trial), classmap, p);
-        let (miss, r) = misses(measured, &snap);
+        cal.rounds_run = round;
+        let (miss, r) = misses(measured, &snap, &modelled);
         ratios = r;
         if miss < best.0 {
             best = (miss, snap);
             *fit = trial;
             cal.rounds = round;
+            cal.scales = searches
+                .iter()
+                .map(|(k, s)| (k.clone(), s.at.exp()))
+                .collect();
+            stalled = 0;
+        } else {
+            stalled += 1;
         }
     }
     (best.1, cal)
@@ -200,6 +249,7 @@ mod tests {
             warmup_ns: 1_000_000_000,
             seed: 1,
             max_dispatches: run::MAX_SIM_DISPATCHES,
+            nfsd_ports: None,
         }
     }
 

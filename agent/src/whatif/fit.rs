@@ -69,25 +69,23 @@ pub enum FittedDemand {
     Closed { inflight: u32, thinks_ns: Vec<u64> },
 }
 
-/// The least think time (ns) that [`FittedDemand::scale_thinks`] scales up:
-/// a round trip on a local network, the least a client answering "at once"
-/// takes.
-pub const MIN_SCALED_THINK_NS: u64 = 100_000;
+/// The think time (ns) below which [`FittedDemand::scale_thinks`] scales
+/// as if the think were this much longer: a round trip on a local
+/// network, the least a client answering "at once" takes. So a think
+/// fitted as 0 can grow, and the scale stays continuous at 1.
+pub const THINK_OFFSET_NS: u64 = 100_000;
 
 impl FittedDemand {
-    /// Every think time times `k` (a backlogged transport has none); one
-    /// scaled up is at least [`MIN_SCALED_THINK_NS`] before, so that a
-    /// think time fitted as 0 can grow.
+    /// Every think time t becomes (t + [`THINK_OFFSET_NS`]) × k −
+    /// [`THINK_OFFSET_NS`] (at least 0): times `k` for long thinks, and a
+    /// think of 0 grows with k > 1. A backlogged transport has none.
     pub fn scale_thinks(&mut self, k: f64) {
         match self {
             FittedDemand::Bursts { thinks_ns, .. } | FittedDemand::Closed { thinks_ns, .. } => {
+                let off = THINK_OFFSET_NS as f64;
                 for t in thinks_ns {
-                    let base = if k > 1.0 {
-                        (*t).max(MIN_SCALED_THINK_NS)
-                    } else {
-                        *t
-                    };
-                    *t = (base as f64 * k).round().min(u64::MAX as f64) as u64;
+                    let v = ((*t as f64 + off) * k - off).max(0.0);
+                    *t = v.round().min(u64::MAX as f64) as u64;
                 }
             }
             FittedDemand::Backlogged => {}

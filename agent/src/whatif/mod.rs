@@ -33,6 +33,18 @@ use crate::source::demo::Policy;
 /// Points of share by which the model under the recording's own policy
 /// may miss a client before its predictions are flagged as untrustworthy.
 pub const FIT_TOLERANCE_POINTS: f64 = 3.0;
+/// How far a backlogged client's fairness ratio under the model may be
+/// from the measured one (this much plus [`FIT_RATIO_RELATIVE`] of it)
+/// before its predictions are flagged: calibration aims at shares, not
+/// at ratios, so a model that reaches the shares for the wrong reason (a
+/// server that already dispatched round-robin, taken for flat) shows here.
+pub const FIT_RATIO_ABSOLUTE: f64 = 0.1;
+pub const FIT_RATIO_RELATIVE: f64 = 0.2;
+/// How far the model's total dispatch rate may be from the recording's
+/// (a fraction) before every prediction is flagged: calibration does not
+/// aim at it, and a thread count or service time the model gets wrong
+/// shows here.
+pub const FIT_RATE_TOLERANCE: f64 = 0.25;
 /// Most simulated time per policy: longer recordings are summarised by
 /// their fitted distributions, not replayed in full.
 pub const MAX_HORIZON_NS: u64 = 120_000_000_000;
@@ -164,9 +176,18 @@ pub struct FitCheck {
     /// `calibration_rounds` is 0.
     #[serde(default)]
     pub fitted_error_points: f64,
-    /// Rounds of calibration kept (0: none needed, or none helped).
+    /// The round of calibration kept (0: none needed, or none helped).
     #[serde(default)]
     pub calibration_rounds: u32,
+    /// Rounds of calibration simulated.
+    #[serde(default)]
+    pub calibration_rounds_run: u32,
+    /// The model's total dispatch rate over the recording's.
+    #[serde(default)]
+    pub rate_ratio: f64,
+    /// Why the check failed (`ok` false), in words.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -366,6 +387,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         warmup_ns,
         seed: opts.seed,
         max_dispatches: run::MAX_SIM_DISPATCHES,
+        nfsd_ports: header.nfsd.ports,
     };
     let (fitted, calibration) = calibrate::calibrate(
         &mut fit,
@@ -377,11 +399,10 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     if calibration.rounds > 0 {
         notes.push(format!(
             "think times calibrated: as fitted, the model under {recorded_policy} missed a \
-             client's share by {:.1} points; {} round{} of scaling each client's think times \
-             by its simulated over its measured share brought that to the fit column's",
-            calibration.fitted_miss_points,
-            calibration.rounds,
-            if calibration.rounds == 1 { "" } else { "s" },
+             client's share by {:.1} points; scaling each client's think times by a search on \
+             its simulated over its measured share ({} rounds run, round {} kept; each peer's \
+             scale in the model below) brought that to the fit column's",
+            calibration.fitted_miss_points, calibration.rounds_run, calibration.rounds,
         ));
     }
     let clients = run::clients(&fit);
@@ -398,7 +419,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         runs.push((p, snap));
     }
 
-    let demands = demand_by_peer(&fit);
+    let demands = demand_by_peer(&fit, &calibration.scales);
     let peers = rows(
         &measured.peers,
         &fitted.peers,
@@ -424,6 +445,17 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             .total_cmp(&b.fit_error_points.abs())
     });
     let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
+    let worst_name = worst.map(|r| r.name.clone());
+    let rate = |s: &Snapshot| s.totals.dispatches as f64 / s.interval_s.max(1e-9);
+    let rate_ratio = rate(&fitted) / rate(&measured).max(1e-9);
+    let rate_ok = (rate_ratio - 1.0).abs() <= FIT_RATE_TOLERANCE;
+    let mut peers = peers;
+    if !rate_ok {
+        for r in &mut peers {
+            r.fit_ok = false;
+        }
+    }
+    let reason = fit_failure(&peers, max_error_points, rate_ratio, rate_ok);
     let count = |f: fn(&fit::FittedDemand) -> bool| {
         fit.transports.iter().filter(|t| f(&t.demand)).count() as u64
     };
@@ -461,16 +493,56 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             policy: recorded_policy.to_string(),
             tolerance_points: FIT_TOLERANCE_POINTS,
             max_error_points,
-            worst: worst.map(|r| r.name.clone()),
-            ok: max_error_points <= FIT_TOLERANCE_POINTS,
+            worst: worst_name,
+            ok: reason.is_none(),
             fitted_error_points: calibration.fitted_miss_points,
             calibration_rounds: calibration.rounds,
+            calibration_rounds_run: calibration.rounds_run,
+            rate_ratio,
+            reason,
         },
         policies: runs.iter().map(|(p, _)| p.to_string()).collect(),
         peers,
         classes,
         notes,
     })
+}
+
+/// Why the model does not reproduce the recording, if it does not: a
+/// share missed, a backlogged client's ratio missed, or the total rate.
+fn fit_failure(peers: &[Row], max_points: f64, rate_ratio: f64, rate_ok: bool) -> Option<String> {
+    if !rate_ok {
+        return Some(format!(
+            "its total rate is {:.0}% of the recording's (tolerance {:.0}%): the thread count \
+             or the service times do not match the recorded server's",
+            rate_ratio * 100.0,
+            FIT_RATE_TOLERANCE * 100.0
+        ));
+    }
+    if max_points > FIT_TOLERANCE_POINTS {
+        let w = peers.iter().max_by(|a, b| {
+            a.fit_error_points
+                .abs()
+                .total_cmp(&b.fit_error_points.abs())
+        })?;
+        return Some(format!(
+            "it misses {}'s share by {:.1} points (tolerance {FIT_TOLERANCE_POINTS:.0})",
+            w.name,
+            w.fit_error_points.abs()
+        ));
+    }
+    let r = peers.iter().find(|r| !r.fit_ok)?;
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    Some(format!(
+        "it gives {} a fairness ratio of {} where the recording measured {} (tolerance {} + \
+         {:.0}%): the shares are met for another reason than the recorded one (a server that \
+         already dispatched round-robin, taken for flat?)",
+        r.name,
+        f(r.fit.fairness),
+        f(r.measured.fairness),
+        FIT_RATIO_ABSOLUTE,
+        FIT_RATIO_RELATIVE * 100.0
+    ))
 }
 
 /// The policy the recorded server used: a demo's own (its detail says
@@ -499,7 +571,10 @@ fn key(e: &EntityStats) -> (u32, &str) {
 
 /// What the model made of each peer's transports (by netns and name as
 /// the aggregator shows it).
-fn demand_by_peer(fit: &fit::Fit) -> HashMap<(u32, String), String> {
+fn demand_by_peer(
+    fit: &fit::Fit,
+    scales: &HashMap<(u32, String), f64>,
+) -> HashMap<(u32, String), String> {
     use fit::FittedDemand as D;
     let p50 = |mut v: Vec<u64>| {
         v.sort_unstable();
@@ -558,6 +633,9 @@ fn demand_by_peer(fit: &fit::Fit) -> HashMap<(u32, String), String> {
                     p50_ms(gaps)
                 ));
             }
+            if let Some(x) = scales.get(&k).filter(|x| (**x - 1.0).abs() > 0.005) {
+                parts.push(format!("think times calibrated ×{x:.2}"));
+            }
             (k, parts.join("; "))
         })
         .collect()
@@ -583,6 +661,10 @@ fn rows(
             let fit = find(fitted, m);
             let measured = Numbers::of(m);
             let err = (fit.share - measured.share) * 100.0;
+            let ratio_ok = match (measured.fairness, fit.fairness) {
+                (Some(m), Some(f)) => (f - m).abs() <= FIT_RATIO_ABSOLUTE + FIT_RATIO_RELATIVE * m,
+                _ => true,
+            };
             Row {
                 name: m.name.clone(),
                 class: m.class.clone(),
@@ -591,7 +673,7 @@ fn rows(
                 measured,
                 fit,
                 fit_error_points: err,
-                fit_ok: err.abs() <= FIT_TOLERANCE_POINTS,
+                fit_ok: err.abs() <= FIT_TOLERANCE_POINTS && ratio_ok,
                 predicted: runs
                     .iter()
                     .map(|(p, s)| Predicted {

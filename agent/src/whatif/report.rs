@@ -40,9 +40,9 @@ fn calibrated(r: &Report) -> String {
     match r.fit.calibration_rounds {
         0 => String::new(),
         n => format!(
-            " after calibrating think times ({n} round{}; as fitted it missed by {:.1})",
-            if n == 1 { "" } else { "s" },
-            r.fit.fitted_error_points
+            " after calibrating think times (round {n} of {} kept; as fitted it missed by {:.1} \
+             points)",
+            r.fit.calibration_rounds_run, r.fit.fitted_error_points
         ),
     }
 }
@@ -138,13 +138,10 @@ pub fn text(r: &Report) -> String {
     } else {
         let _ = writeln!(
             out,
-            "WARNING: the model does not reproduce this recording: under {} it misses {} by \
-             {:.1} points (tolerance {:.0}). Predictions for clients marked '?' are not to be \
-             trusted; see README.md (What if: limits).{}",
+            "WARNING: the model does not reproduce this recording under {}: {}. Predictions \
+             for clients marked '?' are not to be trusted; see README.md (What if: limits).{}",
             r.fit.policy,
-            r.fit.worst.as_deref().unwrap_or("?"),
-            r.fit.max_error_points,
-            r.fit.tolerance_points,
+            r.fit.reason.as_deref().unwrap_or("it misses a client"),
             calibrated(r)
         );
     }
@@ -243,6 +240,10 @@ mod tests {
                 ok: max <= 3.0,
                 fitted_error_points: max,
                 calibration_rounds: 0,
+                calibration_rounds_run: 0,
+                rate_ratio: 1.0,
+                reason: (max > 3.0)
+                    .then(|| format!("it misses {}'s share by {max:.1} points", worst.name)),
             },
             policies: vec!["rr-peer".into()],
             peers: rows.clone(),
@@ -261,7 +262,7 @@ mod tests {
             t.contains("WARNING: the model does not reproduce this recording"),
             "{t}"
         );
-        assert!(t.contains("misses 10.0.0.2 by 6.0 points"), "{t}");
+        assert!(t.contains("misses 10.0.0.2's share by 6.0 points"), "{t}");
         let line = t.lines().find(|l| l.starts_with("10.0.0.2")).unwrap();
         assert!(line.contains("+6.0!"), "{line}");
         assert!(line.trim_end().ends_with("?|"), "{line}");

@@ -26,6 +26,10 @@ pub struct RunParams {
     /// Stop after this many dispatches past the warm-up (normally
     /// [`MAX_SIM_DISPATCHES`]).
     pub max_dispatches: u64,
+    /// The recorded server's nfsd ports (its header's): the simulated
+    /// transports keep their server addresses, so the run's aggregator
+    /// must count the same ports as nfsd's as the recording's did.
+    pub nfsd_ports: Option<crate::services::NfsdPorts>,
 }
 
 /// The simulator's clients for `fit`: one per transport, so that each
@@ -98,6 +102,9 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
     };
     let mut sim = Simulator::from_parts(scenario, classmap, clients);
     let mut agg = Aggregator::new(classmap.clone(), Limits::default());
+    if let Some(ports) = &p.nfsd_ports {
+        agg.add_nfsd_ports(ports);
+    }
     agg.start_clock(0);
     let info = SourceInfo {
         kind: SourceKind::Demo,
@@ -187,6 +194,7 @@ mod tests {
             warmup_ns: 1_000_000_000,
             seed: 1,
             max_dispatches: MAX_SIM_DISPATCHES,
+            nfsd_ports: None,
         };
         let share =
             |s: &Snapshot, name: &str| s.peers.iter().find(|e| e.name == name).unwrap().share;
@@ -232,6 +240,7 @@ mod tests {
             warmup_ns: 1_000_000,
             seed: 1,
             max_dispatches: 50_000,
+            nfsd_ports: None,
         };
         let s = simulate(clients, &ClassMap::default(), &p);
         assert!(s.totals.dispatches >= 50_000, "{}", s.totals.dispatches);

@@ -86,8 +86,22 @@ fn truth_share(policy: Policy, peer: &str) -> f64 {
 
 /// `events` written as a live recording of a server with `threads`
 /// threads (executions batched as the live source has them), then
-/// fitted and run under `policies`.
+/// fitted and run under `policies`, as fitted: these tests are of the
+/// fitter, so its think times are not calibrated.
 fn whatif_of_live(name: &str, events: &[Event], threads: u32, policies: Vec<Policy>) -> Report {
+    whatif_of_live_with(
+        name,
+        events,
+        threads,
+        Options {
+            policies,
+            calibrate_above_points: f64::INFINITY,
+            ..Options::default()
+        },
+    )
+}
+
+fn whatif_of_live_with(name: &str, events: &[Event], threads: u32, opts: Options) -> Report {
     let path = std::env::temp_dir().join(format!(
         "nfsdtop-whatif-{name}-{}.nfsdrec",
         std::process::id()
@@ -109,10 +123,6 @@ fn whatif_of_live(name: &str, events: &[Event], threads: u32, policies: Vec<Poli
     let mut w = Writer::create(&path, &header).unwrap();
     w.write_all(&batched(events)).unwrap();
     w.finish_file().unwrap();
-    let opts = Options {
-        policies,
-        ..Options::default()
-    };
     let r = run_file(&path, &opts);
     let _ = std::fs::remove_file(&path);
     r.unwrap()
@@ -328,4 +338,40 @@ fn nconnect_clients_recorded_from_before_their_mounts_are_reproduced_under_flat(
             );
         }
     }
+}
+
+/// What calibration does not aim at still checks the model: recorded with
+/// too few threads, the model's total rate is off; recorded from a server
+/// that already dispatched round-robin (a live recording is taken for
+/// flat), the backlogged clients' fairness ratios are. Either way the fit
+/// is not ok, says why, and the clients' predictions are flagged, however
+/// well calibration met the shares.
+#[test]
+fn calibration_does_not_hide_a_wrong_thread_count_or_policy() {
+    let calibrated = || Options {
+        policies: vec![Policy::Flat, Policy::RrPeer],
+        ..Options::default()
+    };
+    // [`LOOP`]'s 8 threads recorded as 2: a quarter of the capacity (more
+    // threads than there were are made up for: a thread's time per
+    // request is taken from the recording).
+    let load = events(Policy::Flat, 20);
+    let r = whatif_of_live_with("threads", &load, 2, calibrated());
+    assert!(!r.fit.ok, "{:?}", r.fit);
+    let why = r.fit.reason.clone().unwrap_or_default();
+    assert!(why.contains("total rate"), "{why}");
+    assert!(r.peers.iter().all(|p| !p.fit_ok), "{:?}", r.peers);
+    let r = whatif_of_live_with("threads-right", &load, 8, calibrated());
+    assert!(r.fit.ok, "{:?}", r.fit);
+
+    let mut burst = Scenario::builtin("burst").unwrap();
+    burst.policy = Policy::RrPeer;
+    let threads = burst.threads;
+    let mut sim = Simulator::new(burst);
+    let mut rr = Vec::new();
+    sim.run_until(30_000_000_000, &mut rr);
+    let r = whatif_of_live_with("policy", &rr, threads, calibrated());
+    assert!(!r.fit.ok, "{:?}", r.fit);
+    let why = r.fit.reason.clone().unwrap_or_default();
+    assert!(why.contains("fairness ratio"), "{why} {:?}", r.fit);
 }

@@ -457,7 +457,10 @@ impl Simulator {
                 c.outstanding = c.outstanding.saturating_sub(1);
                 if c.outstanding == 0 {
                     let think = self.rng.pick(thinks_ns).unwrap_or(0);
-                    self.schedule(at + think, SimEvent::BurstStarts { client: ci });
+                    self.schedule(
+                        at.saturating_add(think),
+                        SimEvent::BurstStarts { client: ci },
+                    );
                 }
             }
             Demand::Inflight(_) => {
@@ -467,7 +470,10 @@ impl Simulator {
             Demand::Closed { thinks_ns, .. } => {
                 let think = self.rng.pick(thinks_ns).unwrap_or(0);
                 let t = self.next_transport(ci);
-                self.schedule(at + think, SimEvent::RequestArrives { transport: t });
+                self.schedule(
+                    at.saturating_add(think),
+                    SimEvent::RequestArrives { transport: t },
+                );
             }
             Demand::Unbounded => {}
         }
