@@ -634,7 +634,13 @@ fn demand_by_peer(
                 ));
             }
             if let Some(x) = scales.get(&k).filter(|x| (**x - 1.0).abs() > 0.005) {
-                parts.push(format!("think times calibrated ×{x:.2}"));
+                // A scale below a tenth as a fraction: "×0.00" would read as none.
+                let scale = if *x < 0.1 {
+                    format!("1/{:.0}", 1.0 / x)
+                } else {
+                    format!("{x:.2}")
+                };
+                parts.push(format!("think times calibrated ×{scale}"));
             }
             (k, parts.join("; "))
         })
