@@ -71,17 +71,16 @@ pub fn replay_columns(source: &SourceArgs, policy: Policy) -> anyhow::Result<Wha
 }
 
 pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {
-    let opts = Options {
+    let mut opts = Options {
         policies: args.policy.clone(),
         class_map: args.class_map.as_deref().map(ClassMap::load).transpose()?,
         threads: args.threads,
         seed: args.seed,
-        calibrate_above_points: if args.no_calibrate {
-            f64::INFINITY
-        } else {
-            whatif::calibrate::CALIBRATE_ABOVE_POINTS
-        },
+        ..Options::default()
     };
+    if args.no_calibrate {
+        opts.calibrate_above_points = f64::INFINITY;
+    }
     let r = whatif::run_file(&args.file, &opts)?;
     let text = match args.format {
         WhatifFormat::Text => report::text(&r),

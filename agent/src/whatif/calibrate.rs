@@ -149,11 +149,13 @@ pub fn calibrate(
     above_points: f64,
 ) -> (Snapshot, Calibration) {
     let fitted = fit.clone();
-    let modelled: HashSet<(u32, String)> = fit
+    // Each transport's peer as the snapshots name it, once.
+    let peer_of: Vec<(u32, String)> = fit
         .transports
         .iter()
         .map(|t| (t.key.netns, t.key.peer().to_string()))
         .collect();
+    let modelled: HashSet<(u32, String)> = peer_of.iter().cloned().collect();
     let snap = run::simulate(run::clients(fit), classmap, p);
     let (fitted_miss, mut ratios) = misses(measured, &snap, &modelled);
     let mut cal = Calibration {
@@ -178,8 +180,8 @@ pub fn calibrate(
                 .step(r.max(1e-3).ln());
         }
         let mut trial = fitted.clone();
-        for t in &mut trial.transports {
-            if let Some(s) = searches.get(&(t.key.netns, t.key.peer().to_string())) {
+        for (t, peer) in trial.transports.iter_mut().zip(&peer_of) {
+            if let Some(s) = searches.get(peer) {
                 t.demand.scale_thinks(s.at.exp());
             }
         }

@@ -439,13 +439,6 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         |s| &s.classes,
         |_| String::new(),
     );
-    let worst = peers.iter().max_by(|a, b| {
-        a.fit_error_points
-            .abs()
-            .total_cmp(&b.fit_error_points.abs())
-    });
-    let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
-    let worst_name = worst.map(|r| r.name.clone());
     let rate = |s: &Snapshot| s.totals.dispatches as f64 / s.interval_s.max(1e-9);
     let rate_ratio = rate(&fitted) / rate(&measured).max(1e-9);
     let rate_ok = (rate_ratio - 1.0).abs() <= FIT_RATE_TOLERANCE;
@@ -455,7 +448,14 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             r.fit_ok = false;
         }
     }
-    let reason = fit_failure(&peers, max_error_points, rate_ratio, rate_ok);
+    let worst = peers.iter().max_by(|a, b| {
+        a.fit_error_points
+            .abs()
+            .total_cmp(&b.fit_error_points.abs())
+    });
+    let max_error_points = worst.map_or(0.0, |r| r.fit_error_points.abs());
+    let worst_name = worst.map(|r| r.name.clone());
+    let reason = fit_failure(&peers, worst, rate_ratio, rate_ok);
     let count = |f: fn(&fit::FittedDemand) -> bool| {
         fit.transports.iter().filter(|t| f(&t.demand)).count() as u64
     };
@@ -508,9 +508,15 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     })
 }
 
-/// Why the model does not reproduce the recording, if it does not: a
-/// share missed, a backlogged client's ratio missed, or the total rate.
-fn fit_failure(peers: &[Row], max_points: f64, rate_ratio: f64, rate_ok: bool) -> Option<String> {
+/// Why the model does not reproduce the recording, if it does not: the
+/// total rate, the share of `worst` (the client missed most), or a
+/// backlogged client's ratio.
+fn fit_failure(
+    peers: &[Row],
+    worst: Option<&Row>,
+    rate_ratio: f64,
+    rate_ok: bool,
+) -> Option<String> {
     if !rate_ok {
         return Some(format!(
             "its total rate is {:.0}% of the recording's (tolerance {:.0}%): the thread count \
@@ -519,12 +525,7 @@ fn fit_failure(peers: &[Row], max_points: f64, rate_ratio: f64, rate_ok: bool) -
             FIT_RATE_TOLERANCE * 100.0
         ));
     }
-    if max_points > FIT_TOLERANCE_POINTS {
-        let w = peers.iter().max_by(|a, b| {
-            a.fit_error_points
-                .abs()
-                .total_cmp(&b.fit_error_points.abs())
-        })?;
+    if let Some(w) = worst.filter(|w| w.fit_error_points.abs() > FIT_TOLERANCE_POINTS) {
         return Some(format!(
             "it misses {}'s share by {:.1} points (tolerance {FIT_TOLERANCE_POINTS:.0})",
             w.name,
