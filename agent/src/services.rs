@@ -9,13 +9,20 @@
 //! ports (a connection keeps its listener's port), and no two services
 //! share a port: a transport is nfsd's when its server port is one of
 //! nfsd's ([`NfsdPorts`]: `/proc/fs/nfsd/portlist` where readable, else
-//! 2049). The others are counted per server port ([`OtherServices`]) and
-//! shown apart (`server.services` in the JSON).
+//! 2049). The others are aggregated per server port ([`OtherServices`]),
+//! each with its own shares and fair shares among its own peers, named by
+//! the RPC program its requests name (lockd's NLM, the callback service's
+//! NFS4_CALLBACK), and shown apart (`server.services` in the JSON).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::model::{Event, EventKind, ServiceView};
+use nfsdtop_common::procs;
+
+use crate::aggregate::{Aggregator, Limits};
+use crate::classify::ClassMap;
+use crate::model::{Event, EventKind, ServicePeer, ServiceView, SourceInfo};
+use crate::redact::Redactor;
 
 /// nfsd's well-known port, and its port wherever nothing says otherwise.
 pub const NFS_PORT: u16 = 2049;
@@ -102,87 +109,189 @@ impl NfsdPorts {
     }
 }
 
-/// What one other service's transports did: cumulative.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Counts {
-    dispatches: u64,
-    listener_dispatches: u64,
-    requests: u64,
-    exec_ns: u64,
+/// Limits of each other service's aggregator: lockd and the callback
+/// service have a client's worth of transports each, and 65 of them must
+/// stay small beside nfsd's.
+pub const SERVICE_LIMITS: Limits = Limits {
+    max_peers: 1024,
+    max_classes: 1024,
+    max_transports: 4096,
+};
+/// Most peers of another service listed in its row (most dispatches
+/// first); its `peer_count` says how many there are.
+pub const MAX_SERVICE_PEERS: usize = 32;
+
+/// One other service: its transports aggregated apart, with the same
+/// definitions as nfsd's (shares and fair shares among its own peers),
+/// and its name once a request named it.
+struct OtherService {
+    agg: Box<Aggregator>,
+    named: Option<&'static str>,
 }
 
-/// Dispatches and requests of the transports that are not nfsd's, per
-/// server port.
-#[derive(Debug, Default)]
+/// The transports that are not nfsd's, per server port: each port is one
+/// service (a connection keeps its listener's port; no two services share
+/// one).
+#[derive(Default)]
 pub struct OtherServices {
-    by_port: BTreeMap<u16, Counts>,
+    by_port: BTreeMap<u16, OtherService>,
     /// Ports beyond [`MAX_OTHER_PORTS`], together.
-    rest: Counts,
+    rest: Option<OtherService>,
+    /// What every service's aggregator is made with (kept in step with
+    /// nfsd's: class map, redaction).
+    classmap: ClassMap,
+    redactor: Option<Redactor>,
+    /// When the last rows were made: a service that appears after starts
+    /// its first interval there, as its rates' denominator.
+    last_view_ns: Option<u64>,
+}
+
+impl std::fmt::Debug for OtherServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtherServices")
+            .field("ports", &self.by_port.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The service a procedure name on a port that is not nfsd's says it is:
+/// the one service other than nfsd whose programs name it
+/// (`nfsdtop_common::procs::PROGRAMS`); None for a name several share
+/// (`NULL`) or none has.
+pub fn service_named_by(procedure: &str) -> Option<&'static str> {
+    let mut found = None;
+    for p in procs::PROGRAMS.iter().filter(|p| p.service != "nfsd") {
+        if p.names.contains(&procedure) {
+            match found {
+                Some(s) if s != p.service => return None,
+                _ => found = Some(p.service),
+            }
+        }
+    }
+    found
 }
 
 impl OtherServices {
-    /// Counts an event of a transport that is not nfsd's.
-    pub fn take(&mut self, ev: &Event) {
-        let port = ev.xprt.server.port();
-        let c = if let Some(c) = self.by_port.get_mut(&port) {
-            c
-        } else if self.by_port.len() < MAX_OTHER_PORTS {
-            self.by_port.entry(port).or_default()
-        } else {
-            &mut self.rest
-        };
-        match ev.kind {
-            EventKind::Dequeue { .. } => {
-                c.dispatches += 1;
-                if ev.xprt.client.ip().is_none() {
-                    c.listener_dispatches += 1;
-                }
-            }
-            EventKind::Executed {
-                exec_ns, requests, ..
-            } => {
-                c.requests = c.requests.saturating_add(requests);
-                c.exec_ns = c.exec_ns.saturating_add(exec_ns);
-            }
-            EventKind::Enqueue
-            | EventKind::Procedure { .. }
-            | EventKind::Operation { .. }
-            | EventKind::Accepted
-            | EventKind::Closed
-            | EventKind::Lost { .. } => {}
+    pub fn set_classmap(&mut self, classmap: &ClassMap) {
+        self.classmap = classmap.clone();
+        for s in self.by_port.values_mut().chain(self.rest.as_mut()) {
+            s.agg.set_classmap(classmap.clone());
         }
     }
 
-    /// Every service's row: nfsd's first (its numbers given), then one
-    /// per other server port, then the rest.
-    pub fn views(&self, nfsd: &NfsdPorts, nfsd_counts: ServiceCounts) -> Vec<ServiceView> {
-        let row = |service: &str, ports: Vec<u16>, c: Counts| ServiceView {
-            service: service.to_string(),
-            ports,
-            dispatches: c.dispatches,
-            listener_dispatches: c.listener_dispatches,
-            requests: c.requests,
-            exec_seconds: c.exec_ns as f64 / 1e9,
+    pub fn set_redactor(&mut self, redactor: Option<Redactor>) {
+        self.redactor = redactor;
+    }
+
+    fn new_service(&self) -> OtherService {
+        let mut agg = Aggregator::new(self.classmap.clone(), SERVICE_LIMITS).owning_every_port();
+        if let Some(r) = &self.redactor {
+            agg = agg.with_redactor(r.clone());
+        }
+        OtherService {
+            agg: Box::new(agg),
+            named: None,
+        }
+    }
+
+    /// Aggregates an event of a transport that is not nfsd's with its
+    /// service's.
+    pub fn take(&mut self, ev: &Event) {
+        let port = ev.xprt.server.port();
+        let since = self.last_view_ns.unwrap_or(ev.ts_ns);
+        if !self.by_port.contains_key(&port) && self.by_port.len() < MAX_OTHER_PORTS {
+            let mut s = self.new_service();
+            s.agg.start_clock(since);
+            self.by_port.insert(port, s);
+        }
+        let s = match self.by_port.get_mut(&port) {
+            Some(s) => s,
+            None => {
+                if self.rest.is_none() {
+                    let mut s = self.new_service();
+                    s.agg.start_clock(since);
+                    self.rest = Some(s);
+                }
+                match self.rest.as_mut() {
+                    Some(s) => s,
+                    None => return,
+                }
+            }
         };
-        let mut out = vec![row(
-            "nfsd",
-            nfsd.ports().to_vec(),
-            Counts {
-                dispatches: nfsd_counts.dispatches,
-                listener_dispatches: nfsd_counts.listener_dispatches,
-                requests: nfsd_counts.requests,
-                exec_ns: nfsd_counts.exec_ns,
-            },
-        )];
-        out.extend(self.by_port.iter().map(|(&p, &c)| row("other", vec![p], c)));
-        if self.rest != Counts::default() {
-            out.push(row("other", vec![], self.rest));
+        if let (None, EventKind::Procedure { name, .. }) = (s.named, &ev.kind) {
+            s.named = service_named_by(name.as_str());
+        }
+        s.agg.ingest(ev);
+    }
+
+    /// Every service's row: nfsd's first (its numbers given), then one
+    /// per other server port, then the rest. Takes each other service's
+    /// snapshot (its interval ends now).
+    pub fn views(
+        &mut self,
+        nfsd: &NfsdPorts,
+        nfsd_counts: ServiceCounts,
+        at: &SnapshotAt,
+    ) -> Vec<ServiceView> {
+        self.last_view_ns = Some(at.now_ns);
+        let mut out = vec![ServiceView {
+            service: "nfsd".to_string(),
+            ports: nfsd.ports().to_vec(),
+            dispatches: nfsd_counts.dispatches,
+            listener_dispatches: nfsd_counts.listener_dispatches,
+            requests: nfsd_counts.requests,
+            exec_seconds: nfsd_counts.exec_ns as f64 / 1e9,
+            ..ServiceView::default()
+        }];
+        let names = at.client_names.clone();
+        let row = |ports: Vec<u16>, s: &mut OtherService| {
+            s.agg.set_client_names(names.clone());
+            let snap = s.agg.snapshot(at.now_ns, at.wall_time, &at.source);
+            let counts = s.agg.service_counts();
+            let mut peers: Vec<ServicePeer> = snap
+                .peers
+                .iter()
+                .map(|p| ServicePeer {
+                    peer: p.name.clone(),
+                    dispatches: p.dispatches,
+                    dispatch_rate: p.dispatch_rate,
+                    share: p.share,
+                    entitled: p.entitled,
+                    fairness: p.fairness,
+                    backlogged: p.backlogged,
+                })
+                .collect();
+            peers.sort_by(|a, b| b.dispatches.cmp(&a.dispatches).then(a.peer.cmp(&b.peer)));
+            peers.truncate(MAX_SERVICE_PEERS);
+            ServiceView {
+                service: s.named.unwrap_or("other").to_string(),
+                ports,
+                dispatches: counts.dispatches,
+                listener_dispatches: counts.listener_dispatches,
+                requests: counts.requests,
+                exec_seconds: counts.exec_ns as f64 / 1e9,
+                peer_count: Some(snap.totals.peers),
+                jain: Some(snap.totals.jain),
+                peers,
+            }
+        };
+        out.extend(self.by_port.iter_mut().map(|(&p, s)| row(vec![p], s)));
+        if let Some(s) = self.rest.as_mut() {
+            out.push(row(vec![], s));
         }
         out
     }
 }
 
-/// nfsd's own cumulative numbers, from the aggregator.
+/// When and how a snapshot is taken, for the other services' own.
+pub struct SnapshotAt {
+    pub now_ns: u64,
+    pub wall_time: f64,
+    pub source: SourceInfo,
+    pub client_names: std::sync::Arc<crate::clients::ClientMap>,
+}
+
+/// A service's own cumulative numbers, from its aggregator.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServiceCounts {
     pub dispatches: u64,
@@ -230,62 +339,43 @@ mod tests {
 
     #[test]
     fn other_services_are_counted_per_port_and_bounded() {
-        let mut o = OtherServices::default();
         let deq = EventKind::Dequeue {
             qtime_ns: None,
             class: None,
         };
-        o.take(&ev("0.0.0.0:53601", None, deq));
-        o.take(&ev("10.0.0.1:4045", Some("10.0.0.2:700"), deq));
-        o.take(&ev("10.0.0.1:4045", Some("10.0.0.2:700"), deq));
-        o.take(&ev(
-            "10.0.0.1:4045",
-            Some("10.0.0.2:700"),
-            EventKind::Executed {
-                exec_ns: 3_000,
-                requests: 2,
-                bytes: None,
-            },
-        ));
-        o.take(&ev(
-            "10.0.0.1:4045",
-            Some("10.0.0.2:700"),
-            EventKind::Enqueue,
-        ));
-        let v = o.views(
-            &NfsdPorts::default(),
-            ServiceCounts {
-                dispatches: 10,
-                listener_dispatches: 1,
-                requests: 9,
-                exec_ns: 0,
-            },
-        );
-        assert_eq!(v.len(), 3);
-        assert_eq!((v[0].service.as_str(), v[0].dispatches), ("nfsd", 10));
-        assert_eq!(
-            (v[1].ports.as_slice(), v[1].dispatches, v[1].requests),
-            (&[4045][..], 2, 2)
-        );
-        assert!((v[1].exec_seconds - 3e-6).abs() < 1e-12);
-        assert_eq!(
-            (
-                v[2].ports.as_slice(),
-                v[2].dispatches,
-                v[2].listener_dispatches
-            ),
-            (&[53601][..], 1, 1)
-        );
+        let mut o = OtherServices::default();
+        let at = SnapshotAt {
+            now_ns: 10,
+            wall_time: 0.0,
+            source: SourceInfo::default(),
+            client_names: Default::default(),
+        };
         for port in 0..(MAX_OTHER_PORTS as u16 + 10) {
             o.take(&ev(&format!("10.0.0.1:{}", 30000 + port), None, deq));
         }
-        let v = o.views(&NfsdPorts::default(), ServiceCounts::default());
+        // 100 peers on one port: the row lists the busiest, counts all.
+        for i in 0..100u32 {
+            let client = format!("10.1.{}.{}:700", i / 200, i % 200 + 1);
+            for _ in 0..=(i % 3) {
+                o.take(&ev("10.0.0.1:30000", Some(&client), deq));
+            }
+        }
+        let v = o.views(&NfsdPorts::default(), ServiceCounts::default(), &at);
         assert_eq!(
             v.len(),
             1 + MAX_OTHER_PORTS + 1,
             "one row for the ports beyond the bound"
         );
+        assert_eq!(v.last().unwrap().dispatches, 10);
         let total: u64 = v.iter().map(|r| r.dispatches).sum();
-        assert_eq!(total, 3 + MAX_OTHER_PORTS as u64 + 10, "nothing dropped");
+        assert_eq!(total, MAX_OTHER_PORTS as u64 + 10 + 199, "nothing dropped");
+        let busy = &v[1];
+        assert_eq!(busy.peer_count, Some(101));
+        assert_eq!(busy.peers.len(), MAX_SERVICE_PEERS);
+        assert!(busy
+            .peers
+            .iter()
+            .take(MAX_SERVICE_PEERS)
+            .all(|p| p.dispatches == 3));
     }
 }

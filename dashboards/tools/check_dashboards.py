@@ -53,6 +53,7 @@ DEFAULT_VARS = {
 MAY_BE_EMPTY = {
     ("nfsdtop-overview", "BPF CPU time"): "only with kernel.bpf_stats_enabled=1 on a live kernel",
     ("nfsdtop-overview", "Other RPC services"): "only where lockd or the NFS callback service take requests (a live kernel: the demo simulates nfsd alone)",
+    ("nfsdtop-overview", "Other RPC services: fairness by peer"): "only where lockd or the NFS callback service take requests (a live kernel: the demo simulates nfsd alone)",
     ("nfsdtop-overview", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
     ("nfsdtop-drilldown", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
 }

@@ -399,8 +399,17 @@ def overview():
                      "queue of their own, so nfsdtop counts them here and in no other panel. "
                      "Empty where there are none (NFSv4 only, or clients mounting with nolock).",
                      [(rate("nfsdtop_service_dispatches_total", INST + ', service!="nfsd"',
-                            "instance, port"), "port {{port}} {{instance}}")],
+                            "instance, service, port"), "{{service}} port {{port}} {{instance}}")],
                      "reqps", minv=0), 8, 8)
+    b.add(timeseries("Other RPC services: fairness by peer",
+                     "Each peer's dispatches over its fair share among the peers of its own "
+                     "service (lockd, the NFS callback service, or another port): 1 is fair, "
+                     "below 1 it got less than its turn of that service's threads. The 32 "
+                     "busiest peers of each service. Empty where there are no other services.",
+                     [(f'{rate("nfsdtop_service_peer_dispatches_total", INST, "instance, service, port, peer")}'
+                       f' / ({rate("nfsdtop_service_peer_entitled_dispatches_total", INST, "instance, service, port, peer")} > 0)',
+                       "{{service}} {{peer}} {{instance}}")],
+                     "none", minv=0), 8, 8)
 
     b.row("What clients do")
     b.add(timeseries("Top classes by operations",

@@ -179,10 +179,13 @@ umount_clients() {
 # other_service_calls TAG: lockd's dispatches beside nfsd's, from the
 # first client: NULL calls to nlockmgr over TCP (a connection from the
 # client's address to lockd's own port) and over UDP (lockd's UDP
-# transport, without a client address). nfsdtop must keep them out of
-# nfsd's numbers (the host compares with ftrace by server port).
+# transport, without a client address), then NLM4 TEST calls over TCP
+# (NLM_TEST, a bogus file handle: lockd answers, and ftrace's
+# svc_stats_latency names the procedure). nfsdtop must keep them out of
+# nfsd's numbers, count each client's dispatches and fair share within
+# lockd, and name the port lockd's (the host compares with ftrace).
 other_service_calls() {
-  local name=${CLIENTS%%:*} n=0 proto i
+  local name=${CLIENTS%%:*} n=0 tests=0 proto i port
   eval "local s=\$SADDR_$name"
   for i in 1 2 3; do
     for proto in tcp udp; do
@@ -190,9 +193,33 @@ other_service_calls() {
         n=$((n + 1))
     done
   done
+  for proto in tcp udp; do
+    port=$(timeout 20 nsenter --net="/run/netns/$name" rpcinfo -p "$s" 2>/dev/null |
+      awk -v p="$proto" '$1 == 100021 && $2 == 4 && $3 == p { print $4; exit }')
+    [ -n "$port" ] || continue
+    for i in 1 2; do
+      timeout 20 nsenter --net="/run/netns/$name" bash -c "$NLM_TEST" _ "$s" "$port" "$proto" &&
+        tests=$((tests + 1))
+    done
+  done
   summary "lockd_calls.$1" "$n"
-  mark "lockd NULL calls from $name: $n of 6 answered"
+  summary "lockd_tests.$1" "$tests"
+  mark "lockd from $name: $n of 6 NULL calls, $tests of 4 TEST calls (TCP and UDP) answered"
 }
+# NLM_TEST HOST PORT PROTO (bash -c): one NLM4 TEST call over tcp or
+# udp, the start of its reply read back. 92 bytes (after TCP's record
+# mark): the RPC call (xid, CALL, RPC 2, program 100021 version 4
+# procedure 1, AUTH_NULL credential and verifier), then nlm4_testargs
+# (cookie, exclusive=0, caller "test", an empty file handle, owner
+# "ownr", svid 1, offset 0, length 1).
+NLM_TEST='exec 3<>"/dev/$3/$1/$2" || exit 1
+call="\x4e\x4c\x4d\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01\x86\xb5\x00\x00\x00\x04\x00\x00\x00\x01"
+call+="\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+call+="\x00\x00\x00\x04cook\x00\x00\x00\x00\x00\x00\x00\x04test\x00\x00\x00\x00"
+call+="\x00\x00\x00\x04ownr\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"
+# One write: over UDP, one datagram.
+if [ "$3" = tcp ]; then printf "\x80\x00\x00\x5c$call" >&3; else printf "$call" >&3; fi
+[ -n "$(head -c 4 <&3 | od -An -tx1)" ]'
 nfs_conns() { ss -Htan '( sport = :2049 )' | grep -vc LISTEN; }
 no_nfs_conns() { [ "$(nfs_conns)" = 0 ]; }
 # start_fio TAG: fio from every client at once, FIO_RUNTIME seconds (bounded);

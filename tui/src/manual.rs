@@ -56,6 +56,9 @@ open and close the drill\-down of the selected row: share against fair share ove
 .TP
 \fBw\fR
 the list of warnings (lints) behind the header's \fB!\fR lines, every entity each lint found (up to 1000 a lint); arrows, \fBj\fR/\fBk\fR, PgUp/PgDn, Home/End scroll it
+.TP
+\fBR\fR
+the other RPC services (lockd, the NFS client's callback service, any other port than nfsd's): each one's dispatches, requests, peers and Jain's index, and its 32 busiest peers with their dispatches, rate, share and fairness ratio among that service's own peers (every other view is nfsd's alone); \fBR\fR or Esc closes it
 .SH COLUMNS
 Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).

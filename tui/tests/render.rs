@@ -487,3 +487,94 @@ fn drill_down_shows_the_peers_namespace_where_there_are_two() {
         "{text}"
     );
 }
+
+/// Every cell of a rendered buffer, row by row.
+fn screen_text(b: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..b.area.height {
+        for x in 0..b.area.width {
+            out.push_str(b[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn r_shows_the_other_services_own_shares_and_esc_closes_it() {
+    use nfsdtop_agent::model::{Endpoint, Event, EventKind, ProcName, XprtKey};
+    // lockd on 4045: two peers queued, each dispatched once; the first
+    // with both backlogged (1/2 each), the second alone (1): fairness
+    // 1/0.5 = 2.00 and 1/1.5 = 0.67, from the aggregator's own arithmetic.
+    let ev = |client: &str, kind: EventKind, ts: u64| Event {
+        ts_ns: ts,
+        xprt: XprtKey {
+            netns: 1,
+            server: Endpoint::from_socket_addr("10.0.0.1:4045".parse().unwrap()),
+            client: Endpoint::from_socket_addr(client.parse().unwrap()),
+        },
+        kind,
+    };
+    let deq = EventKind::Dequeue {
+        qtime_ns: None,
+        class: None,
+    };
+    let mut agg = Aggregator::default();
+    agg.ingest(&ev("10.0.0.5:700", EventKind::Enqueue, 1));
+    agg.ingest(&ev("10.0.0.6:700", EventKind::Enqueue, 2));
+    agg.ingest(&ev("10.0.0.5:700", deq, 3));
+    agg.ingest(&ev("10.0.0.6:700", deq, 4));
+    agg.ingest(&ev(
+        "10.0.0.6:700",
+        EventKind::Procedure {
+            name: ProcName::new("LOCK"),
+            requests: 1,
+            exec_ns: 10,
+        },
+        5,
+    ));
+    agg.ingest(&ev(
+        "10.0.0.6:700",
+        EventKind::Executed {
+            exec_ns: 10,
+            requests: 1,
+            bytes: None,
+        },
+        5,
+    ));
+    let info = SourceInfo::default();
+    let mut snap = agg.snapshot(1_000_000_000, 0.0, &info);
+    snap.server.services = agg.services(1_000_000_000, 0.0, &info);
+    let mut st = state_with(&[snap], 1);
+    let before = screen_text(&render(&mut st, 100, 30));
+    assert!(!before.contains("other RPC services"), "{before}");
+    st.on_key(KeyEvent::new(KeyCode::Char('R'), KeyModifiers::NONE));
+    let shown = screen_text(&render(&mut st, 100, 30));
+    assert!(shown.contains("other RPC services"), "{shown}");
+    assert!(
+        shown.contains("lockd port 4045: 2 dispatches, 1 requests, 2 peers"),
+        "{shown}"
+    );
+    let row = |peer: &str| {
+        shown
+            .lines()
+            .find(|l| l.contains(peer))
+            .unwrap_or_else(|| panic!("{peer} not on screen:\n{shown}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        row("10.0.0.5").contains("10.0.0.5 1 1.0 50.0% 2.00"),
+        "{}",
+        row("10.0.0.5")
+    );
+    assert!(
+        row("10.0.0.6").contains("10.0.0.6 1 1.0 50.0% 0.67"),
+        "{}",
+        row("10.0.0.6")
+    );
+    st.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    let after = screen_text(&render(&mut st, 100, 30));
+    assert!(!after.contains("other RPC services"), "{after}");
+}

@@ -420,6 +420,104 @@ fn at_80x24_a_long_kernel_and_two_namespaces_leave_the_header_whole() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Twenty seconds of one nfsd client (port 2049) and two lockd clients
+/// (port 4045) taking NLM locks: each round 10.0.0.5 and 10.0.0.6 queue
+/// together, 10.0.0.5 is dispatched with both backlogged (earns 1/2),
+/// 10.0.0.6 then alone (earns 1): fairness 2.00 and 0.67 within lockd.
+fn lockd_recording(dir: &Path) -> PathBuf {
+    let info = SourceInfo {
+        kind: SourceKind::Live,
+        kernel: "6.12.57".into(),
+        generation: "6.6+".into(),
+        wait_source: WaitSource::EnqueueDequeue,
+        detail: "crafted: nfsd and lockd".into(),
+        host: "h".into(),
+    };
+    let start = 1_000_000_000u64;
+    let header = Header::for_source(&info, &ClassMap::default(), start);
+    let xprt = |port: u16, client: &str| XprtKey {
+        netns: 1,
+        server: Endpoint::from_socket_addr(format!("10.0.0.9:{port}").parse().unwrap()),
+        client: Endpoint::from_socket_addr(client.parse().unwrap()),
+    };
+    let nfs = xprt(2049, "10.0.0.1:700");
+    let (c, d) = (xprt(4045, "10.0.0.5:800"), xprt(4045, "10.0.0.6:801"));
+    let dequeue = EventKind::Dequeue {
+        qtime_ns: None,
+        class: None,
+    };
+    let lock = EventKind::Procedure {
+        name: nfsdtop_agent::model::ProcName::new("LOCK"),
+        requests: 1,
+        exec_ns: 1_000,
+    };
+    let mut events = Vec::new();
+    let ms = 1_000_000u64;
+    for i in 0..2_000u64 {
+        let t = start + i * 10 * ms;
+        for (dt, x, kind) in [
+            (0, nfs, EventKind::Enqueue),
+            (10_000, nfs, dequeue),
+            (100_000, c, EventKind::Enqueue),
+            (101_000, d, EventKind::Enqueue),
+            (110_000, c, dequeue),
+            (120_000, d, dequeue),
+            (130_000, c, lock),
+            (140_000, d, lock),
+        ] {
+            events.push(Event {
+                ts_ns: t + dt,
+                xprt: x,
+                kind,
+            });
+        }
+    }
+    let path = dir.join("lockd.nfsdrec");
+    let mut w = Writer::create(&path, &header).unwrap();
+    w.write_all(&events).unwrap();
+    w.finish_file().unwrap();
+    path
+}
+
+/// A replay of nfsd and lockd: lockd stays out of the table, and `R`
+/// shows it by name with its own peers' fair shares.
+#[test]
+fn r_shows_lockd_by_name_with_its_own_fair_shares() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-views-lockd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = lockd_recording(&dir);
+    let t = Tmux::new("lockd");
+    t.start_sized(100, 30, "", &format!("--replay '{}' -d 0.5", rec.display()));
+    let s = t.wait_for("the replay's table", |s| {
+        s.contains("sort: share") && s.contains("10.0.0.1 ") && s.contains("other services")
+    });
+    assert!(
+        !s.contains("10.0.0.5"),
+        "lockd's peers are not nfsd's:\n{s}"
+    );
+    t.keys(&["p"]);
+    t.wait_for("paused", |s| s.contains("PAUSED"));
+    t.keys(&["R"]);
+    let s = t.wait_for("the services panel", |s| s.contains("lockd port 4045"));
+    // FAIR, the fifth word after the border: a snapshot taken between
+    // 10.0.0.5's dispatch and 10.0.0.6's leaves the latter half a
+    // dispatch more entitled (50 / 75.5 = 0.66 at 0.5 s).
+    let fair = |peer: &str| -> f64 {
+        let line = s.lines().find(|l| l.contains(peer)).unwrap_or("");
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let at = w
+            .iter()
+            .position(|x| *x == peer)
+            .map_or(usize::MAX, |i| i + 4);
+        w.get(at).and_then(|x| x.parse().ok()).unwrap_or(f64::NAN)
+    };
+    assert!((fair("10.0.0.5") - 2.0).abs() <= 0.01, "{s}");
+    assert!((fair("10.0.0.6") - 2.0 / 3.0).abs() <= 0.01, "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("the panel closed", |s| !s.contains("lockd port 4045"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Four threads, 2 ms a request, one client that always has work: every
 /// thread busy all the time (4.0 busy threads, 100%).
 const FOUR_BUSY: &str = r#"
@@ -486,7 +584,7 @@ fn help_says_what_each_header_figure_covers_whole_at_80x24() {
         "or click a title│",
         "10.0.0.0/24, <fair  │",
         "seek back, on 10 s  │",
-        "PgUp/PgDn scroll)",
+        "other RPC services      │",
         "(% of the threads)",
     ] {
         assert!(s.contains(end), "{end:?} cut:\n{s}");

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use crate::classify::ClassMap;
 use crate::model::{Endpoint, Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
 use crate::redact::Redactor;
-use crate::services::{NfsdPorts, OtherServices, ServiceCounts};
+use crate::services::{NfsdPorts, OtherServices, ServiceCounts, SnapshotAt};
 use histogram::WaitHistogram;
 pub use procedures::exec_bucket;
 pub use snapshot::jain_index;
@@ -105,6 +105,9 @@ pub struct Aggregator {
     /// Which transports are nfsd's; the events of the others are only
     /// counted, in `other_services`.
     nfsd_ports: NfsdPorts,
+    /// false: this aggregator is one other service's own, and takes every
+    /// event it is given.
+    routes_other_services: bool,
     other_services: OtherServices,
     listener_dispatches: u64,
 }
@@ -145,6 +148,7 @@ impl Aggregator {
             redactor: None,
             client_names: Default::default(),
             nfsd_ports: NfsdPorts::default(),
+            routes_other_services: true,
             other_services: OtherServices::default(),
             listener_dispatches: 0,
         }
@@ -160,23 +164,47 @@ impl Aggregator {
         self.nfsd_ports = NfsdPorts::from_ports(&all);
     }
 
-    /// nfsd's row and each other service's, since the aggregator started.
-    pub fn services(&self) -> Vec<crate::model::ServiceView> {
-        self.other_services.views(
-            &self.nfsd_ports,
-            ServiceCounts {
-                dispatches: self.dispatches,
-                listener_dispatches: self.listener_dispatches,
-                requests: self.events[Tracepoint::StatsLatency.index()],
-                exec_ns: self.exec_ns,
-            },
-        )
+    /// An aggregator of one other service: every event it is given is its
+    /// service's (the nfsd aggregator routed it here by port).
+    pub fn owning_every_port(mut self) -> Self {
+        self.routes_other_services = false;
+        self
+    }
+
+    /// This aggregator's cumulative dispatches, requests and execution.
+    pub fn service_counts(&self) -> ServiceCounts {
+        ServiceCounts {
+            dispatches: self.dispatches,
+            listener_dispatches: self.listener_dispatches,
+            requests: self.events[Tracepoint::StatsLatency.index()],
+            exec_ns: self.exec_ns,
+        }
+    }
+
+    /// nfsd's row and each other service's, since the aggregator started;
+    /// each other service's peers over the interval that ends at `now_ns`
+    /// (called once per snapshot, after [`Self::snapshot`]).
+    pub fn services(
+        &mut self,
+        now_ns: u64,
+        wall_time: f64,
+        source: &crate::model::SourceInfo,
+    ) -> Vec<crate::model::ServiceView> {
+        let at = SnapshotAt {
+            now_ns,
+            wall_time,
+            source: source.clone(),
+            client_names: self.client_names.clone(),
+        };
+        let counts = self.service_counts();
+        self.other_services.views(&self.nfsd_ports, counts, &at)
     }
 
     /// Show client addresses only as keyed-hash pseudonyms, in every name
     /// this aggregator produces (peers, per-peer classes, transports).
     /// Classification still sees the real address, so class maps work.
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.other_services.set_redactor(Some(redactor.clone()));
         self.redactor = Some(redactor);
         self
     }
@@ -201,6 +229,7 @@ impl Aggregator {
     /// Swap the class map (SIGHUP) without losing counts: peers keep their
     /// totals; from now on their dispatches count for their new class.
     pub fn set_classmap(&mut self, classmap: ClassMap) {
+        self.other_services.set_classmap(&classmap);
         self.classmap = classmap;
         let peers: Vec<(u32, PeerKey)> = self.peers.iter().map(|(s, k, _)| (s, *k)).collect();
         // One pass over the transports, grouped by peer: a scan per peer
@@ -264,7 +293,7 @@ impl Aggregator {
 
     pub fn ingest(&mut self, ev: &Event) {
         self.last_ts = self.last_ts.max(ev.ts_ns);
-        if !self.nfsd_ports.is_nfsd(ev.xprt.server.port()) {
+        if self.routes_other_services && !self.nfsd_ports.is_nfsd(ev.xprt.server.port()) {
             self.other_services.take(ev);
             return;
         }

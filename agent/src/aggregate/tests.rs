@@ -539,7 +539,7 @@ fn other_services_stay_out_of_nfsds_numbers() {
     assert!(!snap.peers.iter().any(|p| p.name == "(listener)"));
     // Only 10.0.0.2's nfsd connection is still queued.
     assert_eq!(snap.totals.backlogged, 1);
-    let services = s.agg.services();
+    let services = s.agg.services(s.ts, 0.0, &SourceInfo::default());
     let row = |port: u16| services.iter().find(|r| r.ports == [port]).unwrap();
     assert_eq!(
         (services[0].service.as_str(), services[0].dispatches),
@@ -550,10 +550,118 @@ fn other_services_stay_out_of_nfsds_numbers() {
         (2, 2)
     );
     assert_eq!((row(4045).dispatches, row(4045).requests), (2, 2));
+    // No request named a procedure: told apart by port only.
+    assert_eq!(row(4045).service, "other");
+    // lockd's own peers: 10.0.0.2 alone backlogged at each of its two
+    // dispatches (entitled 2); 10.0.0.3 queued since, never dispatched.
+    let lp = &row(4045).peers;
+    assert_eq!(row(4045).peer_count, Some(2));
+    assert_eq!(
+        (lp[0].peer.as_str(), lp[0].dispatches, lp[0].entitled),
+        ("10.0.0.2", 2, 2.0)
+    );
+    assert_eq!((lp[1].peer.as_str(), lp[1].dispatches), ("10.0.0.3", 0));
+    assert!(lp[1].backlogged && !lp[0].backlogged);
+    assert_eq!(row(53601).peers[0].peer, "(listener)");
     // nfsd on another port, learnt from its portlist: its transports count.
+    // (Before any other event there: a port learnt later only adds.)
     let mut s = Script::new();
     s.agg
         .add_nfsd_ports(&crate::services::NfsdPorts::from_ports(&[4045]));
     s.agg.ingest(&lockd(Some("10.0.0.2:900"), 4045, deq, 1));
     assert_eq!(s.snap().totals.dispatches, 1);
+}
+
+#[test]
+fn each_other_service_has_its_own_fair_shares_and_its_name() {
+    // lockd on 4045: A and B both queued, A dispatched (each earns 1/2),
+    // then B alone backlogged at its dispatch (earns 1): entitled A 0.5,
+    // B 1.5 of 2 dispatches. nfsd meanwhile has its own two peers, each
+    // dispatched once with both backlogged: 1 and 1, untouched by lockd.
+    let at = |port: u16, client: &str, kind: EventKind, ts: u64| Event {
+        ts_ns: ts,
+        xprt: XprtKey {
+            netns: 1,
+            server: ep(&format!("10.0.0.1:{port}")),
+            client: ep(client),
+        },
+        kind,
+    };
+    let deq = EventKind::Dequeue {
+        qtime_ns: None,
+        class: None,
+    };
+    let proc = |name: &str| EventKind::Procedure {
+        name: crate::model::ProcName::new(name),
+        requests: 1,
+        exec_ns: 1_000,
+    };
+    let mut s = Script::new();
+    s.enq("10.0.0.2:1").enq("10.0.0.3:1");
+    // Rows made at 500 ns, before lockd appeared: its first interval
+    // starts there (its rates' denominator), not at its first event.
+    assert_eq!(s.agg.services(500, 0.0, &SourceInfo::default()).len(), 1);
+    s.agg
+        .ingest(&at(4045, "10.0.0.5:700", EventKind::Enqueue, 1_000));
+    s.agg
+        .ingest(&at(4045, "10.0.0.6:700", EventKind::Enqueue, 1_001));
+    s.agg.ingest(&at(4045, "10.0.0.5:700", deq, 1_002));
+    s.agg.ingest(&at(4045, "10.0.0.5:700", proc("NULL"), 1_003));
+    s.agg.ingest(&at(4045, "10.0.0.6:700", deq, 1_004));
+    s.agg.ingest(&at(4045, "10.0.0.6:700", proc("LOCK"), 1_005));
+    // The callback service on a client's port: named by COMPOUND.
+    s.agg.ingest(&at(40_000, "10.0.0.9:2049", deq, 1_006));
+    s.agg
+        .ingest(&at(40_000, "10.0.0.9:2049", proc("COMPOUND"), 1_007));
+    // A port whose requests named only NULL: no name.
+    s.agg
+        .ingest(&at(5_000, "10.0.0.9:800", proc("NULL"), 1_008));
+    s.ts = 2_000;
+    s.deq("10.0.0.2:1").enq("10.0.0.2:1");
+    s.deq("10.0.0.3:1");
+    let snap = s.snap();
+    assert_eq!(snap.totals.dispatches, 2);
+    assert!(close(peer(&snap, "10.0.0.2").entitled, 1.0));
+    assert!(snap.peers.iter().all(|p| !p.name.starts_with("10.0.0.5")));
+    let services = s.agg.services(s.ts, 0.0, &SourceInfo::default());
+    let row = |port: u16| services.iter().find(|r| r.ports == [port]).unwrap();
+    let lockd = row(4045);
+    assert_eq!((lockd.service.as_str(), lockd.dispatches), ("lockd", 2));
+    let p = |name: &str| lockd.peers.iter().find(|p| p.peer == name).unwrap();
+    assert!(close(p("10.0.0.5").entitled, 0.5), "{lockd:?}");
+    assert!(close(p("10.0.0.6").entitled, 1.5), "{lockd:?}");
+    assert!(close(p("10.0.0.5").fairness.unwrap(), 2.0));
+    assert!(close(p("10.0.0.6").share, 0.5));
+    assert!(
+        (p("10.0.0.6").dispatch_rate - 1e9 / (s.ts - 500) as f64).abs() < 1e-3,
+        "{lockd:?}"
+    );
+    assert_eq!(row(40_000).service, "nfs_callback");
+    assert_eq!(row(5_000).service, "other");
+    assert_eq!(crate::services::service_named_by("NULL"), None);
+    assert_eq!(crate::services::service_named_by("GETATTR"), None);
+}
+
+#[test]
+fn other_services_peers_are_redacted_like_nfsds() {
+    let mut agg = Aggregator::default().with_redactor(Redactor::with_key("k"));
+    let ev = |port: u16, ts: u64| Event {
+        ts_ns: ts,
+        xprt: XprtKey {
+            netns: 1,
+            server: ep(&format!("10.0.0.1:{port}")),
+            client: ep("10.0.0.5:700"),
+        },
+        kind: EventKind::Dequeue {
+            qtime_ns: None,
+            class: None,
+        },
+    };
+    agg.ingest(&ev(2049, 1));
+    agg.ingest(&ev(4045, 2));
+    let snap = agg.snapshot(10, 0.0, &SourceInfo::default());
+    let services = agg.services(10, 0.0, &SourceInfo::default());
+    let lockd = &services[1].peers[0].peer;
+    assert!(!lockd.contains("10.0.0.5"), "{lockd}");
+    assert_eq!(lockd, &snap.peers[0].name, "the same pseudonym as nfsd's");
 }

@@ -12,6 +12,6 @@ pub use operations::{OperationStats, Operations};
 pub use procedures::Procedures;
 pub use snapshot::{
     BpfProgramStats, ClientName, EntityKind, EntityStats, OperationTotals, PoolView,
-    ProcedureStats, ServerView, ServiceView, Snapshot, SourceInfo, SourceKind, Totals,
+    ProcedureStats, ServerView, ServicePeer, ServiceView, Snapshot, SourceInfo, SourceKind, Totals,
     TransportStats, WaitSource,
 };

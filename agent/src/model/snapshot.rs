@@ -340,7 +340,8 @@ pub struct OperationTotals {
 /// One RPC service's dispatches since nfsdtop started.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct ServiceView {
-    /// "nfsd", or "other" for a service told apart by its port only.
+    /// "nfsd"; "lockd" or "nfs_callback" once a request on the port named
+    /// one of their procedures; else "other" (told apart by its port only).
     pub service: String,
     /// Its server (local) ports: nfsd's all, another service's one.
     pub ports: Vec<u16>,
@@ -350,6 +351,33 @@ pub struct ServiceView {
     /// Requests completed (svc_stats_latency) and their execution time.
     pub requests: u64,
     pub exec_seconds: f64,
+    /// A service other than nfsd: how many peers it has (nfsd's are the
+    /// snapshot's own `peers`; None in its row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_count: Option<u64>,
+    /// Jain's index over this service's backlogged peers in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jain: Option<f64>,
+    /// A service other than nfsd: its peers with the most dispatches (at
+    /// most 32), each share and fair share among this service's own peers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<ServicePeer>,
+}
+
+/// A peer of a service other than nfsd, as `peers` rows define the
+/// numbers, among that service's peers and threads only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServicePeer {
+    pub peer: String,
+    pub dispatches: u64,
+    pub dispatch_rate: f64,
+    /// Of this service's dispatches in the interval.
+    pub share: f64,
+    /// Entitled dispatches since the start, among this service's
+    /// backlogged peers.
+    pub entitled: f64,
+    pub fairness: Option<f64>,
+    pub backlogged: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

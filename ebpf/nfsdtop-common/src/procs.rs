@@ -28,6 +28,9 @@ pub struct Program {
     /// The versions that share these procedures.
     pub versions: &'static [u32],
     pub names: &'static [&'static str],
+    /// The RPC service that serves it (what the agent names a server port
+    /// that is not nfsd's by, from the procedures its requests name).
+    pub service: &'static str,
 }
 
 const NLM_PROCS: &[&str] = &[
@@ -87,21 +90,34 @@ pub const PROGRAMS: &[Program] = &[
             "PATHCONF",
             "COMMIT",
         ],
+        service: "nfsd",
     },
     Program {
         prog: 100003,
         versions: &[4],
         names: &["NULL", "COMPOUND"],
+        service: "nfsd",
     },
     Program {
         prog: 100227,
         versions: &[3],
         names: &["NULL", "GETACL", "SETACL"],
+        service: "nfsd",
     },
     Program {
         prog: 100021,
         versions: &[1, 3, 4],
         names: NLM_PROCS,
+        service: "lockd",
+    },
+    // The NFS client's callback service (NFS4_CALLBACK: version 1 for
+    // NFSv4.0, 4 for the 4.1+ backchannel), on a host that is also an NFS
+    // client: its names are nfsd's NFSv4 ones, its ports never nfsd's.
+    Program {
+        prog: 0x4000_0000,
+        versions: &[1, 4],
+        names: &["NULL", "COMPOUND"],
+        service: "nfs_callback",
     },
 ];
 
@@ -222,12 +238,14 @@ mod tests {
         // NLM versions 1, 3 and 4 share one set of names.
         assert_eq!((e[3].vers, e[4].vers, e[5].vers), (1, 3, 4));
         assert!(e[3..6].iter().all(|p| p.base == 27 && p.count == 24));
-        assert_eq!(e[6], ProcProgram::default());
+        assert_eq!((e[6].prog, e[6].vers, e[6].base), (0x4000_0000, 1, 51));
+        assert_eq!((e[7].vers, e[7].base, e[7].count), (4, 51, 2));
         assert_eq!(name(6), Some("READ"));
         assert_eq!(name(23), Some("COMPOUND"));
         assert_eq!(name(25), Some("GETACL"));
         assert_eq!(name(27 + 23), Some("FREE_ALL"));
-        assert_eq!(name(51), None);
+        assert_eq!(name(52), Some("COMPOUND"));
+        assert_eq!(name(53), None);
         assert_eq!(name(OTHER), None);
         assert_eq!(
             (names_of(100003, 3).len(), names_of(100003, 4)),

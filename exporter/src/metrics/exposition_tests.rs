@@ -126,14 +126,31 @@ fn representative() -> MetricsState {
                     listener_dispatches: 2,
                     requests: 38,
                     exec_seconds: 0.5,
+                    ..Default::default()
                 },
                 nfsdtop_agent::model::ServiceView {
-                    service: "other".into(),
+                    service: "lockd".into(),
                     ports: vec![4045],
                     dispatches: 3,
                     listener_dispatches: 0,
                     requests: 3,
                     exec_seconds: 0.001,
+                    peer_count: Some(2),
+                    jain: Some(0.9),
+                    peers: vec![
+                        nfsdtop_agent::model::ServicePeer {
+                            peer: "10.0.0.5".into(),
+                            dispatches: 2,
+                            entitled: 1.5,
+                            ..Default::default()
+                        },
+                        nfsdtop_agent::model::ServicePeer {
+                            peer: "10.0.0.6".into(),
+                            dispatches: 1,
+                            entitled: 1.5,
+                            ..Default::default()
+                        },
+                    ],
                 },
             ],
             nfs4_operations: None,

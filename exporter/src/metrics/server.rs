@@ -40,6 +40,9 @@ struct ServiceRow {
     port: String,
     dispatches: u64,
     requests: u64,
+    /// A service other than nfsd: its busiest peers (at most 32), with
+    /// their dispatches and entitled dispatches among its own peers.
+    peers: Vec<(String, u64, f64)>,
 }
 
 impl ServerMetrics {
@@ -78,6 +81,11 @@ impl ServerMetrics {
                     port,
                     dispatches: r.dispatches,
                     requests: r.requests,
+                    peers: r
+                        .peers
+                        .iter()
+                        .map(|p| (p.peer.clone(), p.dispatches, p.entitled))
+                        .collect(),
                 }
             })
             .collect();
@@ -155,7 +163,7 @@ impl ServerMetrics {
         let families: [(&str, &str, Pick); 2] = [
             (
                 "nfsdtop_service_dispatches",
-                "Dispatches of each RPC service: nfsd, and lockd and the NFS callback service as \"other\" by server port, counted apart from nfsd's.",
+                "Dispatches of each RPC service by server port, counted apart from nfsd's: nfsd, lockd and the NFS callback service (nfs_callback) once a request named one of their procedures, else \"other\".",
                 |r| r.dispatches,
             ),
             (
@@ -173,6 +181,50 @@ impl ServerMetrics {
                 let l = [("service", r.service.clone()), ("port", r.port.clone())];
                 m.encode_family(&l)?
                     .encode_counter::<NoLabelSet, _, u64>(&pick(r), None)?;
+            }
+        }
+        self.encode_service_peers(enc)
+    }
+
+    /// Each other service's busiest peers: their dispatches and entitled
+    /// dispatches among that service's own peers, so its fairness ratio
+    /// is one division away, as nfsd's is.
+    fn encode_service_peers(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        if self.services.iter().all(|r| r.peers.is_empty()) {
+            return Ok(());
+        }
+        let mut m = enc.encode_descriptor(
+            "nfsdtop_service_peer_dispatches",
+            "Dispatches of a peer of an RPC service other than nfsd (lockd, the NFS callback service, \"other\" by server port); its 32 busiest peers.",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in &self.services {
+            for (peer, d, _) in &r.peers {
+                let l = [
+                    ("service", r.service.clone()),
+                    ("port", r.port.clone()),
+                    ("peer", peer.clone()),
+                ];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, u64>(d, None)?;
+            }
+        }
+        let mut m = enc.encode_descriptor(
+            "nfsdtop_service_peer_entitled_dispatches",
+            "Fair share of a peer of an RPC service other than nfsd, among that service's backlogged peers (as nfsdtop_peer_entitled_dispatches for nfsd's).",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in &self.services {
+            for (peer, _, e) in &r.peers {
+                let l = [
+                    ("service", r.service.clone()),
+                    ("port", r.port.clone()),
+                    ("peer", peer.clone()),
+                ];
+                m.encode_family(&l)?
+                    .encode_counter::<NoLabelSet, _, f64>(e, None)?;
             }
         }
         Ok(())

@@ -98,16 +98,24 @@ impl State {
                 return Action::Redraw;
             }
         }
-        if self.show_help || self.show_warnings {
+        if self.show_help || self.show_warnings || self.show_services {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
                 KeyCode::Char('?') | KeyCode::Esc | KeyCode::Enter => {
                     self.show_help = false;
                     self.show_warnings = false;
+                    self.show_services = false;
+                }
+                KeyCode::Char('R') if self.show_services => self.show_services = false,
+                KeyCode::Char('R') => {
+                    self.show_help = false;
+                    self.show_warnings = false;
+                    self.show_services = true;
                 }
                 KeyCode::Char('w') if self.show_warnings => self.show_warnings = false,
                 KeyCode::Char('w') => {
                     self.show_help = false;
+                    self.show_services = false;
                     self.show_warnings = true;
                     self.warnings_scroll = 0;
                 }
@@ -122,6 +130,7 @@ impl State {
                 self.show_warnings = true;
                 self.warnings_scroll = 0;
             }
+            KeyCode::Char('R') => self.show_services = true,
             KeyCode::Char(' ') | KeyCode::Char('p') if self.playback.is_some() => {
                 return Action::Playback(Command::TogglePause)
             }
@@ -242,6 +251,7 @@ impl State {
         let on_table = matches!(self.screen, Screen::Table)
             && !self.show_help
             && !self.show_warnings
+            && !self.show_services
             && self.sort_menu.is_none()
             && self.filter_input.is_none();
         let Some(g) = self.geometry.as_ref().filter(|_| on_table) else {

@@ -82,6 +82,8 @@ pub struct State {
     /// (an index into the view's columns).
     pub sort_menu: Option<usize>,
     pub show_warnings: bool,
+    /// The other RPC services' panel (`R`).
+    pub show_services: bool,
     pub paused: bool,
     /// A demo or replay under playback control: what the pipeline last
     /// said (the keys steer the source rather than freeze the display).
@@ -142,6 +144,7 @@ impl State {
             show_help: false,
             sort_menu: None,
             show_warnings: false,
+            show_services: false,
             paused: false,
             playback: None,
             interval,

@@ -35,10 +35,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("PgUp/PgDn", "a page up / down; Home/End: first / last row"),
     ("+ / -", "longer / shorter refresh interval"),
-    (
-        "w",
-        "warnings, a line per entity (arrows, PgUp/PgDn scroll)",
-    ),
+    ("w / R", "warnings, a line per entity / other RPC services"),
 ];
 
 /// A centred rectangle at most `w`×`h`, inside `area`.

@@ -6,6 +6,7 @@ pub mod header;
 pub mod help;
 pub mod mini_histogram;
 mod parts;
+pub mod services;
 pub mod styles;
 pub mod table;
 
@@ -47,6 +48,8 @@ pub fn draw(f: &mut Frame, state: &mut State) {
         help::draw_help(f, area);
     } else if state.show_warnings {
         help::draw_warnings(f, area, state);
+    } else if state.show_services {
+        services::draw_services(f, area, state);
     }
 }
 
@@ -80,6 +83,7 @@ fn footer(f: &mut Frame, area: Rect, state: &State) {
                 ("Enter", "detail"),
                 ("p", "pause"),
                 ("+/-", "interval"),
+                ("R", "services"),
             ],
             Screen::Detail { .. } => &[
                 ("q", "quit"),

@@ -56,8 +56,19 @@ impl EnqueueRule {
     }
 }
 
-/// Per peer: dispatches and entitled dispatches over the whole trace.
+/// Per peer of nfsd: dispatches and entitled dispatches over the whole
+/// trace.
 pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {
+    entitled_in(trace, rule, None)
+}
+
+/// Per peer of one service: nfsd's (`port` None) or the other service's
+/// on server port `port` (lockd's: its own queue, its own peers).
+pub fn entitled_in(
+    trace: &str,
+    rule: EnqueueRule,
+    port: Option<u16>,
+) -> BTreeMap<Peer, (u64, f64)> {
     // (timestamp, line order, event, transport, peer)
     let mut events = Vec::new();
     for (order, line) in trace.lines().enumerate() {
@@ -81,8 +92,8 @@ pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {
             continue;
         };
         let flags = field(rest, "flags").unwrap_or("");
-        // nfsd's shares only: another service has its own queue.
-        if other_service(rest).is_some() {
+        // One service's shares: each has its own queue.
+        if other_service(rest) != port {
             continue;
         }
         if kind == "svc_xprt_enqueue" && !rule.queues(flags) {

@@ -19,6 +19,12 @@ pub struct Ftrace {
     /// Dequeues of other services (lockd, NFS callback: a server port
     /// other than nfsd's), listeners and UDP included, by server port.
     pub other_services: BTreeMap<u16, u64>,
+    /// Of them, those of a connected client (not a listener, not UDP), by
+    /// server port and client IP.
+    pub other_per_client: BTreeMap<(u16, IpAddr), u64>,
+    /// svc_stats_latency of other services by server port and procedure
+    /// (`proc=`: what names the service, NLM's `TEST` lockd's).
+    pub other_procs: BTreeMap<u16, BTreeMap<String, u64>>,
     /// Every svc_xprt_dequeue record.
     pub total: u64,
     /// Records whose addresses could not be parsed.
@@ -81,6 +87,14 @@ pub fn parse_trace(text: &str) -> Ftrace {
             let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());
             let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
             let us = field(rest, "execute-us").and_then(|v| v.parse::<u64>().ok());
+            if let Some(s) = server.filter(|s| s.port() != NFS_PORT) {
+                let p = field(rest, "proc").unwrap_or("?").to_string();
+                *f.other_procs
+                    .entry(s.port())
+                    .or_default()
+                    .entry(p)
+                    .or_default() += 1;
+            }
             if let (Some(s), Some(c), Some(us)) = (server, client, us) {
                 if s.port() == NFS_PORT && !s.ip().is_unspecified() {
                     let e = f.exec_per_client.entry(c.ip()).or_default();
@@ -108,6 +122,10 @@ pub fn parse_trace(text: &str) -> Ftrace {
         f.total += 1;
         if let Some(port) = other_service(rest) {
             *f.other_services.entry(port).or_default() += 1;
+            let client = field(rest, "client").and_then(|s| s.parse::<SocketAddr>().ok());
+            if let (false, Some(c)) = (is_listener(rest), client) {
+                *f.other_per_client.entry((port, c.ip())).or_default() += 1;
+            }
             continue;
         }
         let server = field(rest, "server").and_then(|s| s.parse::<SocketAddr>().ok());

@@ -240,6 +240,7 @@ pub fn check_nfsdtop_run(
                 format!("{tag}: lockd answered NULL calls during the load ({calls:?} of 6) and ftrace saw {ft_other} dispatches of it"),
             );
         }
+        super::services::check_other_services(tag, last, &ft, &trace, summary, tag != "wait", rep);
         // Execution: svc_stats_latency per client, the requests exactly
         // (the default adds most of them up in the kernel), their
         // `execute` summed. Each handler of the tracepoint reads the clock

@@ -21,6 +21,7 @@ mod pools;
 mod procedures;
 mod report;
 mod restart;
+mod services;
 mod smallring;
 #[cfg(test)]
 mod tests;

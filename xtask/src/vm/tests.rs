@@ -39,6 +39,12 @@ fn trace_counts_per_client() {
     assert_eq!(f.other_services[&4045], 1);
     assert_eq!(f.other_services[&43815], 1);
     assert_eq!(f.other_services[&53601], 1);
+    // Per client: the TCP one only (53601's printed client is stale).
+    let lockd_client = (4045, "10.99.1.2".parse::<IpAddr>().unwrap());
+    assert_eq!(f.other_per_client.len(), 1);
+    assert_eq!(f.other_per_client[&lockd_client], 1);
+    assert_eq!(f.other_procs[&4045]["TEST"], 1);
+    assert!(!f.other_procs.contains_key(&2049));
     let c1: IpAddr = "10.99.1.2".parse().unwrap();
     assert_eq!(f.exec_per_client[&c1], (2, 151), "nfsd's only");
 }
