@@ -301,10 +301,18 @@ fn kread<T>(addr: u64) -> Option<T> {
 /// `nfsdtop_common::procs` index (`procs::OTHER` if not in the table).
 #[inline(always)]
 fn proc_word(rqst: u64, cfg: &RawConfig) -> u32 {
-    let read = |off: u32| kread::<u32>(rqst + off as u64);
-    let (Some(prog), Some(vers), Some(proc)) =
-        (read(cfg.rq_prog), read(cfg.rq_vers), read(cfg.rq_proc))
-    else {
+    // rq_prog, rq_vers and rq_proc are adjacent in every svc_rqst so far:
+    // one helper call for the three, three where a kernel moved them.
+    let words = if cfg.rq_vers == cfg.rq_prog + 4 && cfg.rq_proc == cfg.rq_prog + 8 {
+        kread::<[u32; 3]>(rqst + cfg.rq_prog as u64)
+    } else {
+        let read = |off: u32| kread::<u32>(rqst + off as u64);
+        match (read(cfg.rq_prog), read(cfg.rq_vers), read(cfg.rq_proc)) {
+            (Some(a), Some(b), Some(c)) => Some([a, b, c]),
+            _ => None,
+        }
+    };
+    let Some([prog, vers, proc]) = words else {
         return rawrec::PROC_MEASURED | procs::OTHER;
     };
     for i in 0..procs::PROGRAM_ENTRIES {

@@ -193,38 +193,39 @@ impl ServerMetrics {
         if self.services.iter().all(|r| r.peers.is_empty()) {
             return Ok(());
         }
-        let mut m = enc.encode_descriptor(
-            "nfsdtop_service_peer_dispatches",
-            "Dispatches of a peer of an RPC service other than nfsd (lockd, the NFS callback service, \"other\" by server port); its 32 busiest peers.",
-            None,
-            MetricType::Counter,
-        )?;
-        for r in &self.services {
-            for (peer, d, _) in &r.peers {
-                let l = [
-                    ("service", r.service.clone()),
-                    ("port", r.port.clone()),
-                    ("peer", peer.clone()),
-                ];
-                m.encode_family(&l)?
-                    .encode_counter::<NoLabelSet, _, u64>(d, None)?;
-            }
+        /// Dispatches (whole) or entitled dispatches (fractional).
+        enum Value {
+            Whole(u64),
+            Part(f64),
         }
-        let mut m = enc.encode_descriptor(
-            "nfsdtop_service_peer_entitled_dispatches",
-            "Fair share of a peer of an RPC service other than nfsd, among that service's backlogged peers (as nfsdtop_peer_entitled_dispatches for nfsd's).",
-            None,
-            MetricType::Counter,
-        )?;
-        for r in &self.services {
-            for (peer, _, e) in &r.peers {
-                let l = [
-                    ("service", r.service.clone()),
-                    ("port", r.port.clone()),
-                    ("peer", peer.clone()),
-                ];
-                m.encode_family(&l)?
-                    .encode_counter::<NoLabelSet, _, f64>(e, None)?;
+        type Pick = fn(&(String, u64, f64)) -> Value;
+        let families: [(&str, &str, Pick); 2] = [
+            (
+                "nfsdtop_service_peer_dispatches",
+                "Dispatches of a peer of an RPC service other than nfsd (lockd, the NFS callback service, \"other\" by server port); its 32 busiest peers.",
+                |p| Value::Whole(p.1),
+            ),
+            (
+                "nfsdtop_service_peer_entitled_dispatches",
+                "Fair share of a peer of an RPC service other than nfsd, among that service's backlogged peers (as nfsdtop_peer_entitled_dispatches for nfsd's).",
+                |p| Value::Part(p.2),
+            ),
+        ];
+        for (name, help, pick) in families {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for r in &self.services {
+                for p in &r.peers {
+                    let l = [
+                        ("service", r.service.clone()),
+                        ("port", r.port.clone()),
+                        ("peer", p.0.clone()),
+                    ];
+                    let mut f = m.encode_family(&l)?;
+                    match pick(p) {
+                        Value::Whole(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
+                        Value::Part(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
+                    }
+                }
             }
         }
         Ok(())
