@@ -212,7 +212,7 @@ impl<'a> Pipeline<'a> {
                 let threads = self.source.nfsd_threads();
                 self.learn_nfsd_ports(&threads);
                 snap.server = server.view(&threads, &snap);
-                snap.server.services = self.aggregator.services(now, wall, &info);
+                snap.server.services = self.aggregator.services();
                 if sink(snap) == Flow::Stop {
                     return Ok(self.aggregator);
                 }

@@ -111,14 +111,17 @@ impl NfsdPorts {
 
 /// Limits of each other service's aggregator: lockd and the callback
 /// service have a client's worth of transports each, and 65 of them must
-/// stay small beside nfsd's.
+/// stay small beside nfsd's (idle transports are forgotten beyond 1024,
+/// and then their idle peers).
 pub const SERVICE_LIMITS: Limits = Limits {
     max_peers: 1024,
     max_classes: 1024,
-    max_transports: 4096,
+    max_transports: 1024,
 };
-/// Most peers of another service listed in its row (most dispatches
-/// first); its `peer_count` says how many there are.
+/// Most peers of another service listed in its row: first those that were
+/// backlogged and got less than their fair share in the interval (worst
+/// first), then the busiest in the interval; its `peer_count` says how
+/// many there are.
 pub const MAX_SERVICE_PEERS: usize = 32;
 
 /// One other service: its transports aggregated apart, with the same
@@ -126,7 +129,21 @@ pub const MAX_SERVICE_PEERS: usize = 32;
 /// and its name once a request named it.
 struct OtherService {
     agg: Box<Aggregator>,
-    named: Option<&'static str>,
+    /// Requests naming each service's procedures: the port is the one
+    /// with the most (a stray or forged request cannot name it for good).
+    votes: Vec<(&'static str, u64)>,
+}
+
+impl OtherService {
+    fn name(&self) -> &'static str {
+        let mut best: Option<(&'static str, u64)> = None;
+        for &(s, n) in &self.votes {
+            if best.is_none_or(|(_, m)| n > m) {
+                best = Some((s, n));
+            }
+        }
+        best.map_or("other", |(s, _)| s)
+    }
 }
 
 /// The transports that are not nfsd's, per server port: each port is one
@@ -135,11 +152,11 @@ struct OtherService {
 #[derive(Default)]
 pub struct OtherServices {
     by_port: BTreeMap<u16, OtherService>,
-    /// Ports beyond [`MAX_OTHER_PORTS`], together.
+    /// Ports beyond [`MAX_OTHER_PORTS`], together (never named: its
+    /// ports may be several services').
     rest: Option<OtherService>,
-    /// What every service's aggregator is made with (kept in step with
-    /// nfsd's: class map, redaction).
-    classmap: ClassMap,
+    /// Redaction, as nfsd's (classes are not shown for other services:
+    /// their aggregators keep the default class map).
     redactor: Option<Redactor>,
     /// When the last rows were made: a service that appears after starts
     /// its first interval there, as its rates' denominator.
@@ -172,25 +189,31 @@ pub fn service_named_by(procedure: &str) -> Option<&'static str> {
 }
 
 impl OtherServices {
-    pub fn set_classmap(&mut self, classmap: &ClassMap) {
-        self.classmap = classmap.clone();
-        for s in self.by_port.values_mut().chain(self.rest.as_mut()) {
-            s.agg.set_classmap(classmap.clone());
-        }
-    }
-
     pub fn set_redactor(&mut self, redactor: Option<Redactor>) {
         self.redactor = redactor;
     }
 
-    fn new_service(&self) -> OtherService {
-        let mut agg = Aggregator::new(self.classmap.clone(), SERVICE_LIMITS).owning_every_port();
+    /// Where a service that appears before the first rows starts its
+    /// first interval (the nfsd aggregator's start).
+    pub fn start_clock(&mut self, now_ns: u64) {
+        self.last_view_ns.get_or_insert(now_ns);
+    }
+
+    /// These ports turned out to be nfsd's: their rows go (their events
+    /// are nfsd's from now on).
+    pub fn forget_ports(&mut self, nfsd: &NfsdPorts) {
+        self.by_port.retain(|p, _| !nfsd.is_nfsd(*p));
+    }
+
+    fn new_service(&self, since: u64) -> OtherService {
+        let mut agg = Aggregator::new(ClassMap::default(), SERVICE_LIMITS).owning_every_port();
         if let Some(r) = &self.redactor {
             agg = agg.with_redactor(r.clone());
         }
+        agg.start_clock(since);
         OtherService {
             agg: Box::new(agg),
-            named: None,
+            votes: Vec::new(),
         }
     }
 
@@ -200,26 +223,28 @@ impl OtherServices {
         let port = ev.xprt.server.port();
         let since = self.last_view_ns.unwrap_or(ev.ts_ns);
         if !self.by_port.contains_key(&port) && self.by_port.len() < MAX_OTHER_PORTS {
-            let mut s = self.new_service();
-            s.agg.start_clock(since);
+            let s = self.new_service(since);
             self.by_port.insert(port, s);
         }
-        let s = match self.by_port.get_mut(&port) {
-            Some(s) => s,
+        let (s, nameable) = match self.by_port.get_mut(&port) {
+            Some(s) => (s, true),
             None => {
                 if self.rest.is_none() {
-                    let mut s = self.new_service();
-                    s.agg.start_clock(since);
-                    self.rest = Some(s);
+                    self.rest = Some(self.new_service(since));
                 }
                 match self.rest.as_mut() {
-                    Some(s) => s,
+                    Some(s) => (s, false),
                     None => return,
                 }
             }
         };
-        if let (None, EventKind::Procedure { name, .. }) = (s.named, &ev.kind) {
-            s.named = service_named_by(name.as_str());
+        if let (true, EventKind::Procedure { name, requests, .. }) = (nameable, &ev.kind) {
+            if let Some(named) = service_named_by(name.as_str()) {
+                match s.votes.iter_mut().find(|(n, _)| *n == named) {
+                    Some((_, v)) => *v = v.saturating_add(*requests),
+                    None => s.votes.push((named, *requests)),
+                }
+            }
         }
         s.agg.ingest(ev);
     }
@@ -248,11 +273,29 @@ impl OtherServices {
             s.agg.set_client_names(names.clone());
             let snap = s.agg.snapshot(at.now_ns, at.wall_time, &at.source);
             let counts = s.agg.service_counts();
-            let mut peers: Vec<ServicePeer> = snap
-                .peers
-                .iter()
+            let mut peers: Vec<&crate::model::EntityStats> = snap.peers.iter().collect();
+            // Starved first (backlogged, under its fair share this
+            // interval: the clients an operator looks for), worst first;
+            // then the busiest in the interval.
+            let starved = |p: &crate::model::EntityStats| {
+                p.fairness.filter(|&f| p.interval_entitled > 0.0 && f < 1.0)
+            };
+            peers.sort_by(|a, b| match (starved(a), starved(b)) {
+                (Some(x), Some(y)) => x.total_cmp(&y).then_with(|| a.name.cmp(&b.name)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => b
+                    .interval_dispatches
+                    .cmp(&a.interval_dispatches)
+                    .then(b.dispatches.cmp(&a.dispatches))
+                    .then_with(|| a.name.cmp(&b.name)),
+            });
+            let peers = peers
+                .into_iter()
+                .take(MAX_SERVICE_PEERS)
                 .map(|p| ServicePeer {
                     peer: p.name.clone(),
+                    netns: p.netns,
                     dispatches: p.dispatches,
                     dispatch_rate: p.dispatch_rate,
                     share: p.share,
@@ -261,10 +304,8 @@ impl OtherServices {
                     backlogged: p.backlogged,
                 })
                 .collect();
-            peers.sort_by(|a, b| b.dispatches.cmp(&a.dispatches).then(a.peer.cmp(&b.peer)));
-            peers.truncate(MAX_SERVICE_PEERS);
             ServiceView {
-                service: s.named.unwrap_or("other").to_string(),
+                service: if ports.is_empty() { "other" } else { s.name() }.to_string(),
                 ports,
                 dispatches: counts.dispatches,
                 listener_dispatches: counts.listener_dispatches,

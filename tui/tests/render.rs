@@ -544,7 +544,7 @@ fn r_shows_the_other_services_own_shares_and_esc_closes_it() {
     ));
     let info = SourceInfo::default();
     let mut snap = agg.snapshot(1_000_000_000, 0.0, &info);
-    snap.server.services = agg.services(1_000_000_000, 0.0, &info);
+    snap.server.services = agg.services();
     let mut st = state_with(&[snap], 1);
     let before = screen_text(&render(&mut st, 100, 30));
     assert!(!before.contains("other RPC services"), "{before}");

@@ -109,6 +109,8 @@ pub struct Aggregator {
     /// event it is given.
     routes_other_services: bool,
     other_services: OtherServices,
+    /// Every service's row as of the last snapshot (see `services`).
+    service_rows: Vec<crate::model::ServiceView>,
     listener_dispatches: u64,
 }
 
@@ -150,6 +152,7 @@ impl Aggregator {
             nfsd_ports: NfsdPorts::default(),
             routes_other_services: true,
             other_services: OtherServices::default(),
+            service_rows: Vec::new(),
             listener_dispatches: 0,
         }
     }
@@ -162,6 +165,7 @@ impl Aggregator {
         let mut all = self.nfsd_ports.ports().to_vec();
         all.extend_from_slice(ports.ports());
         self.nfsd_ports = NfsdPorts::from_ports(&all);
+        self.other_services.forget_ports(&self.nfsd_ports);
     }
 
     /// An aggregator of one other service: every event it is given is its
@@ -181,15 +185,24 @@ impl Aggregator {
         }
     }
 
-    /// nfsd's row and each other service's, since the aggregator started;
-    /// each other service's peers over the interval that ends at `now_ns`
-    /// (called once per snapshot, after [`Self::snapshot`]).
-    pub fn services(
+    /// nfsd's row and each other service's, as of the last snapshot (which
+    /// took each other service's own: its peers' numbers cover the same
+    /// interval as nfsd's, across a replay's fast-forward too).
+    pub fn services(&self) -> Vec<crate::model::ServiceView> {
+        self.service_rows.clone()
+    }
+
+    /// Takes each other service's snapshot and makes every row: called by
+    /// the snapshot, which ends their interval with nfsd's.
+    pub(super) fn take_service_rows(
         &mut self,
         now_ns: u64,
         wall_time: f64,
         source: &crate::model::SourceInfo,
-    ) -> Vec<crate::model::ServiceView> {
+    ) {
+        if !self.routes_other_services {
+            return;
+        }
         let at = SnapshotAt {
             now_ns,
             wall_time,
@@ -197,7 +210,7 @@ impl Aggregator {
             client_names: self.client_names.clone(),
         };
         let counts = self.service_counts();
-        self.other_services.views(&self.nfsd_ports, counts, &at)
+        self.service_rows = self.other_services.views(&self.nfsd_ports, counts, &at);
     }
 
     /// Show client addresses only as keyed-hash pseudonyms, in every name
@@ -229,7 +242,6 @@ impl Aggregator {
     /// Swap the class map (SIGHUP) without losing counts: peers keep their
     /// totals; from now on their dispatches count for their new class.
     pub fn set_classmap(&mut self, classmap: ClassMap) {
-        self.other_services.set_classmap(&classmap);
         self.classmap = classmap;
         let peers: Vec<(u32, PeerKey)> = self.peers.iter().map(|(s, k, _)| (s, *k)).collect();
         // One pass over the transports, grouped by peer: a scan per peer
@@ -262,6 +274,7 @@ impl Aggregator {
     /// The first snapshot's interval starts here (a live source's clock
     /// counts from boot, not from when the agent started).
     pub fn start_clock(&mut self, now_ns: u64) {
+        self.other_services.start_clock(now_ns);
         if self.last_snapshot_ns.is_none() {
             self.last_snapshot_ns = Some(now_ns);
         }

@@ -45,7 +45,13 @@ impl Aggregator {
             exec_ns: interval_exec,
         };
         let mut transports: FxHashMap<u32, Vec<TransportStats>> = FxHashMap::default();
-        for x in self.xprts.iter().flatten() {
+        // Another service's rows list no transports: none are made.
+        let listed = if self.routes_other_services {
+            &self.xprts[..]
+        } else {
+            &[]
+        };
+        for x in listed.iter().flatten() {
             let list = transports.entry(x.peer).or_default();
             if list.len() < 64 {
                 list.push(TransportStats {
@@ -123,6 +129,7 @@ impl Aggregator {
             hostname_lookups_dropped: None,
         };
         self.wait_interval.clear();
+        self.take_service_rows(now_ns, wall_time, &source);
         Snapshot {
             time: wall_time,
             interval_s,

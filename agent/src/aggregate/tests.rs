@@ -539,7 +539,7 @@ fn other_services_stay_out_of_nfsds_numbers() {
     assert!(!snap.peers.iter().any(|p| p.name == "(listener)"));
     // Only 10.0.0.2's nfsd connection is still queued.
     assert_eq!(snap.totals.backlogged, 1);
-    let services = s.agg.services(s.ts, 0.0, &SourceInfo::default());
+    let services = s.agg.services();
     let row = |port: u16| services.iter().find(|r| r.ports == [port]).unwrap();
     assert_eq!(
         (services[0].service.as_str(), services[0].dispatches),
@@ -598,9 +598,11 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     };
     let mut s = Script::new();
     s.enq("10.0.0.2:1").enq("10.0.0.3:1");
-    // Rows made at 500 ns, before lockd appeared: its first interval
-    // starts there (its rates' denominator), not at its first event.
-    assert_eq!(s.agg.services(500, 0.0, &SourceInfo::default()).len(), 1);
+    // Rows made before lockd appeared: its first interval starts there
+    // (its rates' denominator), not at its first event.
+    let t0 = s.ts;
+    s.agg.snapshot(t0, 0.0, &SourceInfo::default());
+    assert_eq!(s.agg.services().len(), 1);
     s.agg
         .ingest(&at(4045, "10.0.0.5:700", EventKind::Enqueue, 1_000));
     s.agg
@@ -623,7 +625,7 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     assert_eq!(snap.totals.dispatches, 2);
     assert!(close(peer(&snap, "10.0.0.2").entitled, 1.0));
     assert!(snap.peers.iter().all(|p| !p.name.starts_with("10.0.0.5")));
-    let services = s.agg.services(s.ts, 0.0, &SourceInfo::default());
+    let services = s.agg.services();
     let row = |port: u16| services.iter().find(|r| r.ports == [port]).unwrap();
     let lockd = row(4045);
     assert_eq!((lockd.service.as_str(), lockd.dispatches), ("lockd", 2));
@@ -633,7 +635,7 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     assert!(close(p("10.0.0.5").fairness.unwrap(), 2.0));
     assert!(close(p("10.0.0.6").share, 0.5));
     assert!(
-        (p("10.0.0.6").dispatch_rate - 1e9 / (s.ts - 500) as f64).abs() < 1e-3,
+        (p("10.0.0.6").dispatch_rate - 1e9 / (s.ts - t0) as f64).abs() < 1e-3,
         "{lockd:?}"
     );
     assert_eq!(row(40_000).service, "nfs_callback");
@@ -660,8 +662,125 @@ fn other_services_peers_are_redacted_like_nfsds() {
     agg.ingest(&ev(2049, 1));
     agg.ingest(&ev(4045, 2));
     let snap = agg.snapshot(10, 0.0, &SourceInfo::default());
-    let services = agg.services(10, 0.0, &SourceInfo::default());
+    let services = agg.services();
     let lockd = &services[1].peers[0].peer;
     assert!(!lockd.contains("10.0.0.5"), "{lockd}");
     assert_eq!(lockd, &snap.peers[0].name, "the same pseudonym as nfsd's");
+}
+
+/// An event of a transport on server port `port` from `client`.
+fn on_port(port: u16, client: &str, kind: EventKind, ts: u64) -> Event {
+    Event {
+        ts_ns: ts,
+        xprt: XprtKey {
+            netns: 1,
+            server: ep(&format!("10.0.0.1:{port}")),
+            client: ep(client),
+        },
+        kind,
+    }
+}
+
+const DEQ: EventKind = EventKind::Dequeue {
+    qtime_ns: None,
+    class: None,
+};
+
+fn procedure(name: &str, requests: u64) -> EventKind {
+    EventKind::Procedure {
+        name: crate::model::ProcName::new(name),
+        requests,
+        exec_ns: 1,
+    }
+}
+
+#[test]
+fn a_port_is_named_by_most_of_its_requests_and_the_rest_row_never() {
+    let mut agg = Aggregator::default();
+    // One forged COMPOUND first, then lockd's own traffic.
+    agg.ingest(&on_port(4045, "10.0.0.5:700", procedure("COMPOUND", 1), 1));
+    agg.ingest(&on_port(4045, "10.0.0.5:700", procedure("LOCK", 5), 2));
+    // Ports beyond the 64 kept apart share one row: never named.
+    for port in 0..crate::services::MAX_OTHER_PORTS as u16 {
+        agg.ingest(&on_port(30_000 + port, "10.0.0.6:700", DEQ, 3));
+    }
+    agg.ingest(&on_port(40_000, "10.0.0.6:700", procedure("LOCK", 9), 4));
+    agg.snapshot(10, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    let lockd = rows.iter().find(|r| r.ports == [4045]).unwrap();
+    assert_eq!(lockd.service, "lockd");
+    let rest = rows.last().unwrap();
+    assert!(rest.ports.is_empty());
+    assert_eq!(rest.service, "other");
+}
+
+#[test]
+fn a_starved_peer_of_another_service_is_listed_before_the_busy_ones() {
+    let mut agg = Aggregator::default();
+    // 40 clients dispatched in turn while 10.9.9.9 stays queued, never
+    // dispatched: the worst off, listed first although it has the fewest.
+    agg.ingest(&on_port(4045, "10.9.9.9:700", EventKind::Enqueue, 1));
+    for i in 0..40u64 {
+        let c = format!("10.0.1.{}:700", i + 1);
+        agg.ingest(&on_port(4045, &c, EventKind::Enqueue, 10 + 2 * i));
+        agg.ingest(&on_port(4045, &c, DEQ, 11 + 2 * i));
+    }
+    agg.snapshot(1_000, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    let peers = &rows[1].peers;
+    assert_eq!(peers.len(), crate::services::MAX_SERVICE_PEERS);
+    assert_eq!(rows[1].peer_count, Some(41));
+    assert_eq!(
+        (
+            peers[0].peer.as_str(),
+            peers[0].dispatches,
+            peers[0].backlogged
+        ),
+        ("10.9.9.9", 0, true)
+    );
+    assert_eq!(peers[0].fairness, Some(0.0));
+}
+
+#[test]
+fn another_services_rows_cover_the_interval_nfsds_do_even_unasked() {
+    // Ten intervals of 10.0.0.5 with snapshots only (a replay's
+    // fast-forward asks no rows), then one of 10.0.0.6 alone: the rows
+    // are that last interval's.
+    let mut agg = Aggregator::default();
+    let s = 1_000_000_000u64;
+    for i in 0..10 {
+        agg.ingest(&on_port(4045, "10.0.0.5:700", DEQ, i * s + 1));
+        agg.snapshot((i + 1) * s, 0.0, &SourceInfo::default());
+    }
+    agg.ingest(&on_port(4045, "10.0.0.6:700", DEQ, 10 * s + 1));
+    agg.snapshot(11 * s, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    let p = |name: &str| rows[1].peers.iter().find(|p| p.peer == name).unwrap();
+    assert!(close(p("10.0.0.6").share, 1.0), "{:?}", rows[1]);
+    assert!(close(p("10.0.0.6").dispatch_rate, 1.0));
+    assert!(close(p("10.0.0.5").share, 0.0));
+    assert_eq!(p("10.0.0.5").dispatches, 10);
+}
+
+#[test]
+fn a_port_learnt_to_be_nfsds_leaves_the_other_services() {
+    let mut agg = Aggregator::default();
+    agg.ingest(&on_port(2050, "10.0.0.5:700", DEQ, 1));
+    agg.snapshot(10, 0.0, &SourceInfo::default());
+    assert_eq!(agg.services().len(), 2);
+    agg.add_nfsd_ports(&crate::services::NfsdPorts::from_ports(&[2050]));
+    agg.ingest(&on_port(2050, "10.0.0.5:700", DEQ, 11));
+    let snap = agg.snapshot(20, 0.0, &SourceInfo::default());
+    assert_eq!(agg.services().len(), 1, "{:?}", agg.services());
+    assert_eq!(snap.totals.dispatches, 1);
+}
+
+#[test]
+fn another_services_first_interval_starts_with_the_aggregators_clock() {
+    let mut agg = Aggregator::default();
+    agg.start_clock(0);
+    agg.ingest(&on_port(4045, "10.0.0.5:700", DEQ, 900_000_000));
+    agg.snapshot(1_000_000_000, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    assert!(close(rows[1].peers[0].dispatch_rate, 1.0), "{:?}", rows[1]);
 }

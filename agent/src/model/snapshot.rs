@@ -358,8 +358,10 @@ pub struct ServiceView {
     /// Jain's index over this service's backlogged peers in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jain: Option<f64>,
-    /// A service other than nfsd: its peers with the most dispatches (at
-    /// most 32), each share and fair share among this service's own peers.
+    /// A service other than nfsd: at most 32 of its peers (those backlogged
+    /// under their fair share in the interval, worst first, then the
+    /// busiest in the interval), each share and fair share among this
+    /// service's own peers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<ServicePeer>,
 }
@@ -369,6 +371,10 @@ pub struct ServiceView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct ServicePeer {
     pub peer: String,
+    /// Its network namespace (inode): the same address in two is two
+    /// peers.
+    #[serde(default)]
+    pub netns: u32,
     pub dispatches: u64,
     pub dispatch_rate: f64,
     /// Of this service's dispatches in the interval.

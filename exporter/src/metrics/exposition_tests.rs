@@ -150,6 +150,14 @@ fn representative() -> MetricsState {
                             entitled: 1.5,
                             ..Default::default()
                         },
+                        // The same address in another namespace.
+                        nfsdtop_agent::model::ServicePeer {
+                            peer: "10.0.0.6".into(),
+                            netns: 4026532077,
+                            dispatches: 0,
+                            entitled: 0.5,
+                            ..Default::default()
+                        },
                     ],
                 },
             ],

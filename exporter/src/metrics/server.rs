@@ -40,9 +40,27 @@ struct ServiceRow {
     port: String,
     dispatches: u64,
     requests: u64,
-    /// A service other than nfsd: its busiest peers (at most 32), with
-    /// their dispatches and entitled dispatches among its own peers.
+    /// A service other than nfsd: the peers its row lists (at most 32),
+    /// with their dispatches and entitled dispatches among its own peers.
     peers: Vec<(String, u64, f64)>,
+}
+
+/// A service's peers as unique `peer` label values (escaped): the same
+/// address in two network namespaces is two peers, the second
+/// `ADDR@netns:INODE` as nfsd's are.
+fn service_peer_labels(peers: &[nfsdtop_agent::model::ServicePeer]) -> Vec<(String, u64, f64)> {
+    let mut seen = std::collections::HashSet::new();
+    peers
+        .iter()
+        .map(|p| {
+            let mut label = super::escape_label(&p.peer);
+            if !seen.insert(label.clone()) {
+                label = format!("{label}@netns:{}", p.netns);
+                seen.insert(label.clone());
+            }
+            (label, p.dispatches, p.entitled)
+        })
+        .collect()
 }
 
 impl ServerMetrics {
@@ -81,11 +99,7 @@ impl ServerMetrics {
                     port,
                     dispatches: r.dispatches,
                     requests: r.requests,
-                    peers: r
-                        .peers
-                        .iter()
-                        .map(|p| (p.peer.clone(), p.dispatches, p.entitled))
-                        .collect(),
+                    peers: service_peer_labels(&r.peers),
                 }
             })
             .collect();

@@ -82,13 +82,20 @@ pub fn draw_services(f: &mut Frame, area: Rect, state: &State) {
         .min(area.height.saturating_sub(2))
         .max(3);
     let r = centered(area, r.width, h);
-    let visible: Vec<Line> = all.into_iter().take(h.saturating_sub(2) as usize).collect();
+    let fit = h.saturating_sub(2) as usize;
+    // Not scrolled: what does not fit is said, and is in the JSON.
+    let title = if all.len() > fit {
+        format!(
+            " other RPC services: first {fit} of {} lines (--format json has all; Esc closes) ",
+            all.len()
+        )
+    } else {
+        " other RPC services: shares among their own peers (Esc closes) ".to_string()
+    };
+    let visible: Vec<Line> = all.into_iter().take(fit).collect();
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(visible).block(
-            Block::bordered()
-                .title(" other RPC services: shares among their own peers (Esc closes) "),
-        ),
+        Paragraph::new(visible).block(Block::bordered().title(title)),
         r,
     );
 }
