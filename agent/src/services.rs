@@ -149,7 +149,6 @@ impl OtherService {
 /// The transports that are not nfsd's, per server port: each port is one
 /// service (a connection keeps its listener's port; no two services share
 /// one).
-#[derive(Default)]
 pub struct OtherServices {
     by_port: BTreeMap<u16, OtherService>,
     /// Ports beyond [`MAX_OTHER_PORTS`], together (never named: its
@@ -158,6 +157,8 @@ pub struct OtherServices {
     /// Redaction, as nfsd's (classes are not shown for other services:
     /// their aggregators keep the default class map).
     redactor: Option<Redactor>,
+    /// Each service's: [`SERVICE_LIMITS`], or the operator's where lower.
+    limits: Limits,
     /// When the last rows were made: a service that appears after starts
     /// its first interval there, as its rates' denominator.
     last_view_ns: Option<u64>,
@@ -188,7 +189,28 @@ pub fn service_named_by(procedure: &str) -> Option<&'static str> {
     found
 }
 
+impl Default for OtherServices {
+    fn default() -> Self {
+        OtherServices::within(Limits::default())
+    }
+}
+
 impl OtherServices {
+    /// Each service within [`SERVICE_LIMITS`] and `limits` (nfsd's).
+    pub fn within(limits: Limits) -> Self {
+        OtherServices {
+            by_port: BTreeMap::new(),
+            rest: None,
+            redactor: None,
+            limits: Limits {
+                max_peers: limits.max_peers.min(SERVICE_LIMITS.max_peers),
+                max_classes: limits.max_classes.min(SERVICE_LIMITS.max_classes),
+                max_transports: limits.max_transports.min(SERVICE_LIMITS.max_transports),
+            },
+            last_view_ns: None,
+        }
+    }
+
     pub fn set_redactor(&mut self, redactor: Option<Redactor>) {
         self.redactor = redactor;
     }
@@ -206,7 +228,7 @@ impl OtherServices {
     }
 
     fn new_service(&self, since: u64) -> OtherService {
-        let mut agg = Aggregator::new(ClassMap::default(), SERVICE_LIMITS).owning_every_port();
+        let mut agg = Aggregator::new(ClassMap::default(), self.limits).owning_every_port();
         if let Some(r) = &self.redactor {
             agg = agg.with_redactor(r.clone());
         }

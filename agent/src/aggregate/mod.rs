@@ -151,7 +151,7 @@ impl Aggregator {
             client_names: Default::default(),
             nfsd_ports: NfsdPorts::default(),
             routes_other_services: true,
-            other_services: OtherServices::default(),
+            other_services: OtherServices::within(limits),
             service_rows: Vec::new(),
             listener_dispatches: 0,
         }

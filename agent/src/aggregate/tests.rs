@@ -784,3 +784,23 @@ fn another_services_first_interval_starts_with_the_aggregators_clock() {
     let rows = agg.services();
     assert!(close(rows[1].peers[0].dispatch_rate, 1.0), "{:?}", rows[1]);
 }
+
+#[test]
+fn another_service_keeps_within_the_operators_lower_limits() {
+    let limits = Limits {
+        max_peers: 8,
+        max_classes: 8,
+        max_transports: 8,
+    };
+    let mut agg = Aggregator::new(ClassMap::default(), limits);
+    // 100 clients, each dispatched once and closed: idle, forgettable.
+    for i in 0..100u64 {
+        let c = format!("10.0.{}.{}:700", i / 200, i % 200 + 1);
+        agg.ingest(&on_port(4045, &c, DEQ, 10 * i + 1));
+        agg.ingest(&on_port(4045, &c, EventKind::Closed, 10 * i + 2));
+    }
+    agg.snapshot(10_000, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    assert!(rows[1].peer_count.unwrap() <= 8, "{:?}", rows[1].peer_count);
+    assert_eq!(rows[1].dispatches, 100, "counted all the same");
+}
