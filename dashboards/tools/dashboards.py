@@ -567,6 +567,14 @@ def drilldown():
                      [(mean_per("nfsdtop_peer_procedure_execution_seconds_total",
                                 "nfsdtop_peer_procedure_requests_total", PEER, "instance, peer, procedure"),
                        "{{peer}} {{procedure}}")], "s", minv=0), 12, 8)
+    b.add(timeseries("NFSv4 operations per peer",
+                     "NFSv4 operations per second inside each chosen peer's COMPOUNDs "
+                     "(SEQUENCE, PUTFH, READ, WRITE, GETATTR...: what an NFSv4 client's "
+                     "requests are made of), stacked; the 10 busiest. Only with nfsdtopd's "
+                     "nfs4_ops = true (--nfs4-ops: it costs, see BENCHMARKS.md) and NFSv4 "
+                     "clients; empty otherwise.",
+                     [(f'topk(10, {rate("nfsdtop_peer_nfs4_operations_total", PEER, "instance, peer, operation")})',
+                       "{{peer}} {{operation}}")], "ops", stack=True, minv=0), 24, 8)
     variables = common_vars(class_multi=False) + [
         var_query("peer", "Peer",
                   'label_values(nfsdtop_peer_dispatches_total{job=~"$job", instance=~"$instance", class=~"$class"}, peer)',
