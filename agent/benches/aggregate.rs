@@ -55,6 +55,7 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
                     exec_ns: 5_000,
                     requests: 1,
                     bytes: None,
+                    procedure: None,
                 },
             });
         }

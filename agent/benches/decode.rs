@@ -195,9 +195,9 @@ fn main() {
                 };
                 if r.is_raw() {
                     known.decode(&r, layout, &mut buf);
-                } else if let Some(ev) = decode::decode(&r, layout) {
+                } else if let Some(mut ev) = decode::decode(&r, layout) {
+                    decode::name_procedure(&r, layout, &mut ev);
                     buf.push(ev);
-                    buf.extend(decode::procedure(&r, layout, &ev));
                 }
             }
             if case == Case::DequeuesOnly {

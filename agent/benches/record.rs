@@ -116,6 +116,7 @@ fn churn(n_peers: u32) -> Vec<Event> {
                         received: 200 + rng % 1000,
                         sent: 100 + rng % 65536,
                     }),
+                    procedure: None,
                 },
             });
         }

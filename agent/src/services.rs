@@ -260,11 +260,20 @@ impl OtherServices {
                 }
             }
         };
-        if let (true, EventKind::Procedure { name, requests, .. }) = (nameable, &ev.kind) {
+        let named_requests = match ev.kind {
+            EventKind::Procedure { name, requests, .. }
+            | EventKind::Executed {
+                procedure: Some(name),
+                requests,
+                ..
+            } => Some((name, requests)),
+            _ => None,
+        };
+        if let (true, Some((name, requests))) = (nameable, named_requests) {
             if let Some(named) = service_named_by(name.as_str()) {
                 match s.votes.iter_mut().find(|(n, _)| *n == named) {
-                    Some((_, v)) => *v = v.saturating_add(*requests),
-                    None => s.votes.push((named, *requests)),
+                    Some((_, v)) => *v = v.saturating_add(requests),
+                    None => s.votes.push((named, requests)),
                 }
             }
         }

@@ -443,7 +443,13 @@ fn folded_execution_times_reach_the_agent_once() {
     // with the time, so the same races apply).
     let mut by_name = std::collections::BTreeMap::<String, (u64, u64)>::new();
     for e in &events {
-        if let EventKind::Procedure { name, requests, .. } = e.kind {
+        if let EventKind::Procedure { name, requests, .. }
+        | EventKind::Executed {
+            procedure: Some(name),
+            requests,
+            ..
+        } = e.kind
+        {
             let n = by_name.entry(name.to_string()).or_default();
             n.0 += requests;
             n.1 += u64::from(requests > 1);

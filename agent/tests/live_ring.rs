@@ -322,7 +322,16 @@ fn the_no_workload_stage_decodes_no_procedure() {
         );
         let procedures = out
             .iter()
-            .filter(|e| matches!(e.kind, EventKind::Procedure { .. }))
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::Procedure { .. }
+                        | EventKind::Executed {
+                            procedure: Some(_),
+                            ..
+                        }
+                )
+            })
             .filter(|e| pids.contains(&e.xprt.netns))
             .count();
         seen.push((stage, procedures));

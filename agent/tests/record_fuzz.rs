@@ -73,6 +73,14 @@ fn sample() -> (Vec<u8>, Vec<Event>) {
     w.set_frame_events(97);
     w.write_all(&events).unwrap();
     let (bytes, _) = w.finish().unwrap();
+    // What the file holds: a named execution is two events there.
+    let events = events
+        .iter()
+        .flat_map(|e| {
+            let (first, second) = record::as_recorded(e);
+            std::iter::once(first).chain(second)
+        })
+        .collect();
     (bytes, events)
 }
 

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pipeline};
-use nfsdtop_agent::record::{Header, Reader, Writer};
+use nfsdtop_agent::record::{as_recorded, Header, Reader, Writer};
 use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session};
 use nfsdtop_agent::source::SourceSpec;
@@ -164,27 +164,28 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         let (written, dispatches, last_ts, stop) =
             (&mut written, &mut dispatches, &mut last_ts, &mut stop);
         let signalled = Arc::clone(&signalled);
+        // The events as the file holds them (a named execution is two
+        // there), so that `--count` counts what a replay reads back.
+        let mut recorded: Vec<Event> = Vec::new();
         let tap = move |events: &[Event]| -> anyhow::Result<()> {
+            recorded.clear();
+            for e in events {
+                let (first, second) = as_recorded(e);
+                recorded.push(first);
+                recorded.extend(second);
+            }
+            // Clients become stand-in addresses before they reach the
+            // file: a redacted recording holds no client address.
+            if let Some(r) = &redactor {
+                for e in &mut recorded {
+                    e.xprt.client = r.endpoint(&e.xprt.client);
+                }
+            }
             let room = limit.map_or(usize::MAX, |n| {
                 usize::try_from(n.saturating_sub(*written)).unwrap_or(usize::MAX)
             });
-            let take = &events[..events.len().min(room)];
-            match &redactor {
-                // Clients become stand-in addresses before they reach the
-                // file: a redacted recording holds no client address.
-                Some(r) => {
-                    let hidden: Vec<Event> = take
-                        .iter()
-                        .map(|e| {
-                            let mut e = *e;
-                            e.xprt.client = r.endpoint(&e.xprt.client);
-                            e
-                        })
-                        .collect();
-                    writer.write_all(&hidden)?;
-                }
-                None => writer.write_all(take)?,
-            }
+            let take = &recorded[..recorded.len().min(room)];
+            writer.write_all(take)?;
             *written += take.len() as u64;
             *dispatches += take
                 .iter()

@@ -539,6 +539,7 @@ fn r_shows_the_other_services_own_shares_and_esc_closes_it() {
             exec_ns: 10,
             requests: 1,
             bytes: None,
+            procedure: None,
         },
         5,
     ));

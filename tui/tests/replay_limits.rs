@@ -204,6 +204,7 @@ fn counts_from_a_file_saturate_instead_of_wrapping() {
             exec_ns: u64::MAX,
             requests: u64::MAX,
             bytes: None,
+            procedure: None,
         },
     };
     let mut events = dispatches(start, 3);

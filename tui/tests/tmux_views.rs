@@ -367,6 +367,7 @@ fn two_namespace_recording(dir: &Path) -> PathBuf {
             exec_ns: ms,
             requests: 1,
             bytes: None,
+            procedure: None,
         };
         add(ms + 10_000, a, done);
         if i % 10 == 0 {

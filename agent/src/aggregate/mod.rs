@@ -329,6 +329,7 @@ impl Aggregator {
                 exec_ns,
                 requests,
                 bytes,
+                procedure,
             } => {
                 let n = &mut self.events[Tracepoint::StatsLatency.index()];
                 *n = n.saturating_add(requests);
@@ -341,6 +342,11 @@ impl Aggregator {
                         let t = e.bytes.get_or_insert_default();
                         t.received = t.received.saturating_add(b.received);
                         t.sent = t.sent.saturating_add(b.sent);
+                    }
+                    if let Some(name) = procedure {
+                        e.procedures
+                            .get_or_insert_default()
+                            .add(name, requests, exec_ns);
                     }
                 }
                 self.exec_ns = self.exec_ns.saturating_add(exec_ns);

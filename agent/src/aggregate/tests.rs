@@ -374,6 +374,7 @@ fn exec_share_and_time() {
             exec_ns: 3_000_000,
             requests: 1,
             bytes: None,
+            procedure: None,
         },
     );
     s.ev(
@@ -382,6 +383,7 @@ fn exec_share_and_time() {
             exec_ns: 1_000_000,
             requests: 2,
             bytes: None,
+            procedure: None,
         },
     );
     let snap = s.snap();
@@ -403,6 +405,7 @@ fn requests_and_bytes_with_their_rates() {
         exec_ns: 1_000,
         requests,
         bytes,
+        procedure: None,
     };
     s.ev("10.0.0.2:1", exec(1, b(200, 4096)));
     s.ev("10.0.0.2:2", exec(3, b(600, 12_288)));
@@ -519,6 +522,7 @@ fn other_services_stay_out_of_nfsds_numbers() {
             exec_ns: 5_000,
             requests: 2,
             bytes: None,
+            procedure: None,
         },
         12_001,
     ));
@@ -803,4 +807,76 @@ fn another_service_keeps_within_the_operators_lower_limits() {
     let rows = agg.services();
     assert!(rows[1].peer_count.unwrap() <= 8, "{:?}", rows[1].peer_count);
     assert_eq!(rows[1].dispatches, 100, "counted all the same");
+}
+
+/// A request named with its execution counts exactly as its execution
+/// followed by its procedure's breakdown: the same snapshot, procedure
+/// rows, times and histograms included.
+#[test]
+fn a_named_execution_is_its_execution_and_its_procedure() {
+    let name = |n: &str| crate::model::ProcName::new(n);
+    let exec = |us: u64, procedure| EventKind::Executed {
+        exec_ns: us * 1_000,
+        requests: 1,
+        bytes: Some(crate::model::Bytes {
+            received: 120,
+            sent: 4_096,
+        }),
+        procedure,
+    };
+    let mut merged = Script::new();
+    let mut apart = Script::new();
+    for (i, p) in ["READ", "GETATTR", "READ", "WRITE", "READ"]
+        .iter()
+        .enumerate()
+    {
+        let us = 10 + 7 * i as u64;
+        let c = if i % 2 == 0 {
+            "10.0.0.2:1"
+        } else {
+            "10.0.0.3:1"
+        };
+        merged.deq(c).ev(c, exec(us, Some(name(p))));
+        apart.deq(c).ev(c, exec(us, None));
+        // The breakdown shares its execution's time stamp.
+        apart.ts -= 1_000;
+        apart.ev(
+            c,
+            EventKind::Procedure {
+                name: name(p),
+                requests: 1,
+                exec_ns: us * 1_000,
+            },
+        );
+    }
+    apart.ts = merged.ts;
+    let (m, a) = (merged.snap(), apart.snap());
+    let read = &peer(&m, "10.0.0.2").procedures[&name("READ")];
+    assert_eq!(read.requests, 3);
+    assert_eq!(
+        serde_json::to_value(&m.peers).unwrap(),
+        serde_json::to_value(&a.peers).unwrap()
+    );
+    assert_eq!(
+        serde_json::to_value(&m.classes).unwrap(),
+        serde_json::to_value(&a.classes).unwrap()
+    );
+}
+
+#[test]
+fn a_port_is_named_by_its_named_executions_too() {
+    let mut agg = Aggregator::default();
+    let lock = EventKind::Executed {
+        exec_ns: 1,
+        requests: 4,
+        bytes: None,
+        procedure: Some(crate::model::ProcName::new("LOCK")),
+    };
+    agg.ingest(&on_port(4045, "10.0.0.5:700", procedure("COMPOUND", 3), 1));
+    agg.ingest(&on_port(4045, "10.0.0.5:700", lock, 2));
+    agg.snapshot(10, 0.0, &SourceInfo::default());
+    let rows = agg.services();
+    let port = rows.iter().find(|r| r.ports == [4045]).unwrap();
+    assert_eq!(port.service, "lockd");
+    assert_eq!(port.requests, 4);
 }

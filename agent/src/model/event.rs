@@ -204,10 +204,15 @@ pub enum EventKind {
     /// `nfsdtop_common::exec`). `bytes`: what those requests received
     /// and sent on the wire, where the source measures it (`None`: not
     /// measured, e.g. on classic tracepoints, never "0 bytes").
+    /// `procedure`: the one procedure all of them were, where the record
+    /// names it (a classic or raw record of one request): the same as a
+    /// `Procedure` event of these counts, carried here so that a request
+    /// is one event, not two, on its way through the agent.
     Executed {
         exec_ns: u64,
         requests: u64,
         bytes: Option<Bytes>,
+        procedure: Option<ProcName>,
     },
     /// `requests` requests of one RPC procedure finished, taking
     /// `exec_ns` in all: a breakdown of the same transport's `Executed`

@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use format::{Header, NfsdConfig, FORMAT_VERSION};
 pub use reader::{Damage, DamageKind, OpenError, Reader};
-pub use writer::{Summary, Writer};
+pub use writer::{as_recorded, Summary, Writer};
 
 use crate::classify::ClassMap;
 use crate::model::{Event, SourceInfo, SourceKind};

@@ -621,6 +621,7 @@ impl<R: Read> Reader<R> {
                         exec_ns,
                         requests,
                         bytes,
+                        procedure: None,
                     },
                 }
             }

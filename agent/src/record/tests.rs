@@ -94,6 +94,7 @@ fn every_kind(n: u32) -> Vec<Event> {
                     received: u64::from(i) * 130,
                     sent: u64::from(i) << 16,
                 }),
+                procedure: None,
             },
         });
         // v3: its procedure, of 20 names, folded now and then.
@@ -205,6 +206,7 @@ fn a_dispatch_costs_a_few_bytes() {
                 exec_ns: 40_000,
                 requests: 1,
                 bytes: None,
+                procedure: None,
             },
         });
     }
@@ -494,4 +496,49 @@ fn resealed_mutations_hit_the_decoder_without_panicking() {
             assert!(c.events.len() <= b.len() / 2);
         }
     }
+}
+
+/// A request named with its execution is recorded in the format's own
+/// two records (an older reader replays it): it reads back as its
+/// execution, then its procedure, with the same time and counts.
+#[test]
+fn a_named_execution_is_recorded_as_execution_and_procedure() {
+    use crate::model::{Bytes, ProcName};
+    let bytes = Some(Bytes {
+        received: 200,
+        sent: 8_192,
+    });
+    let named = Event {
+        ts_ns: 7_000_000,
+        xprt: key(2),
+        kind: EventKind::Executed {
+            exec_ns: 42_000,
+            requests: 1,
+            bytes,
+            procedure: Some(ProcName::new("READ")),
+        },
+    };
+    let mut w = Writer::new(Vec::new(), &header()).unwrap();
+    w.write(&named).unwrap();
+    let (file, summary) = w.finish().unwrap();
+    assert_eq!(summary.events, 2);
+    let c = read_bytes(&file).unwrap();
+    assert_eq!(c.damage, None);
+    let executed = EventKind::Executed {
+        exec_ns: 42_000,
+        requests: 1,
+        bytes,
+        procedure: None,
+    };
+    let procedure = EventKind::Procedure {
+        name: ProcName::new("READ"),
+        requests: 1,
+        exec_ns: 42_000,
+    };
+    let kinds: Vec<EventKind> = c.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [executed, procedure]);
+    assert!(c
+        .events
+        .iter()
+        .all(|e| e.ts_ns == named.ts_ns && e.xprt == named.xprt));
 }

@@ -143,8 +143,18 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    #[inline]
+    /// Writes `ev` as the file holds it (see [`as_recorded`]).
     pub fn write(&mut self, ev: &Event) -> io::Result<()> {
+        let (first, second) = as_recorded(ev);
+        self.write_one(&first)?;
+        match second {
+            Some(e) => self.write_one(&e),
+            None => Ok(()),
+        }
+    }
+
+    #[inline]
+    fn write_one(&mut self, ev: &Event) -> io::Result<()> {
         let (code, mut flags) = match ev.kind {
             EventKind::Procedure { requests, .. } => (
                 code::EXECUTED,
@@ -208,6 +218,7 @@ impl<W: Write> Writer<W> {
                 exec_ns,
                 requests,
                 bytes,
+                ..
             } => {
                 if requests != 1 {
                     e.varint(requests);
@@ -413,5 +424,40 @@ impl Scratch<'_> {
             v >>= 7;
         }
         self.byte(v as u8);
+    }
+}
+
+/// `ev` as a recording holds it: one event, or for a request named with
+/// its execution (`EventKind::Executed` with a `procedure`) the two the
+/// format has always had, its execution and then its procedure's
+/// breakdown (same time, transport and counts), so that older readers
+/// replay it.
+pub fn as_recorded(ev: &Event) -> (Event, Option<Event>) {
+    match ev.kind {
+        EventKind::Executed {
+            exec_ns,
+            requests,
+            bytes,
+            procedure: Some(name),
+        } => (
+            Event {
+                kind: EventKind::Executed {
+                    exec_ns,
+                    requests,
+                    bytes,
+                    procedure: None,
+                },
+                ..*ev
+            },
+            Some(Event {
+                kind: EventKind::Procedure {
+                    name,
+                    requests,
+                    exec_ns,
+                },
+                ..*ev
+            }),
+        ),
+        _ => (*ev, None),
     }
 }

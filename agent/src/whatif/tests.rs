@@ -44,6 +44,7 @@ fn batched(events: &[Event]) -> Vec<Event> {
                     exec_ns: ns,
                     requests: n,
                     bytes: None,
+                    procedure: None,
                 },
             });
         }
@@ -210,11 +211,13 @@ fn execute_only(events: &[Event]) -> Vec<Event> {
                 exec_ns,
                 requests,
                 bytes,
+                ..
             } => Event {
                 kind: EventKind::Executed {
                     exec_ns: exec_ns / 4,
                     requests,
                     bytes,
+                    procedure: None,
                 },
                 ..*e
             },
@@ -257,6 +260,7 @@ fn after_mounts(events: &[Event]) -> Vec<Event> {
                 exec_ns: 250_000,
                 requests: 1,
                 bytes: None,
+                procedure: None,
             };
             for (dt, kind) in [
                 (0, EventKind::Enqueue),

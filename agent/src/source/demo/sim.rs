@@ -406,19 +406,10 @@ impl Simulator {
                             exec_ns,
                             requests: 1,
                             bytes: self.clients[ci].request_bytes,
+                            procedure: self.procedure(ci),
                         },
                     };
                     out.push(ev);
-                    if let Some(name) = self.procedure(ci) {
-                        out.push(Event {
-                            kind: EventKind::Procedure {
-                                name,
-                                requests: 1,
-                                exec_ns,
-                            },
-                            ..ev
-                        });
-                    }
                     for &op in self.operations(ci) {
                         out.push(Event {
                             kind: EventKind::Operation { op, count: 1 },

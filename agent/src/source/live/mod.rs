@@ -324,9 +324,9 @@ impl LiveSource {
                 nfs4ops::decode(&r, out);
             } else if r.is_raw() {
                 self.known.decode(&r, &self.attach.plan.decode, out);
-            } else if let Some(ev) = decode::decode(&r, &self.attach.layout) {
+            } else if let Some(mut ev) = decode::decode(&r, &self.attach.layout) {
+                decode::name_procedure(&r, &self.attach.layout, &mut ev);
                 out.push(ev);
-                out.extend(decode::procedure(&r, &self.attach.layout, &ev));
             }
         }
     }

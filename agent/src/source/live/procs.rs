@@ -33,25 +33,17 @@ fn name(i: u32) -> ProcName {
     ProcName::new(procs::name(i).unwrap_or(ProcName::OTHER))
 }
 
-/// The procedure of the request a raw svc_stats_latency record (decoded
-/// as `ev`, an `Executed`) carries in `rawrec::PROC`; None where the
-/// program does not read procedures.
-pub fn from_record(rec: &RecordView<'_>, ev: &Event) -> Option<Event> {
-    let EventKind::Executed {
-        exec_ns, requests, ..
-    } = ev.kind
-    else {
-        return None;
-    };
-    let w = rec.field(rawrec::PROC, 4)? as u32;
-    (w & rawrec::PROC_MEASURED != 0).then(|| Event {
-        kind: EventKind::Procedure {
-            name: name(w & 0xff),
-            requests,
-            exec_ns,
-        },
-        ..*ev
-    })
+/// Names, in `ev` (a raw svc_stats_latency record decoded), the
+/// procedure of its request that the record carries in `rawrec::PROC`;
+/// left unnamed where the program does not read procedures.
+pub fn name_from_record(rec: &RecordView<'_>, ev: &mut Event) {
+    if let EventKind::Executed { procedure, .. } = &mut ev.kind {
+        *procedure = rec
+            .field(rawrec::PROC, 4)
+            .map(|w| w as u32)
+            .filter(|w| w & rawrec::PROC_MEASURED != 0)
+            .map(|w| name(w & 0xff));
+    }
 }
 
 struct Claim {

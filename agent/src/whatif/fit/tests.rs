@@ -29,6 +29,7 @@ const EX: EventKind = EventKind::Executed {
     exec_ns: 1_000,
     requests: 1,
     bytes: None,
+    procedure: None,
 };
 
 #[test]
@@ -223,6 +224,7 @@ fn service_times_scale_to_a_saturated_threads_time_per_request() {
                     exec_ns,
                     requests: 1,
                     bytes: None,
+                    procedure: None,
                 },
             ));
         }
@@ -258,6 +260,7 @@ fn a_threads_time_per_request_is_capped_by_the_whole_recording() {
         exec_ns: 250_000,
         requests: 1,
         bytes: None,
+        procedure: None,
     };
     f.ingest(&ev(0, 700, EventKind::Enqueue));
     f.ingest(&ev(0, 701, EventKind::Enqueue));
@@ -314,6 +317,7 @@ fn a_scaled_second_pass_completes_requests_a_threads_time_later() {
                 exec_ns: 250_000,
                 requests: 1,
                 bytes: None,
+                procedure: None,
             },
         ));
     }

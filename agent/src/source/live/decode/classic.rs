@@ -30,24 +30,13 @@ pub fn decode(rec: &RecordView<'_>, layout: &Layout) -> Option<Event> {
     })
 }
 
-/// The procedure of the request a classic svc_stats_latency record
-/// (decoded as `ev`) names in its `procedure` string; None where the
-/// format has none or the string lies beyond the copy.
-pub fn procedure(rec: &RecordView<'_>, layout: &Layout, ev: &Event) -> Option<Event> {
-    let EventKind::Executed {
-        exec_ns, requests, ..
-    } = ev.kind
-    else {
-        return None;
-    };
-    let bytes = rec.data_loc(layout.procedure_loc)?;
-    let name = bytes.split(|&b| b == 0).next().unwrap_or_default();
-    Some(Event {
-        kind: EventKind::Procedure {
-            name: ProcName::from_bytes(name),
-            requests,
-            exec_ns,
-        },
-        ..*ev
-    })
+/// Names, in `ev` (a classic svc_stats_latency record decoded), the
+/// procedure of its request from the record's `procedure` string; left
+/// unnamed where the format has none or the string lies beyond the copy.
+pub fn name_procedure(rec: &RecordView<'_>, layout: &Layout, ev: &mut Event) {
+    if let EventKind::Executed { procedure, .. } = &mut ev.kind {
+        *procedure = rec
+            .data_loc(layout.procedure_loc)
+            .map(|bytes| ProcName::from_bytes(bytes.split(|&b| b == 0).next().unwrap_or_default()));
+    }
 }

@@ -17,7 +17,7 @@ use nfsdtop_common::{RecordView, Slot, SlotConfig, ADDR_MAX, OFF_NONE};
 use super::layout::Layout;
 use crate::model::{Bytes, Endpoint, EventKind};
 
-pub use classic::{decode, procedure};
+pub use classic::{decode, name_procedure};
 #[cfg(any(test, feature = "testing"))]
 pub use encode::{kernel_record, TraceFields};
 pub use raw::KnownXprts;
@@ -119,6 +119,8 @@ fn kind(rec: &RecordView<'_>, s: Slot, cfg: &SlotConfig, layout: &Layout) -> Opt
                 received: w & 0xffff_ffff,
                 sent: w >> 32,
             }),
+            // Named by the caller, from the record's own field for it.
+            procedure: None,
         },
         Slot::Accept => EventKind::Accepted,
         Slot::Close => EventKind::Closed,

@@ -70,6 +70,7 @@ impl Known {
                     exec_ns: us.saturating_mul(1000),
                     requests: count,
                     bytes: measures_bytes.then_some(bytes),
+                    procedure: None,
                 },
             });
         }
@@ -91,13 +92,13 @@ impl KnownXprts {
                 return;
             };
             if let Some(kind) = kind(rec, s, cfg, layout) {
-                let ev = Event {
+                let mut ev = Event {
                     ts_ns: rec.ts_ns(),
                     xprt: known.key,
                     kind,
                 };
+                procs::name_from_record(rec, &mut ev);
                 out.push(ev);
-                out.extend(procs::from_record(rec, &ev));
             }
             return;
         }
@@ -119,9 +120,10 @@ impl KnownXprts {
                 }
             }
         }
-        let Some(ev) = decode(rec, layout) else {
+        let Some(mut ev) = decode(rec, layout) else {
             return;
         };
+        procs::name_from_record(rec, &mut ev);
         if ptr != 0 {
             if ev.kind == EventKind::Closed {
                 self.keys.remove(&ptr);
@@ -142,7 +144,6 @@ impl KnownXprts {
             }
         }
         out.push(ev);
-        out.extend(procs::from_record(rec, &ev));
     }
 
     /// Report what grew of every known transport's folded totals;

@@ -316,6 +316,7 @@ fn short_records_need_a_full_one_first() {
                 received: 300,
                 sent: 70_000
             }),
+            procedure: None,
         }
     );
     // A BUSY attempt is not an enqueue, short or not.
@@ -381,6 +382,7 @@ fn folded_execution_totals_are_reported_once() {
             exec_ns,
             requests,
             bytes,
+            ..
         } => {
             let b = bytes.expect("bytes measured");
             (
