@@ -211,13 +211,13 @@ fn execute_only(events: &[Event]) -> Vec<Event> {
                 exec_ns,
                 requests,
                 bytes,
-                ..
+                procedure,
             } => Event {
                 kind: EventKind::Executed {
                     exec_ns: exec_ns / 4,
                     requests,
                     bytes,
-                    procedure: None,
+                    procedure,
                 },
                 ..*e
             },
