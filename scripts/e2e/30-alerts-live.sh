@@ -2,9 +2,11 @@
 # The alert rules and dashboards against the real thing, on loopback only:
 #   two nfsdtopd demo daemons running the series' K=16 experiment (a client
 #   with 2 connections, 10.0.0.2, against one with 16, 10.0.0.3), one with
-#   today's flat queue and one with round-robin across peers, and a real
-#   Prometheus scraping both every second with the rules generated from the
-#   e2e-fast profile (production thresholds, test-sized windows).
+#   today's flat queue and one with round-robin across peers, a third
+#   running the demo's NFSv4.2 client (burst: fd00::9 with its COMPOUNDs'
+#   operations), and a real Prometheus scraping all three every second
+#   with the rules generated from the e2e-fast profile (production
+#   thresholds, test-sized windows).
 # Checks, with deadlines (no fixed sleeps):
 #   - NfsdtopUnfairShare goes pending/firing for class 10.0.0.2 under flat;
 #   - over the same window nothing fires under rr-peer, and no other nfsdtop
@@ -12,6 +14,8 @@
 #   - the recorded fairness ratios match the series (flat ~0.22, rr ~1);
 #   - the per-procedure panels (overview and drill-down) return the demo's
 #     procedures and add up to the requests and thread time they break down;
+#   - the drill-down's NFSv4 operations panel returns the NFSv4.2 client's
+#     SEQUENCE and PUTFH, as many a second as its COMPOUNDs (one each);
 #   - every dashboard expression returns data from this Prometheus.
 # Bounded to about 2 minutes; cleans up the processes it started.
 set -uo pipefail
@@ -32,7 +36,8 @@ DEADLINE=$((SECONDS + 110))
 flat_policy=${NFSDTOP_E2E_FLAT_POLICY:-flat}
 start_daemon "$flat_policy" --demo seed-k16 --policy "$flat_policy"; flat=$addr
 start_daemon rr-peer --demo seed-k16 --policy rr-peer; rr=$addr
-ok "nfsdtopd --demo seed-k16 --policy $flat_policy on $flat, --policy rr-peer on $rr"
+start_daemon nfs4 --demo burst; v4=$addr
+ok "nfsdtopd --demo seed-k16 --policy $flat_policy on $flat, --policy rr-peer on $rr, --demo burst on $v4"
 
 # Prometheus with the e2e-fast rules.
 python3 dashboards/tools/generate.py rules --profile e2e-fast -o "$tmp/e2e-fast.rules.yml" 2>/dev/null ||
@@ -42,15 +47,17 @@ start_prometheus "$tmp/e2e-fast.rules.yml" "  - job_name: nfsdtop
       - targets: ['$flat']
         labels: {policy: flat}
       - targets: ['$rr']
-        labels: {policy: rr-peer}"
+        labels: {policy: rr-peer}
+      - targets: ['$v4']
+        labels: {policy: nfs4}"
 ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile e2e-fast (RATE_WINDOW=10s, UNFAIR_FOR=5s)"
 
-both_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 2 ]; }
-poll 30 both_up || die "Prometheus does not see both nfsdtopd targets up"
+all_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 3 ]; }
+poll 30 all_up || die "Prometheus does not see all three nfsdtopd targets up"
 # AgentDown may be pending from before the first scrape; it must clear.
 no_agent_down() { ! alerts | grep '^NfsdtopAgentDown' >/dev/null; }
 poll 15 no_agent_down || die "NfsdtopAgentDown stays active although both targets are up"
-ok "both targets up, NfsdtopAgentDown inactive"
+ok "all three targets up, NfsdtopAgentDown inactive"
 
 # Observation window: until UnfairShare fires for 10.0.0.2 under flat, and
 # at least 20s so quiet alerts had their chance to go pending.
@@ -64,6 +71,8 @@ while :; do
   while read -r name state inst cls; do
     [ -z "$name" ] && continue
     [ "$name" = NfsdtopUnfairShare ] && [ "$inst" = "$flat" ] && [ "$cls" = 10.0.0.2 ] && continue
+    # The NFSv4 daemon is here for its operations, not its alerts.
+    [ "$inst" = "$v4" ] && continue
     case " $unexpected " in *" $name/$state/$inst/$cls "*) ;; *) unexpected="$unexpected $name/$state/$inst/$cls";; esac
   done <<<"$a"
   if [ "$flat_state" = firing ] && [ $((SECONDS - window_start)) -ge 20 ]; then break; fi
@@ -193,6 +202,42 @@ procedures nfsdtop-overview "Requests per procedure" "Mean execution time per pr
 # 10.0.0.2 out (the dashboards-return-data check below runs $class=10.0.0.2).
 procedures nfsdtop-drilldown "Requests per peer and procedure" "Mean execution time per peer and procedure" \
   peer 'peer="10.0.0.2"' 10.0.0.2 --var class=.+ --var peer=10.0.0.2
+
+# The NFSv4 operations panel, for the NFSv4.2 client of the burst demo:
+# each of its requests is one COMPOUND of SEQUENCE, PUTFH and more, so
+# SEQUENCE and PUTFH each come at its rate of requests (within 2%).
+nfs4_ops() {
+  local expr res
+  expr=$(python3 dashboards/tools/check_dashboards.py expr nfsdtop-drilldown "NFSv4 operations per peer" \
+         --var __rate_interval=10s --var class=.+ --var peer=.+) || { fail "no panel 'NFSv4 operations per peer'"; return; }
+  res=$(python3 - "$prom" "$expr" "$v4" <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+prom, expr, inst = sys.argv[1:]
+at = time.time() - 1
+def q(e):
+    u = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": e, "time": at})
+    return json.load(urllib.request.urlopen(u, timeout=10))["data"]["result"]
+ops = {(s["metric"].get("peer"), s["metric"].get("operation")): float(s["value"][1])
+       for s in q(expr) if s["metric"].get("instance") == inst}
+reqs = sum(float(s["value"][1]) for s in
+           q(f'rate(nfsdtop_peer_requests_total{{instance="{inst}",peer="fd00::9"}}[10s])'))
+bad = [f"{op}: {ops.get(('fd00::9', op))} /s against {reqs:.2f} COMPOUNDs/s"
+       for op in ("SEQUENCE", "PUTFH")
+       if not reqs > 0 or abs(ops.get(("fd00::9", op), 0) - reqs) > 0.02 * reqs]
+others = sorted({p for p, _ in ops} - {"fd00::9"})
+if others:
+    bad.append(f"operations from peers that sent no COMPOUND: {others}")
+if bad:
+    print("MISMATCH " + "; ".join(bad))
+else:
+    print(f"fd00::9: {len(ops)} operations, SEQUENCE {ops[('fd00::9', 'SEQUENCE')]:.2f}/s = "
+          f"PUTFH {ops[('fd00::9', 'PUTFH')]:.2f}/s = {reqs:.2f} COMPOUNDs/s")
+PY
+)
+  case $res in MISMATCH*|"") fail "nfsdtop-drilldown 'NFSv4 operations per peer': ${res:-no output}";;
+    *) ok "nfsdtop-drilldown 'NFSv4 operations per peer' ($res)";; esac
+}
+nfs4_ops
 
 # Dashboards against the live data: every expression must return data.
 if out=$(python3 dashboards/tools/check_dashboards.py query "$prom" \
