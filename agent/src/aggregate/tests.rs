@@ -582,19 +582,6 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     // then B alone backlogged at its dispatch (earns 1): entitled A 0.5,
     // B 1.5 of 2 dispatches. nfsd meanwhile has its own two peers, each
     // dispatched once with both backlogged: 1 and 1, untouched by lockd.
-    let at = |port: u16, client: &str, kind: EventKind, ts: u64| Event {
-        ts_ns: ts,
-        xprt: XprtKey {
-            netns: 1,
-            server: ep(&format!("10.0.0.1:{port}")),
-            client: ep(client),
-        },
-        kind,
-    };
-    let deq = EventKind::Dequeue {
-        qtime_ns: None,
-        class: None,
-    };
     let proc = |name: &str| EventKind::Procedure {
         name: crate::model::ProcName::new(name),
         requests: 1,
@@ -608,20 +595,22 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     s.agg.snapshot(t0, 0.0, &SourceInfo::default());
     assert_eq!(s.agg.services().len(), 1);
     s.agg
-        .ingest(&at(4045, "10.0.0.5:700", EventKind::Enqueue, 1_000));
+        .ingest(&on_port(4045, "10.0.0.5:700", EventKind::Enqueue, 1_000));
     s.agg
-        .ingest(&at(4045, "10.0.0.6:700", EventKind::Enqueue, 1_001));
-    s.agg.ingest(&at(4045, "10.0.0.5:700", deq, 1_002));
-    s.agg.ingest(&at(4045, "10.0.0.5:700", proc("NULL"), 1_003));
-    s.agg.ingest(&at(4045, "10.0.0.6:700", deq, 1_004));
-    s.agg.ingest(&at(4045, "10.0.0.6:700", proc("LOCK"), 1_005));
+        .ingest(&on_port(4045, "10.0.0.6:700", EventKind::Enqueue, 1_001));
+    s.agg.ingest(&on_port(4045, "10.0.0.5:700", DEQ, 1_002));
+    s.agg
+        .ingest(&on_port(4045, "10.0.0.5:700", proc("NULL"), 1_003));
+    s.agg.ingest(&on_port(4045, "10.0.0.6:700", DEQ, 1_004));
+    s.agg
+        .ingest(&on_port(4045, "10.0.0.6:700", proc("LOCK"), 1_005));
     // The callback service on a client's port: named by COMPOUND.
-    s.agg.ingest(&at(40_000, "10.0.0.9:2049", deq, 1_006));
+    s.agg.ingest(&on_port(40_000, "10.0.0.9:2049", DEQ, 1_006));
     s.agg
-        .ingest(&at(40_000, "10.0.0.9:2049", proc("COMPOUND"), 1_007));
+        .ingest(&on_port(40_000, "10.0.0.9:2049", proc("COMPOUND"), 1_007));
     // A port whose requests named only NULL: no name.
     s.agg
-        .ingest(&at(5_000, "10.0.0.9:800", proc("NULL"), 1_008));
+        .ingest(&on_port(5_000, "10.0.0.9:800", proc("NULL"), 1_008));
     s.ts = 2_000;
     s.deq("10.0.0.2:1").enq("10.0.0.2:1");
     s.deq("10.0.0.3:1");
