@@ -82,6 +82,13 @@ impl WaitHistogram {
         self.add(bucket_of(us), 1);
     }
 
+    /// One sample in bucket `idx` (from [`bucket_of`]): a wait counted in
+    /// several histograms finds its bucket once.
+    #[inline]
+    pub fn record_bucket(&mut self, idx: usize) {
+        self.add(idx.min(BUCKETS - 1), 1);
+    }
+
     #[inline(always)]
     fn add(&mut self, idx: usize, n: u64) {
         if n == 0 {

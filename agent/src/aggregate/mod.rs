@@ -12,6 +12,7 @@
 //! the snapshot's numbers in `snapshot`.
 
 pub mod histogram;
+mod index;
 mod operations;
 mod procedures;
 mod queue;
@@ -72,7 +73,7 @@ struct Xprt {
 pub struct Aggregator {
     classmap: ClassMap,
     limits: Limits,
-    xprt_index: FxHashMap<XprtKey, u32>,
+    xprt_index: index::XprtIndex,
     xprts: Vec<Option<Xprt>>,
     xprt_free: Vec<u32>,
     transports_evicted: u64,
@@ -125,7 +126,7 @@ impl Aggregator {
         Aggregator {
             classmap,
             limits,
-            xprt_index: FxHashMap::default(),
+            xprt_index: index::XprtIndex::default(),
             xprts: Vec::new(),
             xprt_free: Vec::new(),
             transports_evicted: 0,
@@ -379,7 +380,7 @@ impl Aggregator {
             }
             EventKind::Closed => {
                 self.events[Tracepoint::Close.index()] += 1;
-                if let Some(&xi) = self.xprt_index.get(&ev.xprt) {
+                if let Some(xi) = self.xprt_index.get(&ev.xprt, &self.xprts) {
                     self.remove_xprt(xi, ts);
                 }
             }

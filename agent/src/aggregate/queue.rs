@@ -2,6 +2,7 @@
 //! dequeued (a dispatch, with its wait) or moved to another class, and
 //! what each backlogged entity is owed.
 
+use super::histogram::bucket_of;
 use super::table::Entity;
 use super::{Aggregator, FairClock};
 
@@ -75,19 +76,19 @@ impl Aggregator {
             self.saw_own_wait = true;
             self.own_wait_total.record_us(w / 1000);
         }
-        let wait_ns = match qtime_ns {
+        let wait_bucket = match qtime_ns {
             Some(q) => {
                 self.saw_qtime = true;
-                Some(q)
+                Some(bucket_of(q / 1000))
             }
-            None => own_wait_ns,
+            None => own_wait_ns.map(|w| bucket_of(w / 1000)),
         };
         {
             let p = self.peers.get_mut(ps);
             p.dispatches += 1;
             p.last_active_ns = ts;
-            if let Some(w) = wait_ns {
-                p.wait_interval.record_us(w / 1000);
+            if let Some(b) = wait_bucket {
+                p.wait_interval.record_bucket(b);
             }
         }
         {
@@ -96,12 +97,12 @@ impl Aggregator {
             c.last_active_ns = ts;
             // The cumulative histograms (`wait_total`) take each
             // interval's at the snapshot that ends it.
-            if let Some(w) = wait_ns {
-                c.wait_interval.record_us(w / 1000);
+            if let Some(b) = wait_bucket {
+                c.wait_interval.record_bucket(b);
             }
         }
-        if let Some(w) = wait_ns {
-            self.wait_interval.record_us(w / 1000);
+        if let Some(b) = wait_bucket {
+            self.wait_interval.record_bucket(b);
         }
         self.unqueue(xi, ts);
     }

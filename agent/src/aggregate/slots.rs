@@ -13,7 +13,7 @@ impl Aggregator {
     }
 
     pub(super) fn xprt(&mut self, key: &XprtKey, ts: u64) -> u32 {
-        if let Some(&xi) = self.xprt_index.get(key) {
+        if let Some(xi) = self.xprt_index.get(key, &self.xprts) {
             if let Some(x) = self.xprts[xi as usize].as_mut() {
                 x.last_ns = ts;
             }
@@ -51,7 +51,7 @@ impl Aggregator {
                 (self.xprts.len() - 1) as u32
             }
         };
-        self.xprt_index.insert(*key, xi);
+        self.xprt_index.insert(xi, &self.xprts);
         xi
     }
 
@@ -134,8 +134,8 @@ impl Aggregator {
         if x.queued {
             self.unqueue(xi, ts);
         }
+        self.xprt_index.remove(xi, &self.xprts);
         let x = self.xprts[xi as usize].take().expect("checked above");
-        self.xprt_index.remove(&x.key);
         self.xprt_free.push(xi);
         let p = self.peers.get_mut(x.peer);
         p.members -= 1;

@@ -338,6 +338,49 @@ fn close_and_eviction_bound_memory() {
     assert!(snap.totals.transports_evicted >= 1000 - 64);
 }
 
+/// The transport index under churn: transports opened, served and closed
+/// in a pseudo-random order (closed slots reused, the table grown past
+/// several resizes), each listed with exactly the dispatches a plain map
+/// counted for it since it was last opened.
+#[test]
+fn transports_are_found_through_churn_and_slot_reuse() {
+    let mut s = Script::new();
+    let mut model: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..60_000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let i = (rng >> 8) % 3_000;
+        let c = format!("10.1.{}.{}:{}", i / 3 / 256, (i / 3) % 256, 700 + i % 3);
+        match rng % 4 {
+            0 => {
+                s.ev(&c, EventKind::Closed);
+                model.remove(&c);
+            }
+            1 => {
+                s.ev(&c, EventKind::Accepted);
+                model.entry(c).or_default();
+            }
+            _ => {
+                s.enq(&c).deq(&c);
+                *model.entry(c).or_default() += 1;
+            }
+        }
+    }
+    let snap = s.snap();
+    assert_eq!(snap.totals.transports, model.len() as u64);
+    let mut listed = 0;
+    for p in &snap.peers {
+        for t in &p.transports {
+            let want = model.get(&t.client).copied();
+            assert_eq!(Some(t.dispatches), want, "transport {}", t.client);
+            listed += 1;
+        }
+    }
+    assert_eq!(listed, model.len());
+}
+
 #[test]
 fn lost_events_are_counted() {
     let mut s = Script::new();
