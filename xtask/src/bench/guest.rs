@@ -491,7 +491,7 @@ pub(super) fn last_json_line(jsonl: &Path) -> anyhow::Result<serde_json::Value> 
 
 /// Whether the last JSON line of an nfsdtop run names any procedure for
 /// any entity (docs/json.md).
-fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
+pub(super) fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
     let v = last_json_line(jsonl)?;
     Ok(v["entities"].as_array().is_some_and(|entities| {
         entities

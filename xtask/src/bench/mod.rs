@@ -25,11 +25,13 @@ mod aggregator;
 mod daemon;
 mod frames;
 mod guest;
+mod kept;
 mod nfs4ops;
 mod rounds;
 mod text;
 mod util;
 mod whatif;
+mod workload;
 
 use std::fs;
 use std::path::PathBuf;
@@ -50,7 +52,8 @@ pub struct BenchArgs {
     /// Small and fast: check the machinery, write target/bench-quick.md.
     #[arg(long)]
     pub quick: bool,
-    /// Skip the QEMU part (A/B) in a full run.
+    /// Skip the QEMU part (A/B) in a full run; the output keeps the A/B
+    /// part it had, marked with the run it came from.
     #[arg(long)]
     pub no_vm: bool,
     /// Only the QEMU part (A/B), for working on it.
@@ -69,6 +72,11 @@ pub struct BenchArgs {
     /// (default output target/bench-nfs4ops.md).
     #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only"])]
     pub nfs4_ops_only: bool,
+    /// Only the workload view's cost, from paired rounds of none /
+    /// nfsdtop / noworkload on the 6.12 guest (default output
+    /// target/bench-workload.md).
+    #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only", "nfs4_ops_only"])]
+    pub workload_view_only: bool,
 }
 
 impl BenchArgs {
@@ -82,16 +90,28 @@ impl BenchArgs {
             reps: 4,
             output: None,
             nfs4_ops_only: false,
+            workload_view_only: false,
         }
     }
 }
 
+/// A part run on its own (`--nfs4-ops-only`, `--workload-view-only`):
+/// its text, given nfsdtop built for the guest.
+type Section = fn(&BenchArgs, &std::path::Path) -> anyhow::Result<String>;
+
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    if args.nfs4_ops_only {
-        let out = (args.output.clone()).unwrap_or_else(|| root().join("target/bench-nfs4ops.md"));
+    let only: Option<(&str, Section)> = if args.nfs4_ops_only {
+        Some(("target/bench-nfs4ops.md", nfs4ops::section))
+    } else if args.workload_view_only {
+        Some(("target/bench-workload.md", workload::section))
+    } else {
+        None
+    };
+    if let Some((default_out, section)) = only {
+        let out = (args.output.clone()).unwrap_or_else(|| root().join(default_out));
         let nfsdtop = crate::guest::run::build_nfsdtop()?;
-        fs::write(&out, nfs4ops::section(&args, &nfsdtop)?)
+        fs::write(&out, section(&args, &nfsdtop)?)
             .with_context(|| format!("writing {}", out.display()))?;
         eprintln!(
             "bench: wrote {} in {:.0?}",
@@ -122,7 +142,8 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         "Skipped in quick mode (`cargo xtask bench` runs it: one QEMU boot, a few minutes).\n"
             .to_string()
     } else if args.no_vm {
-        "Skipped (`--no-vm`).\n".to_string()
+        kept::vm_part(&fs::read_to_string(&out).unwrap_or_default())
+            .unwrap_or_else(|| "Skipped (`--no-vm`).\n".to_string())
     } else {
         guest::part(&args, &mut results)?
     };

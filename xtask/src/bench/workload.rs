@@ -1,0 +1,119 @@
+//! Part A's paired section: what the workload view (procedures and bytes)
+//! adds to nfsdtop's cost on the 6.12 guest, from rounds of only nothing /
+//! nfsdtop / noworkload, so a run of the same length has more of them, and
+//! from each round's own difference (a confidence interval, not the range
+//! of the ratios, which only grows with more rounds).
+
+use std::path::Path;
+
+use anyhow::ensure;
+
+use super::guest::{procedures_named, run_guest};
+use super::rounds::{rounds, Rounds};
+use super::text::{self, fill};
+use super::util::mean;
+use super::BenchArgs;
+use crate::guest::image::Suite;
+
+const MODES: [&str; 2] = ["nfsdtop", "noworkload"];
+/// The workload view's budget, in IOPS.
+const BUDGET: f64 = 0.003;
+
+/// Student's t at 97.5% for `df` degrees of freedom (two-sided 95%).
+fn t975(df: usize) -> f64 {
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=10 => T[df - 1],
+        11..=20 => 2.2,
+        21..=30 => 2.08,
+        _ => 2.0,
+    }
+}
+
+/// Mean of `d` and the half-width of its 95% confidence interval.
+pub(super) fn mean_ci(d: &[f64]) -> (f64, f64) {
+    let n = d.len();
+    let m = mean(d);
+    if n < 2 {
+        return (m, f64::INFINITY);
+    }
+    let var = d.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (m, t975(n - 1) * (var / n as f64).sqrt())
+}
+
+/// Which budget verdict an interval `(m ± h)` supports.
+pub(super) fn verdict(m: f64, h: f64) -> &'static str {
+    if m + h <= BUDGET {
+        "paired-met"
+    } else if m - h > BUDGET {
+        "paired-missed"
+    } else {
+        "paired-noise"
+    }
+}
+
+pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
+    let (results, kernel) = run_guest(args, Suite::Trixie, nfsdtop, &MODES, &[], "")?;
+    let mut s = fill(text::GUEST, "paired-intro", &[("kernel", &kernel)])?;
+    let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
+    for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
+        let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
+        ensure!(
+            named == want,
+            "bench: the {mode} run's nfsdtop {} procedures ({})",
+            if named { "named" } else { "named no" },
+            results.display()
+        );
+    }
+    // Each round's cost of the view: its noworkload ratio less its nfsdtop
+    // ratio (both against the same baselines).
+    let d: Vec<f64> = corr[1].iter().zip(&corr[0]).map(|(w, n)| w - n).collect();
+    ensure!(d.len() >= 2, "bench: fewer than two complete rounds");
+    let (m, h) = mean_ci(&d);
+    let pts = |x: f64| format!("{:+.2}", x * 100.0);
+    let verdict = fill(text::GUEST, verdict(m, h), &[])?;
+    s.push_str(&fill(
+        text::GUEST,
+        "paired-verdict",
+        &[
+            ("n", &pts(mean(&corr[0]) - 1.0)),
+            ("w", &pts(mean(&corr[1]) - 1.0)),
+            (
+                "rounds",
+                &d.iter().map(|x| pts(*x)).collect::<Vec<_>>().join(", "),
+            ),
+            ("added", &pts(m)),
+            ("lo", &pts(m - h)),
+            ("hi", &pts(m + h)),
+            ("count", &d.len().to_string()),
+            ("verdict", &verdict.trim_end()),
+        ],
+    )?);
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand: differences 0.1, 0.3, 0.5 points: mean 0.3, sd 0.2,
+    /// standard error 0.2/√3 = 0.11547, t(2) = 4.303, half-width 0.4969.
+    #[test]
+    fn interval_by_hand() {
+        let (m, h) = mean_ci(&[0.001, 0.003, 0.005]);
+        assert!((m - 0.003).abs() < 1e-12);
+        assert!((h - 0.004969).abs() < 1e-6, "{h}");
+        assert_eq!(verdict(m, h), "paired-noise");
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval() {
+        assert_eq!(verdict(0.001, 0.0015), "paired-met");
+        assert_eq!(verdict(0.006, 0.002), "paired-missed");
+        assert_eq!(verdict(0.002, 0.002), "paired-noise");
+        assert_eq!(mean_ci(&[0.01]).1, f64::INFINITY);
+    }
+}
