@@ -331,15 +331,11 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             results.display()
         );
     }
-    let added = cost_n - cost_no_workload;
-    let verdict = if (added - 0.003).abs() < ratio_spread {
-        "workload-noise"
-    } else if added <= 0.003 {
-        "workload-met"
-    } else {
-        "workload-missed"
-    };
-    let verdict = fill(text::GUEST, verdict, &[])?;
+    // The view's cost in each round (noworkload's ratio less nfsdtop's),
+    // judged on its 95% interval as the paired section does.
+    let d: Vec<f64> = corr[5].iter().zip(&corr[0]).map(|(w, n)| w - n).collect();
+    let (added, half) = super::workload::mean_ci(&d);
+    let verdict = fill(text::GUEST, super::workload::verdict(added, half), &[])?;
     s.push_str(&fill(
         text::GUEST,
         "workload",
@@ -347,7 +343,9 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             ("no_workload", &signed1(cost_no_workload)),
             ("n", &signed1(cost_n)),
             ("added", &format!("{:+.1}", added * 100.0)),
-            ("spread", &pct1(ratio_spread)),
+            ("lo", &format!("{:+.1}", (added - half) * 100.0)),
+            ("hi", &format!("{:+.1}", (added + half) * 100.0)),
+            ("count", &d.len()),
             ("verdict", &verdict.trim_end()),
         ],
     )?);

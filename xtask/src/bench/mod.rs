@@ -40,6 +40,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 
+use crate::guest::image::Suite;
 use crate::root;
 use text::fill;
 use util::{commit, cpu_model, loadavg, nproc, sh};
@@ -73,10 +74,13 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only"])]
     pub nfs4_ops_only: bool,
     /// Only the workload view's cost, from paired rounds of none /
-    /// nfsdtop / noworkload on the 6.12 guest (default output
+    /// nfsdtop / noworkload in one guest (`--suite`; default output
     /// target/bench-workload.md).
     #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only", "nfs4_ops_only"])]
     pub workload_view_only: bool,
+    /// The guest of `--workload-view-only`.
+    #[arg(long, value_enum, default_value_t = Suite::Trixie, requires = "workload_view_only")]
+    pub suite: Suite,
 }
 
 impl BenchArgs {
@@ -91,6 +95,7 @@ impl BenchArgs {
             output: None,
             nfs4_ops_only: false,
             workload_view_only: false,
+            suite: Suite::Trixie,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Part A's paired section: what the workload view (procedures and bytes)
-//! adds to nfsdtop's cost on the 6.12 guest, from rounds of only nothing /
+//! adds to nfsdtop's cost in one guest (`--suite`: 6.12 by default, 6.16+
+//! on sid), from rounds of only nothing /
 //! nfsdtop / noworkload, so a run of the same length has more of them, and
 //! from each round's own difference (a confidence interval, not the range
 //! of the ratios, which only grows with more rounds).
@@ -13,7 +14,6 @@ use super::rounds::{rounds, Rounds};
 use super::text::{self, fill};
 use super::util::mean;
 use super::BenchArgs;
-use crate::guest::image::Suite;
 
 const MODES: [&str; 2] = ["nfsdtop", "noworkload"];
 /// The workload view's budget, in IOPS.
@@ -56,8 +56,13 @@ pub(super) fn verdict(m: f64, h: f64) -> &'static str {
 }
 
 pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
-    let (results, kernel) = run_guest(args, Suite::Trixie, nfsdtop, &MODES, &[], "")?;
-    let mut s = fill(text::GUEST, "paired-intro", &[("kernel", &kernel)])?;
+    let suite = args.suite;
+    let (results, kernel) = run_guest(args, suite, nfsdtop, &MODES, &[], "")?;
+    let mut s = fill(
+        text::GUEST,
+        "paired-intro",
+        &[("kernel", &kernel), ("suite", &suite.name())],
+    )?;
     let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
     for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
         let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
