@@ -12,6 +12,7 @@ use super::batch::{self, Line};
 use super::fairshare;
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::report::Report;
+use super::tolerance;
 use super::{client_addr, CLIENTS};
 use super::{procedures, workload};
 
@@ -177,10 +178,8 @@ pub fn check_nfsdtop_run(
             );
         }
         // Fair share: each peer's entitled dispatches against the same
-        // definition applied to ftrace's records (fairshare.rs). The two
-        // copies of a racily read enqueue `flags` word can differ (BPF's
-        // and ftrace's), so a few enqueue records may be judged apart:
-        // within 1% and 2 dispatches.
+        // definition applied to ftrace's records (fairshare.rs), within
+        // tolerance::entitled_slack.
         let rule = fairshare::EnqueueRule::of_generation(&last.source.generation);
         let truth = fairshare::entitled(&trace, rule);
         for (ip, (d, ent, _)) in &peers {
@@ -188,7 +187,7 @@ pub fn check_nfsdtop_run(
                 .get(&fairshare::Peer::Client(*ip))
                 .copied()
                 .unwrap_or_default();
-            let slack = fent * 0.01 + 2.0;
+            let slack = tolerance::entitled_slack(fent);
             rep.check(
                 fd == *d && (ent - fent).abs() <= slack,
                 format!(
@@ -243,14 +242,7 @@ pub fn check_nfsdtop_run(
         super::services::check_other_services(tag, last, &ft, &trace, summary, tag != "wait", rep);
         // Execution: svc_stats_latency per client, the requests exactly
         // (the default adds most of them up in the kernel), their
-        // `execute` summed. Each handler of the tracepoint reads the clock
-        // itself (ftrace's, and the kernel's record for nfsdtop's classic
-        // program, or nfsdtop's raw program), one after the other: some
-        // µs a request apart under emulation, less than a request: 2-14 µs
-        // on bookworm, 40-70 µs a request on trixie under TCG on a 2-core
-        // host (the most on the classic instance). The check is for wrong
-        // fields, units or lost requests (the counts above are exact), so
-        // it allows 30 µs a request plus a tenth of ftrace's sum.
+        // `execute` summed within tolerance::exec_slack_s.
         for ip in ft.per_client.keys() {
             let (requests, us) = ft.exec_per_client.get(ip).copied().unwrap_or((0, 0));
             let f = us as f64 / 1e6;
@@ -259,7 +251,7 @@ pub fn check_nfsdtop_run(
                 requests > 0 && n_requests == requests,
                 format!("{tag}: {ip}: nfsdtop {n_requests} executions == ftrace {requests} svc_stats_latency"),
             );
-            let slack = requests as f64 * 30e-6 + f / 10.0;
+            let slack = tolerance::exec_slack_s(f, requests);
             rep.check(
                 (n - f).abs() <= slack,
                 format!(

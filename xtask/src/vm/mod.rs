@@ -25,6 +25,7 @@ mod services;
 mod smallring;
 #[cfg(test)]
 mod tests;
+mod tolerance;
 mod wait;
 mod whatif;
 mod workload;

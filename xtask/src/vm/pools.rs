@@ -20,13 +20,7 @@ use std::path::Path;
 use super::batch;
 use super::ftrace::{field, ftrace_losses};
 use super::report::Report;
-
-/// How far nfsdtop's execution seconds of a pool may be from ftrace's,
-/// as for each client in the main measurement (`measure.rs`): each
-/// handler of the tracepoint reads the clock itself, tens of µs a
-/// request apart under emulation; the requests must match exactly.
-const EXEC_SLACK_PER_REQUEST_S: f64 = 30e-6;
-const EXEC_TOLERANCE: f64 = 0.1;
+use super::tolerance::{exec_slack_s, EXEC_SLACK_PER_REQUEST_S, EXEC_TOLERANCE};
 
 /// A pool no svc_pool_thread_* record named the thread of (never
 /// expected where there are such records: the check then fails on it).
@@ -175,7 +169,7 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             .get(i)
             .map_or((None, None), |p| (p.requests, p.exec_seconds));
         let (n, theirs) = truth.get(&(i as u32)).copied().unwrap_or((0, 0.0));
-        let slack = EXEC_TOLERANCE * theirs + EXEC_SLACK_PER_REQUEST_S * n as f64;
+        let slack = exec_slack_s(theirs, n);
         let ok = requests == Some(n) && ours.is_some_and(|o| (o - theirs).abs() <= slack);
         all &= ok;
         text.push(format!(

@@ -12,6 +12,7 @@ use super::batch::Line;
 use super::fairshare::{self, EnqueueRule, Peer};
 use super::ftrace::Ftrace;
 use super::report::Report;
+use super::tolerance;
 
 /// Each other service's clients in the last line against ftrace `ft` of
 /// the same load (`trace`, its text). `compare`: false where nfsdtop
@@ -44,7 +45,7 @@ pub fn check_other_services(
             };
             seen.insert((port, ip), p.dispatches);
             let (fd, fent) = truth.get(&Peer::Client(ip)).copied().unwrap_or_default();
-            let slack = fent * 0.01 + 2.0;
+            let slack = tolerance::entitled_slack(fent);
             check(
                 (p.entitled - fent).abs() <= slack,
                 format!(
