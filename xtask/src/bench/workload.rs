@@ -84,8 +84,8 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
         text::GUEST,
         "paired-verdict",
         &[
-            ("n", &pts(mean(&corr[0]) - 1.0)),
-            ("w", &pts(mean(&corr[1]) - 1.0)),
+            ("n", &pts(1.0 - mean(&corr[0]))),
+            ("w", &pts(1.0 - mean(&corr[1]))),
             (
                 "rounds",
                 &d.iter().map(|x| pts(*x)).collect::<Vec<_>>().join(", "),

@@ -122,6 +122,12 @@ impl Source for BenchSource {
         self.inner.bpf_stats()
     }
 
+    /// Read as in a user's run, so every stage pays for it (and reports
+    /// the threads and pools) as the full pipeline does.
+    fn nfsd_threads(&self) -> crate::server::NfsdThreads {
+        self.inner.nfsd_threads()
+    }
+
     fn is_virtual(&self) -> bool {
         false
     }
