@@ -20,9 +20,10 @@
 #           operations adds)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
-# BPF statistics (they cost every tracepoint hit two clock reads). One
-# more nfsdtop run after the rounds, "timed", has kernel.bpf_stats_enabled=1
-# and gives, with bpftool, the programs' run time and run count.
+# BPF statistics (they cost every tracepoint hit two clock reads). The
+# runs after the rounds, "timed" (nfsdtop, classic, and noworkload where
+# the rounds have it), have kernel.bpf_stats_enabled=1 and give, with
+# bpftool, the programs' run time and run count.
 # Results: summary.txt (key=value lines) and fio JSON, as a tar archive on
 # /dev/vdc. Markers "NFSDTOP-VM: ..." on the console; every wait bounded.
 # The shared prelude (environment, markers, watchdog, results, nfsd,
@@ -181,6 +182,10 @@ one "none-$((REPS + 1))" none
 sysctl -q -w kernel.bpf_stats_enabled=1 || mark "cannot enable kernel.bpf_stats_enabled"
 one nfsdtop-timed nfsdtop
 one classic-timed classic
+# And, where the rounds weigh the workload view, the programs without it.
+case " $MODES " in
+  *" noworkload "*) one noworkload-timed noworkload ;;
+esac
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"
 umount /mnt/nfs
