@@ -381,10 +381,11 @@ fn sigterm_with_20_half_open_requests_and_a_stalled_stream_exits_within_5_s() {
 /// That the rounds are equal is exact in auth.rs's unit test; this one
 /// catches a path that skips or shortens the hashing end to end (an
 /// unknown user answered before any bcrypt would cost well under a
-/// tenth). Measured as the daemon's CPU time per case: a wall clock on this shared machine moved by more than 10%
-/// between identical cases, and CPU time in blocks of 25 a case moved by
-/// a third while other test binaries started beside it, hence the cases
-/// interleaved request by request; the bound is 25%.
+/// tenth). Measured as the daemon's CPU time per case: a wall clock on
+/// this shared machine moved by more than 10% between identical cases,
+/// and CPU time in blocks of 25 a case moved by a third while other test
+/// binaries started beside it, hence the cases interleaved request by
+/// request; the bound is 25%.
 #[test]
 fn wrong_password_and_unknown_user_take_the_same_time() {
     let _one_at_a_time = heavy();

@@ -323,17 +323,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
         ],
     )?);
 
-    // The stage did what it says: the default's last line names
-    // procedures, noworkload's none (else the comparison weighs nothing).
-    for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
-        let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
-        ensure!(
-            named == want,
-            "bench: the {mode} run's nfsdtop {} procedures ({})",
-            if named { "named" } else { "named no" },
-            results.display()
-        );
-    }
+    super::workload::check_stages(&results)?;
     s.push_str(&workload_paragraph(&corr[0], &corr[5])?);
 
     // B: BPF run time per event, agent CPU.
@@ -488,7 +478,7 @@ pub(super) fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
 /// noworkload's ratios to their baselines, round by round; each round's
 /// difference judged on its 95% interval as the paired section does.
 fn workload_paragraph(nfsdtop: &[f64], noworkload: &[f64]) -> anyhow::Result<String> {
-    let d: Vec<f64> = noworkload.iter().zip(nfsdtop).map(|(w, n)| w - n).collect();
+    let d = super::workload::round_costs(nfsdtop, noworkload);
     let (added, half) = super::workload::mean_ci(&d);
     let verdict = fill(text::GUEST, super::workload::verdict(added, half), &[])?;
     fill(

@@ -55,15 +55,9 @@ pub(super) fn verdict(m: f64, h: f64) -> &'static str {
     }
 }
 
-pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
-    let suite = args.suite;
-    let (results, kernel) = run_guest(args, suite, nfsdtop, &MODES, &[], "")?;
-    let mut s = fill(
-        text::GUEST,
-        "paired-intro",
-        &[("kernel", &kernel), ("suite", &suite.name())],
-    )?;
-    let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
+/// The stages did what they say: the default's last line names
+/// procedures, noworkload's none (else the comparison weighs nothing).
+pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
     for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
         let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
         ensure!(
@@ -73,9 +67,26 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
             results.display()
         );
     }
-    // Each round's cost of the view: its noworkload ratio less its nfsdtop
-    // ratio (both against the same baselines).
-    let d: Vec<f64> = corr[1].iter().zip(&corr[0]).map(|(w, n)| w - n).collect();
+    Ok(())
+}
+
+/// Each round's cost of the view: its noworkload ratio less its nfsdtop
+/// ratio (both against that round's baselines).
+pub(super) fn round_costs(nfsdtop: &[f64], noworkload: &[f64]) -> Vec<f64> {
+    noworkload.iter().zip(nfsdtop).map(|(w, n)| w - n).collect()
+}
+
+pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
+    let suite = args.suite;
+    let (results, kernel) = run_guest(args, suite, nfsdtop, &MODES, &[], "")?;
+    let mut s = fill(
+        text::GUEST,
+        "paired-intro",
+        &[("kernel", &kernel), ("suite", &suite.name())],
+    )?;
+    let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
+    check_stages(&results)?;
+    let d = round_costs(&corr[0], &corr[1]);
     ensure!(d.len() >= 2, "bench: fewer than two complete rounds");
     let (m, h) = mean_ci(&d);
     let pts = |x: f64| format!("{:+.2}", x * 100.0);
