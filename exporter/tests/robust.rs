@@ -53,6 +53,30 @@ fn read_head(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
     }
 }
 
+/// The `time` of the snapshot a stream has begun to send (the first field
+/// of its JSON, well inside the first piece), read from its first bytes.
+fn stream_time(s: &mut TcpStream) -> f64 {
+    let (status, _, mut raw) = read_head(s);
+    assert_eq!(status, 200);
+    let key = b"\"time\":";
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(i) = raw.windows(key.len()).position(|w| w == key) {
+            let rest = &raw[i + key.len()..];
+            if let Some(end) = rest.iter().position(|&b| b == b',') {
+                let text = String::from_utf8_lossy(&rest[..end]).into_owned();
+                return text
+                    .parse()
+                    .unwrap_or_else(|e| panic!("time {text:?}: {e}"));
+            }
+        }
+        assert!(raw.len() < 64 * 1024, "no \"time\" in the first 64 KiB");
+        let k = s.read(&mut buf).expect("read the snapshot's first bytes");
+        assert!(k > 0, "closed before the snapshot's time");
+        raw.extend_from_slice(&buf[..k]);
+    }
+}
+
 /// The daemon's peak RSS (KiB), printed with the RSS it had before.
 fn peak_since(d: &Daemon, before: u64) -> u64 {
     let (rss, hwm) = rss_kib(d.child.id());
@@ -99,20 +123,20 @@ fn stalled_stream_clients_are_dropped_and_hold_no_snapshot() {
     let time = |d: &Daemon| d.snapshot("?group=class&top=1")["time"].as_f64();
     let mut stalled = Vec::new();
     for _ in 0..4 {
-        let t = time(&d);
         let mut wave: Vec<TcpStream> = (0..8).map(|_| open_stream(d.addr, "")).collect();
-        // The wave's snapshot has begun (encoding it can take seconds in a
-        // debug build on a busy machine); then it stops reading.
-        wave[0]
-            .set_read_timeout(Some(Duration::from_secs(90)))
-            .unwrap();
-        let (status, _, body) = read_head(&mut wave[0]);
-        assert_eq!(status, 200);
-        if body.is_empty() {
-            assert!(wave[0].read(&mut [0u8; 64]).expect("first bytes") > 0);
+        // Each of the wave has begun its snapshot (encoding it can take
+        // seconds in a debug build on a busy machine); then it stops
+        // reading. The next wave waits for a snapshot newer than any this
+        // one is on: had two waves shared one, fewer would be dropped.
+        let mut newest = f64::MIN;
+        for s in &mut wave {
+            s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+            newest = newest.max(stream_time(s));
         }
         stalled.extend(wave);
-        d.wait_for("the next snapshot", 60, |d| (time(d) > t).then_some(()));
+        d.wait_for("the next snapshot", 60, |d| {
+            (time(d) > Some(newest)).then_some(())
+        });
     }
     let mut dropped = 0;
     d.wait_for("the two slowest waves dropped", 60, |d| {
