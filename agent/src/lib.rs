@@ -12,7 +12,8 @@
 //!   opened and run (with the shared source flags under feature `cli`);
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`);
-//! - [`units`]: bytes and byte rates in binary units, and read back.
+//! - [`units`]: bytes and byte rates in binary units, and read back;
+//! - [`keyhash`]: the seeded hash of maps keyed by what clients choose.
 
 pub mod aggregate;
 pub mod classify;
@@ -20,6 +21,7 @@ pub mod clients;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
+pub mod keyhash;
 pub mod model;
 pub mod output;
 pub mod pipeline;

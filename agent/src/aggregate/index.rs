@@ -3,24 +3,19 @@
 //! 100,000 transports, so it stays in cache); a lookup compares the key
 //! stored in the slot it finds, which the event's update reads next anyway.
 
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
-use rustc_hash::FxHasher;
 
 use super::Xprt;
+use crate::keyhash::PeerHashState;
 use crate::model::XprtKey;
 
 #[derive(Default)]
 pub(super) struct XprtIndex {
     table: HashTable<u32>,
-}
-
-#[inline]
-fn hash_of(key: &XprtKey) -> u64 {
-    let mut h = FxHasher::default();
-    key.hash(&mut h);
-    h.finish()
+    /// Seeded: clients choose their ports (see `crate::keyhash`).
+    state: PeerHashState,
 }
 
 #[inline]
@@ -29,6 +24,12 @@ fn key_at(slots: &[Option<Xprt>], xi: u32) -> Option<&XprtKey> {
 }
 
 impl XprtIndex {
+    /// The hash `key` is indexed by.
+    #[inline]
+    fn hash_of(&self, key: &XprtKey) -> u64 {
+        self.state.hash_one(key)
+    }
+
     pub fn len(&self) -> usize {
         self.table.len()
     }
@@ -36,7 +37,7 @@ impl XprtIndex {
     #[inline]
     pub fn get(&self, key: &XprtKey, slots: &[Option<Xprt>]) -> Option<u32> {
         self.table
-            .find(hash_of(key), |&xi| key_at(slots, xi) == Some(key))
+            .find(self.hash_of(key), |&xi| key_at(slots, xi) == Some(key))
             .copied()
     }
 
@@ -45,8 +46,9 @@ impl XprtIndex {
         let Some(key) = key_at(slots, xi) else {
             return;
         };
-        self.table.insert_unique(hash_of(key), xi, |&other| {
-            key_at(slots, other).map_or(0, hash_of)
+        let state = &self.state;
+        self.table.insert_unique(state.hash_one(key), xi, |&other| {
+            key_at(slots, other).map_or(0, |k| state.hash_one(k))
         });
     }
 
@@ -55,8 +57,25 @@ impl XprtIndex {
         let Some(key) = key_at(slots, xi) else {
             return;
         };
-        if let Ok(entry) = self.table.find_entry(hash_of(key), |&other| other == xi) {
+        if let Ok(entry) = self
+            .table
+            .find_entry(self.hash_of(key), |&other| other == xi)
+        {
             entry.remove();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyhash::chosen;
+
+    #[test]
+    fn ports_a_client_chose_against_fxhash_do_not_share_a_bucket() {
+        let keys = chosen::keys();
+        let index = XprtIndex::default();
+        let spread = chosen::buckets(&keys, |k| index.hash_of(k));
+        assert!(spread >= 32, "{spread} buckets for 64 chosen transports");
     }
 }

@@ -4,11 +4,10 @@
 
 use std::hash::Hash;
 
-use rustc_hash::FxHashMap;
-
 use super::histogram::WaitHistogram;
 use super::operations::Operations;
 use super::procedures::Procedures;
+use crate::keyhash::PeerHashMap;
 use crate::model::Bytes;
 
 /// Per-entity accounting. Peers and classes share it.
@@ -63,7 +62,8 @@ impl Entity {
 }
 
 pub struct EntityTable<K> {
-    index: FxHashMap<K, u32>,
+    /// Seeded: peers' addresses are theirs to choose (`crate::keyhash`).
+    index: PeerHashMap<K, u32>,
     slots: Vec<Option<(K, Entity)>>,
     free: Vec<u32>,
     capacity: usize,
@@ -77,7 +77,7 @@ pub struct EntityTable<K> {
 impl<K: Hash + Eq + Clone> EntityTable<K> {
     pub fn new(capacity: usize) -> Self {
         EntityTable {
-            index: FxHashMap::default(),
+            index: PeerHashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             capacity: capacity.max(8),

@@ -93,11 +93,33 @@ impl std::hash::Hash for Endpoint {
 }
 
 /// One svc_xprt: (netns inode, server sockaddr, client sockaddr with port).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct XprtKey {
     pub netns: u32,
     pub server: Endpoint,
     pub client: Endpoint,
+}
+
+impl std::hash::Hash for XprtKey {
+    /// An IPv4 transport (the common case) is exactly 128 bits, written at
+    /// once: every event's transport is looked up by this hash.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        if let (Endpoint::V4 { ip: s, port: sp }, Endpoint::V4 { ip: c, port: cp }) =
+            (self.server, self.client)
+        {
+            state.write_u128(
+                u128::from(self.netns) << 96
+                    | u128::from(u32::from_ne_bytes(s)) << 64
+                    | u128::from(sp) << 48
+                    | u128::from(cp) << 32
+                    | u128::from(u32::from_ne_bytes(c)),
+            );
+        } else {
+            state.write_u32(self.netns);
+            self.server.hash(state);
+            self.client.hash(state);
+        }
+    }
 }
 
 impl XprtKey {

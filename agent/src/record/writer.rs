@@ -7,8 +7,6 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use rustc_hash::FxHashMap;
-
 use crate::model::ProcName;
 
 use super::format::{
@@ -51,7 +49,8 @@ pub struct Writer<W: Write> {
     frame_events: u32,
     frame_target: u32,
     seq: u32,
-    xprts: FxHashMap<XprtKey, u64>,
+    /// Seeded: clients choose their ports (`crate::keyhash`).
+    xprts: crate::keyhash::PeerHashMap<XprtKey, u64>,
     /// Recently used transports, direct-mapped by client port and address:
     /// most lookups end here without hashing the whole key.
     recent: Box<[Option<(XprtKey, u64)>; RECENT]>,
@@ -107,7 +106,7 @@ impl<W: Write> Writer<W> {
             frame_events: 0,
             frame_target: FRAME_TARGET_EVENTS,
             seq: 0,
-            xprts: FxHashMap::default(),
+            xprts: crate::keyhash::PeerHashMap::default(),
             recent: Box::new([None; RECENT]),
             prev: None,
             prev_ts: header.start_mono_ns,

@@ -32,8 +32,6 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
-
 mod closed;
 mod occupancy;
 
@@ -165,7 +163,8 @@ struct State {
 
 #[derive(Default)]
 pub struct Fitter {
-    index: FxHashMap<XprtKey, usize>,
+    /// Seeded: a recording's transports are its clients' choice (`crate::keyhash`).
+    index: crate::keyhash::PeerHashMap<XprtKey, usize>,
     states: Vec<State>,
     first_ts: Option<u64>,
     last_ts: u64,

@@ -29,11 +29,11 @@
 //! "other".
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 
 use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
+use nfsdtop_agent::keyhash::process_hash;
 use nfsdtop_agent::model::EntityStats;
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::metrics::{escape_label, OTHER, WAIT_BOUNDS_POW};
 
@@ -192,13 +192,13 @@ impl Smooth {
 /// An entity's identity: a 64-bit hash of (netns, name). Keys cost no
 /// allocation, which matters with 100,000 peers per snapshot; a collision
 /// (about 3e-10 for 100,000 keys) would only merge two entities' series.
+/// The hash is seeded per process: peers' names are their addresses,
+/// which they choose, and an unseeded hash would let two be picked to
+/// collide (`nfsdtop_agent::keyhash`).
 pub type Key = u64;
 
 pub fn key_of(e: &EntityStats) -> Key {
-    let mut h = FxHasher::default();
-    e.netns.hash(&mut h);
-    e.name.hash(&mut h);
-    h.finish()
+    process_hash(&(e.netns, &e.name))
 }
 
 #[derive(Clone, Copy, Debug)]
