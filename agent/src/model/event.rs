@@ -101,18 +101,16 @@ pub struct XprtKey {
 }
 
 impl std::hash::Hash for XprtKey {
-    /// An IPv4 transport (the common case) is exactly 128 bits, written at
-    /// once: every event's transport is looked up by this hash.
+    /// An IPv4 transport (the common case) is exactly 128 bits, written as
+    /// two words (a seeded hasher folds them once): every event's
+    /// transport is looked up by this hash.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         if let (Endpoint::V4 { ip: s, port: sp }, Endpoint::V4 { ip: c, port: cp }) =
             (self.server, self.client)
         {
-            state.write_u128(
-                u128::from(self.netns) << 96
-                    | u128::from(u32::from_ne_bytes(s)) << 64
-                    | u128::from(sp) << 48
-                    | u128::from(cp) << 32
-                    | u128::from(u32::from_ne_bytes(c)),
+            state.write_u64(u64::from(self.netns) << 32 | u64::from(u32::from_ne_bytes(s)));
+            state.write_u64(
+                u64::from(sp) << 48 | u64::from(cp) << 32 | u64::from(u32::from_ne_bytes(c)),
             );
         } else {
             state.write_u32(self.netns);
