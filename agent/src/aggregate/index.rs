@@ -18,16 +18,21 @@ pub(super) struct XprtIndex {
     state: PeerHashState,
 }
 
+/// The hash a key is indexed by, under the index's seed.
+#[inline]
+fn hash_with(state: &PeerHashState, key: &XprtKey) -> u64 {
+    state.hash_one(key)
+}
+
 #[inline]
 fn key_at(slots: &[Option<Xprt>], xi: u32) -> Option<&XprtKey> {
     slots.get(xi as usize)?.as_ref().map(|x| &x.key)
 }
 
 impl XprtIndex {
-    /// The hash `key` is indexed by.
     #[inline]
     fn hash_of(&self, key: &XprtKey) -> u64 {
-        self.state.hash_one(key)
+        hash_with(&self.state, key)
     }
 
     pub fn len(&self) -> usize {
@@ -47,9 +52,10 @@ impl XprtIndex {
             return;
         };
         let state = &self.state;
-        self.table.insert_unique(state.hash_one(key), xi, |&other| {
-            key_at(slots, other).map_or(0, |k| state.hash_one(k))
-        });
+        self.table
+            .insert_unique(hash_with(state, key), xi, |&other| {
+                key_at(slots, other).map_or(0, |k| hash_with(state, k))
+            });
     }
 
     /// Forgets slot `xi`, which still holds its transport.
