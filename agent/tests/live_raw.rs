@@ -67,7 +67,7 @@ fn exec_run(
     use nfsdtop_common::RawConfig;
     let task = task_btf()?;
     let off = |path: &[&str]| task_offset(&task, path);
-    let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
+    let mut ebpf = bpf::open(1 << 20, Default::default()).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     let mut raw = [RawConfig::default(); Slot::COUNT];
@@ -203,7 +203,7 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
     use nfsdtop_common::{rawrec, RawConfig};
     use std::collections::BTreeMap;
     for forget in [false, true] {
-        let mut ebpf = bpf::open(4 << 20).expect("load the BPF object");
+        let mut ebpf = bpf::open(4 << 20, Default::default()).expect("load the BPF object");
         let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
         let mut raw = [RawConfig::default(); Slot::COUNT];
         let cfg = RawConfig {
@@ -297,7 +297,7 @@ fn folded_execution_times_reach_the_agent_once() {
         return;
     };
     let off = |path: &[&str]| task_offset(&task, path);
-    let mut ebpf = bpf::open(16 << 20).expect("load the BPF object");
+    let mut ebpf = bpf::open(16 << 20, Default::default()).expect("load the BPF object");
     let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
@@ -496,7 +496,7 @@ fn pool_totals_add_each_request_to_its_pool() {
     let priority: i64 = after_comm.split(' ').nth(15).unwrap().parse().unwrap();
     let pool = u32::try_from(100 + priority).expect("a normal priority");
 
-    let mut ebpf = bpf::open(1 << 20).expect("load the BPF object");
+    let mut ebpf = bpf::open(1 << 20, Default::default()).expect("load the BPF object");
     let totals = PoolTotalsMap::map(&ebpf).expect("map POOL_TOTALS");
     let _drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     bpf::write_pool_config(

@@ -16,6 +16,8 @@
 #           away undecoded (the kernel side and the ring reader)
 #   noworkload nfsdtop without procedures and bytes (what the workload
 #           view adds)
+#   rawnoworkload the same with --no-typed-program: nfsdtop as it was
+#           before the workload view (raw svc_stats_latency program)
 #   nfs4ops nfsdtop --nfs4-ops (with NFS_VERS=4.2: what counting NFSv4
 #           operations adds)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
@@ -109,9 +111,8 @@ fio_run() {
 }
 
 # one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace |
-# hooked | discard | noworkload); classic, hooked, discard and noworkload
-# are nfsdtop with --classic-tracepoints, --bench-stage hooked,
-# --bench-stage discard, --bench-stage no-workload.
+# hooked | discard | noworkload | rawnoworkload | nfs4ops); the others
+# than none and ftrace are nfsdtop with the flags below.
 one() {
   local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent=""
   summary "mode.$tag" "$mode"
@@ -120,6 +121,7 @@ one() {
     hooked) extra="--bench-stage hooked" mode=nfsdtop stop_agent=1 ;;
     discard) extra="--bench-stage discard" mode=nfsdtop ;;
     noworkload) extra="--bench-stage no-workload" mode=nfsdtop ;;
+    rawnoworkload) extra="--bench-stage no-workload --no-typed-program" mode=nfsdtop ;;
     nfs4ops) extra=--nfs4-ops mode=nfsdtop ;;
   esac
   case $mode in
@@ -185,6 +187,9 @@ one classic-timed classic
 # And, where the rounds weigh the workload view, the programs without it.
 case " $MODES " in
   *" noworkload "*) one noworkload-timed noworkload ;;
+esac
+case " $MODES " in
+  *" rawnoworkload "*) one rawnoworkload-timed rawnoworkload ;;
 esac
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"

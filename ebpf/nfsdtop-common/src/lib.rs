@@ -21,6 +21,7 @@ pub const ADDR_MAX: usize = 28;
 pub mod nfs4ops;
 pub mod procs;
 mod slot;
+pub mod typed;
 pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
 
 /// Per-slot counters in the per-CPU `COUNTERS` array, at
@@ -512,6 +513,8 @@ mod user {
     unsafe impl aya::Pod for super::nfs4ops::OpsConfig {}
     // SAFETY: ProcProgram is repr(C), Copy, four u32 without padding (asserted size 16); every bit pattern is valid.
     unsafe impl aya::Pod for super::procs::ProcProgram {}
+    // SAFETY: RqstOffsets is repr(C), Copy, six u64 without padding (asserted size 48); every bit pattern is valid.
+    unsafe impl aya::Pod for super::typed::RqstOffsets {}
 }
 
 #[cfg(test)]

@@ -85,13 +85,17 @@ fn send(cfg: &OpsConfig, tc: &ThreadCompound) {
     unsafe {
         let words = rec as *mut u64;
         words.write(ktime_ns());
-        words.add(1).write(0xff | (nfs4ops::RECORD_KIND as u64) << 8);
+        words
+            .add(1)
+            .write(0xff | (nfs4ops::RECORD_KIND as u64) << 8);
         let raw = rec.add(Record::RAW_AT);
         let raw_words = raw as *mut u64;
         let server_loc = (local_len << 16) | rawrec::SERVER_AT as u64;
         let client_loc = (remote_len << 16) | rawrec::CLIENT_AT as u64;
         raw_words.add(1).write(server_loc | (client_loc << 32));
-        raw_words.add(rawrec::NETNS as usize / 8).write(netns as u64);
+        raw_words
+            .add(rawrec::NETNS as usize / 8)
+            .write(netns as u64);
         let server = core::slice::from_raw_parts_mut(raw.add(rawrec::SERVER_AT as usize), ADDR_MAX);
         let client = core::slice::from_raw_parts_mut(raw.add(rawrec::CLIENT_AT as usize), ADDR_MAX);
         if bpf_probe_read_kernel_buf(local as *const u8, server).is_err()
@@ -153,15 +157,16 @@ pub fn nfsd_compound_status(ctx: RawTracePointContext) -> i32 {
     };
     // SAFETY: this thread's own entry; no other thread writes it.
     let tc = unsafe { &mut *tc };
-    let (args_opcnt, resp_opcnt, status) =
-        (ctx.arg::<u64>(0) as u32, ctx.arg::<u64>(1) as u32, ctx.arg::<u64>(2) as u32);
+    let (args_opcnt, resp_opcnt, status) = (
+        ctx.arg::<u64>(0) as u32,
+        ctx.arg::<u64>(1) as u32,
+        ctx.arg::<u64>(2) as u32,
+    );
     if tc.ops == 0 || resp_opcnt == 0 {
         count(counter::LOST, 1);
         return 0;
     }
-    let at = tc.ops
-        + u64::from(resp_opcnt - 1) * u64::from(cfg.op_size)
-        + u64::from(cfg.op_opnum);
+    let at = tc.ops + u64::from(resp_opcnt - 1) * u64::from(cfg.op_size) + u64::from(cfg.op_opnum);
     let op = match kread::<u32>(at) {
         Some(n) if (n as usize) < nfs4ops::NAMES.len() => n as u8,
         _ => nfs4ops::OP_UNKNOWN,

@@ -45,6 +45,7 @@ struct FileConfig {
     resolve: Option<bool>,
     raw_tracepoints: Option<bool>,
     enqueue_hooks: Option<bool>,
+    typed_program: Option<bool>,
     nfs4_ops: Option<bool>,
     http: Option<FileHttp>,
 }
@@ -141,6 +142,9 @@ impl Config {
         }
         if let Some(x) = f.enqueue_hooks {
             session.live.enqueue_hooks = x;
+        }
+        if let Some(x) = f.typed_program {
+            session.live.typed_program = x;
         }
         if let Some(x) = f.nfs4_ops {
             session.live.nfs4_ops = x;

@@ -176,3 +176,16 @@ fn enqueue_hooks_from_file_and_flag() {
     assert!(Config::resolve(&cli).unwrap().session.live.enqueue_hooks);
     assert!(Cli::try_parse_from(["nfsdtopd", "--enqueue-hooks", "--demo", "movers"]).is_err());
 }
+
+#[test]
+fn typed_program_from_file_and_flag() {
+    let path = Path::new("/etc/nfsdtopd.toml");
+    let typed =
+        |text: &str| Config::from_file_text(path, text).map(|c| c.session.live.typed_program);
+    assert!(typed("").unwrap(), "the typed program by default");
+    assert!(!typed("typed_program = false").unwrap());
+    assert!(typed("typed_program = true").unwrap());
+    let cli = Cli::parse_from(["nfsdtopd", "--no-typed-program"]);
+    assert!(!Config::resolve(&cli).unwrap().session.live.typed_program);
+    assert!(Cli::try_parse_from(["nfsdtopd", "--no-typed-program", "--demo", "movers"]).is_err());
+}

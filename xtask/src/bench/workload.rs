@@ -1,7 +1,8 @@
 //! Part A's paired section: what the workload view (procedures and bytes)
 //! adds to nfsdtop's cost in one guest (`--suite`: 6.12 by default, 6.16+
-//! on sid), from rounds of only nothing /
-//! nfsdtop / noworkload, so a run of the same length has more of them, and
+//! on sid), from rounds of only nothing / nfsdtop / noworkload /
+//! rawnoworkload (nfsdtop before the view: no view, the raw
+//! svc_stats_latency program), so a run of the same length has more of them, and
 //! from each round's own difference (a confidence interval, not the range
 //! of the ratios, which only grows with more rounds).
 
@@ -15,7 +16,7 @@ use super::text::{self, fill};
 use super::util::mean;
 use super::BenchArgs;
 
-const MODES: [&str; 2] = ["nfsdtop", "noworkload"];
+const MODES: [&str; 3] = ["nfsdtop", "noworkload", "rawnoworkload"];
 /// The workload view's budget, in IOPS.
 const BUDGET: f64 = 0.003;
 
@@ -58,7 +59,11 @@ pub(super) fn verdict(m: f64, h: f64) -> &'static str {
 /// The stages did what they say: the default's last line names
 /// procedures, noworkload's none (else the comparison weighs nothing).
 pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
-    for (mode, want) in [("nfsdtop", true), ("noworkload", false)] {
+    for (mode, want) in [
+        ("nfsdtop", true),
+        ("noworkload", false),
+        ("rawnoworkload", false),
+    ] {
         let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
         ensure!(
             named == want,
@@ -67,7 +72,23 @@ pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
             results.display()
         );
     }
+    // Which program read svc_stats_latency, as each run's source says.
+    let rawnoworkload = results.join("nfsdtop-rawnoworkload-1.jsonl");
+    ensure!(
+        !source_detail(&rawnoworkload)?.contains(TYPED),
+        "bench: the rawnoworkload run used the typed program ({})",
+        results.display()
+    );
     Ok(())
+}
+
+/// What `source.detail` says where the typed program reads svc_stats_latency.
+const TYPED: &str = "read by the typed program";
+
+/// `source.detail` of a run's last line.
+fn source_detail(jsonl: &Path) -> anyhow::Result<String> {
+    let v = super::guest::last_json_line(jsonl)?;
+    Ok(v["source"]["detail"].as_str().unwrap_or("").to_string())
 }
 
 /// Each round's cost of the view: its noworkload ratio less its nfsdtop
@@ -86,6 +107,7 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
     )?;
     let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
     check_stages(&results)?;
+    let typed = source_detail(&results.join("nfsdtop-nfsdtop-1.jsonl"))?.contains(TYPED);
     let d = round_costs(&corr[0], &corr[1]);
     ensure!(d.len() >= 2, "bench: fewer than two complete rounds");
     let (m, h) = mean_ci(&d);
@@ -106,6 +128,40 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
             ("hi", &pts(m + h)),
             ("count", &d.len().to_string()),
             ("verdict", &verdict.trim_end()),
+        ],
+    )?);
+    // Against nfsdtop before the view (its raw program, no view): what
+    // the view and the typed program together change.
+    let before = round_costs(&corr[0], &corr[2]);
+    let (bm, bh) = mean_ci(&before);
+    s.push_str(&fill(
+        text::GUEST,
+        "paired-before",
+        &[
+            ("b", &pts(1.0 - mean(&corr[2]))),
+            (
+                "program",
+                &if typed {
+                    "the typed program"
+                } else {
+                    "the raw program (the typed one was not used)"
+                },
+            ),
+            (
+                "rounds",
+                &before
+                    .iter()
+                    .map(|x| pts(*x))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            ("added", &pts(bm)),
+            ("lo", &pts(bm - bh)),
+            ("hi", &pts(bm + bh)),
+            (
+                "verdict",
+                &fill(text::GUEST, self::verdict(bm, bh), &[])?.trim_end(),
+            ),
         ],
     )?);
     Ok(s)

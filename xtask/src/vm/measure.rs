@@ -275,6 +275,16 @@ pub fn check_nfsdtop_run(
                 }
             })
             .collect();
+        // Where svc_stats_latency is raw, every kernel of the matrix
+        // takes the typed program (plain loads): a fallback to the raw
+        // one's helper calls is a failure, with the reason it gives.
+        let detail = &last.source.detail;
+        if workload::stats_latency_raw(detail) {
+            rep.check(
+                detail.contains(workload::TYPED_PROGRAM),
+                format!("{tag}: svc_stats_latency read by the typed program (source: {detail})"),
+            );
+        }
         let measured = last.source.detail.contains(workload::BYTES_MEASURED);
         for (ok, what) in workload::check(&last.entities, measured, &clients) {
             rep.check(ok, format!("{tag}: {what}"));

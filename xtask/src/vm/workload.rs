@@ -19,6 +19,20 @@ use serde_json::Value;
 pub const BYTES_MEASURED: &str = "bytes in/out from rq_arg.len/rq_res.len";
 
 /// Header bytes allowed per request above fio's data.
+/// What it says when svc_stats_latency's raw slot is read by the typed
+/// (tp_btf) program.
+pub const TYPED_PROGRAM: &str = "; svc_stats_latency read by the typed program (tp_btf)";
+
+/// Whether `detail` puts svc_stats_latency on its raw tracepoint at
+/// start (the clause that lists the raw slots).
+pub fn stats_latency_raw(detail: &str) -> bool {
+    detail
+        .split(';')
+        .map(str::trim)
+        .find(|c| c.starts_with("raw tracepoints"))
+        .is_some_and(|c| c.contains("svc_stats_latency"))
+}
+
 pub const HEADER_SLACK: u64 = 1024;
 
 /// One client of the measurement.
@@ -109,6 +123,22 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The raw slots' clause, wherever it stands (a source names tracefs
+    /// first), as a 6.12 guest's nfsdtop wrote it.
+    #[test]
+    fn stats_latency_raw_finds_the_raw_clause() {
+        let d = "tracefs /sys/kernel/tracing; raw tracepoints (BTF offsets) for svc_xprt_free, \
+                 svc_stats_latency (the default); svc_stats_latency read by the typed program \
+                 (tp_btf); bytes in/out from rq_arg.len/rq_res.len";
+        assert!(stats_latency_raw(d) && d.contains(TYPED_PROGRAM));
+        let dequeue_only = "tracefs /sys/kernel/tracing; raw tracepoints (BTF offsets) for \
+                            svc_xprt_dequeue (the default); classic: svc_stats_latency: why";
+        assert!(!stats_latency_raw(dequeue_only));
+        assert!(!stats_latency_raw(
+            "tracefs /t; classic tracepoints; svc_stats_latency sent"
+        ));
+    }
 
     fn client(fio: Option<(u64, u64)>, ftrace_requests: u64) -> ClientLoad<'static> {
         ClientLoad {

@@ -11,10 +11,18 @@ use super::layout::Layout;
 use super::loss::Loss;
 use super::raw::{self, KernelOffsets, RawPlan, Tracepoints};
 use super::report::{AccessReport, HandOver};
-use super::{bpf, LiveOptions};
+use super::{bpf, typed, LiveOptions};
 use crate::model::Event;
 
-type RawLink = aya::programs::raw_trace_point::RawTracePointLinkId;
+/// How a raw slot's program is attached.
+#[derive(Debug)]
+enum RawLink {
+    /// The raw program, attached by aya.
+    Raw(aya::programs::raw_trace_point::RawTracePointLinkId),
+    /// The typed svc_stats_latency program (see [`typed`]); dropping
+    /// it detaches it.
+    Typed(typed::TypedLink),
+}
 
 /// Which slots go raw, before anything is attached: none with
 /// `--classic-tracepoints` or off the sunrpc category (tests), else those
@@ -57,6 +65,7 @@ impl Attachment {
         layout: Layout,
         category: &str,
         exec_totals: Option<&LiveError>,
+        typed: Result<typed::Prepared, String>,
     ) -> Result<Attachment, LiveError> {
         let mut plan = choose_plan(opts, &layout, category);
         let mut report = AccessReport {
@@ -74,8 +83,18 @@ impl Attachment {
             if !plan.is_raw(s) {
                 continue;
             }
+            if s == Slot::StatsLatency {
+                match attach_typed(&typed, opts, &plan) {
+                    Ok(link) => {
+                        links[s as usize] = Some(RawLink::Typed(link));
+                        report.typed = Some(Ok(()));
+                        continue;
+                    }
+                    Err(why) => report.typed = Some(Err(why)),
+                }
+            }
             match bpf::attach_raw(ebpf, s, s.name()) {
-                Ok(link) => links[s as usize] = Some(link),
+                Ok(link) => links[s as usize] = Some(RawLink::Raw(link)),
                 Err(e) => {
                     plan.revert(s, &layout, format!("{}: {e}", s.name()));
                     bpf::write_raw_config(ebpf, &plan.configs)?;
@@ -119,9 +138,32 @@ impl Attachment {
 
     /// The program that records slot `s` now.
     pub fn program(&self, s: Slot) -> &'static str {
-        match bpf::raw_program_name(s) {
-            Some(raw) if self.plan.is_raw(s) => raw,
+        match (bpf::raw_program_name(s), &self.links[s as usize]) {
+            (Some(_), Some(RawLink::Typed(_))) if self.plan.is_raw(s) => {
+                nfsdtop_common::typed::PROGRAM
+            }
+            (Some(raw), _) if self.plan.is_raw(s) => raw,
             _ => s.info().program,
+        }
+    }
+
+    /// The kernel's run time (ns) and run count of the program that
+    /// records slot `s` now, where it keeps them (`kernel.bpf_stats_enabled`).
+    pub fn run_stats(&self, ebpf: &aya::Ebpf, s: Slot) -> Option<(u64, u64)> {
+        if let (true, Some(RawLink::Typed(t))) = (self.plan.is_raw(s), &self.links[s as usize]) {
+            let fd = t.prog_fd();
+            return Some((bpf::fdinfo(fd, "run_time_ns")?, bpf::fdinfo(fd, "run_cnt")?));
+        }
+        let info = ebpf.program(self.program(s))?.info().ok()?;
+        Some((info.run_time().as_nanos() as u64, info.run_count()))
+    }
+
+    /// Runs slot `s`'s raw (or typed) program's kernel skipped, in all
+    /// (`recursion_misses`; None where the kernel does not say).
+    pub fn raw_recursion_misses(&self, ebpf: &aya::Ebpf, s: Slot) -> Option<u64> {
+        match &self.links[s as usize] {
+            Some(RawLink::Typed(t)) => bpf::fd_recursion_misses(t.prog_fd()),
+            _ => bpf::recursion_misses(ebpf, bpf::raw_program_name(s)?),
         }
     }
 
@@ -147,8 +189,9 @@ impl Attachment {
             }
             match self.move_to_classic(ebpf, s) {
                 Ok(()) => {
-                    missed = missed.saturating_add(loss.raw_misses(ebpf, s, now, out));
-                    if let Some(link) = self.links[s as usize].take() {
+                    let misses = self.raw_recursion_misses(ebpf, s);
+                    missed = missed.saturating_add(loss.raw_misses(misses, s, now, out));
+                    if let Some(RawLink::Raw(link)) = self.links[s as usize].take() {
                         let _ = bpf::detach_raw(ebpf, s, link);
                     }
                     moved.push(s);
@@ -178,6 +221,23 @@ impl Attachment {
         self.plan = raw;
         Ok(())
     }
+}
+
+/// Load and attach the typed svc_stats_latency program where the
+/// plan reads what it reads (lengths and procedures: its loads are
+/// verified whether used or not); else why not.
+fn attach_typed(
+    prepared: &Result<typed::Prepared, String>,
+    opts: &LiveOptions,
+    plan: &RawPlan,
+) -> Result<typed::TypedLink, String> {
+    if !opts.typed_program {
+        return Err("not asked for (--no-typed-program)".into());
+    }
+    if !plan.measures_bytes() || !plan.measures_procedures() {
+        return Err("the kernel's BTF lacks the request's lengths or procedure".into());
+    }
+    typed::attach(prepared.as_ref()?, &opts.btf_dir)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
+use nfsdtop_common::typed::{self, RqstOffsets};
 use nfsdtop_common::{counter, pools::PoolConfig, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
@@ -100,8 +101,9 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
         || e.to_string().contains("Operation not permitted")
 }
 
-/// Open the object (maps are created, programs not yet loaded).
-pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
+/// Open the object (maps are created, programs not yet loaded); the
+/// typed program's offsets are fixed now (a read-only global).
+pub fn open(ring_bytes: u32, typed: RqstOffsets) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
     let cpus = Counters::cpus()?;
@@ -109,6 +111,7 @@ pub fn open(ring_bytes: u32) -> Result<Ebpf, LiveError> {
         .map_max_entries("EVENTS", ring)
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)
+        .override_global(typed::GLOBAL, &typed, true)
         .load(OBJECT)
         .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))?;
     write_proc_programs(&mut ebpf, &program_entries())?;
@@ -148,7 +151,7 @@ fn rejected(name: &str, e: &aya::programs::ProgramError) -> LiveError {
 /// Load every program into the kernel (the verifier runs) without
 /// attaching anything: what `nfsdtop doctor` checks.
 pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
-    let mut ebpf = open(ring_bytes)?;
+    let mut ebpf = open(ring_bytes, RqstOffsets::default())?;
     let mut ok = Vec::new();
     for s in Slot::ALL {
         let name = s.info().program;
@@ -169,6 +172,16 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
         ok.push(name.to_string());
     }
     Ok(ok)
+}
+
+/// Load (verify) the typed svc_stats_latency program with the offsets
+/// of the kernel's BTF in `btf_dir` (see [`super::typed`]).
+pub fn verify_typed(btf_dir: &std::path::Path) -> Result<(), String> {
+    let k = super::raw::KernelOffsets::from_sys(btf_dir)?;
+    let offsets = super::typed::offsets(&k)
+        .ok_or("the kernel's BTF lacks the request's lengths or procedure")?;
+    let ebpf = open(64 * 1024, offsets).map_err(|e| e.to_string())?;
+    super::typed::verify(&super::typed::prepare(&ebpf, OBJECT)?, btf_dir)
 }
 
 /// Fill the `RAWCONFIG` map (one [`RawConfig`] per slot).
@@ -301,11 +314,39 @@ pub fn load_classic(ebpf: &mut Ebpf, slot: Slot) -> Result<(), LiveError> {
 /// preemptible. None where the kernel does not say.
 pub fn recursion_misses(ebpf: &Ebpf, name: &str) -> Option<u64> {
     use std::os::fd::{AsFd, AsRawFd};
-    let fd = ebpf.program(name)?.fd().ok()?.as_fd().as_raw_fd();
+    fd_recursion_misses(ebpf.program(name)?.fd().ok()?.as_fd().as_raw_fd())
+}
+
+/// `recursion_misses` of the program whose descriptor is `fd`.
+pub fn fd_recursion_misses(fd: std::os::fd::RawFd) -> Option<u64> {
+    fdinfo(fd, "recursion_misses")
+}
+
+/// The number a program's fdinfo gives for `key` (`run_time_ns`,
+/// `run_cnt`, `recursion_misses`); None where the kernel does not say.
+pub fn fdinfo(fd: std::os::fd::RawFd, key: &str) -> Option<u64> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
     info.lines()
-        .find_map(|l| l.strip_prefix("recursion_misses:"))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
 }
 
 pub use super::mapped::{Counters, ExecTotalsMap, SlotCounts};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key of the kernel's fdinfo, whole keys only (any descriptor has
+    /// `pos` and `flags`).
+    #[test]
+    fn fdinfo_reads_whole_keys() {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        let fd = f.as_raw_fd();
+        assert_eq!(fdinfo(fd, "pos"), Some(0));
+        assert_eq!(fdinfo(fd, "po"), None, "a key's prefix is not the key");
+        assert_eq!(fdinfo(fd, "run_time_ns"), None, "not a program");
+        assert_eq!(fdinfo(-1, "pos"), None);
+    }
+}

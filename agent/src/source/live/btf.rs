@@ -235,6 +235,13 @@ impl Btf {
         }
     }
 
+    /// The id of the typedef named `name`, and whether it is this BTF's
+    /// own (a module's) rather than its base's.
+    pub fn typedef_id(&self, name: &str) -> Option<(u32, bool)> {
+        let id = self.typedef(name)?;
+        Some((id, self.base.is_some() && id >= self.first_id))
+    }
+
     /// The arguments a raw tracepoint program gets for `event`, from the
     /// kernel's `btf_trace_<event>` typedef (a pointer to a prototype whose
     /// first parameter, the context, is left out).
@@ -512,9 +519,24 @@ pub(crate) mod tests {
         let cxprt = m.konst(xprt);
         let xprtp = m.ptr(cxprt);
         let rqstp = m.ptr(rqst);
-        m.tracepoint("svc_xprt_enqueue", &[xprtp, ulong]);
+        let enqueue = m.tracepoint("svc_xprt_enqueue", &[xprtp, ulong]);
         m.tracepoint("svc_xprt_do_enqueue", &[xprtp, rqstp]);
         let s = Btf::parse(&m.build(), Some(b)).unwrap();
+        // The typed program's attach target: the module's own typedef
+        // (loaded against the module's BTF object), or vmlinux's.
+        assert_eq!(
+            s.typedef_id("btf_trace_svc_xprt_enqueue"),
+            Some((enqueue, true))
+        );
+        assert_eq!(s.typedef_id("btf_trace_svc_xprt_dequeue"), None);
+        let mut vmlinux = Builder::new();
+        let int = vmlinux.int("int", 4);
+        let builtin = vmlinux.tracepoint("svc_xprt_enqueue", &[int]);
+        let v = Btf::parse(&vmlinux.build(), None).unwrap();
+        assert_eq!(
+            v.typedef_id("btf_trace_svc_xprt_enqueue"),
+            Some((builtin, false))
+        );
         assert_eq!(
             s.tracepoint_args("svc_xprt_enqueue"),
             Some(vec![Arg::Ptr("svc_xprt".into()), Arg::Int(8)])

@@ -156,6 +156,18 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                             "no raw tracepoints, classic ones for every event: {why}"
                         )),
                     }
+                    // Only where svc_stats_latency can be raw at all.
+                    if !preempt.raw_misses {
+                        notes.push(match bpf::verify_typed(&opts.btf_dir) {
+                            Ok(()) => "svc_stats_latency: the typed program (tp_btf) verifies: \
+                                   requests are read with plain loads"
+                                .into(),
+                            Err(why) => format!(
+                                "svc_stats_latency: the typed program cannot be used ({why}); the \
+                             raw program reads requests with helper calls"
+                            ),
+                        });
+                    }
                     if nfsd_loaded {
                         notes.push(match super::nfs4ops::offsets(&opts.btf_dir) {
                         Ok(_) => "--nfs4-ops can count NFSv4 operations (nfsd's BTF has what it reads)".into(),

@@ -91,20 +91,26 @@ impl Loss {
         }
     }
 
-    /// Runs slot `s`'s raw program skipped since the last call, as a
-    /// `Lost` event; returns how many (0 where the kernel does not say).
-    pub fn raw_misses(&mut self, ebpf: &aya::Ebpf, s: Slot, now: u64, out: &mut Vec<Event>) -> u64 {
-        let Some(name) = bpf::raw_program_name(s) else {
+    /// Runs slot `s`'s raw program skipped since the last call (its
+    /// kernel count so far is `misses`), as a `Lost` event; returns how
+    /// many (0 where the kernel does not say).
+    pub fn raw_misses(
+        &mut self,
+        misses: Option<u64>,
+        s: Slot,
+        now: u64,
+        out: &mut Vec<Event>,
+    ) -> u64 {
+        let Some(misses) = misses else {
             return 0;
         };
         let seen = &mut self.raw_misses_seen[s as usize];
-        match new_misses(ebpf, name, seen) {
-            Some(delta) if delta > 0 => {
-                out.push(lost_event(now, s, delta));
-                delta
-            }
-            _ => 0,
+        let delta = misses.saturating_sub(*seen);
+        *seen = misses;
+        if delta > 0 {
+            out.push(lost_event(now, s, delta));
         }
+        delta
     }
 }
 

@@ -36,6 +36,7 @@ pub mod raw;
 pub mod rebuild;
 pub mod report;
 pub mod seed;
+pub mod typed;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::TryRecvError;
@@ -87,6 +88,9 @@ pub struct LiveOptions {
     pub stage: BenchStage,
     /// Count NFSv4 operations per client (`--nfs4-ops`; see [`nfs4ops`]).
     pub nfs4_ops: bool,
+    /// Time svc_stats_latency with the typed program where the kernel
+    /// allows (see [`typed`]; off with `--no-typed-program`).
+    pub typed_program: bool,
 }
 
 /// How far the live source goes, so `cargo xtask bench` can split what
@@ -123,6 +127,7 @@ impl Default for LiveOptions {
             enqueue_hooks: false,
             stage: BenchStage::Full,
             nfs4_ops: false,
+            typed_program: true,
         }
     }
 }
@@ -206,7 +211,13 @@ impl LiveSource {
                 detail: format!("this process lacks {}", caps.missing()),
             });
         }
-        let mut ebpf = bpf::open(opts.ring_bytes)?;
+        let typed_offsets = raw::KernelOffsets::from_sys(&opts.btf_dir)
+            .ok()
+            .and_then(|k| typed::offsets(&k))
+            .unwrap_or_default();
+        let mut ebpf = bpf::open(opts.ring_bytes, typed_offsets)?;
+        // Before any map is taken out of the object (see typed::prepare).
+        let typed_program = typed::prepare(&ebpf, bpf::OBJECT);
         // Kernel run-time statistics per program, where the kernel allows
         // and the user asked (they cost every hit two clock reads).
         let stats = if opts.kernel_stats {
@@ -224,6 +235,7 @@ impl LiveSource {
             layout,
             category,
             exec_totals.as_ref().err(),
+            typed_program,
         )?;
         attach.report.pools = pools_note;
         attach.report.dequeues_only = dequeues_only;
@@ -376,7 +388,8 @@ impl LiveSource {
         for s in Slot::ALL {
             self.loss.classic_misses(&self.ebpf, s, now, out);
             if self.attach.watching_raw(s) {
-                let d = self.loss.raw_misses(&self.ebpf, s, now, out);
+                let misses = self.attach.raw_recursion_misses(&self.ebpf, s);
+                let d = self.loss.raw_misses(misses, s, now, out);
                 missed = missed.saturating_add(d);
             }
         }
@@ -499,10 +512,7 @@ impl Source for LiveSource {
             if layout.slots[i].enabled == 0 {
                 continue;
             }
-            let info = self
-                .ebpf
-                .program(self.attach.program(s))
-                .and_then(|p| p.info().ok());
+            let run = self.attach.run_stats(&self.ebpf, s);
             let c = counts[i];
             out.push(BpfProgramStats {
                 program: ev.clone(),
@@ -510,8 +520,8 @@ impl Source for LiveSource {
                 records: c.submitted,
                 lost: c.lost,
                 busy_dropped: c.busy,
-                run_time_ns: info.as_ref().map_or(0, |i| i.run_time().as_nanos() as u64),
-                runs: info.as_ref().map_or(0, |i| i.run_count()),
+                run_time_ns: run.map_or(0, |r| r.0),
+                runs: run.map_or(0, |r| r.1),
             });
         }
         out
