@@ -15,12 +15,13 @@ pub const GLOBAL: &str = "TYPED_RQST";
 
 /// Byte offsets in this kernel's `struct svc_rqst` (u64 each, so a spill
 /// of one to the stack keeps it a constant for the verifier). Every one
-/// must be a real member of the width the program reads (`rq_stime` 8
-/// bytes, the others 4): the agent loads the program only when the
-/// kernel's BTF has them all.
+/// must be a real member of the width the program reads (`rq_xprt` a
+/// pointer and `rq_stime` 8 bytes, the others 4): the agent loads the
+/// program only when the kernel's BTF has them all.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RqstOffsets {
+    pub rq_xprt: u64,
     pub rq_stime: u64,
     pub rq_arg_len: u64,
     pub rq_res_len: u64,
@@ -29,4 +30,6 @@ pub struct RqstOffsets {
     pub rq_proc: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<RqstOffsets>() == 48);
+const _: () = assert!(core::mem::size_of::<RqstOffsets>() == 56);
+// The agent names the loaded program by its first 15 bytes.
+const _: () = assert!(PROGRAM.len() >= 15);

@@ -1,19 +1,19 @@
 //! The typed svc_stats_latency program (`tp_btf`; see
 //! `nfsdtop_common::typed`): the raw program's work for a request, its
 //! lengths, start time and procedure read with plain loads through the
-//! typed request pointer at the offsets of `TYPED_RQST`. The transport
-//! pointer is still read with a helper: the rest of the path hashes it,
-//! and the verifier allows no arithmetic but adding on a typed pointer.
+//! typed request pointer at the offsets of `TYPED_RQST`; the transport
+//! pointer too, made a number on the way (see [`as_number`]).
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use nfsdtop_common::{counter, typed::RqstOffsets, Slot};
 
-use crate::{bump, fold_pool, kread, ktime_ns, proc_index, send::send, RAWCONFIG};
+use crate::{bump, fold_pool, ktime_ns, proc_index, send::send, RAWCONFIG, SCRATCH};
 
 /// Set by the agent before the object is loaded (a frozen, read-only
 /// map: the verifier reads the values as constants).
 #[unsafe(no_mangle)]
 static TYPED_RQST: RqstOffsets = RqstOffsets {
+    rq_xprt: 0,
     rq_stime: 0,
     rq_arg_len: 0,
     rq_res_len: 0,
@@ -34,6 +34,23 @@ fn field<T: Copy>(rqst: *const u8, off: &u64) -> T {
     }
 }
 
+/// A typed pointer as a number. The verifier allows no arithmetic on a
+/// typed pointer but adding, and the rest of the path hashes the
+/// transport's: stored to this CPU's scratch word and loaded back, it is
+/// a number (the verifier does not follow values through map memory).
+/// Storing a pointer there is allowed to programs loaded with
+/// CAP_PERFMON, as nfsdtop's are.
+#[inline(always)]
+fn as_number(p: *const u8) -> Option<u64> {
+    let word = SCRATCH.get_ptr_mut(0)? as *mut u64;
+    // SAFETY: this CPU's scratch value (programs do not nest), 8-aligned;
+    // its first word is free until `send` reads addresses into it.
+    unsafe {
+        core::ptr::write_volatile(word, p as u64);
+        Some(core::ptr::read_volatile(word))
+    }
+}
+
 #[btf_tracepoint(function = "svc_stats_latency")]
 pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
     let slot = Slot::StatsLatency;
@@ -50,7 +67,7 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let o = &TYPED_RQST;
-    let xprt = kread::<u64>(rqst as u64 + cfg.rq_xprt as u64).unwrap_or(0);
+    let xprt = as_number(field(rqst, &o.rq_xprt)).unwrap_or(0);
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;

@@ -36,6 +36,7 @@ pub fn offsets(k: &KernelOffsets) -> Option<RqstOffsets> {
     let (arg_len, res_len) = k.rq_lens?;
     let [prog, vers, proc] = k.rq_procs?;
     Some(RqstOffsets {
+        rq_xprt: k.rq_xprt.into(),
         rq_stime: k.rq_stime.into(),
         rq_arg_len: arg_len.into(),
         rq_res_len: res_len.into(),
@@ -228,7 +229,8 @@ fn load(
         if let Some(fd) = module_btf {
             u.__bindgen_anon_1.attach_btf_obj_fd = fd.as_raw_fd() as u32;
         }
-        for (d, s) in u.prog_name.iter_mut().zip(b"typed_stats_lat") {
+        // The kernel keeps 15 bytes of a name (bpftool shows them).
+        for (d, s) in u.prog_name.iter_mut().zip(&PROGRAM.as_bytes()[..15]) {
             *d = *s as _;
         }
         if !log.is_empty() {
