@@ -41,6 +41,10 @@ pub struct RawProgram {
     /// freed unseen (its pointer would stay known, and a new transport at
     /// the same address would get short records).
     pub attach_rank: u8,
+    /// The typed (`tp_btf`) program that takes its place where the kernel
+    /// allows (see `crate::typed`): slots whose argument 0 is a request,
+    /// whose fields it reads with plain loads.
+    pub typed: Option<&'static str>,
 }
 
 /// One tracepoint: its row of [`SLOTS`].
@@ -105,6 +109,7 @@ slot_table! {
             arg: RawArg::Xprt,
             flags_arg: true,
             attach_rank: 2,
+            typed: None,
         }),
     },
     Dequeue = 1 => SlotInfo {
@@ -116,6 +121,7 @@ slot_table! {
             arg: RawArg::Rqst,
             flags_arg: false,
             attach_rank: 3,
+            typed: Some("typed_svc_xprt_dequeue"),
         }),
     },
     StatsLatency = 2 => SlotInfo {
@@ -127,6 +133,7 @@ slot_table! {
             arg: RawArg::Rqst,
             flags_arg: false,
             attach_rank: 4,
+            typed: Some("typed_svc_stats_latency"),
         }),
     },
     Accept = 3 => SlotInfo {
@@ -138,6 +145,7 @@ slot_table! {
             arg: RawArg::Xprt,
             flags_arg: false,
             attach_rank: 1,
+            typed: None,
         }),
     },
     Close = 4 => SlotInfo {
@@ -149,6 +157,7 @@ slot_table! {
             arg: RawArg::Xprt,
             flags_arg: false,
             attach_rank: 0,
+            typed: None,
         }),
     },
 }

@@ -395,6 +395,14 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
     } else {
         arg0
     };
+    raw_from_xprt(cfg, slot, arg0, xprt, flags_arg)
+}
+
+/// The rest of a raw (or typed) program's work once it has the hit's
+/// argument 0 (`arg0`: a transport, or a request) and transport (`xprt`;
+/// 0 if it could not be read), and the flags argument if it took one.
+#[inline(always)]
+fn raw_from_xprt(cfg: &RawConfig, slot: Slot, arg0: u64, xprt: u64, flags_arg: Option<u64>) -> u32 {
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;

@@ -1,13 +1,14 @@
-//! The typed svc_stats_latency program (`tp_btf`; see
-//! `nfsdtop_common::typed`): the raw program's work for a request, its
-//! lengths, start time and procedure read with plain loads through the
-//! typed request pointer at the offsets of `TYPED_RQST`; the transport
-//! pointer too, made a number on the way (see [`as_number`]).
+//! The typed programs (`tp_btf`; see `nfsdtop_common::typed`) of the
+//! slots whose argument is a request: the raw programs' work, with the
+//! request's fields read by plain loads through the typed request pointer
+//! at the offsets of `TYPED_RQST` (its transport pointer made a number on
+//! the way, see [`as_number`]): svc_xprt_dequeue's transport, and
+//! svc_stats_latency's transport, lengths, start time and procedure.
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use nfsdtop_common::{counter, typed::RqstOffsets, Slot};
 
-use crate::{bump, fold_pool, ktime_ns, proc_index, send::send, RAWCONFIG, SCRATCH};
+use crate::{bump, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, RAWCONFIG, SCRATCH};
 
 /// Set by the agent before the object is loaded (a frozen, read-only
 /// map: the verifier reads the values as constants).
@@ -93,5 +94,22 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
         0
     };
     send(cfg, slot, xprt, flags, now, value_us, procedure);
+    0
+}
+
+#[btf_tracepoint(function = "svc_xprt_dequeue")]
+pub fn typed_svc_xprt_dequeue(ctx: BtfTracePointContext) -> i32 {
+    let slot = Slot::Dequeue;
+    let cfg = match RAWCONFIG.get(slot as u32) {
+        Some(c) if c.enabled == 1 => c,
+        _ => return 0,
+    };
+    let rqst: *const u8 = ctx.arg(0);
+    if rqst.is_null() {
+        bump(slot, counter::LOST);
+        return 0;
+    }
+    let xprt = as_number(field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
+    raw_from_xprt(cfg, slot, rqst as u64, xprt, None);
     0
 }

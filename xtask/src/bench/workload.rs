@@ -82,8 +82,9 @@ pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `source.detail` says where the typed program reads svc_stats_latency.
-const TYPED: &str = "read by the typed program";
+/// What `source.detail` says where typed programs read the raw slots
+/// that have one.
+const TYPED: &str = "typed programs (tp_btf) for";
 
 /// `source.detail` of a run's last line.
 fn source_detail(jsonl: &Path) -> anyhow::Result<String> {
@@ -142,9 +143,9 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
             (
                 "program",
                 &if typed {
-                    "the typed program"
+                    "typed programs"
                 } else {
-                    "the raw program (the typed one was not used)"
+                    "raw programs (the typed ones were not used)"
                 },
             ),
             (

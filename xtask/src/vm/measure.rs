@@ -275,16 +275,15 @@ pub fn check_nfsdtop_run(
                 }
             })
             .collect();
-        // Where svc_stats_latency is raw, every kernel of the matrix
-        // takes the typed program (plain loads): a fallback to the raw
+        // Wherever a slot with a typed program is raw, every kernel of the
+        // matrix takes the typed one (plain loads): a fallback to the raw
         // one's helper calls is a failure, with the reason it gives.
         let detail = &last.source.detail;
-        if workload::stats_latency_raw(detail) {
-            rep.check(
-                detail.contains(workload::TYPED_PROGRAM),
-                format!("{tag}: svc_stats_latency read by the typed program (source: {detail})"),
-            );
-        }
+        let untyped = workload::untyped_raw_slots(detail);
+        rep.check(
+            untyped.is_empty(),
+            format!("{tag}: typed programs read every raw slot that has one (not: {untyped:?}; source: {detail})"),
+        );
         let measured = last.source.detail.contains(workload::BYTES_MEASURED);
         for (ok, what) in workload::check(&last.entities, measured, &clients) {
             rep.check(ok, format!("{tag}: {what}"));

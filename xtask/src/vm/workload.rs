@@ -19,18 +19,34 @@ use serde_json::Value;
 pub const BYTES_MEASURED: &str = "bytes in/out from rq_arg.len/rq_res.len";
 
 /// Header bytes allowed per request above fio's data.
-/// What it says when svc_stats_latency's raw slot is read by the typed
-/// (tp_btf) program.
-pub const TYPED_PROGRAM: &str = "; svc_stats_latency read by the typed program (tp_btf)";
+/// The clause that lists the slots typed (tp_btf) programs read.
+const TYPED_CLAUSE: &str = "typed programs (tp_btf) for ";
 
-/// Whether `detail` puts svc_stats_latency on its raw tracepoint at
-/// start (the clause that lists the raw slots).
-pub fn stats_latency_raw(detail: &str) -> bool {
+/// The events a clause of `detail` that starts with `head` lists.
+fn clause_events<'a>(detail: &'a str, head: &str) -> Vec<&'a str> {
     detail
         .split(';')
         .map(str::trim)
-        .find(|c| c.starts_with("raw tracepoints"))
-        .is_some_and(|c| c.contains("svc_stats_latency"))
+        .find_map(|c| c.strip_prefix(head))
+        .map(|list| {
+            list.split(',')
+                .map(|e| e.trim().trim_end_matches(" (the default)"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The slots with a typed program that `detail` puts on raw tracepoints
+/// at start but that their typed programs do not read (empty: all are).
+pub fn untyped_raw_slots(detail: &str) -> Vec<&str> {
+    let raw = clause_events(detail, "raw tracepoints (BTF offsets) for ");
+    let typed = clause_events(detail, TYPED_CLAUSE);
+    nfsdtop_common::Slot::ALL
+        .into_iter()
+        .filter(|s| s.info().raw.is_some_and(|r| r.typed.is_some()))
+        .map(|s| s.name())
+        .filter(|e| raw.contains(e) && !typed.contains(e))
+        .collect()
 }
 
 pub const HEADER_SLACK: u64 = 1024;
@@ -124,20 +140,27 @@ pub fn check(
 mod tests {
     use super::*;
 
-    /// The raw slots' clause, wherever it stands (a source names tracefs
-    /// first), as a 6.12 guest's nfsdtop wrote it.
+    /// The raw and typed clauses, wherever they stand (a source names
+    /// tracefs first), as a 6.12 guest's nfsdtop wrote them.
     #[test]
-    fn stats_latency_raw_finds_the_raw_clause() {
+    fn untyped_raw_slots_from_the_clauses() {
         let d = "tracefs /sys/kernel/tracing; raw tracepoints (BTF offsets) for svc_xprt_free, \
-                 svc_stats_latency (the default); svc_stats_latency read by the typed program \
-                 (tp_btf); bytes in/out from rq_arg.len/rq_res.len";
-        assert!(stats_latency_raw(d) && d.contains(TYPED_PROGRAM));
-        let dequeue_only = "tracefs /sys/kernel/tracing; raw tracepoints (BTF offsets) for \
-                            svc_xprt_dequeue (the default); classic: svc_stats_latency: why";
-        assert!(!stats_latency_raw(dequeue_only));
-        assert!(!stats_latency_raw(
-            "tracefs /t; classic tracepoints; svc_stats_latency sent"
-        ));
+                 svc_xprt_dequeue, svc_stats_latency (the default); typed programs (tp_btf) for \
+                 svc_xprt_dequeue, svc_stats_latency; bytes in/out from rq_arg.len/rq_res.len";
+        assert!(
+            untyped_raw_slots(d).is_empty(),
+            "{:?}",
+            untyped_raw_slots(d)
+        );
+        let one = "tracefs /t; raw tracepoints (BTF offsets) for svc_xprt_dequeue, \
+                   svc_stats_latency (the default); typed programs (tp_btf) for \
+                   svc_stats_latency; svc_xprt_dequeue read by its raw program (typed one not \
+                   used: why)";
+        assert_eq!(untyped_raw_slots(one), ["svc_xprt_dequeue"]);
+        let none = "tracefs /t; raw tracepoints (BTF offsets) for svc_xprt_free, \
+                    svc_stats_latency (the default)";
+        assert_eq!(untyped_raw_slots(none), ["svc_stats_latency"]);
+        assert!(untyped_raw_slots("tracefs /t; classic tracepoints; x").is_empty());
     }
 
     fn client(fio: Option<(u64, u64)>, ftrace_requests: u64) -> ClientLoad<'static> {

@@ -83,14 +83,14 @@ impl Attachment {
             if !plan.is_raw(s) {
                 continue;
             }
-            if s == Slot::StatsLatency {
-                match attach_typed(&typed, opts, &plan) {
+            if typed::program_name(s).is_some() {
+                match attach_typed(&typed, s, opts) {
                     Ok(link) => {
                         links[s as usize] = Some(RawLink::Typed(link));
-                        report.typed = Some(Ok(()));
+                        report.typed.push((s, Ok(())));
                         continue;
                     }
-                    Err(why) => report.typed = Some(Err(why)),
+                    Err(why) => report.typed.push((s, Err(why))),
                 }
             }
             match bpf::attach_raw(ebpf, s, s.name()) {
@@ -139,8 +139,8 @@ impl Attachment {
     /// The program that records slot `s` now.
     pub fn program(&self, s: Slot) -> &'static str {
         match (bpf::raw_program_name(s), &self.links[s as usize]) {
-            (Some(_), Some(RawLink::Typed(_))) if self.plan.is_raw(s) => {
-                nfsdtop_common::typed::PROGRAM
+            (Some(raw), Some(RawLink::Typed(_))) if self.plan.is_raw(s) => {
+                typed::program_name(s).unwrap_or(raw)
             }
             (Some(raw), _) if self.plan.is_raw(s) => raw,
             _ => s.info().program,
@@ -223,21 +223,17 @@ impl Attachment {
     }
 }
 
-/// Load and attach the typed svc_stats_latency program where the
-/// plan reads what it reads (lengths and procedures: its loads are
-/// verified whether used or not); else why not.
+/// Load and attach slot `s`'s typed program (see [`typed`]), or say why
+/// not.
 fn attach_typed(
     prepared: &Result<typed::Prepared, String>,
+    s: Slot,
     opts: &LiveOptions,
-    plan: &RawPlan,
 ) -> Result<typed::TypedLink, String> {
     if !opts.typed_program {
         return Err("not asked for (--no-typed-program)".into());
     }
-    if !plan.measures_bytes() || !plan.measures_procedures() {
-        return Err("the kernel's BTF lacks the request's lengths or procedure".into());
-    }
-    typed::attach(prepared.as_ref()?, &opts.btf_dir)
+    typed::attach(prepared.as_ref()?, s, &opts.btf_dir)
 }
 
 #[cfg(test)]

@@ -174,14 +174,13 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
     Ok(ok)
 }
 
-/// Load (verify) the typed svc_stats_latency program with the offsets
-/// of the kernel's BTF in `btf_dir` (see [`super::typed`]).
+/// Load (verify) the typed programs with the offsets of the kernel's BTF
+/// in `btf_dir` (see [`super::typed`]).
 pub fn verify_typed(btf_dir: &std::path::Path) -> Result<(), String> {
     let k = super::raw::KernelOffsets::from_sys(btf_dir)?;
-    let offsets = super::typed::offsets(&k)
-        .ok_or("the kernel's BTF lacks the request's lengths or procedure")?;
+    let offsets = super::typed::offsets(&k);
     let ebpf = open(64 * 1024, offsets).map_err(|e| e.to_string())?;
-    super::typed::verify(&super::typed::prepare(&ebpf, OBJECT)?, btf_dir)
+    super::typed::verify(&super::typed::prepare(&ebpf, OBJECT, offsets)?, btf_dir)
 }
 
 /// Fill the `RAWCONFIG` map (one [`RawConfig`] per slot).

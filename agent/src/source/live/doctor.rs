@@ -159,12 +159,12 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                     // Only where svc_stats_latency can be raw at all.
                     if !preempt.raw_misses {
                         notes.push(match bpf::verify_typed(&opts.btf_dir) {
-                            Ok(()) => "svc_stats_latency: the typed program (tp_btf) verifies: \
-                                   requests are read with plain loads"
+                            Ok(()) => "typed programs (tp_btf) verify: svc_xprt_dequeue's and \
+                                       svc_stats_latency's requests are read with plain loads"
                                 .into(),
                             Err(why) => format!(
-                                "svc_stats_latency: the typed program cannot be used ({why}); the \
-                             raw program reads requests with helper calls"
+                                "typed programs cannot be used ({why}): raw programs read \
+                                 requests with helper calls"
                             ),
                         });
                     }

@@ -88,8 +88,8 @@ pub struct LiveOptions {
     pub stage: BenchStage,
     /// Count NFSv4 operations per client (`--nfs4-ops`; see [`nfs4ops`]).
     pub nfs4_ops: bool,
-    /// Time svc_stats_latency with the typed program where the kernel
-    /// allows (see [`typed`]; off with `--no-typed-program`).
+    /// Read requests with the typed programs where the kernel allows
+    /// (see [`typed`]; off with `--no-typed-program`).
     pub typed_program: bool,
 }
 
@@ -212,12 +212,11 @@ impl LiveSource {
             });
         }
         let typed_offsets = raw::KernelOffsets::from_sys(&opts.btf_dir)
-            .ok()
-            .and_then(|k| typed::offsets(&k))
+            .map(|k| typed::offsets(&k))
             .unwrap_or_default();
         let mut ebpf = bpf::open(opts.ring_bytes, typed_offsets)?;
         // Before any map is taken out of the object (see typed::prepare).
-        let typed_program = typed::prepare(&ebpf, bpf::OBJECT);
+        let typed_program = typed::prepare(&ebpf, bpf::OBJECT, typed_offsets);
         // Kernel run-time statistics per program, where the kernel allows
         // and the user asked (they cost every hit two clock reads).
         let stats = if opts.kernel_stats {

@@ -24,10 +24,9 @@ pub struct AccessReport {
     /// Why they are sent per request instead though the plan folded them
     /// (the kernel's totals cannot be read).
     pub fold_unavailable: Option<String>,
-    /// Whether svc_stats_latency's raw slot is read by the typed program
-    /// (`super::typed`), or why by the raw one; None: not tried (the
-    /// slot is not raw).
-    pub typed: Option<Result<(), String>>,
+    /// The raw slots that have a typed program (`super::typed`): whether
+    /// it reads the slot, or why the raw program does; in attach order.
+    pub typed: Vec<(Slot, Result<(), String>)>,
     /// The requests' bytes received and sent are measured (the raw
     /// svc_stats_latency program reads their lengths); else they are
     /// absent (null in JSON), never 0.
@@ -107,13 +106,23 @@ impl fmt::Display for AccessReport {
             )?,
         }
         let stats = Slot::StatsLatency.name();
-        match &self.typed {
-            Some(Ok(())) => write!(f, "; {stats} read by the typed program (tp_btf)")?,
-            Some(Err(why)) => write!(
-                f,
-                "; {stats} read by the raw program (typed one not used: {why})"
-            )?,
-            None => {}
+        let typed: Vec<Slot> = self
+            .typed
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(s, _)| *s)
+            .collect();
+        if !typed.is_empty() {
+            write!(f, "; typed programs (tp_btf) for {}", names(&typed))?;
+        }
+        for (s, r) in &self.typed {
+            if let Err(why) = r {
+                write!(
+                    f,
+                    "; {} read by its raw program (typed one not used: {why})",
+                    s.name()
+                )?;
+            }
         }
         if self.folds_exec {
             write!(f, "; {stats} of known transports added up in the kernel")?;
@@ -206,7 +215,7 @@ mod tests {
         let mut r = AccessReport {
             asked: Tracepoints::Raw,
             raw: vec![Slot::Close, Slot::Accept, Slot::Dequeue],
-            typed: None,
+            typed: Vec::new(),
             folds_exec: true,
             fold_unavailable: None,
             measures_bytes: true,
@@ -238,25 +247,24 @@ mod tests {
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
         );
-        // Which program reads svc_stats_latency, or why not the typed one.
-        for (typed, text) in [
-            (
-                Ok(()),
-                "; svc_stats_latency read by the typed program (tp_btf);",
+        // Which slots typed programs read, and why the others' do not.
+        let t = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::Dequeue, Slot::StatsLatency],
+            typed: vec![
+                (Slot::Dequeue, Err("no BTF".to_string())),
+                (Slot::StatsLatency, Ok(())),
+            ],
+            ..AccessReport::default()
+        };
+        let text = t.to_string();
+        assert!(
+            text.contains(
+                "; typed programs (tp_btf) for svc_stats_latency; svc_xprt_dequeue read by its \
+                 raw program (typed one not used: no BTF);"
             ),
-            (
-                Err("no BTF".to_string()),
-                "; svc_stats_latency read by the raw program (typed one not used: no BTF);",
-            ),
-        ] {
-            let t = AccessReport {
-                asked: Tracepoints::Raw,
-                raw: vec![Slot::StatsLatency],
-                typed: Some(typed),
-                ..AccessReport::default()
-            };
-            assert!(t.to_string().contains(text), "{t}");
-        }
+            "{text}"
+        );
         // Bytes stop being measured when svc_stats_latency moves.
         let mut m = AccessReport {
             asked: Tracepoints::Raw,

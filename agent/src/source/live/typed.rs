@@ -1,14 +1,15 @@
-//! The typed svc_stats_latency program (`tp_btf`, see
-//! `nfsdtop_common::typed`), loaded and attached here rather than by aya.
-//! svc_stats_latency is a tracepoint of the sunrpc module: the kernel
-//! finds its type (`btf_trace_svc_stats_latency`) only in the module's
-//! own BTF object, which the load must name (`attach_btf_obj_fd`), and
-//! aya 0.14 loads `tp_btf` programs against vmlinux's BTF only. So the
-//! program's instructions come from the object through aya-obj, its map
-//! references are pointed at the maps aya created (the same maps every
-//! other program uses), and three `bpf()` calls find the module's BTF
-//! object, load the program and attach it. Where a step fails, the raw
-//! program takes the slot and the access report says why.
+//! The typed programs (`tp_btf`, see `nfsdtop_common::typed`) of the
+//! slots whose argument is a request (svc_xprt_dequeue,
+//! svc_stats_latency), loaded and attached here rather than by aya. They
+//! are tracepoints of the sunrpc module: the kernel finds their types
+//! (`btf_trace_<event>`) only in the module's own BTF object, which the
+//! load must name (`attach_btf_obj_fd`), and aya 0.14 loads `tp_btf`
+//! programs against vmlinux's BTF only. So the programs' instructions come
+//! from the object through aya-obj, their map references are pointed at
+//! the maps aya created (the same maps every other program uses), and
+//! three `bpf()` calls find the module's BTF object, load a program and
+//! attach it. Where a step fails, the slot's raw program takes its place
+//! and the access report says why.
 
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -20,22 +21,20 @@ use aya::maps::Map;
 use aya_obj::generated::{
     bpf_attach_type, bpf_attr, bpf_btf_info, bpf_cmd, bpf_insn, bpf_prog_type,
 };
-use nfsdtop_common::typed::{RqstOffsets, PROGRAM};
+use nfsdtop_common::{typed::RqstOffsets, Slot};
 
 use super::btf::Btf;
 use super::raw::KernelOffsets;
 
-/// The event the program attaches to.
-const EVENT: &str = "svc_stats_latency";
-/// The module whose tracepoint it is.
+/// The module whose tracepoints they are.
 const MODULE: &str = "sunrpc";
 
-/// The offsets the program reads at, where the kernel's BTF has every
-/// one (the verifier checks each load the program has, used or not).
-pub fn offsets(k: &KernelOffsets) -> Option<RqstOffsets> {
-    let (arg_len, res_len) = k.rq_lens?;
-    let [prog, vers, proc] = k.rq_procs?;
-    Some(RqstOffsets {
+/// The offsets the programs read at, 0 for a member the kernel's BTF
+/// lacks (see [`RqstOffsets`]).
+pub fn offsets(k: &KernelOffsets) -> RqstOffsets {
+    let (arg_len, res_len) = k.rq_lens.unwrap_or_default();
+    let [prog, vers, proc] = k.rq_procs.unwrap_or_default();
+    RqstOffsets {
         rq_xprt: k.rq_xprt.into(),
         rq_stime: k.rq_stime.into(),
         rq_arg_len: arg_len.into(),
@@ -43,10 +42,15 @@ pub fn offsets(k: &KernelOffsets) -> Option<RqstOffsets> {
         rq_prog: prog.into(),
         rq_vers: vers.into(),
         rq_proc: proc.into(),
-    })
+    }
 }
 
-/// The loaded and attached program; dropping it detaches it.
+/// Slot `s`'s typed program's name in the object, if it has one.
+pub fn program_name(s: Slot) -> Option<&'static str> {
+    s.info().raw?.typed
+}
+
+/// A loaded and attached program; dropping it detaches it.
 #[derive(Debug)]
 pub struct TypedLink {
     prog: OwnedFd,
@@ -60,61 +64,78 @@ impl TypedLink {
     }
 }
 
-/// The program's instructions, its map references set to the maps aya
-/// created, and its license: made by [`prepare`] while the object still
-/// holds every map (the live source takes some out of it: the ring, the
+/// The typed programs' instructions, their map references set to the
+/// maps aya created, their license, and the offsets the object was
+/// loaded with: made by [`prepare`] while the object still holds every
+/// map (the live source takes some out of it: the ring, the
 /// memory-mapped arrays), and valid while those maps live.
 pub struct Prepared {
-    insns: Vec<bpf_insn>,
+    programs: Vec<(Slot, Vec<bpf_insn>)>,
     license: CString,
+    offsets: RqstOffsets,
 }
 
-/// Load the prepared program and attach it to svc_stats_latency; the
+/// Load slot `s`'s prepared program and attach it to its tracepoint; the
 /// kernel's BTF is read from `btf_dir`.
-pub fn attach(prepared: &Prepared, btf_dir: &Path) -> Result<TypedLink, String> {
-    let prog = load_program(prepared, btf_dir)?;
+pub fn attach(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<TypedLink, String> {
+    let prog = load_program(prepared, s, btf_dir)?;
     let mut attr = zeroed_attr();
     attr.raw_tracepoint.prog_fd = prog.as_raw_fd() as u32;
     let link = sys_bpf_fd(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)
-        .map_err(|e| format!("cannot attach {PROGRAM} to {EVENT}: {e}"))?;
+        .map_err(|e| format!("cannot attach it to {}: {e}", s.name()))?;
     Ok(TypedLink { prog, _link: link })
 }
 
-/// Load (verify) the prepared program without attaching it: what
+/// Load (verify) every prepared program without attaching it: what
 /// `nfsdtop doctor` checks.
 pub fn verify(prepared: &Prepared, btf_dir: &Path) -> Result<(), String> {
-    load_program(prepared, btf_dir).map(drop)
+    for (s, _) in &prepared.programs {
+        load_program(prepared, *s, btf_dir).map_err(|e| format!("{}: {e}", s.name()))?;
+    }
+    Ok(())
 }
 
-fn load_program(prepared: &Prepared, btf_dir: &Path) -> Result<OwnedFd, String> {
-    let (btf_id, in_module) = target(btf_dir)?;
+fn load_program(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<OwnedFd, String> {
+    let name = program_name(s).ok_or("no typed program")?;
+    // The verifier checks every load a program has, used or not: each
+    // needs its offsets to be members of the kernel's struct svc_rqst.
+    let o = &prepared.offsets;
+    let known = match s {
+        Slot::StatsLatency => o.complete(),
+        _ => o.rq_xprt != 0,
+    };
+    if !known {
+        return Err("the kernel's BTF lacks a svc_rqst member it reads".into());
+    }
+    let insns = prepared
+        .programs
+        .iter()
+        .find(|(p, _)| *p == s)
+        .map(|(_, i)| i)
+        .ok_or_else(|| format!("the BPF object has no program {name}"))?;
+    let (btf_id, in_module) = target(btf_dir, s.name())?;
     let module_btf = if in_module {
         Some(module_btf(MODULE)?)
     } else {
         None
     };
-    load(
-        &prepared.insns,
-        &prepared.license,
-        btf_id,
-        module_btf.as_ref(),
-    )
+    load(name, insns, &prepared.license, btf_id, module_btf.as_ref())
 }
 
-/// The BTF id of `btf_trace_svc_stats_latency`, and whether it is the
-/// module's (else sunrpc is built in and the id is vmlinux's).
-fn target(btf_dir: &Path) -> Result<(u32, bool), String> {
+/// The BTF id of `btf_trace_<event>`, and whether it is the module's
+/// (else sunrpc is built in and the id is vmlinux's).
+fn target(btf_dir: &Path, event: &str) -> Result<(u32, bool), String> {
     let module = btf_dir.join(MODULE).exists().then_some(MODULE);
     let btf = Btf::load(btf_dir, module).map_err(|e| e.to_string())?;
-    let name = format!("btf_trace_{EVENT}");
+    let name = format!("btf_trace_{event}");
     btf.typedef_id(&name)
         .ok_or_else(|| format!("the kernel's BTF has no {name}"))
 }
 
-/// Prepare the typed program of `object`, whose maps aya created in
+/// Prepare the typed programs of `object`, whose maps aya created in
 /// `ebpf` (every one of them still there: a map missing would leave its
-/// references pointing at another).
-pub fn prepare(ebpf: &aya::Ebpf, object: &[u8]) -> Result<Prepared, String> {
+/// references pointing at another) with `offsets` in its read-only global.
+pub fn prepare(ebpf: &aya::Ebpf, object: &[u8], offsets: RqstOffsets) -> Result<Prepared, String> {
     let mut obj = aya_obj::Object::parse(object).map_err(|e| format!("the BPF object: {e}"))?;
     let mut fds = Vec::new();
     for (name, map) in ebpf.maps() {
@@ -134,17 +155,27 @@ pub fn prepare(ebpf: &aya::Ebpf, object: &[u8]) -> Result<Prepared, String> {
         .map_err(|e| format!("relocating the BPF object's maps: {e}"))?;
     obj.relocate_calls(&text_sections)
         .map_err(|e| format!("relocating the BPF object's calls: {e}"))?;
-    let prog = obj
-        .programs
-        .get(PROGRAM)
-        .ok_or_else(|| format!("the BPF object has no program {PROGRAM}"))?;
-    let function = obj
-        .functions
-        .get(&prog.function_key())
-        .ok_or_else(|| format!("the BPF object has no code for {PROGRAM}"))?;
+    let mut programs = Vec::new();
+    let mut license = None;
+    for s in Slot::ALL {
+        let Some(name) = program_name(s) else {
+            continue;
+        };
+        let prog = obj
+            .programs
+            .get(name)
+            .ok_or_else(|| format!("the BPF object has no program {name}"))?;
+        let function = obj
+            .functions
+            .get(&prog.function_key())
+            .ok_or_else(|| format!("the BPF object has no code for {name}"))?;
+        programs.push((s, function.instructions.clone()));
+        license = Some(prog.license.clone());
+    }
     Ok(Prepared {
-        insns: function.instructions.clone(),
-        license: prog.license.clone(),
+        programs,
+        license: license.ok_or("the tracepoint table names no typed program")?,
+        offsets,
     })
 }
 
@@ -211,6 +242,7 @@ fn module_btf(name: &str) -> Result<OwnedFd, String> {
 /// `module_btf`, else of vmlinux). On a rejection the load is repeated
 /// with the verifier's log, whose last lines are the message.
 fn load(
+    name: &str,
     insns: &[bpf_insn],
     license: &CString,
     btf_id: u32,
@@ -230,8 +262,8 @@ fn load(
             u.__bindgen_anon_1.attach_btf_obj_fd = fd.as_raw_fd() as u32;
         }
         // The kernel keeps 15 bytes of a name (bpftool shows them).
-        for (d, s) in u.prog_name.iter_mut().zip(&PROGRAM.as_bytes()[..15]) {
-            *d = *s as _;
+        for (d, s) in u.prog_name.iter_mut().zip(name.bytes().take(15)) {
+            *d = s as _;
         }
         if !log.is_empty() {
             u.log_level = 1;
@@ -250,7 +282,7 @@ fn load(
             let tail: Vec<&str> = text.lines().rev().take(3).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             Err(format!(
-                "the kernel's verifier rejected {PROGRAM}: {e} ({})",
+                "the kernel's verifier rejected {name}: {e} ({})",
                 tail.join(" / ")
             ))
         }
@@ -295,12 +327,13 @@ mod tests {
     use super::*;
 
     /// The map each `ld_imm64` of a prepared program refers to, by name.
-    fn referenced(ebpf: &aya::Ebpf, p: &Prepared) -> Vec<String> {
+    fn referenced(ebpf: &aya::Ebpf, p: &Prepared, s: Slot) -> Vec<String> {
         let names: std::collections::HashMap<RawFd, &str> = ebpf
             .maps()
             .filter_map(|(n, m)| Some((map_fd(m)?, n)))
             .collect();
-        p.insns
+        let insns = &p.programs.iter().find(|(p, _)| *p == s).unwrap().1;
+        insns
             .iter()
             .filter(|i| i.code == 0x18 && i.src_reg() != 0)
             .map(|i| {
@@ -318,8 +351,10 @@ mod tests {
     #[test]
     fn the_typed_program_refers_to_the_maps_aya_created() {
         let mut ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
-        let p = prepare(&ebpf, bpf::OBJECT).expect("prepare");
-        let refs = referenced(&ebpf, &p);
+        let p = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default()).expect("prepare");
+        let slots: Vec<Slot> = p.programs.iter().map(|(s, _)| *s).collect();
+        assert_eq!(slots, [Slot::Dequeue, Slot::StatsLatency]);
+        let refs = referenced(&ebpf, &p, Slot::StatsLatency);
         for want in [
             "RAWCONFIG",
             "EVENTS",
@@ -331,7 +366,38 @@ mod tests {
         }
         assert!(refs.iter().all(|r| !r.starts_with("fd ")), "{refs:?}");
         let _ring = ebpf.take_map("EVENTS").unwrap();
-        let e = prepare(&ebpf, bpf::OBJECT).err().expect("refused");
+        let e = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default())
+            .err()
+            .expect("refused");
         assert!(e.contains("EVENTS"), "{e}");
+    }
+
+    /// A program whose offsets the kernel's BTF did not give is not
+    /// loaded at all: the verifier would check its load at offset 0, which
+    /// is another member, and the dequeue program would take that member
+    /// for the transport.
+    #[test]
+    fn a_program_is_not_loaded_without_its_offsets() {
+        let ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
+        let no_btf = Path::new("/nonexistent");
+        let only_xprt = RqstOffsets {
+            rq_xprt: 8,
+            ..RqstOffsets::default()
+        };
+        let p = prepare(&ebpf, bpf::OBJECT, only_xprt).expect("prepare");
+        let e = attach(&p, Slot::StatsLatency, no_btf).unwrap_err();
+        assert!(e.contains("lacks a svc_rqst member"), "{e}");
+        let e = attach(&p, Slot::Dequeue, no_btf).unwrap_err();
+        assert!(
+            !e.contains("lacks a svc_rqst member"),
+            "past the offsets: {e}"
+        );
+        let none = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default()).expect("prepare");
+        let e = attach(&none, Slot::Dequeue, no_btf).unwrap_err();
+        assert!(e.contains("lacks a svc_rqst member"), "{e}");
+        assert!(
+            attach(&none, Slot::Enqueue, no_btf).is_err(),
+            "no typed program"
+        );
     }
 }
