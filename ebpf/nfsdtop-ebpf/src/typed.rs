@@ -6,7 +6,7 @@
 //! svc_stats_latency's transport, lengths, start time and procedure.
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use nfsdtop_common::{counter, typed::RqstOffsets, Slot};
+use nfsdtop_common::{counter, typed::RqstOffsets, RawConfig, Slot};
 
 use crate::{bump, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, RAWCONFIG, SCRATCH};
 
@@ -52,23 +52,31 @@ fn as_number(p: *const u8) -> Option<u64> {
     }
 }
 
-#[btf_tracepoint(function = "svc_stats_latency")]
-pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
-    let slot = Slot::StatsLatency;
-    // Disabled: the slot was handed over to its classic program.
-    let cfg = match RAWCONFIG.get(slot as u32) {
-        Some(c) if c.enabled == 1 => c,
-        _ => return 0,
-    };
+/// What both programs start with: slot `slot`'s config while its typed
+/// program owns it (None: handed over to its classic program), the
+/// request, and its transport as a number (0 if unreadable). A null
+/// request is counted as lost.
+#[inline(always)]
+fn request(ctx: &BtfTracePointContext, slot: Slot) -> Option<(&'static RawConfig, *const u8, u64)> {
+    let cfg = RAWCONFIG.get(slot as u32).filter(|c| c.enabled == 1)?;
     let rqst: *const u8 = ctx.arg(0);
     // Also what lets the verifier add offsets to it where the kernel
     // marks tracepoint arguments as possibly null.
     if rqst.is_null() {
         bump(slot, counter::LOST);
-        return 0;
+        return None;
     }
+    let xprt = as_number(field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
+    Some((cfg, rqst, xprt))
+}
+
+#[btf_tracepoint(function = "svc_stats_latency")]
+pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
+    let slot = Slot::StatsLatency;
+    let Some((cfg, rqst, xprt)) = request(&ctx, slot) else {
+        return 0;
+    };
     let o = &TYPED_RQST;
-    let xprt = as_number(field(rqst, &o.rq_xprt)).unwrap_or(0);
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;
@@ -100,16 +108,9 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "svc_xprt_dequeue")]
 pub fn typed_svc_xprt_dequeue(ctx: BtfTracePointContext) -> i32 {
     let slot = Slot::Dequeue;
-    let cfg = match RAWCONFIG.get(slot as u32) {
-        Some(c) if c.enabled == 1 => c,
-        _ => return 0,
-    };
-    let rqst: *const u8 = ctx.arg(0);
-    if rqst.is_null() {
-        bump(slot, counter::LOST);
+    let Some((cfg, rqst, xprt)) = request(&ctx, slot) else {
         return 0;
-    }
-    let xprt = as_number(field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
+    };
     raw_from_xprt(cfg, slot, rqst as u64, xprt, None);
     0
 }

@@ -233,7 +233,7 @@ fn attach_typed(
     if !opts.typed_program {
         return Err("not asked for (--no-typed-program)".into());
     }
-    typed::attach(prepared.as_ref()?, s, &opts.btf_dir)
+    typed::attach(prepared.as_ref()?, s)
 }
 
 #[cfg(test)]

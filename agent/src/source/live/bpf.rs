@@ -180,7 +180,7 @@ pub fn verify_typed(btf_dir: &std::path::Path) -> Result<(), String> {
     let k = super::raw::KernelOffsets::from_sys(btf_dir)?;
     let offsets = super::typed::offsets(&k);
     let ebpf = open(64 * 1024, offsets).map_err(|e| e.to_string())?;
-    super::typed::verify(&super::typed::prepare(&ebpf, OBJECT, offsets)?, btf_dir)
+    super::typed::verify(&super::typed::prepare(&ebpf, OBJECT, offsets, btf_dir)?)
 }
 
 /// Fill the `RAWCONFIG` map (one [`RawConfig`] per slot).

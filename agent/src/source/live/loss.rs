@@ -39,10 +39,10 @@ pub fn lost_event(now: u64, s: Slot, count: u64) -> Event {
     }
 }
 
-/// Runs of program `name` the kernel skipped since `seen` was last
-/// updated (None where it does not say).
-fn new_misses(ebpf: &aya::Ebpf, name: &str, seen: &mut u64) -> Option<u64> {
-    let misses = bpf::recursion_misses(ebpf, name)?;
+/// Runs a program skipped since `seen` was last updated, its kernel
+/// count so far being `misses` (None where the kernel does not say).
+fn new_misses(misses: Option<u64>, seen: &mut u64) -> Option<u64> {
+    let misses = misses?;
     let delta = misses.saturating_sub(*seen);
     *seen = misses;
     Some(delta)
@@ -86,7 +86,8 @@ impl Loss {
     /// `Lost` event (where the program is loaded).
     pub fn classic_misses(&mut self, ebpf: &aya::Ebpf, s: Slot, now: u64, out: &mut Vec<Event>) {
         let seen = &mut self.classic_misses_seen[s as usize];
-        if let Some(delta) = new_misses(ebpf, s.info().program, seen).filter(|&d| d > 0) {
+        let misses = bpf::recursion_misses(ebpf, s.info().program);
+        if let Some(delta) = new_misses(misses, seen).filter(|&d| d > 0) {
             out.push(lost_event(now, s, delta));
         }
     }
@@ -101,16 +102,14 @@ impl Loss {
         now: u64,
         out: &mut Vec<Event>,
     ) -> u64 {
-        let Some(misses) = misses else {
-            return 0;
-        };
         let seen = &mut self.raw_misses_seen[s as usize];
-        let delta = misses.saturating_sub(*seen);
-        *seen = misses;
-        if delta > 0 {
-            out.push(lost_event(now, s, delta));
+        match new_misses(misses, seen) {
+            Some(delta) if delta > 0 => {
+                out.push(lost_event(now, s, delta));
+                delta
+            }
+            _ => 0,
         }
-        delta
     }
 }
 

@@ -216,7 +216,7 @@ impl LiveSource {
             .unwrap_or_default();
         let mut ebpf = bpf::open(opts.ring_bytes, typed_offsets)?;
         // Before any map is taken out of the object (see typed::prepare).
-        let typed_program = typed::prepare(&ebpf, bpf::OBJECT, typed_offsets);
+        let typed_program = typed::prepare(&ebpf, bpf::OBJECT, typed_offsets, &opts.btf_dir);
         // Kernel run-time statistics per program, where the kernel allows
         // and the user asked (they cost every hit two clock reads).
         let stats = if opts.kernel_stats {

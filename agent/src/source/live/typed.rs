@@ -65,20 +65,26 @@ impl TypedLink {
 }
 
 /// The typed programs' instructions, their map references set to the
-/// maps aya created, their license, and the offsets the object was
-/// loaded with: made by [`prepare`] while the object still holds every
-/// map (the live source takes some out of it: the ring, the
-/// memory-mapped arrays), and valid while those maps live.
+/// maps aya created, their license, the offsets the object was loaded
+/// with, and what the kernel attaches them to: made by [`prepare`] while
+/// the object still holds every map (the live source takes some out of
+/// it: the ring, the memory-mapped arrays), and valid while those maps
+/// live.
 pub struct Prepared {
     programs: Vec<(Slot, Vec<bpf_insn>)>,
     license: CString,
     offsets: RqstOffsets,
+    /// Each program's `btf_trace_<event>` id, and whether it is the
+    /// module's, from one read of the kernel's BTF (or why not).
+    targets: Result<Vec<(Slot, u32, bool)>, String>,
+    /// The module's BTF object, looked up once where a target is the
+    /// module's (or why it was not found).
+    module_btf: Option<Result<OwnedFd, String>>,
 }
 
-/// Load slot `s`'s prepared program and attach it to its tracepoint; the
-/// kernel's BTF is read from `btf_dir`.
-pub fn attach(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<TypedLink, String> {
-    let prog = load_program(prepared, s, btf_dir)?;
+/// Load slot `s`'s prepared program and attach it to its tracepoint.
+pub fn attach(prepared: &Prepared, s: Slot) -> Result<TypedLink, String> {
+    let prog = load_program(prepared, s)?;
     let mut attr = zeroed_attr();
     attr.raw_tracepoint.prog_fd = prog.as_raw_fd() as u32;
     let link = sys_bpf_fd(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)
@@ -88,14 +94,14 @@ pub fn attach(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<TypedLink,
 
 /// Load (verify) every prepared program without attaching it: what
 /// `nfsdtop doctor` checks.
-pub fn verify(prepared: &Prepared, btf_dir: &Path) -> Result<(), String> {
+pub fn verify(prepared: &Prepared) -> Result<(), String> {
     for (s, _) in &prepared.programs {
-        load_program(prepared, *s, btf_dir).map_err(|e| format!("{}: {e}", s.name()))?;
+        load_program(prepared, *s).map_err(|e| format!("{}: {e}", s.name()))?;
     }
     Ok(())
 }
 
-fn load_program(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<OwnedFd, String> {
+fn load_program(prepared: &Prepared, s: Slot) -> Result<OwnedFd, String> {
     let name = program_name(s).ok_or("no typed program")?;
     // The verifier checks every load a program has, used or not: each
     // needs its offsets to be members of the kernel's struct svc_rqst.
@@ -113,29 +119,48 @@ fn load_program(prepared: &Prepared, s: Slot, btf_dir: &Path) -> Result<OwnedFd,
         .find(|(p, _)| *p == s)
         .map(|(_, i)| i)
         .ok_or_else(|| format!("the BPF object has no program {name}"))?;
-    let (btf_id, in_module) = target(btf_dir, s.name())?;
-    let module_btf = if in_module {
-        Some(module_btf(MODULE)?)
-    } else {
-        None
+    let &(_, btf_id, in_module) = prepared
+        .targets
+        .as_ref()?
+        .iter()
+        .find(|(t, ..)| *t == s)
+        .ok_or_else(|| format!("the kernel's BTF has no btf_trace_{}", s.name()))?;
+    let module_btf = match (in_module, &prepared.module_btf) {
+        (false, _) => None,
+        (true, Some(Ok(fd))) => Some(fd),
+        (true, Some(Err(why))) => return Err(why.clone()),
+        (true, None) => return Err(format!("the {MODULE} module's BTF was not looked up")),
     };
-    load(name, insns, &prepared.license, btf_id, module_btf.as_ref())
+    load(name, insns, &prepared.license, btf_id, module_btf)
 }
 
-/// The BTF id of `btf_trace_<event>`, and whether it is the module's
-/// (else sunrpc is built in and the id is vmlinux's).
-fn target(btf_dir: &Path, event: &str) -> Result<(u32, bool), String> {
+/// The BTF id of each slot's `btf_trace_<event>` (slots without a typed
+/// program, or whose typedef is missing, left out), and whether it is
+/// the module's (else sunrpc is built in and the id is vmlinux's): one
+/// read of the kernel's BTF in `btf_dir`.
+fn targets(btf_dir: &Path) -> Result<Vec<(Slot, u32, bool)>, String> {
     let module = btf_dir.join(MODULE).exists().then_some(MODULE);
     let btf = Btf::load(btf_dir, module).map_err(|e| e.to_string())?;
-    let name = format!("btf_trace_{event}");
-    btf.typedef_id(&name)
-        .ok_or_else(|| format!("the kernel's BTF has no {name}"))
+    Ok(Slot::ALL
+        .into_iter()
+        .filter(|&s| program_name(s).is_some())
+        .filter_map(|s| {
+            let (id, own) = btf.typedef_id(&format!("btf_trace_{}", s.name()))?;
+            Some((s, id, own))
+        })
+        .collect())
 }
 
 /// Prepare the typed programs of `object`, whose maps aya created in
 /// `ebpf` (every one of them still there: a map missing would leave its
-/// references pointing at another) with `offsets` in its read-only global.
-pub fn prepare(ebpf: &aya::Ebpf, object: &[u8], offsets: RqstOffsets) -> Result<Prepared, String> {
+/// references pointing at another) with `offsets` in its read-only global,
+/// for the kernel whose BTF is in `btf_dir`.
+pub fn prepare(
+    ebpf: &aya::Ebpf,
+    object: &[u8],
+    offsets: RqstOffsets,
+    btf_dir: &Path,
+) -> Result<Prepared, String> {
     let mut obj = aya_obj::Object::parse(object).map_err(|e| format!("the BPF object: {e}"))?;
     let mut fds = Vec::new();
     for (name, map) in ebpf.maps() {
@@ -172,10 +197,16 @@ pub fn prepare(ebpf: &aya::Ebpf, object: &[u8], offsets: RqstOffsets) -> Result<
         programs.push((s, function.instructions.clone()));
         license = Some(prog.license.clone());
     }
+    let targets = targets(btf_dir);
+    let in_module = targets
+        .as_ref()
+        .is_ok_and(|t| t.iter().any(|&(_, _, own)| own));
     Ok(Prepared {
         programs,
         license: license.ok_or("the tracepoint table names no typed program")?,
         offsets,
+        targets,
+        module_btf: in_module.then(|| module_btf(MODULE)),
     })
 }
 
@@ -326,6 +357,10 @@ mod tests {
     use super::super::bpf;
     use super::*;
 
+    fn no_btf() -> &'static Path {
+        Path::new("/nonexistent")
+    }
+
     /// The map each `ld_imm64` of a prepared program refers to, by name.
     fn referenced(ebpf: &aya::Ebpf, p: &Prepared, s: Slot) -> Vec<String> {
         let names: std::collections::HashMap<RawFd, &str> = ebpf
@@ -351,7 +386,7 @@ mod tests {
     #[test]
     fn the_typed_program_refers_to_the_maps_aya_created() {
         let mut ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
-        let p = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default()).expect("prepare");
+        let p = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf()).expect("prepare");
         let slots: Vec<Slot> = p.programs.iter().map(|(s, _)| *s).collect();
         assert_eq!(slots, [Slot::Dequeue, Slot::StatsLatency]);
         let refs = referenced(&ebpf, &p, Slot::StatsLatency);
@@ -366,7 +401,7 @@ mod tests {
         }
         assert!(refs.iter().all(|r| !r.starts_with("fd ")), "{refs:?}");
         let _ring = ebpf.take_map("EVENTS").unwrap();
-        let e = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default())
+        let e = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf())
             .err()
             .expect("refused");
         assert!(e.contains("EVENTS"), "{e}");
@@ -379,25 +414,21 @@ mod tests {
     #[test]
     fn a_program_is_not_loaded_without_its_offsets() {
         let ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
-        let no_btf = Path::new("/nonexistent");
         let only_xprt = RqstOffsets {
             rq_xprt: 8,
             ..RqstOffsets::default()
         };
-        let p = prepare(&ebpf, bpf::OBJECT, only_xprt).expect("prepare");
-        let e = attach(&p, Slot::StatsLatency, no_btf).unwrap_err();
+        let p = prepare(&ebpf, bpf::OBJECT, only_xprt, no_btf()).expect("prepare");
+        let e = attach(&p, Slot::StatsLatency).unwrap_err();
         assert!(e.contains("lacks a svc_rqst member"), "{e}");
-        let e = attach(&p, Slot::Dequeue, no_btf).unwrap_err();
+        let e = attach(&p, Slot::Dequeue).unwrap_err();
         assert!(
             !e.contains("lacks a svc_rqst member"),
             "past the offsets: {e}"
         );
-        let none = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default()).expect("prepare");
-        let e = attach(&none, Slot::Dequeue, no_btf).unwrap_err();
+        let none = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf()).expect("prepare");
+        let e = attach(&none, Slot::Dequeue).unwrap_err();
         assert!(e.contains("lacks a svc_rqst member"), "{e}");
-        assert!(
-            attach(&none, Slot::Enqueue, no_btf).is_err(),
-            "no typed program"
-        );
+        assert!(attach(&none, Slot::Enqueue).is_err(), "no typed program");
     }
 }
