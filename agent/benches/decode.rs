@@ -98,9 +98,15 @@ fn chunk(layout: &Layout, case: Case) -> Vec<u8> {
                 let ptr = 0xffff_8880_0000_0000u64 + (u64::from(peer) << 12) + u64::from(conn);
                 for &s in case.slots() {
                     ts += case.step_ns();
-                    let cfg = &layout.slots[s as usize];
-                    let mut r = decode::kernel_record(cfg, s, ts, &f);
-                    if case == Case::DequeuesOnly && s == Slot::StatsLatency {
+                    let mut cfg = layout.slots[s as usize];
+                    let named = case == Case::DequeuesOnly && s == Slot::StatsLatency;
+                    if named {
+                        // The encoder lays the addresses out after the
+                        // fixed fields it knows: the procedure's word is one.
+                        (cfg.class_off, cfg.class_size) = (layout.procedure_loc, 4);
+                    }
+                    let mut r = decode::kernel_record(&cfg, s, ts, &f);
+                    if named {
                         put_procedure(&mut r, layout);
                     }
                     if raw {
@@ -227,6 +233,7 @@ fn main() {
             "every dequeue record counted"
         );
         assert_eq!(rebuild.late, 0, "no event released late");
+        assert_eq!(agg.transports(), 64, "each record found its transport");
         println!(
             "| {name}: {records} | {:.1} |",
             el.as_nanos() as f64 / records as f64

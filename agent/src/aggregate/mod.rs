@@ -299,6 +299,11 @@ impl Aggregator {
         self.dispatches
     }
 
+    /// Transports held now.
+    pub fn transports(&self) -> usize {
+        self.xprt_index.len()
+    }
+
     pub fn ingest_all(&mut self, events: &[Event]) {
         for e in events {
             self.ingest(e);
