@@ -266,6 +266,9 @@ pub struct Folder {
     labelled: FxHashMap<Key, Series>,
     other: Series,
     deltas: Vec<Delta>,
+    /// The latest snapshot's keys, in its order (a reused buffer): each
+    /// entity's name is hashed once per update.
+    keys: Vec<Key>,
     pub folded_now: u64,
     pub folds_total: u64,
     /// Entities below `unfair_below` now, and how many of them are folded.
@@ -289,6 +292,7 @@ impl Folder {
                 ..Series::default()
             },
             deltas: Vec::new(),
+            keys: Vec::new(),
             folded_now: 0,
             folds_total: 0,
             unfair_now: 0,
@@ -317,17 +321,15 @@ impl Folder {
     ) {
         self.generation += 1;
         let generation = self.generation;
-        let present: FxHashSet<Key> = entities.iter().map(key_of).collect();
-        // Entities gone from the snapshot lose their label (and series).
-        self.labelled.retain(|k, _| present.contains(k));
-        self.seen_hist.retain(|k, _| present.contains(k));
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.extend(entities.iter().map(key_of));
 
         // Pass 1: every entity's deltas and smoothed fairness.
         let mut deltas = std::mem::take(&mut self.deltas);
         deltas.clear();
         let mut unfair_now = 0;
-        for e in entities {
-            let key = key_of(e);
+        for (e, &key) in entities.iter().zip(&keys) {
             let entry = self.seen.get(&key).copied();
             let prev = entry.map(|s| s.v);
             let d = Delta {
@@ -370,10 +372,15 @@ impl Folder {
             );
             deltas.push(d);
         }
-        // Entities gone from the snapshot are forgotten.
+        // Entities gone from the snapshot are forgotten, and lose their
+        // label (and series).
         self.seen.retain(|_, s| s.generation == generation);
+        let seen = &self.seen;
+        self.labelled.retain(|k, _| seen.contains_key(k));
+        self.seen_hist.retain(|k, _| seen.contains_key(k));
 
-        let newly = self.assign_labels(entities);
+        let newly = self.assign_labels(entities, &keys);
+        self.keys = keys;
 
         // Pass 2: each delta to its series or to "other".
         let mut labelled_disp = 0u64;
@@ -467,7 +474,7 @@ impl Folder {
 
     /// Steps 2 and 3 of the rule in the module comment; returns the keys
     /// labelled in this round.
-    fn assign_labels(&mut self, entities: &[EntityStats]) -> FxHashSet<Key> {
+    fn assign_labels(&mut self, entities: &[EntityStats], keys: &[Key]) -> FxHashSet<Key> {
         let victim = |f: &Folder, key: &Key| -> Option<f64> {
             f.seen.get(key).and_then(|s| s.smooth.below(VICTIM_BELOW))
         };
@@ -478,17 +485,17 @@ impl Folder {
                 .then(a.name.cmp(&b.name))
         };
         // Unlabelled victims, worst first (only the worst k can matter).
-        let mut waiting: Vec<(f64, &EntityStats)> = entities
+        let mut waiting: Vec<(f64, &EntityStats, Key)> = entities
             .iter()
-            .filter_map(|e| {
-                let key = key_of(e);
+            .zip(keys)
+            .filter_map(|(e, &key)| {
                 if self.labelled.contains_key(&key) {
                     return None;
                 }
-                victim(self, &key).map(|r| (r, e))
+                victim(self, &key).map(|r| (r, e, key))
             })
             .collect();
-        let by_ratio = |a: &(f64, &EntityStats), b: &(f64, &EntityStats)| {
+        let by_ratio = |a: &(f64, &EntityStats, Key), b: &(f64, &EntityStats, Key)| {
             a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name))
         };
         if waiting.len() > self.k && self.k > 0 {
@@ -497,26 +504,23 @@ impl Folder {
         }
         waiting.sort_by(by_ratio);
 
-        let mut chosen: Vec<&EntityStats> = Vec::new();
+        let mut chosen: Vec<(&EntityStats, Key)> = Vec::new();
         let mut waiting = waiting.into_iter().peekable();
         let free = self.k.saturating_sub(self.labelled.len());
         while chosen.len() < free {
             match waiting.next() {
-                Some((_, e)) => chosen.push(e),
+                Some((_, e, key)) => chosen.push((e, key)),
                 None => break,
             }
         }
         if waiting.peek().is_some() {
             // Slots to give up: labelled non-victims, least busy first;
             // then labelled victims, best ratio first.
-            let mut holders: Vec<(Option<f64>, &EntityStats)> = entities
+            let mut holders: Vec<(Option<f64>, &EntityStats, Key)> = entities
                 .iter()
-                .filter_map(|e| {
-                    let key = key_of(e);
-                    self.labelled
-                        .contains_key(&key)
-                        .then(|| (victim(self, &key), e))
-                })
+                .zip(keys)
+                .filter(|&(_, key)| self.labelled.contains_key(key))
+                .map(|(e, &key)| (victim(self, &key), e, key))
                 .collect();
             holders.sort_by(|a, b| match (a.0, b.0) {
                 (None, None) => busier(b.1, a.1),
@@ -524,33 +528,31 @@ impl Folder {
                 (Some(_), None) => std::cmp::Ordering::Greater,
                 (Some(x), Some(y)) => y.total_cmp(&x).then(a.1.name.cmp(&b.1.name)),
             });
-            for (held, holder) in holders {
-                let Some(&(ratio, e)) = waiting.peek() else {
+            for (held, _, key) in holders {
+                let Some(&(ratio, e, wkey)) = waiting.peek() else {
                     break;
                 };
                 if held.is_some_and(|h| ratio >= h * DISPLACE_FACTOR) {
                     // Ordered by ratio: no later holder is better.
                     break;
                 }
-                let key = key_of(holder);
                 self.labelled.remove(&key);
                 self.seen_hist.remove(&key);
-                chosen.push(e);
+                chosen.push((e, wkey));
                 waiting.next();
             }
         }
         // Slots still free: the busiest unlabelled entities.
         let free = self.k.saturating_sub(self.labelled.len() + chosen.len());
         if free > 0 {
-            let taken: FxHashSet<Key> = chosen.iter().map(|e| key_of(e)).collect();
-            let mut cands: Vec<&EntityStats> = entities
+            let taken: FxHashSet<Key> = chosen.iter().map(|&(_, key)| key).collect();
+            let mut cands: Vec<(&EntityStats, Key)> = entities
                 .iter()
-                .filter(|e| {
-                    let key = key_of(e);
-                    !self.labelled.contains_key(&key) && !taken.contains(&key)
-                })
+                .zip(keys)
+                .filter(|&(_, key)| !self.labelled.contains_key(key) && !taken.contains(key))
+                .map(|(e, &key)| (e, key))
                 .collect();
-            let by = |a: &&EntityStats, b: &&EntityStats| busier(a, b);
+            let by = |a: &(&EntityStats, Key), b: &(&EntityStats, Key)| busier(a.0, b.0);
             if cands.len() > free {
                 cands.select_nth_unstable_by(free - 1, by);
                 cands.truncate(free);
@@ -562,8 +564,7 @@ impl Folder {
         // address.
         let mut names: HashSet<String> = self.labelled.values().map(|s| s.name.clone()).collect();
         let mut newly = FxHashSet::default();
-        for e in chosen {
-            let key = key_of(e);
+        for (e, key) in chosen {
             let mut label = escape_label(&e.name);
             if names.contains(&label) || label == OTHER {
                 label = format!("{label}@netns:{}", e.netns);
