@@ -155,6 +155,7 @@ fn main() {
         xpt_qtime: None,
         rq_lens: Some((56, 64)),
         rq_procs: Some([72, 76, 80]),
+        thread: None,
         // The 6.6+ prototypes.
         args: [
             vec![ptr("svc_xprt"), Arg::Int(8)],

@@ -184,6 +184,15 @@ pub mod rawrec {
 pub mod xprt_table {
     pub const SLOTS: u32 = 1 << 16;
 
+    /// A transport's identity as a [`super::HOSTED`] program checks it:
+    /// the first [`super::ADDR_MAX`] bytes of its local and of its remote
+    /// sockaddr (4-byte words), and its `struct net` pointer.
+    pub type Identity = [u32; IDENTITY_WORDS];
+    pub const IDENTITY_WORDS: usize = 16;
+    /// Where the remote address and the `net` pointer start.
+    pub const IDENTITY_REMOTE: usize = super::ADDR_MAX / 4;
+    pub const IDENTITY_NET: usize = 2 * super::ADDR_MAX / 4;
+
     /// The entry of the `struct svc_xprt` at `xprt`: it lives inside a
     /// larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
     /// low bits say little.
@@ -283,7 +292,8 @@ pub mod pools {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawConfig {
-    /// 0: the program returns at once.
+    /// 0: the program returns at once; 1: the raw (or typed) program
+    /// records the slot; [`HOSTED`]: its classic program does.
     pub enabled: u32,
     /// 1: argument 0 is a `struct svc_rqst *` (dequeue, svc_stats_latency);
     /// 0: a `struct svc_xprt *`.
@@ -327,7 +337,22 @@ pub struct RawConfig {
     /// 1 (with `fold_exec`): a request is folded only where its
     /// procedure can be too (into its transport's `PROC_ROWS` row).
     pub fold_procs: u32,
+    /// [`HOSTED`]: `task_struct.worker_private` (the thread's `struct
+    /// kthread`) and `kthread.data` (an RPC service thread's `struct
+    /// svc_rqst`), where the classic program finds the request.
+    pub task_kthread: u32,
+    pub kthread_data: u32,
 }
+
+/// `RawConfig::enabled` of a slot whose classic program does its raw
+/// program's work, on kernels that can preempt raw programs (whose
+/// classic programs run with preemption off): svc_stats_latency, finding
+/// the request through the nfsd thread running it, folds a known
+/// transport's requests in the kernel as the raw program does. There is
+/// no raw svc_xprt_free program to forget a freed transport's pointer,
+/// so a known pointer counts only while the transport at it has the
+/// addresses and namespace it was claimed with ([`xprt_table::Identity`]).
+pub const HOSTED: u32 = 2;
 
 /// Bytes of the tracepoint record copied into every [`Record`]. The
 /// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,
@@ -480,7 +505,7 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 96);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 104);
 const _: () = assert!(core::mem::size_of::<procs::ProcProgram>() == 16);
 const _: () = assert!(core::mem::size_of::<procs::ProcRow>() == procs::ROW_WORDS * 8);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);

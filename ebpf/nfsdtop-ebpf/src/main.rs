@@ -41,7 +41,7 @@ use nfsdtop_common::{
     not_enqueued,
     pools::{self, PoolConfig, PoolTotals},
     procs::{self, ProcProgram, ProcRow, ProcSlot},
-    rawrec, xprt_table, RawConfig, Record, Slot, SlotConfig, RAW_BYTES,
+    rawrec, xprt_table, RawConfig, Record, Slot, SlotConfig, HOSTED, RAW_BYTES,
 };
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
@@ -78,6 +78,11 @@ static COUNTERS: Array<u64> = Array::with_max_entries(counter::STRIDE, BPF_F_MMA
 /// can be reused.
 #[map]
 static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
+
+/// What the transport known at each KNOWN_XPRTS entry was when it was
+/// claimed, for [`HOSTED`] programs (see `nfsdtop_common::HOSTED`).
+#[map]
+static KNOWN_IDS: Array<xprt_table::Identity> = Array::with_max_entries(xprt_table::SLOTS, 0);
 
 /// Known transports' running execution totals, at the same entry as in
 /// KNOWN_XPRTS (see `nfsdtop_common::exec`); memory-mapped by the agent.
@@ -164,15 +169,7 @@ fn fold_pool(rqst: Option<u64>, us: u64) {
     if c.enabled == 0 {
         return;
     }
-    let rqst = rqst.or_else(|| {
-        if c.task_kthread == 0 {
-            return None;
-        }
-        // SAFETY: a helper without arguments; the task is only read through bpf_probe_read_kernel.
-        let task = unsafe { bpf_get_current_task() };
-        let kthread = kread::<u64>(task + c.task_kthread as u64).filter(|&k| k != 0)?;
-        kread::<u64>(kthread + c.kthread_data as u64)
-    });
+    let rqst = rqst.or_else(|| thread_rqst(c.task_kthread, c.kthread_data));
     let id = rqst
         .filter(|&r| r != 0)
         .and_then(|r| kread::<u64>(r + c.rq_pool as u64))
@@ -188,13 +185,35 @@ fn fold_pool(rqst: Option<u64>, us: u64) {
     }
 }
 
+/// The request the current RPC service thread runs: its kthread's
+/// `data`, at these offsets (0: not known).
+#[inline(always)]
+fn thread_rqst(task_kthread: u32, kthread_data: u32) -> Option<u64> {
+    if task_kthread == 0 {
+        return None;
+    }
+    // SAFETY: a helper without arguments; the task is only read through bpf_probe_read_kernel.
+    let task = unsafe { bpf_get_current_task() };
+    let kthread = kread::<u64>(task + task_kthread as u64).filter(|&k| k != 0)?;
+    kread::<u64>(kthread + kthread_data as u64).filter(|&r| r != 0)
+}
+
 #[inline(always)]
 fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     // While the slot's raw program owns it, this one (attached only while
     // the agent hands the slot over to it) does nothing: one map word
     // decides, for every hit, which of the two records it.
-    if RAWCONFIG.get(slot as u32).is_some_and(|r| r.enabled == 1) {
-        return 0;
+    match RAWCONFIG.get(slot as u32) {
+        Some(r) if r.enabled == 1 => return 0,
+        // This program does the raw one's work (`nfsdtop_common::HOSTED`);
+        // a hit outside an RPC service thread is copied as below.
+        Some(r) if r.enabled == HOSTED && matches!(slot, Slot::StatsLatency) => {
+            if let Some(rqst) = thread_rqst(r.task_kthread, r.kthread_data) {
+                let xprt = kread::<u64>(rqst + r.rq_xprt as u64).unwrap_or(0);
+                return raw_from_xprt(r, slot, rqst, xprt, None);
+            }
+        }
+        _ => {}
     }
     let cfg = match CONFIG.get(slot as u32) {
         Some(c) => c,

@@ -7,10 +7,48 @@
 use aya_ebpf::helpers::bpf_probe_read_kernel_buf;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 use nfsdtop_common::{
-    counter, exec::ExecTotals, rawrec, xprt_table, RawConfig, Record, Slot, ADDR_MAX,
+    counter, exec::ExecTotals, rawrec, xprt_table, RawConfig, Record, Slot, ADDR_MAX, HOSTED,
 };
 
-use crate::{bump, kread, proc_slot, EVENTS, EXEC_TOTALS, KNOWN_XPRTS, RB_NO_WAKEUP, SCRATCH};
+use crate::{
+    bump, kread, proc_slot, EVENTS, EXEC_TOTALS, KNOWN_IDS, KNOWN_XPRTS, RB_NO_WAKEUP, SCRATCH,
+};
+
+/// Whether the transport at `xprt` has the addresses and namespace the
+/// one known at entry `idx` was claimed with: read into this CPU's
+/// scratch words (local sockaddr, then the remote one) and compared.
+#[inline(always)]
+fn same_identity(cfg: &RawConfig, xprt: u64, idx: u32) -> bool {
+    const SPAN: usize = rawrec::REMOTE_REL + ADDR_MAX;
+    let (Some(id), Some(scratch)) = (KNOWN_IDS.get(idx), SCRATCH.get_ptr_mut(0)) else {
+        return false;
+    };
+    let Some(net) = kread::<u64>(xprt + cfg.xpt_net as u64) else {
+        return false;
+    };
+    // SAFETY: this CPU's scratch slot (programs do not nest), viewed as the bytes the helper fills; SPAN is within it.
+    let bytes = unsafe { core::slice::from_raw_parts_mut(scratch as *mut u8, SPAN) };
+    // SAFETY: bpf_probe_read_kernel into a fixed-size buffer.
+    if unsafe { bpf_probe_read_kernel_buf((xprt + cfg.xpt_local as u64) as *const u8, bytes) }
+        .is_err()
+    {
+        return false;
+    }
+    let words = scratch as *const u32;
+    let mut differ = (net as u32 ^ id[xprt_table::IDENTITY_NET])
+        | ((net >> 32) as u32 ^ id[xprt_table::IDENTITY_NET + 1]);
+    for i in 0..ADDR_MAX / 4 {
+        // SAFETY: both reads within the SPAN bytes just filled.
+        let (local, remote) = unsafe {
+            (
+                words.add(i).read(),
+                words.add(rawrec::REMOTE_REL / 4 + i).read(),
+            )
+        };
+        differ |= (local ^ id[i]) | (remote ^ id[xprt_table::IDENTITY_REMOTE + i]);
+    }
+    differ == 0
+}
 
 /// Record or fold hit `slot` of transport `xprt` (a kernel pointer, read
 /// as a number), at `now`, as `cfg` says.
@@ -42,7 +80,10 @@ pub(crate) fn send(
             }
         }
     // SAFETY: an 8-byte aligned array value, read once.
-    } else if short && known.is_some_and(|k| unsafe { *k } == xprt) {
+    } else if short
+        && known.is_some_and(|k| unsafe { *k } == xprt)
+        && (cfg.enabled != HOSTED || same_identity(cfg, xprt, entry_idx))
+    {
         // Sent in full before: the agent has its addresses and namespace.
         if cfg.fold_exec != 0 {
             if let Some(t) = EXEC_TOTALS.get_ptr_mut(entry_idx) {
@@ -108,9 +149,8 @@ pub(crate) fn send(
         bump(slot, counter::SUBMITTED);
         return 0;
     }
-    let netns = kread::<u64>(xprt + cfg.xpt_net as u64)
-        .and_then(|net| kread::<u32>(net + cfg.net_ns_inum as u64))
-        .unwrap_or(0);
+    let net = kread::<u64>(xprt + cfg.xpt_net as u64).unwrap_or(0);
+    let netns = kread::<u32>(net + cfg.net_ns_inum as u64).unwrap_or(0);
     let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
         bump(slot, counter::LOST);
         return 0;
@@ -225,6 +265,21 @@ pub(crate) fn send(
     // Known from now on (not before: a record that never reached the ring
     // must not leave the agent without the addresses).
     if short && !is_close {
+        if cfg.enabled == HOSTED {
+            if let Some(id) = KNOWN_IDS.get_ptr_mut(entry_idx) {
+                let src = span.as_ptr() as *const u32;
+                // SAFETY: an aligned array value; the reads are within the scratch span filled above.
+                unsafe {
+                    for i in 0..ADDR_MAX / 4 {
+                        (*id)[i] = src.add(i).read();
+                        (*id)[xprt_table::IDENTITY_REMOTE + i] =
+                            src.add(rawrec::REMOTE_REL / 4 + i).read();
+                    }
+                    (*id)[xprt_table::IDENTITY_NET] = net as u32;
+                    (*id)[xprt_table::IDENTITY_NET + 1] = (net >> 32) as u32;
+                }
+            }
+        }
         if let Some(k) = known {
             // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
             unsafe { *k = xprt };

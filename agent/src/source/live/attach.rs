@@ -31,9 +31,13 @@ pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPl
     if opts.tracepoints == Tracepoints::Classic || category != "sunrpc" {
         return RawPlan::none(layout);
     }
-    // Where raw programs can be preempted into skipped hits, start classic.
+    // Where raw programs can be preempted into skipped hits, start classic
+    // (svc_stats_latency's classic program doing the raw one's work).
     if let Some(why) = super::preempt::Verdict::probe().classic_because() {
-        return RawPlan::classic(layout, why);
+        return match KernelOffsets::from_sys(&opts.btf_dir) {
+            Ok(k) => RawPlan::hosted(layout, &k, why),
+            Err(_) => RawPlan::classic(layout, why),
+        };
     }
     match KernelOffsets::from_sys(&opts.btf_dir) {
         Ok(k) => raw::plan(layout, &k, opts.tracepoints),
@@ -117,6 +121,7 @@ impl Attachment {
         }
         report.raw = raw::attach_order().filter(|&s| plan.is_raw(s)).collect();
         report.folds_exec = plan.folds_exec();
+        report.hosted = raw::attach_order().filter(|&s| plan.is_hosted(s)).collect();
         report.measures_bytes = plan.measures_bytes();
         report.measures_procedures = plan.measures_procedures();
         report.record_procedures = layout.procedure_loc != nfsdtop_common::OFF_NONE;

@@ -242,6 +242,7 @@ impl LiveSource {
             nfs4ops::Nfs4Ops::attach(&mut ebpf, &opts.btf_dir).map_err(|e| nfs4ops::not_counted(&e))
         });
         let mut known = decode::KnownXprts::default();
+        known.forget_ended_claims = attach.plan.is_hosted(Slot::StatsLatency);
         if attach.plan.decode_folds_procedures() {
             // Unmapped, every request's procedure comes in its record.
             if let Ok(rows) = procs::map_rows(&ebpf) {

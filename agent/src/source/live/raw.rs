@@ -22,7 +22,7 @@
 
 use std::path::Path;
 
-use nfsdtop_common::{rawrec, RawArg, RawConfig, Slot, SlotConfig, OFF_NONE};
+use nfsdtop_common::{rawrec, RawArg, RawConfig, Slot, SlotConfig, HOSTED, OFF_NONE};
 
 use super::btf::{Arg, Btf};
 use super::layout::Layout;
@@ -72,6 +72,9 @@ pub struct KernelOffsets {
     /// procedure); without them procedures are not counted on raw
     /// tracepoints.
     pub rq_procs: Option<[u32; 3]>,
+    /// `task_struct.worker_private` and `kthread.data`: where a classic
+    /// program finds the request an RPC service thread runs.
+    pub thread: Option<(u32, u32)>,
     /// Per slot: its tracepoint's arguments, as the kernel's BTF declares
     /// them (a raw program reads them as `plan` says).
     pub args: [Option<Vec<Arg>>; Slot::COUNT],
@@ -124,6 +127,9 @@ impl KernelOffsets {
                 .into_iter()
                 .collect::<Option<Vec<u32>>>()
                 .and_then(|v| v.try_into().ok()),
+            thread: btf
+                .offset_of("task_struct", &["worker_private"])
+                .zip(btf.offset_of("kthread", &["data"])),
             args: std::array::from_fn(|i| {
                 let s = Slot::ALL[i];
                 s.info().raw?;
@@ -185,8 +191,47 @@ impl RawPlan {
         }
     }
 
+    /// Every slot classic, for `why` (this kernel can preempt raw
+    /// programs), but svc_stats_latency's classic program doing its raw
+    /// program's work (`nfsdtop_common::HOSTED`) where the kernel's BTF
+    /// says how: a known transport's requests, their procedures and
+    /// lengths folded in the kernel, no record per request.
+    pub fn hosted(layout: &Layout, k: &KernelOffsets, why: String) -> RawPlan {
+        let mut p = RawPlan::classic(layout, why);
+        let s = Slot::StatsLatency;
+        let Some((task_kthread, kthread_data)) = k.thread else {
+            p.kept_classic.push(format!(
+                "{}: the kernel's BTF has no task_struct.worker_private or kthread.data",
+                s.name()
+            ));
+            return p;
+        };
+        let raw = plan(layout, k, Tracepoints::Raw);
+        let i = s as usize;
+        if !raw.is_raw(s) {
+            p.kept_classic.extend(raw.kept_classic);
+            return p;
+        }
+        p.configs[i] = RawConfig {
+            enabled: HOSTED,
+            short_records: 1,
+            fold_exec: 1,
+            fold_procs: u32::from(raw.configs[i].rq_prog != 0),
+            task_kthread,
+            kthread_data,
+            ..raw.configs[i]
+        };
+        p.decode.slots[i] = raw.decode.slots[i];
+        p
+    }
+
     pub fn is_raw(&self, s: Slot) -> bool {
         self.configs[s as usize].enabled == 1
+    }
+
+    /// Whether slot `s`'s classic program does its raw program's work.
+    pub fn is_hosted(&self, s: Slot) -> bool {
+        self.configs[s as usize].enabled == HOSTED
     }
 
     /// The classic programs' configs: `classic`'s, with the slots a raw
@@ -249,21 +294,21 @@ impl RawPlan {
     /// svc_stats_latency program reads them).
     pub fn measures_procedures(&self) -> bool {
         let c = &self.configs[Slot::StatsLatency as usize];
-        c.enabled == 1 && c.rq_prog != 0
+        c.enabled != 0 && c.rq_prog != 0
     }
 
     /// Whether the requests' bytes received and sent are measured (the
     /// raw svc_stats_latency program reads their lengths).
     pub fn measures_bytes(&self) -> bool {
         let c = &self.configs[Slot::StatsLatency as usize];
-        c.enabled == 1 && c.rq_arg_len != 0
+        c.enabled != 0 && c.rq_arg_len != 0
     }
 
     /// Whether svc_stats_latency hits of known transports are folded.
     pub fn folds_exec(&self) -> bool {
         self.configs
             .iter()
-            .any(|c| c.enabled == 1 && c.fold_exec == 1)
+            .any(|c| c.enabled != 0 && c.fold_exec == 1)
     }
 }
 
@@ -347,6 +392,8 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             rq_vers: 0,
             rq_proc: 0,
             fold_procs: 0,
+            task_kthread: 0,
+            kthread_data: 0,
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
         if s == Slot::StatsLatency {
@@ -389,5 +436,7 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
     p
 }
 
+#[cfg(test)]
+mod hosted_tests;
 #[cfg(test)]
 mod tests;

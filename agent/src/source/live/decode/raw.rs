@@ -32,13 +32,25 @@ pub struct KnownXprts {
     pub unknown: [u64; Slot::COUNT],
     /// The kernel's per-transport procedure rows the agent claimed.
     pub procs: RowClaims,
+    /// No raw svc_xprt_free records come (svc_stats_latency's classic
+    /// program does the raw one's work, `nfsdtop_common::HOSTED`): a
+    /// transport is forgotten [`FORGET_AFTER_NS`] after its claim on its
+    /// entry ended, so the table holds at most about one per entry.
+    pub forget_ended_claims: bool,
 }
+
+/// How long a transport whose claim ended is kept: a record of it still
+/// in the ring (reserved before the claim ended) is decoded well within.
+pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug)]
 struct Known {
     key: XprtKey,
     /// The time of the full record that claimed the transport's totals.
     gen: u64,
+    /// When a sweep first saw the claim ended (another owner, or a newer
+    /// claim of the same pointer).
+    ended_ns: Option<u64>,
     /// Folded µs, requests and bytes reported so far for that claim.
     us: u64,
     count: u64,
@@ -135,6 +147,7 @@ impl KnownXprts {
                     Known {
                         key: ev.xprt,
                         gen: rec.ts_ns(),
+                        ended_ns: None,
                         us: 0,
                         count: 0,
                         bytes_in: 0,
@@ -159,13 +172,19 @@ impl KnownXprts {
         out: &mut Vec<Event>,
     ) {
         let bytes = measures_bytes(layout);
-        for (&ptr, k) in &mut self.keys {
-            if let Some(t) = read(xprt_table::slot(ptr)) {
-                if t.owner == ptr && t.gen == k.gen {
+        let forget = self.forget_ended_claims;
+        self.keys
+            .retain(|&ptr, k| match read(xprt_table::slot(ptr)) {
+                Some(t) if t.owner == ptr && t.gen == k.gen => {
                     k.report(&t, bytes, now_ns, out);
+                    true
                 }
-            }
-        }
+                Some(_) if forget => {
+                    let ended = *k.ended_ns.get_or_insert(now_ns);
+                    now_ns.saturating_sub(ended) < FORGET_AFTER_NS
+                }
+                _ => true,
+            });
     }
 
     pub fn is_empty(&self) -> bool {

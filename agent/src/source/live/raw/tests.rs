@@ -7,7 +7,7 @@ use crate::source::live::btf::tests::Builder;
 use crate::source::live::decode::{self, TraceFields};
 use nfsdtop_common::RecordView;
 
-fn fixture(gen: &str) -> Layout {
+pub(super) fn fixture(gen: &str) -> Layout {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats");
     Layout::from_tracefs(&dir.join(gen)).unwrap()
 }
@@ -30,7 +30,7 @@ fn args_61() -> [Option<Vec<Arg>>; Slot::COUNT] {
 
 /// A kernel's BTF as the test needs it: svc_xprt with the address
 /// block at `local`, svc_rqst, net with ns.inum.
-fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
+pub(super) fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
     let mut b = Builder::new();
     let u32t = b.int("unsigned int", 4);
     let u64t = b.int("long unsigned int", 8);
@@ -91,6 +91,7 @@ fn offsets_from_btf_and_the_address_block_check() {
             xpt_qtime: Some(24),
             rq_lens: Some((464, 664)),
             rq_procs: Some([800, 804, 808]),
+            thread: None,
             args: args_61(),
         }
     );
