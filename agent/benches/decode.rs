@@ -4,11 +4,13 @@
 //! clients with 4 connections each, in the order a loaded nfsd produces
 //! them (enqueue, dequeue, svc_stats_latency per request), decoded and
 //! aggregated as the live source's poll and the pipeline do. A third case
-//! is 6.16+ as nfsdtop watches it by default (7.x: classic tracepoints,
-//! no enqueue hook): per request a dequeue carrying `qtime` and a
+//! is 6.16+ on classic tracepoints without enqueue hooks (7.x with
+//! `--classic-tracepoints`): per request a dequeue carrying `qtime` and a
 //! svc_stats_latency naming its procedure, through the reorder buffer
 //! that rebuilds the ready queue, at the benchmark guest's rate (12.7 k
-//! dispatches a second of event time). Prints ns per record; under
+//! dispatches a second of event time); the fourth is 7.x's default, where
+//! svc_stats_latency's classic program folds the requests in the kernel:
+//! a dequeue per request. Prints ns per record; under
 //! `valgrind --tool=callgrind` (DECODE_PASSES=N, DECODE_ONLY=classic) it
 //! gives instructions per record, which is what the agent costs in the
 //! benchmark guest (its clock counts instructions). `-- --quick`: a short
@@ -36,14 +38,19 @@ enum Case {
     /// full, then short ones.
     Raw,
     /// 6.16+ classic, no enqueue hook: dequeue (with qtime), and
-    /// svc_stats_latency with its procedure, through the reorder buffer.
+    /// svc_stats_latency with its procedure, through the reorder buffer
+    /// (`--classic-tracepoints` on 7.x).
     DequeuesOnly,
+    /// The same, each request folded in the kernel by svc_stats_latency's
+    /// classic program (7.x's default): a dequeue per request.
+    DequeuesFolded,
 }
 
 impl Case {
     fn slots(self) -> &'static [Slot] {
         match self {
             Case::DequeuesOnly => &[Slot::Dequeue, Slot::StatsLatency],
+            Case::DequeuesFolded => &[Slot::Dequeue],
             _ => &[Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency],
         }
     }
@@ -53,8 +60,14 @@ impl Case {
     fn step_ns(self) -> u64 {
         match self {
             Case::DequeuesOnly => 39_000,
+            Case::DequeuesFolded => 78_000,
             _ => 1_000,
         }
+    }
+
+    /// Through the reorder buffer (6.16+ without enqueue hooks).
+    fn rebuilds(self) -> bool {
+        matches!(self, Case::DequeuesOnly | Case::DequeuesFolded)
     }
 }
 
@@ -179,6 +192,11 @@ fn main() {
         ("classic", &classic, Case::Classic),
         ("raw (default)", &raw, Case::Raw),
         ("6.16+ dequeues only", &dequeues_only, Case::DequeuesOnly),
+        (
+            "6.16+ requests folded",
+            &dequeues_only,
+            Case::DequeuesFolded,
+        ),
     ] {
         if std::env::var("DECODE_ONLY").is_ok_and(|o| o != name) {
             continue;
@@ -207,7 +225,7 @@ fn main() {
                     buf.push(ev);
                 }
             }
-            if case == Case::DequeuesOnly {
+            if case.rebuilds() {
                 let shift = pass * span_ns;
                 released.clear();
                 for mut ev in buf.drain(..) {
