@@ -12,6 +12,7 @@ use super::format::Format;
 use super::host::{self, Caps};
 use super::layout::{self, Layout};
 use super::{bpf, LiveOptions};
+use nfsdtop_common::Slot;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EventReport {
@@ -137,10 +138,23 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                     kernel_class = l.kernel_class;
                     notes.extend(l.notes.iter().cloned());
                     match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
-                        Ok(_) if preempt.raw_misses => notes.push(format!(
-                            "classic tracepoints for every event: {}",
-                            preempt.reason
-                        )),
+                        Ok(k) if preempt.raw_misses => {
+                            notes.push(format!(
+                                "classic tracepoints for every event: {}",
+                                preempt.reason
+                            ));
+                            let p = super::raw::RawPlan::hosted(&l, &k, String::new());
+                            notes.push(if p.is_hosted(Slot::StatsLatency) {
+                                "svc_stats_latency's classic program reads the request through \
+                                 the nfsd thread: requests folded in the kernel, bytes measured"
+                                    .into()
+                            } else {
+                                format!(
+                                    "svc_stats_latency's records copied per request: {}",
+                                    p.kept_classic.last().map_or("", String::as_str)
+                                )
+                            });
+                        }
                         Ok(k) => {
                             let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
                             for s in super::raw::attach_order() {
