@@ -130,6 +130,10 @@ pub(super) fn run_guest(
             run: Duration::from_secs(3 * guest_timeout + 400),
         },
     };
+    if let Some(done) = finished_run(name, &spec.config) {
+        eprintln!("bench: reading {} ({REUSE})", done.display());
+        return Ok((done.join("results"), img.kernel));
+    }
     eprintln!(
         "bench: booting {name} (kernel {}) under TCG, results in {}",
         img.kernel,
@@ -137,6 +141,28 @@ pub(super) fn run_guest(
     );
     guest_run::run(&img, &spec, &run_dir)?;
     Ok((run_dir.join("results"), img.kernel))
+}
+
+/// Run directories (`:`-separated) of finished guest runs to read instead
+/// of booting: each stands in for a run of the same suite and the same
+/// config (modes, events, fio time, rounds), for working on a part's text
+/// and checks without running its guests again.
+const REUSE: &str = "NFSDTOP_BENCH_REUSE";
+
+fn finished_run(suite: &str, config: &str) -> Option<PathBuf> {
+    let list = std::env::var(REUSE).ok()?;
+    list.split(':').map(PathBuf::from).find(|dir| {
+        let same_suite = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&format!("{suite}-bench-")));
+        let written = fs::read_to_string(dir.join("input/config")).unwrap_or_default();
+        // Its first line is the run's id.
+        let same_config = written
+            .split_once('\n')
+            .is_some_and(|(_, rest)| rest == config);
+        same_suite && same_config && dir.join("results/summary.txt").is_file()
+    })
 }
 
 /// name → (run_time_ns, run_cnt)
@@ -323,7 +349,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
         ],
     )?);
 
-    super::workload::check_stages(&results)?;
+    super::workload::check_stages(&results, &MODES)?;
     s.push_str(&workload_paragraph(&corr[0], &corr[5])?);
 
     // B: BPF run time per event, agent CPU.

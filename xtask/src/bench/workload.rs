@@ -57,13 +57,20 @@ pub(super) fn verdict(m: f64, h: f64) -> &'static str {
 }
 
 /// The stages did what they say: the default's last line names
-/// procedures, noworkload's none (else the comparison weighs nothing).
-pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
-    for (mode, want) in [
+/// procedures, noworkload's none (else the comparison weighs nothing),
+/// and, where `modes` ran it, rawnoworkload's none and not through the
+/// typed program.
+pub(super) fn check_stages(results: &Path, modes: &[&str]) -> anyhow::Result<()> {
+    let raw = modes.contains(&"rawnoworkload");
+    let checked = [
         ("nfsdtop", true),
         ("noworkload", false),
         ("rawnoworkload", false),
-    ] {
+    ];
+    for (mode, want) in checked
+        .into_iter()
+        .filter(|(m, _)| raw || *m != "rawnoworkload")
+    {
         let named = procedures_named(&results.join(format!("nfsdtop-{mode}-1.jsonl")))?;
         ensure!(
             named == want,
@@ -71,6 +78,9 @@ pub(super) fn check_stages(results: &Path) -> anyhow::Result<()> {
             if named { "named" } else { "named no" },
             results.display()
         );
+    }
+    if !raw {
+        return Ok(());
     }
     // Which program read svc_stats_latency, as each run's source says.
     let rawnoworkload = results.join("nfsdtop-rawnoworkload-1.jsonl");
@@ -107,7 +117,7 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
         &[("kernel", &kernel), ("suite", &suite.name())],
     )?;
     let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
-    check_stages(&results)?;
+    check_stages(&results, &MODES)?;
     let typed = source_detail(&results.join("nfsdtop-nfsdtop-1.jsonl"))?.contains(TYPED);
     let d = round_costs(&corr[0], &corr[1]);
     ensure!(d.len() >= 2, "bench: fewer than two complete rounds");
@@ -171,6 +181,32 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Part A runs no rawnoworkload mode: its stages are checked without
+    /// it; the paired section's are checked with it.
+    #[test]
+    fn stages_checked_for_the_modes_that_ran() {
+        let dir = std::env::temp_dir().join(format!("nfsdtop-stages-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = |procs: &str| {
+            format!(r#"{{"source":{{"detail":"raw"}},"entities":[{{"procedures":{procs}}}]}}"#)
+        };
+        std::fs::write(dir.join("nfsdtop-nfsdtop-1.jsonl"), line(r#"{"READ":{}}"#)).unwrap();
+        std::fs::write(dir.join("nfsdtop-noworkload-1.jsonl"), line("{}")).unwrap();
+        let part_a = ["nfsdtop", "classic", "noworkload"];
+        assert!(check_stages(&dir, &part_a).is_ok());
+        assert!(check_stages(&dir, &MODES).is_err(), "no rawnoworkload run");
+        std::fs::write(dir.join("nfsdtop-rawnoworkload-1.jsonl"), line("{}")).unwrap();
+        assert!(check_stages(&dir, &MODES).is_ok());
+        // A noworkload run that named procedures weighed nothing.
+        std::fs::write(
+            dir.join("nfsdtop-noworkload-1.jsonl"),
+            line(r#"{"READ":{}}"#),
+        )
+        .unwrap();
+        assert!(check_stages(&dir, &part_a).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// By hand: differences 0.1, 0.3, 0.5 points: mean 0.3, sd 0.2,
     /// standard error 0.2/√3 = 0.11547, t(2) = 4.303, half-width 0.4969.
