@@ -33,15 +33,11 @@ pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPl
     }
     // Where raw programs can be preempted into skipped hits, start classic
     // (svc_stats_latency's classic program doing the raw one's work).
-    if let Some(why) = super::preempt::Verdict::probe().classic_because() {
-        return match KernelOffsets::from_sys(&opts.btf_dir) {
-            Ok(k) => RawPlan::hosted(layout, &k, why),
-            Err(_) => RawPlan::classic(layout, why),
-        };
-    }
-    match KernelOffsets::from_sys(&opts.btf_dir) {
-        Ok(k) => raw::plan(layout, &k, opts.tracepoints),
-        Err(why) => RawPlan::classic(layout, why),
+    let preempted = super::preempt::Verdict::probe().classic_because();
+    match (KernelOffsets::from_sys(&opts.btf_dir), preempted) {
+        (Ok(k), Some(why)) => RawPlan::hosted(layout, &k, why),
+        (Ok(k), None) => raw::plan(layout, &k, opts.tracepoints),
+        (Err(_), Some(why)) | (Err(why), None) => RawPlan::classic(layout, why),
     }
 }
 

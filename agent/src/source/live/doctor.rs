@@ -143,15 +143,16 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                                 "classic tracepoints for every event: {}",
                                 preempt.reason
                             ));
-                            let p = super::raw::RawPlan::hosted(&l, &k, String::new());
+                            let p = super::raw::RawPlan::hosted(&l, &k, preempt.reason.clone());
                             notes.push(if p.is_hosted(Slot::StatsLatency) {
                                 "svc_stats_latency's classic program reads the request through \
                                  the nfsd thread: requests folded in the kernel, bytes measured"
                                     .into()
                             } else {
+                                // After the preemption reason, why it cannot.
                                 format!(
                                     "svc_stats_latency's records copied per request: {}",
-                                    p.kept_classic.last().map_or("", String::as_str)
+                                    p.kept_classic[1..].join("; ")
                                 )
                             });
                         }

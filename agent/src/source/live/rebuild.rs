@@ -120,16 +120,12 @@ impl Rebuild {
     fn hold(&mut self, ev: Event) {
         self.seq += 1;
         let ts_ns = ev.ts_ns;
-        let fits = |l: &VecDeque<(u64, Event)>| l.back().is_none_or(|b| b.1.ts_ns <= ts_ns);
-        let lane = if fits(&self.lanes[0]) {
-            Some(0)
-        } else if fits(&self.lanes[1]) {
-            Some(1)
-        } else {
-            None
-        };
-        if let Some(i) = lane {
-            self.lanes[i].push_back((self.seq, ev));
+        if let Some(lane) = self
+            .lanes
+            .iter_mut()
+            .find(|l| l.back().is_none_or(|b| b.1.ts_ns <= ts_ns))
+        {
+            lane.push_back((self.seq, ev));
             return;
         }
         let slot = match self.free.pop() {
@@ -183,26 +179,8 @@ impl Rebuild {
         let horizon = now_ns.saturating_sub(WINDOW_NS);
         // Events past the cap go out whatever their time.
         let mut over = self.held().saturating_sub(self.cap);
-        loop {
-            let from = if self.held.is_empty() {
-                // The usual case: a merge of the two queues' heads.
-                match (self.lanes[0].front(), self.lanes[1].front()) {
-                    (Some(a), Some(b)) if (b.1.ts_ns, b.0) < (a.1.ts_ns, a.0) => Head::Lane(1),
-                    (Some(_), _) => Head::Lane(0),
-                    (None, Some(_)) => Head::Lane(1),
-                    (None, None) => break,
-                }
-            } else {
-                match self.earliest() {
-                    Some((_, from)) => from,
-                    None => break,
-                }
-            };
-            let ts = match from {
-                Head::Lane(i) => self.lanes[i].front().map(|(_, e)| e.ts_ns),
-                Head::Heap => self.held.peek().map(|h| h.ts_ns),
-            };
-            if ts.is_none_or(|ts| ts > horizon) && over == 0 {
+        while let Some((ts, from)) = self.earliest() {
+            if ts > horizon && over == 0 {
                 break;
             }
             over = over.saturating_sub(1);

@@ -7,6 +7,15 @@ use crate::model::Endpoint;
 use crate::source::live::decode::{self, TraceFields, FORGET_AFTER_NS};
 use nfsdtop_common::RecordView;
 
+/// A 6.16+ kernel's layout, and offsets whose BTF has the thread's.
+fn kernel() -> (Layout, KernelOffsets) {
+    let k = KernelOffsets {
+        thread: Some((1200, 1208)),
+        ..KernelOffsets::from_btf(&btf(160, 136, true)).unwrap()
+    };
+    (fixture("6.16+"), k)
+}
+
 /// On a kernel that preempts raw programs: every slot classic, and
 /// svc_stats_latency's classic program doing the raw one's work (reading
 /// the request through the nfsd thread, folding known transports'
@@ -14,11 +23,7 @@ use nfsdtop_common::RecordView;
 /// classic.
 #[test]
 fn hosted_plan_on_a_preempting_kernel() {
-    let l = fixture("6.16+");
-    let k = KernelOffsets {
-        thread: Some((1200, 1208)),
-        ..KernelOffsets::from_btf(&btf(160, 136, true)).unwrap()
-    };
+    let (l, k) = kernel();
     let p = RawPlan::hosted(&l, &k, "preempts".into());
     let s = Slot::StatsLatency;
     assert!(Slot::ALL.iter().all(|&x| !p.is_raw(x)));
@@ -51,11 +56,7 @@ fn hosted_plan_on_a_preempting_kernel() {
 #[test]
 fn hosted_transports_are_forgotten_after_their_claims_end() {
     use nfsdtop_common::exec::ExecTotals;
-    let l = fixture("6.16+");
-    let k = KernelOffsets {
-        thread: Some((1200, 1208)),
-        ..KernelOffsets::from_btf(&btf(160, 136, true)).unwrap()
-    };
+    let (l, k) = kernel();
     let p = RawPlan::hosted(&l, &k, "preempts".into());
     let s = Slot::StatsLatency;
     let full = |ts: u64, ptr: u64, port: u16, settled: ExecTotals| {
