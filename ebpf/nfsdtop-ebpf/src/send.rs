@@ -34,20 +34,31 @@ fn same_identity(cfg: &RawConfig, xprt: u64, idx: u32) -> bool {
     {
         return false;
     }
-    let words = scratch as *const u32;
-    let mut differ = (net as u32 ^ id[xprt_table::IDENTITY_NET])
-        | ((net >> 32) as u32 ^ id[xprt_table::IDENTITY_NET + 1]);
-    for i in 0..ADDR_MAX / 4 {
-        // SAFETY: both reads within the SPAN bytes just filled.
-        let (local, remote) = unsafe {
-            (
-                words.add(i).read(),
-                words.add(rawrec::REMOTE_REL / 4 + i).read(),
-            )
-        };
-        differ |= (local ^ id[i]) | (remote ^ id[xprt_table::IDENTITY_REMOTE + i]);
+    let mut differ = 0;
+    for (i, want) in id.iter().enumerate() {
+        // SAFETY: the scratch words hold the SPAN bytes just filled.
+        differ |= unsafe { identity_word(scratch as *const u32, net, i) } ^ want;
     }
     differ == 0
+}
+
+/// Word `i` of a transport's [`xprt_table::Identity`], from `span` (its
+/// addresses as read from `xpt_local`) and its `struct net` pointer.
+///
+/// # Safety
+/// `span` holds at least `rawrec::REMOTE_REL + ADDR_MAX` bytes.
+#[inline(always)]
+unsafe fn identity_word(span: *const u32, net: u64, i: usize) -> u32 {
+    const REMOTE: usize = xprt_table::IDENTITY_REMOTE;
+    const NET: usize = xprt_table::IDENTITY_NET;
+    match i {
+        // SAFETY: within the local sockaddr's ADDR_MAX bytes.
+        0..REMOTE => unsafe { span.add(i).read() },
+        // SAFETY: within the remote sockaddr's ADDR_MAX bytes.
+        REMOTE..NET => unsafe { span.add(rawrec::REMOTE_REL / 4 + i - REMOTE).read() },
+        NET => net as u32,
+        _ => (net >> 32) as u32,
+    }
 }
 
 /// Record or fold hit `slot` of transport `xprt` (a kernel pointer, read
@@ -268,15 +279,11 @@ pub(crate) fn send(
         if cfg.enabled == HOSTED {
             if let Some(id) = KNOWN_IDS.get_ptr_mut(entry_idx) {
                 let src = span.as_ptr() as *const u32;
-                // SAFETY: an aligned array value; the reads are within the scratch span filled above.
+                // SAFETY: an aligned array value; `src` is the scratch span filled above.
                 unsafe {
-                    for i in 0..ADDR_MAX / 4 {
-                        (*id)[i] = src.add(i).read();
-                        (*id)[xprt_table::IDENTITY_REMOTE + i] =
-                            src.add(rawrec::REMOTE_REL / 4 + i).read();
+                    for (i, word) in (*id).iter_mut().enumerate() {
+                        *word = identity_word(src, net, i);
                     }
-                    (*id)[xprt_table::IDENTITY_NET] = net as u32;
-                    (*id)[xprt_table::IDENTITY_NET + 1] = (net >> 32) as u32;
                 }
             }
         }
