@@ -165,6 +165,20 @@ fn finished_run(suite: &str, config: &str) -> Option<PathBuf> {
     })
 }
 
+/// Whether `name`, as bpftool lists a program (in full where its object
+/// carries BTF, else the kernel's first 15 characters), is one of the
+/// dequeue slot's programs, which run once per dispatch.
+fn is_dequeue_program(name: &str) -> bool {
+    const KERNEL_NAME_CHARS: usize = 15;
+    let info = Slot::Dequeue.info();
+    let raw = info.raw.map(|r| r.name);
+    let typed = info.raw.and_then(|r| r.typed);
+    [Some(info.program), raw, typed]
+        .into_iter()
+        .flatten()
+        .any(|n| n == name || n.get(..KERNEL_NAME_CHARS) == Some(name))
+}
+
 /// name → (run_time_ns, run_cnt)
 fn bpf_file(path: &Path) -> BTreeMap<String, (u64, u64)> {
     fs::read_to_string(path)
@@ -377,7 +391,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             }
             rt_all += rt;
             runs_all += rc;
-            if name.ends_with("svc_xprt_deque") || name.ends_with("svc_xprt_dequeue") {
+            if is_dequeue_program(name) {
                 deq += rc;
             }
             writeln!(
@@ -402,6 +416,11 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
     }
     let (n_rt, n_runs, n_deq, n_wall) = timed.get("nfsdtop").copied().unwrap_or_default();
     ensure!(n_runs > 0, "no BPF run counts in {}", results.display());
+    ensure!(
+        n_deq > 0,
+        "no dequeue program among the BPF run counts in {}: the costs per dispatch need one",
+        results.display()
+    );
     writeln!(s)?;
 
     // The agent's CPU: the rounds (statistics off, as users run it).
@@ -548,6 +567,32 @@ mod tests {
         assert_eq!(sid.len(), Slot::COUNT - 1);
         assert!(!sid.contains(&"svc_xprt_enqueue"));
         assert!(sid.contains(&"svc_xprt_dequeue") && sid.contains(&"svc_stats_latency"));
+    }
+
+    /// Each program bpftool can list for the dequeue counts the
+    /// dispatches, whether named in full or cut to the kernel's 15
+    /// characters (the typed ones, which nfsdtop loads without BTF); no
+    /// other program does.
+    #[test]
+    fn dispatches_are_counted_by_every_dequeue_program() {
+        for name in [
+            "svc_xprt_dequeue",
+            "svc_xprt_dequeu",
+            "raw_svc_xprt_dequeue",
+            "raw_svc_xprt_de",
+            "typed_svc_xprt_",
+        ] {
+            assert!(is_dequeue_program(name), "{name}");
+        }
+        for name in [
+            "typed_svc_stats",
+            "raw_svc_xprt_enqueue",
+            "raw_svc_xprt_en",
+            "svc_stats_latency",
+            "svc_xprt_",
+        ] {
+            assert!(!is_dequeue_program(name), "{name}");
+        }
     }
 
     /// The check that the noworkload stage read no procedure looks at the
