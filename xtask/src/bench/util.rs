@@ -43,7 +43,9 @@ pub fn cpu_model() -> String {
 
 pub fn commit() -> String {
     let c = sh("git -C \"$(pwd)\" rev-parse --short HEAD");
-    let dirty = !sh("git status --porcelain --untracked-files=no").is_empty();
+    // The output of an earlier run is not a change to what is measured.
+    let dirty =
+        !sh("git status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md'").is_empty();
     if dirty {
         format!("{c} (with uncommitted changes)")
     } else {
