@@ -1,7 +1,8 @@
 //! The raw-tracepoint programs on this machine's real kernel, without
 //! nfsd: fields read at offsets from the kernel's BTF, drops on the flags
 //! argument, short records once a pointer was sent in full, and execution
-//! times and request lengths folded in the kernel reaching the agent once.
+//! times and request lengths folded in the kernel reaching the agent once;
+//! and the hosted programs' identity table sized only where they host.
 //! The classic programs and the ring are live_ring.rs; what both share is
 //! in ring/.
 //!
@@ -67,7 +68,8 @@ fn exec_run(
     use nfsdtop_common::RawConfig;
     let task = task_btf()?;
     let off = |path: &[&str]| task_offset(&task, path);
-    let mut ebpf = bpf::open(1 << 20, Default::default()).expect("load the BPF object");
+    let mut ebpf =
+        bpf::open(1 << 20, Default::default(), bpf::Hosting::None).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     let mut raw = [RawConfig::default(); Slot::COUNT];
@@ -156,6 +158,32 @@ fn raw_program_reads_fields_at_btf_offsets() {
     assert!(d.submitted >= 10, "{d:?}");
 }
 
+/// The hosted programs' identity table (`KNOWN_IDS`, 64 bytes an entry,
+/// 4 MiB at full size) is created at full size only where a classic
+/// program hosts: the kernel's own record of the map says so.
+#[test]
+fn identity_table_is_full_size_only_where_hosted() {
+    if !ready("identity_table_is_full_size_only_where_hosted") {
+        return;
+    }
+    use nfsdtop_common::xprt_table;
+    for (hosting, entries) in [
+        (bpf::Hosting::None, 1),
+        (bpf::Hosting::Hosted, xprt_table::SLOTS),
+    ] {
+        let ebpf = bpf::open(1 << 20, Default::default(), hosting).expect("load the BPF object");
+        let Some(aya::maps::Map::Array(map)) = ebpf.map("KNOWN_IDS") else {
+            panic!("the object has an array KNOWN_IDS");
+        };
+        let info = map.info().expect("the kernel's information on KNOWN_IDS");
+        assert_eq!(info.max_entries(), entries, "{hosting:?}");
+        assert_eq!(
+            info.value_size() as usize,
+            std::mem::size_of::<xprt_table::Identity>()
+        );
+    }
+}
+
 /// The enqueue program's drop on its flags argument (svc_xprt_enqueue's
 /// `flags` on 6.6+): here argument 1 is the exec'ing task's pid, and the
 /// "BUSY" bit 0 drops every odd pid before the task is read at all; even
@@ -203,7 +231,8 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
     use nfsdtop_common::{rawrec, RawConfig};
     use std::collections::BTreeMap;
     for forget in [false, true] {
-        let mut ebpf = bpf::open(4 << 20, Default::default()).expect("load the BPF object");
+        let mut ebpf = bpf::open(4 << 20, Default::default(), bpf::Hosting::None)
+            .expect("load the BPF object");
         let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
         let mut raw = [RawConfig::default(); Slot::COUNT];
         let cfg = RawConfig {
@@ -297,7 +326,8 @@ fn folded_execution_times_reach_the_agent_once() {
         return;
     };
     let off = |path: &[&str]| task_offset(&task, path);
-    let mut ebpf = bpf::open(16 << 20, Default::default()).expect("load the BPF object");
+    let mut ebpf =
+        bpf::open(16 << 20, Default::default(), bpf::Hosting::None).expect("load the BPF object");
     let totals = bpf::ExecTotalsMap::map(&ebpf).expect("map EXEC_TOTALS");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 16 << 20).unwrap();
@@ -496,7 +526,8 @@ fn pool_totals_add_each_request_to_its_pool() {
     let priority: i64 = after_comm.split(' ').nth(15).unwrap().parse().unwrap();
     let pool = u32::try_from(100 + priority).expect("a normal priority");
 
-    let mut ebpf = bpf::open(1 << 20, Default::default()).expect("load the BPF object");
+    let mut ebpf =
+        bpf::open(1 << 20, Default::default(), bpf::Hosting::None).expect("load the BPF object");
     let totals = PoolTotalsMap::map(&ebpf).expect("map POOL_TOTALS");
     let _drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     bpf::write_pool_config(

@@ -28,7 +28,8 @@ fn records_reach_the_ring_and_busy_attempts_are_only_counted() {
     if !ready("records_reach_the_ring_and_busy_attempts_are_only_counted") {
         return;
     }
-    let mut ebpf = bpf::open(1 << 20, Default::default()).expect("load the BPF object");
+    let mut ebpf =
+        bpf::open(1 << 20, Default::default(), bpf::Hosting::None).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(10), 1 << 20).unwrap();
     let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
@@ -98,7 +99,8 @@ fn a_full_ring_counts_every_lost_record() {
         return;
     }
     // One page of ring (about 26 records) and nobody draining it.
-    let mut ebpf = bpf::open(4096, Default::default()).expect("load the BPF object");
+    let mut ebpf =
+        bpf::open(4096, Default::default(), bpf::Hosting::None).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
     let mut slots = [SlotConfig::DISABLED; Slot::COUNT];
     slots[Slot::Dequeue as usize] = exec_config(0);

@@ -80,9 +80,11 @@ static COUNTERS: Array<u64> = Array::with_max_entries(counter::STRIDE, BPF_F_MMA
 static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
 
 /// What the transport known at each KNOWN_XPRTS entry was when it was
-/// claimed, for [`HOSTED`] programs (see `nfsdtop_common::HOSTED`).
+/// claimed, for [`HOSTED`] programs (see `nfsdtop_common::HOSTED`). One
+/// entry here: the agent sizes it at load, to `xprt_table::SLOTS` (4 MiB)
+/// only where a program hosts, so that other kernels do not pin it.
 #[map]
-static KNOWN_IDS: Array<xprt_table::Identity> = Array::with_max_entries(xprt_table::SLOTS, 0);
+static KNOWN_IDS: Array<xprt_table::Identity> = Array::with_max_entries(1, 0);
 
 /// Known transports' running execution totals, at the same entry as in
 /// KNOWN_XPRTS (see `nfsdtop_common::exec`); memory-mapped by the agent.

@@ -55,19 +55,20 @@ pub struct Attachment {
 }
 
 impl Attachment {
-    /// Configure and attach every slot in use as [`choose_plan`] says,
-    /// a slot whose raw attach fails on its classic tracepoint.
+    /// Configure and attach every slot in use as `plan` (from
+    /// [`choose_plan`]) says, a slot whose raw attach fails on its classic
+    /// tracepoint.
     /// `exec_totals`: why the kernel's execution totals cannot be read,
     /// if they cannot (then nothing is folded).
     pub fn attach(
         ebpf: &mut aya::Ebpf,
         opts: &LiveOptions,
         layout: Layout,
+        mut plan: RawPlan,
         category: &str,
         exec_totals: Option<&LiveError>,
         typed: Result<typed::Prepared, String>,
     ) -> Result<Attachment, LiveError> {
-        let mut plan = choose_plan(opts, &layout, category);
         let mut report = AccessReport {
             asked: opts.tracepoints,
             ..AccessReport::default()

@@ -9,7 +9,7 @@ use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
 use nfsdtop_common::typed::{self, RqstOffsets};
-use nfsdtop_common::{counter, pools::PoolConfig, RawConfig, Slot, SlotConfig, SLOTS};
+use nfsdtop_common::{counter, pools::PoolConfig, xprt_table, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
 
@@ -101,14 +101,35 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
         || e.to_string().contains("Operation not permitted")
 }
 
+/// Whether a classic program will do its raw program's work
+/// (`nfsdtop_common::HOSTED`), which sizes the table of known transports'
+/// identities it checks: 4 MiB of kernel memory where it is needed, one
+/// entry elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hosting {
+    Hosted,
+    None,
+}
+
+impl Hosting {
+    /// `KNOWN_IDS`'s entries.
+    pub fn identity_entries(self) -> u32 {
+        match self {
+            Hosting::Hosted => xprt_table::SLOTS,
+            Hosting::None => 1,
+        }
+    }
+}
+
 /// Open the object (maps are created, programs not yet loaded); the
 /// typed program's offsets are fixed now (a read-only global).
-pub fn open(ring_bytes: u32, typed: RqstOffsets) -> Result<Ebpf, LiveError> {
+pub fn open(ring_bytes: u32, typed: RqstOffsets, hosting: Hosting) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
     let cpus = Counters::cpus()?;
     let mut ebpf = EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
+        .map_max_entries("KNOWN_IDS", hosting.identity_entries())
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)
         .override_global(typed::GLOBAL, &typed, true)
@@ -151,7 +172,7 @@ fn rejected(name: &str, e: &aya::programs::ProgramError) -> LiveError {
 /// Load every program into the kernel (the verifier runs) without
 /// attaching anything: what `nfsdtop doctor` checks.
 pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
-    let mut ebpf = open(ring_bytes, RqstOffsets::default())?;
+    let mut ebpf = open(ring_bytes, RqstOffsets::default(), Hosting::None)?;
     let mut ok = Vec::new();
     for s in Slot::ALL {
         let name = s.info().program;
@@ -179,7 +200,7 @@ pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
 pub fn verify_typed(btf_dir: &std::path::Path) -> Result<(), String> {
     let k = super::raw::KernelOffsets::from_sys(btf_dir)?;
     let offsets = super::typed::offsets(&k);
-    let ebpf = open(64 * 1024, offsets).map_err(|e| e.to_string())?;
+    let ebpf = open(64 * 1024, offsets, Hosting::None).map_err(|e| e.to_string())?;
     super::typed::verify(&super::typed::prepare(&ebpf, OBJECT, offsets, btf_dir)?)
 }
 

@@ -214,7 +214,14 @@ impl LiveSource {
         let typed_offsets = raw::KernelOffsets::from_sys(&opts.btf_dir)
             .map(|k| typed::offsets(&k))
             .unwrap_or_default();
-        let mut ebpf = bpf::open(opts.ring_bytes, typed_offsets)?;
+        // Chosen before the object is opened: it sizes a map.
+        let plan = attach::choose_plan(opts, &layout, category);
+        let hosting = if Slot::ALL.iter().any(|&s| plan.is_hosted(s)) {
+            bpf::Hosting::Hosted
+        } else {
+            bpf::Hosting::None
+        };
+        let mut ebpf = bpf::open(opts.ring_bytes, typed_offsets, hosting)?;
         // Before any map is taken out of the object (see typed::prepare).
         let typed_program = typed::prepare(&ebpf, bpf::OBJECT, typed_offsets, &opts.btf_dir);
         // Kernel run-time statistics per program, where the kernel allows
@@ -232,6 +239,7 @@ impl LiveSource {
             &mut ebpf,
             opts,
             layout,
+            plan,
             category,
             exec_totals.as_ref().err(),
             typed_program,

@@ -385,7 +385,8 @@ mod tests {
     /// the object is refused rather than pointing its references elsewhere.
     #[test]
     fn the_typed_program_refers_to_the_maps_aya_created() {
-        let mut ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
+        let mut ebpf = bpf::open(1 << 20, RqstOffsets::default(), bpf::Hosting::None)
+            .expect("load the BPF object");
         let p = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf()).expect("prepare");
         let slots: Vec<Slot> = p.programs.iter().map(|(s, _)| *s).collect();
         assert_eq!(slots, [Slot::Dequeue, Slot::StatsLatency]);
@@ -413,7 +414,8 @@ mod tests {
     /// for the transport.
     #[test]
     fn a_program_is_not_loaded_without_its_offsets() {
-        let ebpf = bpf::open(1 << 20, RqstOffsets::default()).expect("load the BPF object");
+        let ebpf = bpf::open(1 << 20, RqstOffsets::default(), bpf::Hosting::None)
+            .expect("load the BPF object");
         let only_xprt = RqstOffsets {
             rq_xprt: 8,
             ..RqstOffsets::default()
