@@ -111,6 +111,15 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     );
     if let Some(last) = lines.last() {
         check_procedures(results, last, ip, rep);
+        // Its last requests, folded in the kernel, are reported before
+        // its close, not after it (which would bring its transport back).
+        let left = (last.entities.iter())
+            .find(|e| e.name == ip.to_string())
+            .map(|e| e.connections);
+        rep.check(
+            left == Some(0),
+            format!("names: {ip}: no connection left after its umount in nfsdtop's last line ({left:?})"),
+        );
     }
 }
 

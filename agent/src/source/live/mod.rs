@@ -52,7 +52,7 @@ pub use raw::Tracepoints;
 pub use report::{AccessReport, HandOver};
 
 use super::{BpfProgramStats, Poll, Source};
-use crate::model::{Event, SourceInfo, SourceKind};
+use crate::model::{Event, EventKind, SourceInfo, SourceKind};
 
 /// How to open the live source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -346,8 +346,26 @@ impl LiveSource {
                 self.known.decode(&r, &self.attach.plan.decode, out);
             } else if let Some(mut ev) = decode::decode(&r, &self.attach.layout) {
                 decode::name_procedure(&r, &self.attach.layout, &mut ev);
+                if ev.kind == EventKind::Closed {
+                    self.settle_closed(&ev, out);
+                }
                 out.push(ev);
             }
+        }
+    }
+
+    /// Where svc_stats_latency's classic program folds the requests
+    /// (`nfsdtop_common::HOSTED`), a transport's close comes as a classic
+    /// record: what was folded for it since the last sweep goes before.
+    fn settle_closed(&mut self, closed: &Event, out: &mut Vec<Event>) {
+        if let (Some(t), true) = (&self.exec_totals, self.known.forget_ended_claims) {
+            self.known.settle_closed(
+                &closed.xprt,
+                |i| t.read(i),
+                &self.attach.plan.decode,
+                closed.ts_ns,
+                out,
+            );
         }
     }
 

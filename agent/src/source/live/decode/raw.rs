@@ -35,8 +35,12 @@ pub struct KnownXprts {
     /// No raw svc_xprt_free records come (svc_stats_latency's classic
     /// program does the raw one's work, `nfsdtop_common::HOSTED`): a
     /// transport is forgotten [`FORGET_AFTER_NS`] after its claim on its
-    /// entry ended, so the table holds at most about one per entry.
+    /// entry ended, so the table holds at most about one per entry; and
+    /// its close (a classic record, addresses only) is settled through
+    /// `by_key` ([`KnownXprts::settle_closed`]).
     pub forget_ended_claims: bool,
+    /// The pointer each transport was last sent in full from.
+    by_key: FxHashMap<XprtKey, u64>,
 }
 
 /// How long a transport whose claim ended is kept: a record of it still
@@ -138,10 +142,12 @@ impl KnownXprts {
         procs::name_from_record(rec, &mut ev);
         if ptr != 0 {
             if ev.kind == EventKind::Closed {
-                self.keys.remove(&ptr);
+                self.forget(ptr);
                 self.procs.settle(ptr, rec.ts_ns(), out);
             } else {
                 self.procs.want(ptr, rec.ts_ns(), ev.xprt);
+                self.forget(ptr);
+                self.by_key.insert(ev.xprt, ptr);
                 self.keys.insert(
                     ptr,
                     Known {
@@ -173,9 +179,12 @@ impl KnownXprts {
     ) {
         let bytes = measures_bytes(layout);
         let forget = self.forget_ended_claims;
-        self.keys
-            .retain(|&ptr, k| match read(xprt_table::slot(ptr)) {
+        let by_key = &mut self.by_key;
+        self.keys.retain(|&ptr, k| {
+            let keep = match read(xprt_table::slot(ptr)) {
                 Some(t) if t.owner == ptr && t.gen == k.gen => {
+                    // A read while the entry changed hands is not an end.
+                    k.ended_ns = None;
                     k.report(&t, bytes, now_ns, out);
                     true
                 }
@@ -184,7 +193,50 @@ impl KnownXprts {
                     now_ns.saturating_sub(ended) < FORGET_AFTER_NS
                 }
                 _ => true,
-            });
+            };
+            if !keep && by_key.get(&k.key) == Some(&ptr) {
+                by_key.remove(&k.key);
+            }
+            keep
+        });
+    }
+
+    /// A transport closed whose close no raw record settles (a classic
+    /// svc_xprt_free record, where svc_stats_latency's classic program
+    /// folds the requests): what its claim folded since the last sweep,
+    /// and its procedure row's last counts, reported at `ts_ns` before its
+    /// close is, so they are not reported after it, for a transport gone.
+    /// The pointer stays known until its claim ends: nothing is folded
+    /// into it after the free, unless a transport with the same
+    /// addresses takes the memory, whose requests are then this key's.
+    pub fn settle_closed(
+        &mut self,
+        key: &XprtKey,
+        read: impl Fn(u32) -> Option<ExecTotals>,
+        layout: &Layout,
+        ts_ns: u64,
+        out: &mut Vec<Event>,
+    ) {
+        let Some(&ptr) = self.by_key.get(key) else {
+            return;
+        };
+        let bytes = measures_bytes(layout);
+        if let Some(k) = self.keys.get_mut(&ptr) {
+            match read(xprt_table::slot(ptr)) {
+                Some(t) if t.owner == ptr && t.gen == k.gen => k.report(&t, bytes, ts_ns, out),
+                _ => {}
+            }
+        }
+        self.procs.settle(ptr, ts_ns, out);
+    }
+
+    /// Forget the transport known at `ptr`.
+    fn forget(&mut self, ptr: u64) {
+        if let Some(k) = self.keys.remove(&ptr) {
+            if self.by_key.get(&k.key) == Some(&ptr) {
+                self.by_key.remove(&k.key);
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -59,27 +59,7 @@ fn hosted_transports_are_forgotten_after_their_claims_end() {
     let (l, k) = kernel();
     let p = RawPlan::hosted(&l, &k, "preempts".into());
     let s = Slot::StatsLatency;
-    let full = |ts: u64, ptr: u64, port: u16, settled: ExecTotals| {
-        let f = TraceFields {
-            netns: 7,
-            client: Endpoint::V4 {
-                ip: [10, 0, 0, 2],
-                port,
-            },
-            ..TraceFields::default()
-        };
-        let mut r = decode::kernel_record(&p.decode.slots[s as usize], s, ts, &f);
-        r.raw_kind = rawrec::FULL;
-        for (off, v) in [
-            (rawrec::XPRT, ptr),
-            (rawrec::EXEC_OWNER, settled.owner),
-            (rawrec::EXEC_GEN, settled.gen),
-            (rawrec::EXEC_COUNT, settled.count),
-        ] {
-            r.raw[off as usize..][..8].copy_from_slice(&v.to_ne_bytes());
-        }
-        r.to_bytes()
-    };
+    let full = |ts, ptr, port, settled| full_record(&p, ts, ptr, port, settled);
     let settled = |owner, gen, count| ExecTotals {
         owner,
         gen,
@@ -110,4 +90,124 @@ fn hosted_transports_are_forgotten_after_their_claims_end() {
         decode(&mut known, full(60, c, 702, settled(a, 2, 4)));
         assert_eq!(lost(&known), if forget { 4 } else { 0 }, "forget {forget}");
     }
+}
+
+/// A full svc_stats_latency record of the hosted plan `p` at `ts`, of the
+/// transport at `ptr` (client 10.0.0.2:`port`), settling `settled`.
+fn full_record(
+    p: &RawPlan,
+    ts: u64,
+    ptr: u64,
+    port: u16,
+    settled: nfsdtop_common::exec::ExecTotals,
+) -> [u8; nfsdtop_common::Record::SIZE] {
+    let s = Slot::StatsLatency;
+    let f = TraceFields {
+        netns: 7,
+        client: Endpoint::V4 {
+            ip: [10, 0, 0, 2],
+            port,
+        },
+        ..TraceFields::default()
+    };
+    let mut r = decode::kernel_record(&p.decode.slots[s as usize], s, ts, &f);
+    r.raw_kind = rawrec::FULL;
+    for (off, v) in [
+        (rawrec::XPRT, ptr),
+        (rawrec::EXEC_OWNER, settled.owner),
+        (rawrec::EXEC_GEN, settled.gen),
+        (rawrec::EXEC_COUNT, settled.count),
+    ] {
+        r.raw[off as usize..][..8].copy_from_slice(&v.to_ne_bytes());
+    }
+    r.to_bytes()
+}
+
+/// The requests of `Executed` events in `out`, and the last one's time.
+fn executed(out: &[crate::model::Event]) -> (u64, u64) {
+    out.iter().fold((0, 0), |(n, ts), e| match e.kind {
+        crate::model::EventKind::Executed { requests, .. } => (n + requests, e.ts_ns),
+        _ => (n, ts),
+    })
+}
+
+/// A transport's close comes as a classic record where the requests are
+/// folded by svc_stats_latency's classic program: what was folded since
+/// the last sweep is reported at the close, before it, not by a later
+/// sweep (which would bring the transport back after its close); a
+/// transport never sent in full settles nothing.
+#[test]
+fn a_hosted_close_reports_what_was_folded_before_it() {
+    use nfsdtop_common::exec::ExecTotals;
+    let (l, k) = kernel();
+    let p = RawPlan::hosted(&l, &k, "preempts".into());
+    let a: u64 = 0xffff_8880_1234_5600;
+    let mut known = decode::KnownXprts::default();
+    known.forget_ended_claims = true;
+    let mut out = Vec::new();
+    let rec = full_record(&p, 2, a, 700, ExecTotals::default());
+    known.decode(&RecordView::new(&rec).unwrap(), &p.decode, &mut out);
+    let key = out[0].xprt;
+    let totals = |count| {
+        move |_| {
+            Some(ExecTotals {
+                owner: a,
+                gen: 2,
+                count,
+                ..ExecTotals::default()
+            })
+        }
+    };
+    let mut swept = Vec::new();
+    known.sweep(totals(3), &p.decode, 10, &mut swept);
+    assert_eq!(executed(&swept), (3, 10));
+    // Two more folded, then the close.
+    let mut at_close = Vec::new();
+    known.settle_closed(&key, totals(5), &p.decode, 20, &mut at_close);
+    assert_eq!(executed(&at_close), (2, 20));
+    let mut later = Vec::new();
+    known.sweep(totals(5), &p.decode, 30, &mut later);
+    assert!(later.is_empty(), "{later:?}");
+    let other = crate::model::XprtKey { netns: 8, ..key };
+    known.settle_closed(&other, totals(9), &p.decode, 40, &mut later);
+    assert!(later.is_empty(), "{later:?}");
+}
+
+/// A sweep that reads a transport's entry while another claim is being
+/// written (or before its own is) is not the end of its claim: the claim
+/// read again later keeps it, however long after, so a second such read
+/// does not forget it at once.
+#[test]
+fn a_read_while_the_entry_changes_hands_is_not_an_end() {
+    use nfsdtop_common::exec::ExecTotals;
+    let (l, k) = kernel();
+    let p = RawPlan::hosted(&l, &k, "preempts".into());
+    let a: u64 = 0xffff_8880_1234_5600;
+    let mut known = decode::KnownXprts::default();
+    known.forget_ended_claims = true;
+    let rec = full_record(&p, 2, a, 700, ExecTotals::default());
+    known.decode(&RecordView::new(&rec).unwrap(), &p.decode, &mut Vec::new());
+    let mine = |count| {
+        move |_| {
+            Some(ExecTotals {
+                owner: a,
+                gen: 2,
+                count,
+                ..ExecTotals::default()
+            })
+        }
+    };
+    let changing = |_| Some(ExecTotals::default());
+    let t0 = 100;
+    known.sweep(changing, &p.decode, t0, &mut Vec::new());
+    known.sweep(mine(1), &p.decode, t0 + 1, &mut Vec::new());
+    known.sweep(
+        changing,
+        &p.decode,
+        t0 + 5 * FORGET_AFTER_NS,
+        &mut Vec::new(),
+    );
+    let mut out = Vec::new();
+    known.sweep(mine(4), &p.decode, t0 + 5 * FORGET_AFTER_NS + 1, &mut out);
+    assert_eq!(executed(&out).0, 3, "still known: {out:?}");
 }
