@@ -63,6 +63,12 @@ struct Known {
 }
 
 impl Known {
+    /// Whether `t`, the entry of the transport at `ptr`, still holds the
+    /// claim this one was sent in full with.
+    fn holds(&self, ptr: u64, t: &ExecTotals) -> bool {
+        t.owner == ptr && t.gen == self.gen
+    }
+
     /// What grew of `t` (this claim's totals) since last reported.
     /// `measures_bytes`: the kernel folds the lengths too (else its byte
     /// sums are 0 and mean "not measured").
@@ -182,7 +188,7 @@ impl KnownXprts {
         let by_key = &mut self.by_key;
         self.keys.retain(|&ptr, k| {
             let keep = match read(xprt_table::slot(ptr)) {
-                Some(t) if t.owner == ptr && t.gen == k.gen => {
+                Some(t) if k.holds(ptr, &t) => {
                     // A read while the entry changed hands is not an end.
                     k.ended_ns = None;
                     k.report(&t, bytes, now_ns, out);
@@ -222,9 +228,8 @@ impl KnownXprts {
         };
         let bytes = measures_bytes(layout);
         if let Some(k) = self.keys.get_mut(&ptr) {
-            match read(xprt_table::slot(ptr)) {
-                Some(t) if t.owner == ptr && t.gen == k.gen => k.report(&t, bytes, ts_ns, out),
-                _ => {}
+            if let Some(t) = read(xprt_table::slot(ptr)).filter(|t| k.holds(ptr, t)) {
+                k.report(&t, bytes, ts_ns, out);
             }
         }
         self.procs.settle(ptr, ts_ns, out);

@@ -60,12 +60,7 @@ fn hosted_transports_are_forgotten_after_their_claims_end() {
     let p = RawPlan::hosted(&l, &k, "preempts".into());
     let s = Slot::StatsLatency;
     let full = |ts, ptr, port, settled| full_record(&p, ts, ptr, port, settled);
-    let settled = |owner, gen, count| ExecTotals {
-        owner,
-        gen,
-        count,
-        ..ExecTotals::default()
-    };
+    let settled = totals;
     let (a, b, c): (u64, u64, u64) = (0xffff_8880_1234_5600, 0xffff_8880_1234_9a00, 0x77);
     let lost = |known: &decode::KnownXprts| known.unknown[s as usize];
     for forget in [true, false] {
@@ -123,6 +118,37 @@ fn full_record(
     r.to_bytes()
 }
 
+/// `EXEC_TOTALS` entry of the claim (`owner`, `gen`), `count` requests.
+fn totals(owner: u64, gen: u64, count: u64) -> nfsdtop_common::exec::ExecTotals {
+    nfsdtop_common::exec::ExecTotals {
+        owner,
+        gen,
+        count,
+        ..Default::default()
+    }
+}
+
+/// The transport of a hosted plan at [`CLAIMED`], sent in full at time 2
+/// (so its claim's gen is 2) and known to `KnownXprts` that forget ended
+/// claims; and its key.
+fn claimed() -> (RawPlan, decode::KnownXprts, crate::model::XprtKey) {
+    let (l, k) = kernel();
+    let p = RawPlan::hosted(&l, &k, "preempts".into());
+    let mut known = decode::KnownXprts::default();
+    known.forget_ended_claims = true;
+    let mut out = Vec::new();
+    let rec = full_record(&p, 2, CLAIMED, 700, totals(0, 0, 0));
+    known.decode(&RecordView::new(&rec).unwrap(), &p.decode, &mut out);
+    let key = out[0].xprt;
+    (p, known, key)
+}
+const CLAIMED: u64 = 0xffff_8880_1234_5600;
+
+/// A read of [`CLAIMED`]'s entry holding its claim with `count` requests.
+fn claim_of(count: u64) -> impl Fn(u32) -> Option<nfsdtop_common::exec::ExecTotals> {
+    move |_| Some(totals(CLAIMED, 2, count))
+}
+
 /// The requests of `Executed` events in `out`, and the last one's time.
 fn executed(out: &[crate::model::Event]) -> (u64, u64) {
     out.iter().fold((0, 0), |(n, ts), e| match e.kind {
@@ -138,38 +164,19 @@ fn executed(out: &[crate::model::Event]) -> (u64, u64) {
 /// transport never sent in full settles nothing.
 #[test]
 fn a_hosted_close_reports_what_was_folded_before_it() {
-    use nfsdtop_common::exec::ExecTotals;
-    let (l, k) = kernel();
-    let p = RawPlan::hosted(&l, &k, "preempts".into());
-    let a: u64 = 0xffff_8880_1234_5600;
-    let mut known = decode::KnownXprts::default();
-    known.forget_ended_claims = true;
-    let mut out = Vec::new();
-    let rec = full_record(&p, 2, a, 700, ExecTotals::default());
-    known.decode(&RecordView::new(&rec).unwrap(), &p.decode, &mut out);
-    let key = out[0].xprt;
-    let totals = |count| {
-        move |_| {
-            Some(ExecTotals {
-                owner: a,
-                gen: 2,
-                count,
-                ..ExecTotals::default()
-            })
-        }
-    };
+    let (p, mut known, key) = claimed();
     let mut swept = Vec::new();
-    known.sweep(totals(3), &p.decode, 10, &mut swept);
+    known.sweep(claim_of(3), &p.decode, 10, &mut swept);
     assert_eq!(executed(&swept), (3, 10));
     // Two more folded, then the close.
     let mut at_close = Vec::new();
-    known.settle_closed(&key, totals(5), &p.decode, 20, &mut at_close);
+    known.settle_closed(&key, claim_of(5), &p.decode, 20, &mut at_close);
     assert_eq!(executed(&at_close), (2, 20));
     let mut later = Vec::new();
-    known.sweep(totals(5), &p.decode, 30, &mut later);
+    known.sweep(claim_of(5), &p.decode, 30, &mut later);
     assert!(later.is_empty(), "{later:?}");
     let other = crate::model::XprtKey { netns: 8, ..key };
-    known.settle_closed(&other, totals(9), &p.decode, 40, &mut later);
+    known.settle_closed(&other, claim_of(9), &p.decode, 40, &mut later);
     assert!(later.is_empty(), "{later:?}");
 }
 
@@ -179,28 +186,11 @@ fn a_hosted_close_reports_what_was_folded_before_it() {
 /// does not forget it at once.
 #[test]
 fn a_read_while_the_entry_changes_hands_is_not_an_end() {
-    use nfsdtop_common::exec::ExecTotals;
-    let (l, k) = kernel();
-    let p = RawPlan::hosted(&l, &k, "preempts".into());
-    let a: u64 = 0xffff_8880_1234_5600;
-    let mut known = decode::KnownXprts::default();
-    known.forget_ended_claims = true;
-    let rec = full_record(&p, 2, a, 700, ExecTotals::default());
-    known.decode(&RecordView::new(&rec).unwrap(), &p.decode, &mut Vec::new());
-    let mine = |count| {
-        move |_| {
-            Some(ExecTotals {
-                owner: a,
-                gen: 2,
-                count,
-                ..ExecTotals::default()
-            })
-        }
-    };
-    let changing = |_| Some(ExecTotals::default());
+    let (p, mut known, _) = claimed();
+    let changing = |_| Some(totals(0, 0, 0));
     let t0 = 100;
     known.sweep(changing, &p.decode, t0, &mut Vec::new());
-    known.sweep(mine(1), &p.decode, t0 + 1, &mut Vec::new());
+    known.sweep(claim_of(1), &p.decode, t0 + 1, &mut Vec::new());
     known.sweep(
         changing,
         &p.decode,
@@ -208,6 +198,11 @@ fn a_read_while_the_entry_changes_hands_is_not_an_end() {
         &mut Vec::new(),
     );
     let mut out = Vec::new();
-    known.sweep(mine(4), &p.decode, t0 + 5 * FORGET_AFTER_NS + 1, &mut out);
+    known.sweep(
+        claim_of(4),
+        &p.decode,
+        t0 + 5 * FORGET_AFTER_NS + 1,
+        &mut out,
+    );
     assert_eq!(executed(&out).0, 3, "still known: {out:?}");
 }
