@@ -31,6 +31,11 @@ pub enum Peer {
 pub enum EnqueueRule {
     EveryRecord,
     Attempts,
+    /// 6.16+: enqueue records are not read; each dequeue's `qtime-us`
+    /// (how long its transport was queued, from the kernel's
+    /// `xpt_qtime`) says when it was enqueued. nfsdtop's default there
+    /// rebuilds the queue this way, from its dequeues alone.
+    Qtime,
 }
 
 impl EnqueueRule {
@@ -46,6 +51,7 @@ impl EnqueueRule {
     fn queues(self, flags: &str) -> bool {
         match self {
             EnqueueRule::EveryRecord => true,
+            EnqueueRule::Qtime => false,
             EnqueueRule::Attempts => {
                 !has_flag(flags, "BUSY")
                     && ["CONN", "CLOSE", "HANDSHAKE", "DATA", "DEFERRED"]
@@ -109,6 +115,12 @@ pub fn entitled_in(
                 Err(_) => continue,
             }
         };
+        if kind == "svc_xprt_dequeue" && rule == EnqueueRule::Qtime {
+            if let Some(qtime_us) = field(rest, "qtime-us").and_then(|q| q.parse::<f64>().ok()) {
+                let since = ts - qtime_us / 1e6;
+                events.push((since, order, "svc_xprt_enqueue", xprt.clone(), peer));
+            }
+        }
         events.push((ts, order, kind, xprt, peer));
     }
     // ftrace merges its per-CPU buffers by time; sort to be sure.
@@ -201,6 +213,30 @@ mod tests {
         let b = got[&Peer::Client("10.0.0.3".parse().unwrap())];
         assert!((a.1 - 2.5).abs() < 1e-9, "{a:?}");
         assert!((b.1 - 1.5).abs() < 1e-9, "{b:?}");
+    }
+
+    /// 6.16+: the dequeues' qtime-us say when their transports were
+    /// queued, and enqueue records are not read. By hand: A queued at 1.0
+    /// (dequeued at 1.3 after 300000 µs), B at 1.2 (dequeued at 1.5):
+    /// A's dispatch is shared with B (a half each), B's is B's alone. By
+    /// the enqueue records, B's enqueue at 1.35 comes after A's dispatch:
+    /// A gets it all.
+    #[test]
+    fn qtime_says_when_a_transport_was_queued() {
+        let a = "10.0.0.2:700";
+        let b = "10.0.0.3:800";
+        let mut t = String::new();
+        t += &line(1.0, "svc_xprt_enqueue", a, "DATA");
+        t += &line(1.35, "svc_xprt_enqueue", b, "DATA");
+        t += &line(1.3, "svc_xprt_dequeue", a, "BUSY|DATA qtime-us=300000");
+        t += &line(1.5, "svc_xprt_dequeue", b, "BUSY|DATA qtime-us=300000");
+        let peer = |ip: &str| Peer::Client(ip.parse().unwrap());
+        let got = entitled(&t, EnqueueRule::Qtime);
+        assert_eq!(got[&peer("10.0.0.2")], (1, 0.5));
+        assert_eq!(got[&peer("10.0.0.3")], (1, 1.5));
+        let got = entitled(&t, EnqueueRule::Attempts);
+        assert_eq!(got[&peer("10.0.0.2")], (1, 1.0));
+        assert_eq!(got[&peer("10.0.0.3")], (1, 1.0));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::batch::{run_detail, Line};
+use super::fairshare;
 use super::measure::{check_measurement, check_nfsdtop_run, Measured};
 use super::report::Report;
 use super::{client_addr, expected_wait_source, kernel_version, CLIENTS};
@@ -116,7 +117,7 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         ),
     );
     if let (true, Some(c)) = (ws == "qtime", &classic) {
-        check_paths_agree(&m, c, rep);
+        check_paths_agree(results, &m, c, rep);
     }
     // With qtime (6.16+), the agent's own enqueue→dequeue waits must tell
     // the same story: whole-run p50s within one histogram bucket (in the
@@ -192,21 +193,33 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
 }
 
 /// Entitled dispatches agree within this fraction between the ready queue
-/// rebuilt from dequeues and the one the enqueue hooks track (issue 22)...
+/// rebuilt from dequeues and the one the enqueue hooks track (issue 22),
+/// beyond what the kernel's own two stamps of an enqueue already move
+/// them (see [`check_paths_agree`])...
 const PATHS_AGREE: f64 = 0.005;
-/// ...or within this many: the two stamp a transport's enqueue at
-/// different instants (the kernel's `xpt_qtime`, in whole µs, against the
-/// enqueue tracepoint's own clock read, tens of µs apart under TCG), so a
-/// dispatch in between counts its share for a different set of backlogged
-/// peers: in a short run, one or two such dispatches are more than 0.5%
-/// (seen on sid: 322.2 against 323.8 entitled of 115 dispatches).
+/// ...or within this many: nfsdtop's two runs read the clock in their own
+/// programs, one after the other, so in a short run one or two dispatches
+/// fall between the two runs' instants of the same enqueue (seen on sid:
+/// 322.2 against 323.8 entitled of 115 dispatches).
 const PATHS_AGREE_DISPATCHES: f64 = 2.0;
 
 /// The default run (no enqueue hooks) and the classic one (with them),
 /// attached side by side over the same load: each peer's entitled
-/// dispatches within [`PATHS_AGREE`] of each other's (dispatches are
-/// checked against ftrace for each run on its own).
-fn check_paths_agree(rebuilt: &Measured, hooked: &Measured, rep: &mut Report) {
+/// dispatches agree within [`PATHS_AGREE`] (or
+/// [`PATHS_AGREE_DISPATCHES`]) beyond the kernel's own difference.
+///
+/// The two paths stamp an enqueue at different instants: the enqueue
+/// tracepoint fires before svc_xprt_enqueue sets `xpt_qtime`, tens of µs
+/// before it under TCG, and a dispatch in between is shared among a
+/// different set of backlogged peers. How much that moves each peer's
+/// entitlement on this run's load is measured from ftrace alone: the
+/// definition applied to ftrace's records once with its enqueue records
+/// and once with its dequeues' `qtime-us`. That difference is the
+/// kernel's, not nfsdtop's, and is allowed on top (and printed).
+fn check_paths_agree(results: &Path, rebuilt: &Measured, hooked: &Measured, rep: &mut Report) {
+    let trace = fs::read_to_string(results.join("trace-main.txt")).unwrap_or_default();
+    let by_enqueue = fairshare::entitled(&trace, fairshare::EnqueueRule::Attempts);
+    let by_qtime = fairshare::entitled(&trace, fairshare::EnqueueRule::Qtime);
     for (ip, (d, ent, _)) in &rebuilt.peers {
         let Some((hd, hent, _)) = hooked.peers.get(ip) else {
             rep.check(
@@ -215,14 +228,22 @@ fn check_paths_agree(rebuilt: &Measured, hooked: &Measured, rep: &mut Report) {
             );
             continue;
         };
-        let diff = (ent - hent).abs() / hent.max(1.0);
+        let peer = fairshare::Peer::Client(*ip);
+        let (Some((_, e)), Some((_, q))) = (by_enqueue.get(&peer), by_qtime.get(&peer)) else {
+            rep.check(false, format!("main: {ip} not in ftrace's records"));
+            continue;
+        };
+        let kernel_gap = (e - q).abs();
+        let apart = (ent - hent).abs();
+        let allowed = (PATHS_AGREE * hent).max(PATHS_AGREE_DISPATCHES) + kernel_gap;
         rep.check(
-            diff <= PATHS_AGREE || (ent - hent).abs() <= PATHS_AGREE_DISPATCHES,
+            apart <= allowed,
             format!(
                 "main: {ip} entitled {ent:.1} from dequeues alone, {hent:.1} with enqueue hooks \
-                 ({:.2}% apart, at most {:.1}% or {PATHS_AGREE_DISPATCHES} dispatches; \
-                 dispatches {d} and {hd})",
-                diff * 100.0,
+                 ({apart:.1} apart, {:.2}%; at most {:.1}% or {PATHS_AGREE_DISPATCHES} dispatches \
+                 beyond ftrace's own {kernel_gap:.1}: {e:.1} by its enqueues, {q:.1} by its \
+                 dequeues' qtime; dispatches {d} and {hd})",
+                apart / hent.max(1.0) * 100.0,
                 PATHS_AGREE * 100.0
             ),
         );
