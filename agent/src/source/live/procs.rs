@@ -61,13 +61,36 @@ fn holds(exec: impl Fn(u32) -> Option<(u64, u64)>, ptr: u64, gen: u64) -> bool {
     exec(xprt_table::slot(ptr)) == Some((ptr, gen))
 }
 
+/// Whether claim `gen` may still come to hold its entry: the program
+/// submits a full record before it writes the claim (owner cleared, gen,
+/// then owner), so the record can be decoded while the entry still shows
+/// an older claim, or this one without its owner yet. A later gen there
+/// means the claim was superseded.
+fn not_yet_written(exec: impl Fn(u32) -> Option<(u64, u64)>, ptr: u64, gen: u64) -> bool {
+    matches!(exec(xprt_table::slot(ptr)), Some((owner, g)) if g < gen || (g == gen && owner == 0))
+}
+
+/// Claim passes a want waits for its claim to be written before it is
+/// dropped (its transport's requests then come as records).
+const WANT_TRIES: u8 = 8;
+
 /// The rows the agent has claimed, by row.
 #[derive(Default)]
 pub struct RowClaims {
     mem: Option<Box<dyn Words + Send>>,
     claims: FxHashMap<u32, Claim>,
-    /// Transports decoded since the last claim pass: (pointer, gen, key).
-    pending: Vec<(u64, u64, XprtKey)>,
+    /// Transports decoded since the last claim pass, or whose claim was
+    /// not yet written at it.
+    pending: Vec<Want>,
+}
+
+/// A transport that wants a row: its pointer, its `EXEC_TOTALS` claim,
+/// its key, and the claim passes it has waited.
+struct Want {
+    ptr: u64,
+    gen: u64,
+    key: XprtKey,
+    tries: u8,
 }
 
 /// Transports waiting for a row at most (a burst of new connections
@@ -84,13 +107,19 @@ impl RowClaims {
     /// The transport at `ptr` has the `EXEC_TOTALS` claim `gen`.
     pub fn want(&mut self, ptr: u64, gen: u64, key: XprtKey) {
         if self.mem.is_some() && self.pending.len() < PENDING_MAX {
-            self.pending.push((ptr, gen, key));
+            self.pending.push(Want {
+                ptr,
+                gen,
+                key,
+                tries: 0,
+            });
         }
     }
 
     /// Claim a row for each transport that wants one and still [`holds`]
     /// its `EXEC_TOTALS` claim, unless a live transport holds the row; a row whose owner can no
-    /// longer be folded into is settled first.
+    /// longer be folded into is settled first. A want whose claim is
+    /// [`not_yet_written`] waits for the next pass (up to [`WANT_TRIES`]).
     pub fn claim(
         &mut self,
         exec: impl Fn(u32) -> Option<(u64, u64)>,
@@ -100,8 +129,16 @@ impl RowClaims {
         let Some(mem) = self.mem.as_deref() else {
             return;
         };
-        for (ptr, gen, key) in self.pending.drain(..) {
+        let mut waiting = Vec::new();
+        for want in self.pending.drain(..) {
+            let Want { ptr, gen, key, .. } = want;
             if !holds(&exec, ptr, gen) {
+                if want.tries < WANT_TRIES && not_yet_written(&exec, ptr, gen) {
+                    waiting.push(Want {
+                        tries: want.tries + 1,
+                        ..want
+                    });
+                }
                 continue;
             }
             let r = procs::row(xprt_table::slot(ptr));
@@ -131,6 +168,8 @@ impl RowClaims {
                 },
             );
         }
+        let room = PENDING_MAX.saturating_sub(self.pending.len());
+        self.pending.extend(waiting.into_iter().take(room));
     }
 
     /// Report what grew in every claimed row; a row whose transport can

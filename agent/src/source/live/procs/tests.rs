@@ -148,3 +148,63 @@ fn without_memory_nothing_is_claimed() {
     c.claim(|_| Some((1 << 12, 1)), 1, &mut out);
     assert_eq!((c.claimed(), out.len()), (0, 0));
 }
+
+/// The program submits a full record before it writes the claim: a want
+/// decoded in between waits for later passes, and gets its row once the
+/// claim is there; a want whose claim was superseded, or never comes, is
+/// dropped (after `WANT_TRIES` passes).
+#[test]
+fn a_want_decoded_before_its_claim_is_written_gets_its_row_later() {
+    let mem = Arc::new(
+        (0..ROWS as usize * ROW_WORDS)
+            .map(|_| AtomicU64::new(0))
+            .collect::<Vec<_>>(),
+    );
+    let entry: Rc<RefCell<(u64, u64)>> = Rc::new(RefCell::new((0xdead_0000, 50)));
+    let lookup = |e: &Rc<RefCell<(u64, u64)>>| {
+        let e = e.clone();
+        move |_: u32| Some(*e.borrow())
+    };
+    let mut c = RowClaims::default();
+    c.set_memory(Box::new(Array(mem.clone())));
+    let a = 0xffff_8880_0000_1000u64;
+    let mut out = Vec::new();
+    c.want(a, 100, key(1));
+    // The entry still shows the last owner's claim (gen 50), then the
+    // owner cleared with this claim's gen written: not yet, twice.
+    c.claim(lookup(&entry), 1, &mut out);
+    *entry.borrow_mut() = (0, 100);
+    c.claim(lookup(&entry), 2, &mut out);
+    assert_eq!(c.claimed(), 0);
+    *entry.borrow_mut() = (a, 100);
+    c.claim(lookup(&entry), 3, &mut out);
+    assert_eq!(c.claimed(), 1, "claimed once the claim is written");
+    assert!(fold(&mem, a, 100, 6, 50));
+    c.sweep(lookup(&entry), 4, &mut out);
+    assert_eq!(procedures(&out), [("READ".into(), 1, 50_000, 1)]);
+
+    // Superseded (a later gen holds the entry): dropped at once.
+    let b = a + 8;
+    let mut c = RowClaims::default();
+    c.set_memory(Box::new(Array(mem.clone())));
+    *entry.borrow_mut() = (0xdead_0000, 300);
+    c.want(b, 200, key(2));
+    c.claim(lookup(&entry), 5, &mut out);
+    *entry.borrow_mut() = (b, 200);
+    c.claim(lookup(&entry), 6, &mut out);
+    assert_eq!(c.claimed(), 0, "a superseded claim is not waited for");
+
+    // Never written: waited for WANT_TRIES passes, then dropped.
+    *entry.borrow_mut() = (0, 50);
+    c.want(b, 200, key(2));
+    for pass in 0..=WANT_TRIES {
+        c.claim(lookup(&entry), 7 + u64::from(pass), &mut out);
+    }
+    *entry.borrow_mut() = (b, 200);
+    c.claim(lookup(&entry), 100, &mut out);
+    assert_eq!(
+        c.claimed(),
+        0,
+        "a want is waited for a bounded number of passes"
+    );
+}
