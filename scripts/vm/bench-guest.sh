@@ -20,6 +20,8 @@
 #           before the workload view (raw svc_stats_latency program)
 #   nfs4ops nfsdtop --nfs4-ops (with NFS_VERS=4.2: what counting NFSv4
 #           operations adds)
+#   keepraw nfsdtop --keep-raw-tracepoints (on 7.x, which can preempt raw
+#           programs: raw tracepoints instead of the default's classic)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). The
@@ -111,7 +113,7 @@ fio_run() {
 }
 
 # one TAG MODE: one fio run in MODE (none | nfsdtop | classic | ftrace |
-# hooked | discard | noworkload | rawnoworkload | nfs4ops); the others
+# hooked | discard | noworkload | rawnoworkload | nfs4ops | keepraw); the others
 # than none and ftrace are nfsdtop with the flags below.
 one() {
   local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent=""
@@ -123,6 +125,7 @@ one() {
     noworkload) extra="--bench-stage no-workload" mode=nfsdtop ;;
     rawnoworkload) extra="--bench-stage no-workload --no-typed-program" mode=nfsdtop ;;
     nfs4ops) extra=--nfs4-ops mode=nfsdtop ;;
+    keepraw) extra=--keep-raw-tracepoints mode=nfsdtop ;;
   esac
   case $mode in
     nfsdtop)

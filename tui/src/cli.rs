@@ -61,7 +61,7 @@ pub struct SourceArgs {
     #[command(flatten)]
     pub local: nfsdtop_agent::session::SourceArgs,
     /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "enqueue_hooks", "no_typed_program", "bench_stage", "bpf_stats", "resolve"])]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "keep_raw_tracepoints", "enqueue_hooks", "no_typed_program", "bench_stage", "bpf_stats", "resolve"])]
     pub connect: Option<String>,
     /// With --connect https://...: trust the CA certificates in this PEM file instead of the system's.
     #[arg(long, value_name = "FILE", requires = "connect")]

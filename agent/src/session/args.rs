@@ -46,6 +46,9 @@ pub struct SourceArgs {
     /// Live source: watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub classic_tracepoints: bool,
+    /// Live source, kernels that can preempt raw tracepoint programs (7.x with preemption full, lazy or rt), where nfsdtop starts on classic tracepoints, which never skip a hit: keep the raw tracepoints instead. Cheaper (see BENCHMARKS.md), but the hits the kernel skips while one of nfsdtop's programs is preempted are lost, counted in events_lost.
+    #[arg(long, conflicts_with_all = ["demo", "replay", "classic_tracepoints"])]
+    pub keep_raw_tracepoints: bool,
     /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub enqueue_hooks: bool,
@@ -102,6 +105,9 @@ impl SourceArgs {
         }
         if self.classic_tracepoints {
             live.tracepoints = Tracepoints::Classic;
+        }
+        if self.keep_raw_tracepoints {
+            live.keep_raw = true;
         }
         if self.enqueue_hooks {
             live.enqueue_hooks = true;
@@ -267,6 +273,8 @@ mod tests {
         let cfg = config(&["--max-peers", "3"]).unwrap();
         assert_eq!(cfg.limits.max_peers, 3);
         assert!(!cfg.resolve, "off by default");
+        assert!(!cfg.live.keep_raw, "off by default");
+        assert!(config(&["--keep-raw-tracepoints"]).unwrap().live.keep_raw);
         assert!(config(&["--demo", "--resolve"]).unwrap().resolve);
     }
 
@@ -280,6 +288,8 @@ mod tests {
             &["--demo", "--replay", "x"],
             &["--demo", "--ring-size", "64M"],
             &["--classic-tracepoints", "--raw-tracepoints"],
+            &["--classic-tracepoints", "--keep-raw-tracepoints"],
+            &["--demo", "--keep-raw-tracepoints"],
         ] {
             assert!(config(args).is_err(), "{args:?}");
         }

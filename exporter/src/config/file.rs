@@ -44,6 +44,7 @@ struct FileConfig {
     bpf_stats: Option<bool>,
     resolve: Option<bool>,
     raw_tracepoints: Option<bool>,
+    keep_raw_tracepoints: Option<bool>,
     enqueue_hooks: Option<bool>,
     typed_program: Option<bool>,
     nfs4_ops: Option<bool>,
@@ -139,6 +140,9 @@ impl Config {
             } else {
                 Tracepoints::Classic
             };
+        }
+        if let Some(x) = f.keep_raw_tracepoints {
+            session.live.keep_raw = x;
         }
         if let Some(x) = f.enqueue_hooks {
             session.live.enqueue_hooks = x;

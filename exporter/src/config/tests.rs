@@ -150,6 +150,18 @@ fn tracepoint_choice_from_file_and_flags() {
 }
 
 #[test]
+fn keep_raw_tracepoints_from_file_and_flag() {
+    let path = Path::new("/etc/nfsdtopd.toml");
+    let keep = |text: &str| Config::from_file_text(path, text).map(|c| c.session.live.keep_raw);
+    assert!(!keep("").unwrap(), "off by default");
+    assert!(keep("keep_raw_tracepoints = true").unwrap());
+    let e = keep("keep_raw_tracepoints = 1").unwrap_err().to_string();
+    assert!(e.contains("/etc/nfsdtopd.toml"), "{e}");
+    let cli = Cli::parse_from(["nfsdtopd", "--keep-raw-tracepoints"]);
+    assert!(Config::resolve(&cli).unwrap().session.live.keep_raw);
+}
+
+#[test]
 fn resolve_from_file_and_flags() {
     let path = Path::new("/etc/nfsdtopd.toml");
     let resolve = |text: &str| Config::from_file_text(path, text).map(|c| c.session.resolve);

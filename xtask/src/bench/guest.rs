@@ -44,6 +44,8 @@ struct Guest {
     /// (a fraction of it), as the project's targets put them.
     target_cost: f64,
     target_of_ftrace: f64,
+    /// Modes run here besides [`MODES`] (after them in each round).
+    extra_modes: &'static [&'static str],
 }
 
 /// The kernels part A measures, each in its own boot: 6.12 (trixie), where
@@ -56,6 +58,7 @@ const GUESTS: [Guest; 2] = [
         hooks_enqueue: true,
         target_cost: 0.035,
         target_of_ftrace: 1.0,
+        extra_modes: &[],
     },
     Guest {
         suite: Suite::Sid,
@@ -63,6 +66,8 @@ const GUESTS: [Guest; 2] = [
         hooks_enqueue: false,
         target_cost: 0.025,
         target_of_ftrace: 0.5,
+        // Its kernel preempts raw programs: the default is classic there.
+        extra_modes: &[super::keepraw::MODE],
     },
 ];
 
@@ -75,6 +80,11 @@ impl Guest {
             .filter(|&&s| self.hooks_enqueue || s != Slot::Enqueue)
             .map(|s| s.info().event)
             .collect()
+    }
+
+    /// Every mode of a round here after its baseline.
+    fn modes(&self) -> Vec<&'static str> {
+        MODES.iter().chain(self.extra_modes).copied().collect()
     }
 }
 
@@ -225,7 +235,8 @@ pub fn part(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
 /// One guest's rounds, verdict, BPF run time and agent cost; and its BPF
 /// records (program runs) per second during fio.
 fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(String, f64)> {
-    let (results, kernel) = run_guest(args, guest.suite, nfsdtop, &MODES, &guest.events(), "")?;
+    let modes = guest.modes();
+    let (results, kernel) = run_guest(args, guest.suite, nfsdtop, &modes, &guest.events(), "")?;
     let summary = read_kv(&results.join("summary.txt")).context("the guest wrote no summary")?;
     if let Some(e) = summary.get("error") {
         bail!("the guest failed: {e} (results in {})", results.display());
@@ -240,7 +251,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
             ("events", &guest.events().join(", ")),
         ],
     )?;
-    let Rounds { corr, none } = rounds(&mut s, &results, &MODES, args.reps)?;
+    let Rounds { corr, none } = rounds(&mut s, &results, &modes, args.reps)?;
     let mn = mean(&none);
     let base_spread = spread(&none);
     let steps: Vec<f64> = none.windows(2).map(|w| (w[1] - w[0]).abs() / mn).collect();
@@ -363,8 +374,19 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
         ],
     )?);
 
-    super::workload::check_stages(&results, &MODES)?;
+    super::workload::check_stages(&results, &modes)?;
     s.push_str(&workload_paragraph(&corr[0], &corr[5])?);
+    if let Some(i) = modes.iter().position(|m| *m == super::keepraw::MODE) {
+        let against = super::keepraw::Against {
+            target_cost: guest.target_cost,
+            target_of_ftrace: guest.target_of_ftrace,
+            nfsdtop: cost_n,
+            ftrace: cost_f,
+        };
+        s.push_str(&super::keepraw::paragraph(
+            &results, &corr[i], args.reps, &against,
+        )?);
+    }
 
     // B: BPF run time per event, agent CPU.
     s.push_str(&fill(text::GUEST, "bpf", &[])?);

@@ -25,6 +25,7 @@ mod aggregator;
 mod daemon;
 mod frames;
 mod guest;
+mod keepraw;
 mod kept;
 mod nfs4ops;
 mod rounds;

@@ -12,6 +12,7 @@ mod batch;
 mod fairshare;
 mod flood;
 mod ftrace;
+mod keepraw;
 mod kill;
 mod main_scenario;
 mod measure;
@@ -229,6 +230,7 @@ fn check_results(
                     "whatif" => whatif::check(results, &summary, rep, nfsdtop),
                     "names" => names::check(results, &summary, rep),
                     "pools" => pools::check(results, &summary, rep),
+                    "keepraw" => keepraw::check(results, &summary, rep),
                     other => rep.check(false, format!("unknown scenario {other}")),
                 }
             }
@@ -262,7 +264,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         } else {
             vec!["restart", "kill", "smallring", "flood"]
         },
-        after_main: vec!["whatif", "pools", "names"],
+        after_main: vec!["whatif", "pools", "names", "keepraw"],
         // Bounds for a hung guest: a quick run takes 4-8 minutes under TCG,
         // more on a busy host (the whatif recorder may wait 5 minutes).
         guest_timeout_s: if args.quick { 900 } else { 1500 },

@@ -32,9 +32,30 @@ pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPl
         return RawPlan::none(layout);
     }
     // Where raw programs can be preempted into skipped hits, start classic
-    // (svc_stats_latency's classic program doing the raw one's work).
+    // (svc_stats_latency's classic program doing the raw one's work),
+    // unless asked to keep them.
     let preempted = super::preempt::Verdict::probe().classic_because();
-    match (KernelOffsets::from_sys(&opts.btf_dir), preempted) {
+    plan_for(
+        opts,
+        layout,
+        KernelOffsets::from_sys(&opts.btf_dir),
+        preempted,
+    )
+}
+
+/// [`choose_plan`] once the kernel's offsets and whether it can preempt
+/// raw programs (`preempted`: why, if it can) are known.
+pub(super) fn plan_for(
+    opts: &LiveOptions,
+    layout: &Layout,
+    offsets: Result<KernelOffsets, String>,
+    preempted: Option<String>,
+) -> RawPlan {
+    match (offsets, preempted) {
+        (Ok(k), Some(_)) if opts.keep_raw => RawPlan {
+            kept_raw: true,
+            ..raw::plan(layout, &k, opts.tracepoints)
+        },
         (Ok(k), Some(why)) => RawPlan::hosted(layout, &k, why),
         (Ok(k), None) => raw::plan(layout, &k, opts.tracepoints),
         (Err(_), Some(why)) | (Err(why), None) => RawPlan::classic(layout, why),
@@ -123,6 +144,7 @@ impl Attachment {
         report.measures_procedures = plan.measures_procedures();
         report.record_procedures = layout.procedure_loc != nfsdtop_common::OFF_NONE;
         report.kept_classic = plan.kept_classic.clone();
+        report.kept_raw = plan.kept_raw && !report.raw.is_empty();
         Ok(Attachment {
             layout,
             plan,

@@ -91,6 +91,10 @@ pub struct LiveOptions {
     /// Read requests with the typed programs where the kernel allows
     /// (see [`typed`]; off with `--no-typed-program`).
     pub typed_program: bool,
+    /// Keep raw tracepoints on a kernel that can preempt their programs
+    /// (`--keep-raw-tracepoints`): the hits it skips are counted as lost
+    /// and no slot moves to its classic tracepoint (see [`attach`]).
+    pub keep_raw: bool,
 }
 
 /// How far the live source goes, so `cargo xtask bench` can split what
@@ -128,6 +132,7 @@ impl Default for LiveOptions {
             stage: BenchStage::Full,
             nfs4_ops: false,
             typed_program: true,
+            keep_raw: false,
         }
     }
 }
@@ -407,7 +412,8 @@ impl LiveSource {
 
     /// Runs the kernel skipped are events nfsdtop never saw: reported as
     /// lost, like a full ring. A raw program that misses hits also hands
-    /// the raw slots over to their classic programs.
+    /// the raw slots over to their classic programs, unless they were
+    /// kept raw on a kernel known to preempt them (`--keep-raw-tracepoints`).
     fn skipped_runs(&mut self, out: &mut Vec<Event>) {
         let now = host::monotonic_ns();
         let mut missed = 0u64;
@@ -419,7 +425,7 @@ impl LiveSource {
                 missed = missed.saturating_add(d);
             }
         }
-        if missed > 0 {
+        if missed > 0 && !self.attach.plan.kept_raw {
             self.attach
                 .hand_over_all(&mut self.ebpf, &mut self.loss, missed, now, out);
         }

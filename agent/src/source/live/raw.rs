@@ -171,6 +171,9 @@ pub struct RawPlan {
     pub decode: Layout,
     /// Why a slot that could have been raw is not (for the user).
     pub kept_classic: Vec<String>,
+    /// Raw slots kept on a kernel that can preempt their programs
+    /// (`--keep-raw-tracepoints`): their misses are lost, not handed over.
+    pub kept_raw: bool,
 }
 
 impl RawPlan {
@@ -188,6 +191,7 @@ impl RawPlan {
             configs: [RawConfig::default(); Slot::COUNT],
             decode: layout.clone(),
             kept_classic: Vec::new(),
+            kept_raw: false,
         }
     }
 

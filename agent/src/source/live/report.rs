@@ -43,6 +43,10 @@ pub struct AccessReport {
     pub kept_classic: Vec<String>,
     /// What happened to raw slots whose programs missed hits, in order.
     pub hand_overs: Vec<HandOver>,
+    /// The raw slots were kept on a kernel that can preempt their
+    /// programs (`--keep-raw-tracepoints`): misses are lost, not handed
+    /// over.
+    pub kept_raw: bool,
     /// svc_xprt_enqueue is not hooked: the ready queue is rebuilt from
     /// the dequeues' `qtime` (see `super::rebuild`).
     pub dequeues_only: bool,
@@ -102,6 +106,12 @@ impl fmt::Display for AccessReport {
             (true, Tracepoints::Raw) => {
                 f.write_str("classic tracepoints (raw ones not possible here)")?
             }
+            (false, _) if self.kept_raw => write!(
+                f,
+                "raw tracepoints (BTF offsets) for {}, kept although this kernel can preempt \
+                 their programs (--keep-raw-tracepoints): the hits it skips are counted as lost",
+                names(&self.raw)
+            )?,
             (false, _) => write!(
                 f,
                 "raw tracepoints (BTF offsets) for {} (the default)",
@@ -235,6 +245,7 @@ mod tests {
             record_procedures: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
+            kept_raw: false,
             dequeues_only: true,
             pools: "busy threads per pool from rq_pool".into(),
         };
@@ -258,6 +269,21 @@ mod tests {
              classic: svc_stats_latency: why; svc_xprt_dequeue: raw tracepoint misses hits, \
              EBUSY; moved to classic tracepoints: svc_xprt_free, svc_xprt_accept (raw ones \
              missed 3 hits: this kernel preempts tracepoint programs)"
+        );
+        // Raw tracepoints kept on a kernel that preempts their programs.
+        let kept = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::Dequeue, Slot::StatsLatency],
+            kept_raw: true,
+            ..AccessReport::default()
+        };
+        assert!(
+            kept.to_string().starts_with(
+                "raw tracepoints (BTF offsets) for svc_xprt_dequeue, svc_stats_latency, kept \
+                 although this kernel can preempt their programs (--keep-raw-tracepoints): the \
+                 hits it skips are counted as lost;"
+            ),
+            "{kept}"
         );
         // Which slots typed programs read, and why the others' do not.
         let t = AccessReport {

@@ -206,3 +206,36 @@ fn a_read_while_the_entry_changes_hands_is_not_an_end() {
     );
     assert_eq!(executed(&out).0, 3, "still known: {out:?}");
 }
+
+/// `--keep-raw-tracepoints` on a kernel that preempts raw programs: the
+/// default's raw plan, marked kept (its misses are then counted as lost
+/// and nothing is handed over); without it, hosted; on a kernel that does
+/// not preempt them, the flag changes nothing.
+#[test]
+fn raw_tracepoints_are_kept_where_asked_on_a_preempting_kernel() {
+    use crate::source::live::{attach::plan_for, LiveOptions};
+    let (l, k) = kernel();
+    let keep = LiveOptions {
+        keep_raw: true,
+        ..LiveOptions::default()
+    };
+    let preempts = || Some("preempts".to_string());
+    let kept = plan_for(&keep, &l, Ok(k.clone()), preempts());
+    let raw = plan(&l, &k, Tracepoints::Raw);
+    assert!(kept.kept_raw);
+    assert_eq!(
+        (&kept.configs, &kept.decode),
+        (&raw.configs, &raw.decode),
+        "the default's raw plan"
+    );
+    assert!(kept.is_raw(Slot::Dequeue) && kept.is_raw(Slot::StatsLatency));
+    let hosted = plan_for(&LiveOptions::default(), &l, Ok(k.clone()), preempts());
+    assert!(!hosted.kept_raw && hosted.is_hosted(Slot::StatsLatency));
+    assert!(Slot::ALL.iter().all(|&s| !hosted.is_raw(s)));
+    let calm = plan_for(&keep, &l, Ok(k.clone()), None);
+    assert!(!calm.kept_raw);
+    assert_eq!(calm, raw);
+    // Without the kernel's BTF the flag cannot keep anything raw.
+    let no_btf = plan_for(&keep, &l, Err("no BTF".into()), preempts());
+    assert!(!no_btf.kept_raw && Slot::ALL.iter().all(|&s| !no_btf.is_raw(s)));
+}
