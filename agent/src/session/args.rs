@@ -147,6 +147,14 @@ impl SourceArgs {
         } else if let Some(p) = self.policy {
             cfg.set_policy(p).map_err(anyhow::Error::msg)?;
         }
+        // A config file can ask for both; the flags cannot (clap).
+        if cfg.live.keep_raw && cfg.live.tracepoints == Tracepoints::Classic {
+            anyhow::bail!(
+                "keeping raw tracepoints (--keep-raw-tracepoints, keep_raw_tracepoints = true) \
+                 and every event on its classic tracepoint (--classic-tracepoints, \
+                 raw_tracepoints = false) were both asked for: drop one of the two"
+            );
+        }
         Ok(())
     }
 

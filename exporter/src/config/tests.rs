@@ -159,6 +159,37 @@ fn keep_raw_tracepoints_from_file_and_flag() {
     assert!(e.contains("/etc/nfsdtopd.toml"), "{e}");
     let cli = Cli::parse_from(["nfsdtopd", "--keep-raw-tracepoints"]);
     assert!(Config::resolve(&cli).unwrap().session.live.keep_raw);
+    // Raw kept and classic asked for: refused, whichever says which.
+    let dir = std::env::temp_dir().join(format!("nfsdtopd-keepraw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.toml");
+    let with = |text: &str, flags: &[&str]| {
+        std::fs::write(&file, text).unwrap();
+        let args = ["nfsdtopd", "--config", file.to_str().unwrap()];
+        Config::resolve(&Cli::parse_from(args.iter().chain(flags)))
+    };
+    for (text, flags) in [
+        (
+            "raw_tracepoints = false\nkeep_raw_tracepoints = true\n",
+            &[][..],
+        ),
+        ("raw_tracepoints = false\n", &["--keep-raw-tracepoints"][..]),
+        (
+            "keep_raw_tracepoints = true\n",
+            &["--classic-tracepoints"][..],
+        ),
+    ] {
+        let e = with(text, flags).unwrap_err().to_string();
+        assert!(e.contains("drop one of the two"), "{text:?} {flags:?}: {e}");
+    }
+    assert!(
+        with("keep_raw_tracepoints = true\n", &[])
+            .unwrap()
+            .session
+            .live
+            .keep_raw
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
