@@ -105,7 +105,9 @@ impl NfsdPorts {
     /// 0 is a record without a server address (a loss record): nfsd's.
     #[inline]
     pub fn is_nfsd(&self, server_port: u16) -> bool {
-        server_port == 0 || self.ports().contains(&server_port)
+        // Every event asks: nfsd's first port answers most with one
+        // compare (an unused entry is 0, which a real port never is).
+        server_port == 0 || self.ports[0] == server_port || self.ports().contains(&server_port)
     }
 }
 

@@ -228,8 +228,7 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
     if !ready("raw_records_are_short_once_a_pointer_was_sent_in_full") {
         return;
     }
-    use nfsdtop_common::{rawrec, RawConfig};
-    use std::collections::BTreeMap;
+    use nfsdtop_common::RawConfig;
     for forget in [false, true] {
         let mut ebpf = bpf::open(4 << 20, Default::default(), bpf::Hosting::None)
             .expect("load the BPF object");
@@ -249,44 +248,25 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
             bpf::attach_raw(&mut ebpf, Slot::Close, "sched_waking").unwrap();
         }
         bpf::attach_raw(&mut ebpf, Slot::Dequeue, "sched_wakeup").unwrap();
-        // Per pointer: (full, short) records, and whether the first was full.
-        let mut seen: BTreeMap<u64, (u64, u64, bool)> = BTreeMap::new();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) else {
-                continue;
-            };
-            for item in chunk.chunks_exact(Record::SIZE) {
-                let r = RecordView::new(item).unwrap();
-                if r.slot() != Some(Slot::Dequeue) {
-                    continue;
-                }
-                let ptr = r.field(rawrec::XPRT, 8).unwrap();
-                let e = seen
-                    .entry(ptr)
-                    .or_insert((0, 0, r.raw_kind() == rawrec::FULL));
-                match r.raw_kind() {
-                    rawrec::FULL => e.0 += 1,
-                    rawrec::SHORT => e.1 += 1,
-                    k => panic!("raw_kind {k}"),
-                }
-            }
-        }
+        let mut seen = Seen::new();
+        take(&drain, &mut seen, Duration::from_secs(2), &|_| false);
         assert!(!seen.is_empty(), "records from sched_wakeup");
-        for (ptr, (_, _, first_full)) in &seen {
+        for (ptr, (full, short)) in &seen {
             assert!(
-                first_full,
+                full.first()
+                    .is_some_and(|f| short.first().is_none_or(|s| f <= s)),
                 "{ptr:#x}: the first record of a pointer is full"
             );
         }
-        let shorts: u64 = seen.values().map(|v| v.1).sum();
-        let busiest = *seen.values().max_by_key(|v| v.0 + v.1).unwrap();
+        let counts = |v: &(Vec<u64>, Vec<u64>)| (v.0.len() as u64, v.1.len() as u64);
+        let shorts: u64 = seen.values().map(|v| v.1.len() as u64).sum();
+        let busiest = seen.values().map(counts).max_by_key(|v| v.0 + v.1).unwrap();
         if forget {
             // sched_waking does not precede every sched_wakeup of a task
             // the way svc_xprt_free ends a transport (a few wake-ups are
             // seen twice here), so a few short records remain: without the
             // forgetting program, all but the first of each task's are.
-            let fulls: u64 = seen.values().map(|v| v.0).sum();
+            let fulls: u64 = seen.values().map(|v| v.0.len() as u64).sum();
             assert!(
                 shorts * 20 <= fulls,
                 "forgotten before (nearly) every wake-up: {shorts} short, {fulls} full"
@@ -303,6 +283,82 @@ fn raw_records_are_short_once_a_pointer_was_sent_in_full() {
             );
         }
     }
+}
+
+/// Per pointer: the times of its full and of its short records.
+type Seen = std::collections::BTreeMap<u64, (Vec<u64>, Vec<u64>)>;
+
+/// Records of the "dequeue" slot into `seen`, until `until` holds or
+/// `limit` has passed.
+fn take(drain: &drain::Drain, seen: &mut Seen, limit: Duration, until: &dyn Fn(&Seen) -> bool) {
+    use nfsdtop_common::rawrec;
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline && !until(seen) {
+        let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) else {
+            continue;
+        };
+        for item in chunk.chunks_exact(Record::SIZE) {
+            let r = RecordView::new(item).unwrap();
+            if r.slot() != Some(Slot::Dequeue) {
+                continue;
+            }
+            let e = seen.entry(r.field(rawrec::XPRT, 8).unwrap()).or_default();
+            match r.raw_kind() {
+                rawrec::FULL => e.0.push(r.ts_ns()),
+                rawrec::SHORT => e.1.push(r.ts_ns()),
+                k => panic!("raw_kind {k}"),
+            }
+        }
+    }
+}
+
+/// Forgetting known transports (what nfsdtop does when a kept raw
+/// program missed a svc_xprt_free or svc_xprt_accept hit), on this
+/// machine's kernel: the "dequeue" raw program on `sched_wakeup` sends
+/// the ring reader's thread in full once, then short records; once its
+/// pointer is forgotten in `KNOWN_XPRTS`, a full record of it comes again.
+#[test]
+fn a_forgotten_transport_is_sent_in_full_again() {
+    if !ready("a_forgotten_transport_is_sent_in_full_again") {
+        return;
+    }
+    use nfsdtop_agent::source::live::host::monotonic_ns;
+    use nfsdtop_common::RawConfig;
+    let mut ebpf =
+        bpf::open(4 << 20, Default::default(), bpf::Hosting::None).expect("load the BPF object");
+    let drain = drain::Drain::start(&mut ebpf, Duration::from_millis(5), 4 << 20).unwrap();
+    let mut raw = [RawConfig::default(); Slot::COUNT];
+    raw[Slot::Dequeue as usize] = RawConfig {
+        enabled: 1,
+        short_records: 1,
+        ..RawConfig::default()
+    };
+    bpf::write_raw_config(&mut ebpf, &raw).unwrap();
+    bpf::attach_raw(&mut ebpf, Slot::Dequeue, "sched_wakeup").unwrap();
+    let mut seen = Seen::new();
+    take(&drain, &mut seen, Duration::from_secs(3), &|seen| {
+        seen.values().any(|(_, short)| short.len() >= 20)
+    });
+    let (&busiest, (full, short)) = seen
+        .iter()
+        .max_by_key(|(_, (_, short))| short.len())
+        .expect("records from sched_wakeup");
+    assert_eq!(full.len(), 1, "sent in full once before: {full:?}");
+    assert!(short.len() >= 20, "then short: {} records", short.len());
+    let before = monotonic_ns();
+    let cleared = bpf::forget_known(&mut ebpf, seen.keys().copied()).unwrap();
+    assert!(
+        (1..=seen.len()).contains(&cleared),
+        "{cleared} entries cleared of {} pointers",
+        seen.len()
+    );
+    let again = |seen: &Seen| seen[&busiest].0.iter().any(|&ts| ts >= before);
+    take(&drain, &mut seen, Duration::from_secs(3), &again);
+    assert!(
+        again(&seen),
+        "{busiest:#x}: no full record since it was forgotten (short since: {})",
+        seen[&busiest].1.iter().filter(|&&ts| ts >= before).count()
+    );
 }
 
 /// Execution times folded in the kernel, on this machine's kernel: the

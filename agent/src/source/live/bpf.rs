@@ -238,6 +238,37 @@ fn write_array<T: aya::Pod>(ebpf: &mut Ebpf, name: &str, values: &[T]) -> Result
     Ok(())
 }
 
+/// Forgets the transports at `ptrs` in `KNOWN_XPRTS` where an entry still
+/// holds one, so that the raw programs' next record of each is full
+/// again; how many entries were cleared. Raw programs kept after they
+/// missed hits (`--keep-raw-tracepoints`) may have missed a transport's
+/// svc_xprt_free, which leaves its freed pointer known: a transport
+/// later made at that address without a seen svc_xprt_accept would have
+/// its records and folded requests taken for the old one's. Clearing an
+/// entry another transport holds only costs that one a full record.
+pub fn forget_known(
+    ebpf: &mut Ebpf,
+    ptrs: impl IntoIterator<Item = u64>,
+) -> Result<usize, LiveError> {
+    let map = ebpf.map_mut("KNOWN_XPRTS").ok_or_else(|| LiveError::Bpf {
+        context: "the BPF object".into(),
+        detail: "it has no KNOWN_XPRTS map".into(),
+    })?;
+    let mut known: Array<&mut MapData, u64> =
+        Array::try_from(map).map_err(|e| bpf_err("the KNOWN_XPRTS map", &e))?;
+    let mut cleared = 0;
+    for ptr in ptrs {
+        let entry = xprt_table::slot(ptr);
+        if known.get(&entry, 0).is_ok_and(|held| held == ptr) {
+            known
+                .set(entry, 0, 0)
+                .map_err(|e| bpf_err("cannot write the KNOWN_XPRTS map", &e))?;
+            cleared += 1;
+        }
+    }
+    Ok(cleared)
+}
+
 /// Load slot `slot`'s raw program and attach it to raw tracepoint `event`.
 pub fn attach_raw(
     ebpf: &mut Ebpf,

@@ -171,6 +171,17 @@ pub struct LiveSource {
     decoded: Vec<Event>,
     /// NFSv4 operations counted (`--nfs4-ops`), or why they are not.
     nfs4ops: Option<Result<nfs4ops::Nfs4Ops, String>>,
+    /// Known transports forgotten after missed lifecycle hits.
+    forgotten: Forgotten,
+}
+
+/// What [`LiveSource::forget_known_transports`] did, for `source.detail`.
+#[derive(Default)]
+struct Forgotten {
+    times: u64,
+    entries: u64,
+    /// The last failure to write the table.
+    failed: Option<String>,
 }
 
 impl LiveSource {
@@ -279,6 +290,7 @@ impl LiveSource {
             rebuild: dequeues_only.then(rebuild::Rebuild::default),
             decoded: Vec::new(),
             nfs4ops,
+            forgotten: Forgotten::default(),
         })
     }
 
@@ -417,17 +429,37 @@ impl LiveSource {
     fn skipped_runs(&mut self, out: &mut Vec<Event>) {
         let now = host::monotonic_ns();
         let mut missed = 0u64;
+        let mut lifecycle_missed = false;
         for s in Slot::ALL {
             self.loss.classic_misses(&self.ebpf, s, now, out);
             if self.attach.watching_raw(s) {
                 let misses = self.attach.raw_recursion_misses(&self.ebpf, s);
                 let d = self.loss.raw_misses(misses, s, now, out);
                 missed = missed.saturating_add(d);
+                lifecycle_missed |= d > 0 && matches!(s, Slot::Close | Slot::Accept);
             }
         }
         if missed > 0 && !self.attach.plan.kept_raw {
             self.attach
                 .hand_over_all(&mut self.ebpf, &mut self.loss, missed, now, out);
+        }
+        if lifecycle_missed {
+            self.forget_known_transports();
+        }
+    }
+
+    /// A raw svc_xprt_free or svc_xprt_accept hit was missed: every
+    /// transport the raw programs know sends a full record again (see
+    /// `bpf::forget_known`), so a freed pointer reused since is learnt
+    /// afresh by the next poll instead of standing for the old transport
+    /// for as long as the new one lives.
+    fn forget_known_transports(&mut self) {
+        match bpf::forget_known(&mut self.ebpf, self.known.pointers()) {
+            Ok(n) => {
+                self.forgotten.times += 1;
+                self.forgotten.entries += n as u64;
+            }
+            Err(e) => self.forgotten.failed = Some(e.to_string()),
         }
     }
 }
@@ -471,6 +503,16 @@ impl Source for LiveSource {
                 detail.push_str(why);
             }
             None => {}
+        }
+        let f = &self.forgotten;
+        if f.times > 0 {
+            detail.push_str(&format!(
+                "; known transports sent in full again {} times ({} entries) after missed svc_xprt_free or svc_xprt_accept hits",
+                f.times, f.entries
+            ));
+        }
+        if let Some(why) = &f.failed {
+            detail.push_str(&format!("; known transports not forgotten: {why}"));
         }
         if let Some(r) = self.rebuild.as_ref().filter(|r| r.late > 0) {
             detail.push_str(&format!(

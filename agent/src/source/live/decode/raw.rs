@@ -171,6 +171,12 @@ impl KnownXprts {
         out.push(ev);
     }
 
+    /// The pointers of the transports sent in full (the entries
+    /// `KNOWN_XPRTS` can hold).
+    pub fn pointers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.keys.keys().copied()
+    }
+
     /// Report what grew of every known transport's folded totals;
     /// `read` gives an entry of the kernel's `EXEC_TOTALS` (None while it
     /// changes hands). An entry that another claim holds, or whose claim's

@@ -22,6 +22,15 @@ impl Words for Array {
     }
 }
 
+/// A zeroed stand-in for `PROC_ROWS`, shared with the claims under test.
+fn rows() -> Arc<Vec<AtomicU64>> {
+    Arc::new(
+        (0..ROWS as usize * ROW_WORDS)
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+    )
+}
+
 fn key(last: u8) -> XprtKey {
     XprtKey {
         netns: 1,
@@ -71,11 +80,7 @@ fn procedures(out: &[Event]) -> Vec<(String, u64, u64, u8)> {
 
 #[test]
 fn claimed_rows_count_each_procedure_and_settle_at_the_free() {
-    let mem = Arc::new(
-        (0..ROWS as usize * ROW_WORDS)
-            .map(|_| AtomicU64::new(0))
-            .collect::<Vec<_>>(),
-    );
+    let mem = rows();
     // The kernel's EXEC_TOTALS claims: entry -> (owner, gen).
     let exec: Rc<RefCell<FxHashMap<u32, (u64, u64)>>> = Rc::default();
     let lookup = |e: &Rc<RefCell<FxHashMap<u32, (u64, u64)>>>| {
@@ -155,11 +160,7 @@ fn without_memory_nothing_is_claimed() {
 /// dropped (after `WANT_TRIES` passes).
 #[test]
 fn a_want_decoded_before_its_claim_is_written_gets_its_row_later() {
-    let mem = Arc::new(
-        (0..ROWS as usize * ROW_WORDS)
-            .map(|_| AtomicU64::new(0))
-            .collect::<Vec<_>>(),
-    );
+    let mem = rows();
     let entry: Rc<RefCell<(u64, u64)>> = Rc::new(RefCell::new((0xdead_0000, 50)));
     let lookup = |e: &Rc<RefCell<(u64, u64)>>| {
         let e = e.clone();
