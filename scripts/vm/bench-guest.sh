@@ -25,8 +25,8 @@
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). The
-# runs after the rounds, "timed" (nfsdtop, classic, and noworkload where
-# the rounds have it), have kernel.bpf_stats_enabled=1 and give, with
+# runs after the rounds, "timed" (nfsdtop, classic, and noworkload and
+# keepraw where the rounds have them), have kernel.bpf_stats_enabled=1 and give, with
 # bpftool, the programs' run time and run count.
 # Results: summary.txt (key=value lines) and fio JSON, as a tar archive on
 # /dev/vdc. Markers "NFSDTOP-VM: ..." on the console; every wait bounded.
@@ -193,6 +193,10 @@ case " $MODES " in
 esac
 case " $MODES " in
   *" rawnoworkload "*) one rawnoworkload-timed rawnoworkload ;;
+esac
+# And the raw programs kept where the kernel can preempt them.
+case " $MODES " in
+  *" keepraw "*) one keepraw-timed keepraw ;;
 esac
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"

@@ -399,8 +399,12 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
     };
     // Per timed run: (run time, runs, dequeue runs, fio wall).
     let mut timed: BTreeMap<&str, (u64, u64, u64, f64)> = BTreeMap::new();
-    for run in ["nfsdtop", "classic"] {
+    for run in ["nfsdtop", "classic", super::keepraw::MODE] {
         let tag = format!("{run}-timed");
+        // keepraw is timed only where its rounds ran.
+        if run == super::keepraw::MODE && !results.join(format!("bpf-after-{tag}.txt")).exists() {
+            continue;
+        }
         let b = bpf_file(&results.join(format!("bpf-before-{tag}.txt")));
         let a = bpf_file(&results.join(format!("bpf-after-{tag}.txt")));
         let wall = value(format!("fio_wall.{tag}"));
