@@ -160,26 +160,18 @@ fn raw_program_reads_fields_at_btf_offsets() {
 
 /// The hosted programs' identity table (`KNOWN_IDS`, 64 bytes an entry,
 /// 4 MiB at full size) is created at full size only where a classic
-/// program hosts: the kernel's own record of the map says so. And where
-/// it hosts, the verifier takes svc_stats_latency's classic program with
-/// its typed read of the current task's `worker_private` at this kernel's
-/// offset (a constant the verifier checks against `struct task_struct`).
+/// program hosts: the kernel's own record of the map says so.
 #[test]
 fn identity_table_is_full_size_only_where_hosted() {
     if !ready("identity_table_is_full_size_only_where_hosted") {
         return;
     }
     use nfsdtop_common::xprt_table;
-    let Some(task) = task_btf() else {
-        return;
-    };
-    let task_kthread = task_offset(&task, &["worker_private"]);
     for (hosting, entries) in [
         (bpf::Hosting::None, 1),
-        (bpf::Hosting::Hosted { task_kthread }, xprt_table::SLOTS),
+        (bpf::Hosting::Hosted, xprt_table::SLOTS),
     ] {
-        let mut ebpf =
-            bpf::open(1 << 20, Default::default(), hosting).expect("load the BPF object");
+        let ebpf = bpf::open(1 << 20, Default::default(), hosting).expect("load the BPF object");
         let Some(aya::maps::Map::Array(map)) = ebpf.map("KNOWN_IDS") else {
             panic!("the object has an array KNOWN_IDS");
         };
@@ -189,8 +181,6 @@ fn identity_table_is_full_size_only_where_hosted() {
             info.value_size() as usize,
             std::mem::size_of::<xprt_table::Identity>()
         );
-        bpf::load_classic(&mut ebpf, Slot::StatsLatency)
-            .unwrap_or_else(|e| panic!("{hosting:?}: svc_stats_latency's program: {e}"));
     }
 }
 

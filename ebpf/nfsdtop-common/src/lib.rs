@@ -184,13 +184,14 @@ pub mod rawrec {
 pub mod xprt_table {
     pub const SLOTS: u32 = 1 << 16;
 
-    /// A transport's identity as a [`super::HOSTED`] program checks it,
-    /// from the kernel's record of the hit: its namespace's inode number,
-    /// its two addresses' lengths (the server's in the low 16 bits), then
-    /// the first [`super::ADDR_MAX`] bytes of the server's and of the
-    /// client's address as 4-byte words (0 past each one's length).
+    /// A transport's identity as a [`super::HOSTED`] program checks it:
+    /// the first [`super::ADDR_MAX`] bytes of its local and of its remote
+    /// sockaddr (4-byte words), and its `struct net` pointer.
     pub type Identity = [u32; IDENTITY_WORDS];
-    pub const IDENTITY_WORDS: usize = 2 + 2 * super::ADDR_MAX / 4;
+    pub const IDENTITY_WORDS: usize = 16;
+    /// Where the remote address and the `net` pointer start.
+    pub const IDENTITY_REMOTE: usize = super::ADDR_MAX / 4;
+    pub const IDENTITY_NET: usize = 2 * super::ADDR_MAX / 4;
 
     /// The entry of the `struct svc_xprt` at `xprt`: it lives inside a
     /// larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
@@ -349,16 +350,9 @@ pub struct RawConfig {
 /// the request through the nfsd thread running it, folds a known
 /// transport's requests in the kernel as the raw program does. There is
 /// no raw svc_xprt_free program to forget a freed transport's pointer,
-/// so a known pointer counts only while the hit's record names the
+/// so a known pointer counts only while the transport at it has the
 /// addresses and namespace it was claimed with ([`xprt_table::Identity`]).
 pub const HOSTED: u32 = 2;
-
-/// The read-only global (a `u64`) in which the agent sets, before the
-/// object is loaded, `task_struct.worker_private`'s offset for the
-/// [`HOSTED`] program: a constant to the verifier, so the program reads it
-/// with one load through the current task's typed pointer, not a helper
-/// call (0: not set; the program reads it at `RawConfig::task_kthread`).
-pub const HOSTED_TASK_GLOBAL: &str = "HOSTED_TASK_KTHREAD";
 
 /// Bytes of the tracepoint record copied into every [`Record`]. The
 /// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,

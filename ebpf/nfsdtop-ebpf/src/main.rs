@@ -25,8 +25,8 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_task, bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_kernel_buf,
+        bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_buf,
     },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{Array, PerCpuArray, RingBuf},
@@ -187,31 +187,6 @@ fn fold_pool(rqst: Option<u64>, us: u64) {
     }
 }
 
-/// `task_struct.worker_private`'s offset (see
-/// `nfsdtop_common::HOSTED_TASK_GLOBAL`).
-#[unsafe(no_mangle)]
-static HOSTED_TASK_KTHREAD: u64 = 0;
-
-/// [`thread_rqst`] for the hosted program: the task's `worker_private`
-/// read with one load through its typed pointer where the agent set the
-/// offset.
-#[inline(always)]
-fn hosted_rqst(r: &RawConfig) -> Option<u64> {
-    // SAFETY: a read of the frozen global, which the verifier sees as a constant.
-    let off = unsafe { core::ptr::read_volatile(&HOSTED_TASK_KTHREAD) };
-    if off == 0 {
-        return thread_rqst(r.task_kthread, r.kthread_data);
-    }
-    // SAFETY: a helper without arguments; the current task, never null.
-    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
-    // SAFETY: a constant offset the verifier checks against task_struct's BTF; worker_private is a `void *`, so the value is a plain number.
-    let kthread = unsafe { core::ptr::read_volatile(task.add(off as usize) as *const u64) };
-    if kthread == 0 {
-        return None;
-    }
-    kread::<u64>(kthread + r.kthread_data as u64).filter(|&rq| rq != 0)
-}
-
 /// The request the current RPC service thread runs: its kthread's
 /// `data`, at these offsets (0: not known).
 #[inline(always)]
@@ -235,16 +210,9 @@ fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
         // This program does the raw one's work (`nfsdtop_common::HOSTED`);
         // a hit outside an RPC service thread is copied as below.
         Some(r) if r.enabled == HOSTED && matches!(slot, Slot::StatsLatency) => {
-            if let Some(rqst) = hosted_rqst(r) {
-                let seen = CONFIG
-                    .get(slot as u32)
-                    .and_then(|c| hosted::Seen::copy(ctx, c));
-                let Some(seen) = seen else {
-                    bump(slot, counter::LOST);
-                    return 0;
-                };
+            if let Some(rqst) = thread_rqst(r.task_kthread, r.kthread_data) {
                 let xprt = kread::<u64>(rqst + r.rq_xprt as u64).unwrap_or(0);
-                return raw_from_xprt(r, slot, rqst, xprt, None, Some(&seen));
+                return raw_from_xprt(r, slot, rqst, xprt, None);
             }
         }
         _ => {}
@@ -448,22 +416,14 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
     } else {
         arg0
     };
-    raw_from_xprt(cfg, slot, arg0, xprt, flags_arg, None)
+    raw_from_xprt(cfg, slot, arg0, xprt, flags_arg)
 }
 
 /// The rest of a raw (or typed) program's work once it has the hit's
 /// argument 0 (`arg0`: a transport, or a request) and transport (`xprt`;
-/// 0 if it could not be read), and the flags argument if it took one;
-/// `seen`: a hosted program's copy of the kernel's record of the hit.
+/// 0 if it could not be read), and the flags argument if it took one.
 #[inline(always)]
-fn raw_from_xprt(
-    cfg: &RawConfig,
-    slot: Slot,
-    arg0: u64,
-    xprt: u64,
-    flags_arg: Option<u64>,
-    seen: Option<&hosted::Seen>,
-) -> u32 {
+fn raw_from_xprt(cfg: &RawConfig, slot: Slot, arg0: u64, xprt: u64, flags_arg: Option<u64>) -> u32 {
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;
@@ -490,16 +450,12 @@ fn raw_from_xprt(
         }
     };
     let now = ktime_ns();
-    let value_us = match (cfg.value, seen.and_then(|s| s.execute_us)) {
-        (rawrec::VALUE_EXECUTE, Some(us)) => us,
-        (rawrec::VALUE_QTIME, _) => {
-            kread::<u64>(xprt + cfg.xpt_qtime as u64).map_or(0, |t| now.saturating_sub(t) / 1000)
-        }
-        (rawrec::VALUE_EXECUTE, None) => {
-            kread::<u64>(arg0 + cfg.rq_stime as u64).map_or(0, |t| now.saturating_sub(t) / 1000)
-        }
-        _ => 0,
+    let since = match cfg.value {
+        rawrec::VALUE_QTIME => kread::<u64>(xprt + cfg.xpt_qtime as u64),
+        rawrec::VALUE_EXECUTE => kread::<u64>(arg0 + cfg.rq_stime as u64),
+        _ => None,
     };
+    let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
     let mut procedure = 0u32;
     if matches!(slot, Slot::StatsLatency) {
         fold_pool(Some(arg0), value_us);
@@ -507,7 +463,7 @@ fn raw_from_xprt(
             procedure = proc_word(arg0, cfg);
         }
     }
-    send::send(cfg, slot, xprt, flags, now, value_us, procedure, seen)
+    send::send(cfg, slot, xprt, flags, now, value_us, procedure)
 }
 
 // One raw program per row that has one, named as its `raw.name` says and
@@ -544,7 +500,6 @@ pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
     0
 }
 
-mod hosted;
 mod nfs4ops;
 mod send;
 mod typed;

@@ -101,7 +101,7 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
     } else {
         0
     };
-    send(cfg, slot, xprt, flags, now, value_us, procedure, None);
+    send(cfg, slot, xprt, flags, now, value_us, procedure);
     0
 }
 
@@ -111,6 +111,6 @@ pub fn typed_svc_xprt_dequeue(ctx: BtfTracePointContext) -> i32 {
     let Some((cfg, rqst, xprt)) = request(&ctx, slot) else {
         return 0;
     };
-    raw_from_xprt(cfg, slot, rqst as u64, xprt, None, None);
+    raw_from_xprt(cfg, slot, rqst as u64, xprt, None);
     0
 }

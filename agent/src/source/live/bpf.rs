@@ -9,9 +9,7 @@ use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
 use nfsdtop_common::typed::{self, RqstOffsets};
-use nfsdtop_common::{
-    counter, pools::PoolConfig, xprt_table, RawConfig, Slot, SlotConfig, HOSTED_TASK_GLOBAL, SLOTS,
-};
+use nfsdtop_common::{counter, pools::PoolConfig, xprt_table, RawConfig, Slot, SlotConfig, SLOTS};
 
 use super::error::LiveError;
 
@@ -109,11 +107,7 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
 /// entry elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hosting {
-    /// `task_kthread`: `task_struct.worker_private`'s offset
-    /// (`nfsdtop_common::HOSTED_TASK_GLOBAL`).
-    Hosted {
-        task_kthread: u32,
-    },
+    Hosted,
     None,
 }
 
@@ -121,16 +115,8 @@ impl Hosting {
     /// `KNOWN_IDS`'s entries.
     pub fn identity_entries(self) -> u32 {
         match self {
-            Hosting::Hosted { .. } => xprt_table::SLOTS,
+            Hosting::Hosted => xprt_table::SLOTS,
             Hosting::None => 1,
-        }
-    }
-
-    /// The value of `nfsdtop_common::HOSTED_TASK_GLOBAL`.
-    fn task_kthread(self) -> u64 {
-        match self {
-            Hosting::Hosted { task_kthread } => task_kthread.into(),
-            Hosting::None => 0,
         }
     }
 }
@@ -147,7 +133,6 @@ pub fn open(ring_bytes: u32, typed: RqstOffsets, hosting: Hosting) -> Result<Ebp
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)
         .override_global(typed::GLOBAL, &typed, true)
-        .override_global(HOSTED_TASK_GLOBAL, &hosting.task_kthread(), true)
         .load(OBJECT)
         .map_err(|e| bpf_err("cannot load the BPF object (creating its maps)", &e))?;
     write_proc_programs(&mut ebpf, &program_entries())?;

@@ -233,9 +233,7 @@ impl LiveSource {
         // Chosen before the object is opened: it sizes a map.
         let plan = attach::choose_plan(opts, &layout, category);
         let hosting = if Slot::ALL.iter().any(|&s| plan.is_hosted(s)) {
-            bpf::Hosting::Hosted {
-                task_kthread: plan.configs[Slot::StatsLatency as usize].task_kthread,
-            }
+            bpf::Hosting::Hosted
         } else {
             bpf::Hosting::None
         };
