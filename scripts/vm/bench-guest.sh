@@ -25,9 +25,10 @@
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). The
-# runs after the rounds, "timed" (nfsdtop, classic, and noworkload and
-# keepraw where the rounds have them), have kernel.bpf_stats_enabled=1 and give, with
-# bpftool, the programs' run time and run count.
+# runs after the rounds, "timed" (nfsdtop, classic, and noworkload,
+# rawnoworkload and keepraw where the rounds have them), have
+# kernel.bpf_stats_enabled=1 and give, with bpftool, the programs' run
+# time and run count.
 # Results: summary.txt (key=value lines) and fio JSON, as a tar archive on
 # /dev/vdc. Markers "NFSDTOP-VM: ..." on the console; every wait bounded.
 # The shared prelude (environment, markers, watchdog, results, nfsd,
@@ -187,17 +188,13 @@ one "none-$((REPS + 1))" none
 sysctl -q -w kernel.bpf_stats_enabled=1 || mark "cannot enable kernel.bpf_stats_enabled"
 one nfsdtop-timed nfsdtop
 one classic-timed classic
-# And, where the rounds weigh the workload view, the programs without it.
-case " $MODES " in
-  *" noworkload "*) one noworkload-timed noworkload ;;
-esac
-case " $MODES " in
-  *" rawnoworkload "*) one rawnoworkload-timed rawnoworkload ;;
-esac
-# And the raw programs kept where the kernel can preempt them.
-case " $MODES " in
-  *" keepraw "*) one keepraw-timed keepraw ;;
-esac
+# And, where the rounds have them, the programs without the workload view
+# and the raw programs kept where the kernel can preempt them.
+for m in noworkload rawnoworkload keepraw; do
+  case " $MODES " in
+    *" $m "*) one "$m-timed" "$m" ;;
+  esac
+done
 sysctl -q -w kernel.bpf_stats_enabled=0
 summary reps "$REPS"
 umount /mnt/nfs

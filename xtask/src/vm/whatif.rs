@@ -186,11 +186,9 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         );
         // The share is what the model is fitted to, and must come out. Its
         // total rate and fairness ratios are checked by nfsdtop whatif
-        // itself, which tells its user where they miss (`fit.reason`):
-        // on a loaded emulated guest they can (a fresh sid image gave a
-        // total rate 0.72 of the recording's, and a c1 ratio 0.41 against
-        // 0.24, with every share within 0.4 points), so a miss it flags is
-        // a note here, and one it does not flag fails.
+        // itself, which tells its user where they miss (`fit.reason`); on
+        // a loaded emulated guest they can, so a miss it flags is a note
+        // here, and one it does not flag fails.
         let err = flat.map(|f| (f.share - m.share) * 100.0);
         let flagged = (!row.fit_ok).then(|| w.fit.reason.clone()).flatten();
         rep.check(
