@@ -21,7 +21,7 @@
 #   nfs4ops nfsdtop --nfs4-ops (with NFS_VERS=4.2: what counting NFSv4
 #           operations adds)
 #   keepraw nfsdtop --keep-raw-tracepoints (on 7.x, which can preempt raw
-#           programs: raw tracepoints instead of the default's classic)
+#           programs: raw tracepoints without the default's rescue programs)
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). The

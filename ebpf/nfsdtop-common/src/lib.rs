@@ -43,7 +43,11 @@ pub mod counter {
     /// svc_stats_latency hits added to their transport's running totals
     /// in the `EXEC_TOTALS` map instead of sent (see [`super::exec`]).
     pub const FOLDED: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Hits the kernel skipped for a slot's program that its rescue
+    /// program handled instead (see [`super::twin`]); also counted in the
+    /// outcome the work had, so not part of the sum of hits.
+    pub const RESCUED: u32 = 5;
+    pub const COUNT: u32 = 6;
     /// Counters of one CPU (every slot's [`COUNT`]).
     pub const ENTRIES: u32 = super::Slot::COUNT as u32 * COUNT;
     /// Entries each CPU owns in the `COUNTERS` array: [`ENTRIES`] padded
@@ -342,6 +346,80 @@ pub struct RawConfig {
     /// svc_rqst`), where the classic program finds the request.
     pub task_kthread: u32,
     pub kthread_data: u32,
+    /// 1: the slot's program marks each hit in `TWIN`, and its rescue
+    /// program does the work of a hit the kernel skipped it for (see
+    /// [`twin`]).
+    pub twin: u32,
+}
+
+/// Twin programs: exact counts where the kernel can preempt a raw or
+/// typed program (7.0+ with preemption full, lazy or RT).
+///
+/// The kernel skips a hit for a program that is already running on that
+/// CPU (`recursion_misses`); there a thread preempted inside the program
+/// makes the next thread's hit on that CPU miss. So each slot that counts
+/// dispatches has a second program, attached after the first: the kernel
+/// runs both on every hit, and skips each only while a run of that same
+/// program is under way on the CPU. The first program marks the hit in
+/// the thread's `TWIN` entry (`mark(tid, true)`) as it starts; the second
+/// finds that mark and clears it, or finds it clear (`mark(tid, false)`,
+/// or 0 for an entry never written): then the first was skipped for this
+/// hit, and the second does its work. A thread's hits of one tracepoint
+/// come one after another (these tracepoints fire in the thread's own
+/// context), so its entry cannot change between its two programs but by
+/// a thread whose id shares the entry; then the second does nothing.
+/// Hits lost are those both programs missed, and those whose entry
+/// another thread held: `recursion_misses` of the first minus
+/// [`counter::RESCUED`]. No hit is done twice.
+pub mod twin {
+    use super::Slot;
+
+    /// Entries per slot: a thread's entry is its id's low bits.
+    pub const THREAD_ENTRIES: u32 = 1 << 16;
+    /// Entries of `TWIN` where twins run (the agent sizes it at load, to
+    /// one entry elsewhere).
+    pub const ENTRIES: u32 = Slot::COUNT as u32 * THREAD_ENTRIES;
+
+    /// Thread `tid`'s entry for slot `slot`.
+    #[inline(always)]
+    pub const fn index(slot: Slot, tid: u32) -> u32 {
+        slot as u32 * THREAD_ENTRIES + (tid & (THREAD_ENTRIES - 1))
+    }
+
+    /// The entry's word for thread `tid`: whether its first program ran
+    /// for the hit under way.
+    #[inline(always)]
+    pub const fn mark(tid: u32, ran: bool) -> u64 {
+        (tid as u64) << 1 | ran as u64
+    }
+}
+
+/// Per-CPU scratch room (`SCRATCH`): one entry per program that may be
+/// under way at once on a CPU. The kernel never runs one program twice at
+/// once on a CPU, but where it can preempt programs, different ones can
+/// be under way there together: each slot's raw (or typed) program, its
+/// rescue program ([`twin`]) and its classic program have their own.
+pub mod scratch {
+    use super::Slot;
+
+    /// Which of a slot's programs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Runner {
+        /// The raw or typed program.
+        Main = 0,
+        /// Its rescue program ([`super::twin`]).
+        Rescue = 1,
+        /// The classic program (where it does the raw one's work).
+        Classic = 2,
+    }
+
+    pub const ENTRIES: u32 = 3 * Slot::COUNT as u32;
+
+    /// The entry of slot `slot`'s program `runner`.
+    #[inline(always)]
+    pub const fn entry(slot: Slot, runner: Runner) -> u32 {
+        3 * slot as u32 + runner as u32
+    }
 }
 
 /// `RawConfig::enabled` of a slot whose classic program does its raw

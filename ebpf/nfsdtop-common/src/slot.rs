@@ -45,6 +45,10 @@ pub struct RawProgram {
     /// allows (see `crate::typed`): slots whose argument 0 is a request,
     /// whose fields it reads with plain loads.
     pub typed: Option<&'static str>,
+    /// The raw program that does this one's (or the typed one's) work for
+    /// hits the kernel skipped it for, where the kernel can preempt them
+    /// (see `crate::twin`): slots that count dispatches and requests.
+    pub rescue: Option<&'static str>,
 }
 
 /// One tracepoint: its row of [`SLOTS`].
@@ -110,6 +114,7 @@ slot_table! {
             flags_arg: true,
             attach_rank: 2,
             typed: None,
+            rescue: None,
         }),
     },
     Dequeue = 1 => SlotInfo {
@@ -122,6 +127,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 3,
             typed: Some("typed_svc_xprt_dequeue"),
+            rescue: Some("rescue_svc_xprt_dequeue"),
         }),
     },
     StatsLatency = 2 => SlotInfo {
@@ -134,6 +140,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 4,
             typed: Some("typed_svc_stats_latency"),
+            rescue: Some("rescue_svc_stats_latency"),
         }),
     },
     Accept = 3 => SlotInfo {
@@ -146,6 +153,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 1,
             typed: None,
+            rescue: None,
         }),
     },
     Close = 4 => SlotInfo {
@@ -158,6 +166,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 0,
             typed: None,
+            rescue: None,
         }),
     },
 }
@@ -215,6 +224,7 @@ mod tests {
         assert_eq!(Slot::from_u8(Slot::COUNT as u8), None);
         let mut names: Vec<&str> = SLOTS.iter().map(|i| i.program).collect();
         names.extend(SLOTS.iter().filter_map(|i| i.raw.map(|r| r.name)));
+        names.extend(SLOTS.iter().filter_map(|i| i.raw.and_then(|r| r.rescue)));
         let n = names.len();
         names.sort_unstable();
         names.dedup();

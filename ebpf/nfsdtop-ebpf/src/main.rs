@@ -25,8 +25,8 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_probe_read_kernel_buf,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_buf,
     },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{Array, PerCpuArray, RingBuf},
@@ -41,7 +41,9 @@ use nfsdtop_common::{
     not_enqueued,
     pools::{self, PoolConfig, PoolTotals},
     procs::{self, ProcProgram, ProcRow, ProcSlot},
-    rawrec, xprt_table, RawConfig, Record, Slot, SlotConfig, HOSTED, RAW_BYTES,
+    rawrec,
+    scratch::{self, Runner},
+    twin, xprt_table, RawConfig, Record, Slot, SlotConfig, HOSTED, RAW_BYTES,
 };
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
@@ -55,9 +57,17 @@ static CONFIG: Array<SlotConfig> = Array::with_max_entries(Slot::COUNT as u32, 0
 static RAWCONFIG: Array<RawConfig> = Array::with_max_entries(Slot::COUNT as u32, 0);
 
 /// Per-CPU room for the transport's two addresses and lengths, read in one
-/// helper call (too big for the 512-byte BPF stack with the rest).
+/// helper call (too big for the 512-byte BPF stack with the rest), one
+/// entry per program (`nfsdtop_common::scratch`).
 #[map]
-static SCRATCH: PerCpuArray<[u64; rawrec::ADDRS_SPAN / 8]> = PerCpuArray::with_max_entries(1, 0);
+static SCRATCH: PerCpuArray<[u64; rawrec::ADDRS_SPAN / 8]> =
+    PerCpuArray::with_max_entries(scratch::ENTRIES, 0);
+
+/// Each thread's mark of its hit under way, per slot, where twin programs
+/// run (`nfsdtop_common::twin`); one entry elsewhere (the agent sizes it
+/// at load).
+#[map]
+static TWIN: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Hit counters, `counter::STRIDE` entries per possible CPU (the agent
 /// sizes it at load), memory-mapped by the agent: it reads them with
@@ -212,7 +222,7 @@ fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
         Some(r) if r.enabled == HOSTED && matches!(slot, Slot::StatsLatency) => {
             if let Some(rqst) = thread_rqst(r.task_kthread, r.kthread_data) {
                 let xprt = kread::<u64>(rqst + r.rq_xprt as u64).unwrap_or(0);
-                return raw_from_xprt(r, slot, rqst, xprt, None);
+                return raw_from_xprt(r, slot, Runner::Classic, rqst, xprt, None);
             }
         }
         _ => {}
@@ -390,13 +400,20 @@ fn proc_slot(entry: u32, xprt: u64, gen: u64, word: u32) -> Option<*mut ProcSlot
 /// kernel refuses to attach a program that reads past the tracepoint's
 /// arguments, and dequeue and svc_stats_latency have one).
 #[inline(always)]
-fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> u32 {
+fn raw_handle<const FLAGS_ARG: bool>(
+    ctx: &RawTracePointContext,
+    slot: Slot,
+    runner: Runner,
+) -> u32 {
     // Disabled: the slot was handed over to its classic program, which
     // counts the hits from then on.
     let cfg = match RAWCONFIG.get(slot as u32) {
         Some(c) if c.enabled == 1 => c,
         _ => return 0,
     };
+    if cfg.twin != 0 && !twin_turn(slot, runner) {
+        return 0;
+    }
     // Where the kernel passes the flags it tested (svc_xprt_enqueue on
     // 6.6+, which fires on every attempt, most of them BUSY), an attempt
     // is dropped on an argument: no read of the transport, no record.
@@ -416,14 +433,54 @@ fn raw_handle<const FLAGS_ARG: bool>(ctx: &RawTracePointContext, slot: Slot) -> 
     } else {
         arg0
     };
-    raw_from_xprt(cfg, slot, arg0, xprt, flags_arg)
+    raw_from_xprt(cfg, slot, runner, arg0, xprt, flags_arg)
+}
+
+/// Where twin programs run (`nfsdtop_common::twin`), whether program
+/// `runner` of slot `slot` does this hit's work: the slot's own program
+/// always (it marks the hit first), its rescue program only where the
+/// thread's entry says the first did not run for this hit.
+#[inline(always)]
+fn twin_turn(slot: Slot, runner: Runner) -> bool {
+    let rescue = matches!(runner, Runner::Rescue);
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(entry) = TWIN.get_ptr_mut(twin::index(slot, tid)) else {
+        return !rescue;
+    };
+    // SAFETY: an aligned array value; only this thread writes its own mark (one word, so a thread sharing the entry can only replace it whole).
+    unsafe {
+        if !rescue {
+            core::ptr::write_volatile(entry, twin::mark(tid, true));
+            return true;
+        }
+        let word = core::ptr::read_volatile(entry);
+        if word == twin::mark(tid, true) {
+            core::ptr::write_volatile(entry, twin::mark(tid, false));
+            return false;
+        }
+        if word != twin::mark(tid, false) && word != 0 {
+            // Another thread's mark: whether the first ran is not known,
+            // and doing the work twice is worse than losing the hit (the
+            // loss is counted: a miss of the first, not rescued).
+            return false;
+        }
+    }
+    bump(slot, counter::RESCUED);
+    true
 }
 
 /// The rest of a raw (or typed) program's work once it has the hit's
 /// argument 0 (`arg0`: a transport, or a request) and transport (`xprt`;
 /// 0 if it could not be read), and the flags argument if it took one.
 #[inline(always)]
-fn raw_from_xprt(cfg: &RawConfig, slot: Slot, arg0: u64, xprt: u64, flags_arg: Option<u64>) -> u32 {
+fn raw_from_xprt(
+    cfg: &RawConfig,
+    slot: Slot,
+    runner: Runner,
+    arg0: u64,
+    xprt: u64,
+    flags_arg: Option<u64>,
+) -> u32 {
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;
@@ -463,7 +520,7 @@ fn raw_from_xprt(cfg: &RawConfig, slot: Slot, arg0: u64, xprt: u64, flags_arg: O
             procedure = proc_word(arg0, cfg);
         }
     }
-    send::send(cfg, slot, xprt, flags, now, value_us, procedure)
+    send::send(cfg, slot, runner, xprt, flags, now, value_us, procedure)
 }
 
 // One raw program per row that has one, named as its `raw.name` says and
@@ -472,31 +529,46 @@ fn raw_from_xprt(cfg: &RawConfig, slot: Slot, arg0: u64, xprt: u64, flags_arg: O
 
 #[raw_tracepoint(tracepoint = "svc_xprt_enqueue")]
 pub fn raw_svc_xprt_enqueue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Enqueue.raw_flags_arg() }>(&ctx, Slot::Enqueue);
+    raw_handle::<{ Slot::Enqueue.raw_flags_arg() }>(&ctx, Slot::Enqueue, Runner::Main);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
 pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue);
+    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue, Runner::Main);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_stats_latency")]
 pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency);
+    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency, Runner::Main);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_accept")]
 pub fn raw_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept);
+    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept, Runner::Main);
     0
 }
 
 #[raw_tracepoint(tracepoint = "svc_xprt_free")]
 pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close);
+    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close, Runner::Main);
+    0
+}
+
+// The rescue programs (`nfsdtop_common::twin`), named as the rows' `raw.rescue`
+// say: attached after the slot's own program where the kernel can preempt it.
+
+#[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
+pub fn rescue_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue, Runner::Rescue);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_stats_latency")]
+pub fn rescue_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency, Runner::Rescue);
     0
 }
 

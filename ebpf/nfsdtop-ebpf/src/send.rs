@@ -7,7 +7,11 @@
 use aya_ebpf::helpers::bpf_probe_read_kernel_buf;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 use nfsdtop_common::{
-    counter, exec::ExecTotals, rawrec, xprt_table, RawConfig, Record, Slot, ADDR_MAX, HOSTED,
+    counter,
+    exec::ExecTotals,
+    rawrec,
+    scratch::{self, Runner},
+    xprt_table, RawConfig, Record, Slot, ADDR_MAX, HOSTED,
 };
 
 use crate::{
@@ -16,11 +20,12 @@ use crate::{
 
 /// Whether the transport at `xprt` has the addresses and namespace the
 /// one known at entry `idx` was claimed with: read into this CPU's
-/// scratch words (local sockaddr, then the remote one) and compared.
+/// scratch words of entry `room` (local sockaddr, then the remote one)
+/// and compared.
 #[inline(always)]
-fn same_identity(cfg: &RawConfig, xprt: u64, idx: u32) -> bool {
+fn same_identity(cfg: &RawConfig, xprt: u64, idx: u32, room: u32) -> bool {
     const SPAN: usize = rawrec::REMOTE_REL + ADDR_MAX;
-    let (Some(id), Some(scratch)) = (KNOWN_IDS.get(idx), SCRATCH.get_ptr_mut(0)) else {
+    let (Some(id), Some(scratch)) = (KNOWN_IDS.get(idx), SCRATCH.get_ptr_mut(room)) else {
         return false;
     };
     let Some(net) = kread::<u64>(xprt + cfg.xpt_net as u64) else {
@@ -62,12 +67,14 @@ unsafe fn identity_word(span: *const u32, net: u64, i: usize) -> u32 {
 }
 
 /// Record or fold hit `slot` of transport `xprt` (a kernel pointer, read
-/// as a number), at `now`, as `cfg` says.
+/// as a number), at `now`, as `cfg` says; `runner` is the program doing
+/// it (its own scratch room).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send(
     cfg: &RawConfig,
     slot: Slot,
+    runner: Runner,
     xprt: u64,
     flags: u64,
     now: u64,
@@ -75,6 +82,7 @@ pub(crate) fn send(
     procedure: u32,
 ) -> u32 {
     let short = cfg.short_records != 0;
+    let room = scratch::entry(slot, runner);
     let is_close = matches!(slot, Slot::Close);
     let entry_idx = xprt_table::slot(xprt);
     let known = KNOWN_XPRTS.get_ptr_mut(entry_idx);
@@ -93,7 +101,7 @@ pub(crate) fn send(
     // SAFETY: an 8-byte aligned array value, read once.
     } else if short
         && known.is_some_and(|k| unsafe { *k } == xprt)
-        && (cfg.enabled != HOSTED || same_identity(cfg, xprt, entry_idx))
+        && (cfg.enabled != HOSTED || same_identity(cfg, xprt, entry_idx, room))
     {
         // Sent in full before: the agent has its addresses and namespace.
         if cfg.fold_exec != 0 {
@@ -162,7 +170,7 @@ pub(crate) fn send(
     }
     let net = kread::<u64>(xprt + cfg.xpt_net as u64).unwrap_or(0);
     let netns = kread::<u32>(net + cfg.net_ns_inum as u64).unwrap_or(0);
-    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+    let Some(scratch) = SCRATCH.get_ptr_mut(room) else {
         bump(slot, counter::LOST);
         return 0;
     };

@@ -6,9 +6,16 @@
 //! svc_stats_latency's transport, lengths, start time and procedure.
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use nfsdtop_common::{counter, typed::RqstOffsets, RawConfig, Slot};
+use nfsdtop_common::{
+    counter,
+    scratch::{self, Runner},
+    typed::RqstOffsets,
+    RawConfig, Slot,
+};
 
-use crate::{bump, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, RAWCONFIG, SCRATCH};
+use crate::{
+    bump, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, twin_turn, RAWCONFIG, SCRATCH,
+};
 
 /// Set by the agent before the object is loaded (a frozen, read-only
 /// map: the verifier reads the values as constants).
@@ -42,8 +49,8 @@ fn field<T: Copy>(rqst: *const u8, off: &u64) -> T {
 /// Storing a pointer there is allowed to programs loaded with
 /// CAP_PERFMON, as nfsdtop's are.
 #[inline(always)]
-fn as_number(p: *const u8) -> Option<u64> {
-    let word = SCRATCH.get_ptr_mut(0)? as *mut u64;
+fn as_number(slot: Slot, p: *const u8) -> Option<u64> {
+    let word = SCRATCH.get_ptr_mut(scratch::entry(slot, Runner::Main))? as *mut u64;
     // SAFETY: this CPU's scratch value (programs do not nest), 8-aligned;
     // its first word is free until `send` reads addresses into it.
     unsafe {
@@ -59,6 +66,9 @@ fn as_number(p: *const u8) -> Option<u64> {
 #[inline(always)]
 fn request(ctx: &BtfTracePointContext, slot: Slot) -> Option<(&'static RawConfig, *const u8, u64)> {
     let cfg = RAWCONFIG.get(slot as u32).filter(|c| c.enabled == 1)?;
+    if cfg.twin != 0 {
+        twin_turn(slot, Runner::Main);
+    }
     let rqst: *const u8 = ctx.arg(0);
     // Also what lets the verifier add offsets to it where the kernel
     // marks tracepoint arguments as possibly null.
@@ -66,7 +76,7 @@ fn request(ctx: &BtfTracePointContext, slot: Slot) -> Option<(&'static RawConfig
         bump(slot, counter::LOST);
         return None;
     }
-    let xprt = as_number(field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
+    let xprt = as_number(slot, field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
     Some((cfg, rqst, xprt))
 }
 
@@ -101,7 +111,16 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
     } else {
         0
     };
-    send(cfg, slot, xprt, flags, now, value_us, procedure);
+    send(
+        cfg,
+        slot,
+        Runner::Main,
+        xprt,
+        flags,
+        now,
+        value_us,
+        procedure,
+    );
     0
 }
 
@@ -111,6 +130,6 @@ pub fn typed_svc_xprt_dequeue(ctx: BtfTracePointContext) -> i32 {
     let Some((cfg, rqst, xprt)) = request(&ctx, slot) else {
         return 0;
     };
-    raw_from_xprt(cfg, slot, rqst as u64, xprt, None);
+    raw_from_xprt(cfg, slot, Runner::Main, rqst as u64, xprt, None);
     0
 }

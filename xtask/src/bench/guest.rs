@@ -66,7 +66,8 @@ const GUESTS: [Guest; 2] = [
         hooks_enqueue: false,
         target_cost: 0.025,
         target_of_ftrace: 0.5,
-        // Its kernel preempts raw programs: the default is classic there.
+        // Its kernel preempts raw programs: the default runs twin programs
+        // there, keepraw does without.
         extra_modes: &[super::keepraw::MODE],
     },
 ];

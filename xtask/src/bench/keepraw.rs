@@ -1,8 +1,9 @@
 //! Part A's keepraw mode, in the 6.16+ guest only: nfsdtop with
 //! `--keep-raw-tracepoints` on a kernel that can preempt raw tracepoint
-//! programs, where the default starts on classic tracepoints. What it
-//! costs beside the default and ftrace in the same rounds, and what each
-//! run lost to the hits the kernel skipped.
+//! programs, where the default gives the dispatch and request events twin
+//! programs. What it costs beside the default and ftrace in the same
+//! rounds, and what each run lost to the hits the kernel skipped, beside
+//! what the default's runs lost and rescued.
 
 use std::path::Path;
 
@@ -37,6 +38,21 @@ pub(super) fn paragraph(
 ) -> anyhow::Result<String> {
     let cost = 1.0 - mean(corr);
     let mut lost = vec![];
+    let mut default_runs = vec![];
+    for r in 1..=reps {
+        let line = last_json_line(&results.join(format!("nfsdtop-nfsdtop-{r}.jsonl")))?;
+        let detail = line["source"]["detail"].as_str().unwrap_or_default();
+        let rescued = detail
+            .split("; ")
+            .find_map(|p| p.strip_prefix("hits rescued: "))
+            .unwrap_or("none counted");
+        let totals = &line["totals"];
+        default_runs.push(format!(
+            "{} of {} (rescued: {rescued})",
+            totals["events_lost"].as_u64().unwrap_or(0),
+            totals["dispatches"].as_u64().unwrap_or(0)
+        ));
+    }
     for r in 1..=reps {
         let line = last_json_line(&results.join(format!("nfsdtop-{MODE}-{r}.jsonl")))?;
         let detail = line["source"]["detail"].as_str().unwrap_or_default();
@@ -60,6 +76,7 @@ pub(super) fn paragraph(
             ("n", &format!("{:+.1}%", a.nfsdtop * 100.0)),
             ("f", &format!("{:+.1}%", a.ftrace * 100.0)),
             ("lost", &lost.join(", ")),
+            ("default_lost", &default_runs.join("; ")),
             ("target", &format!("{:.1}%", a.target_cost * 100.0)),
             ("of_ftrace", &format!("{:.0}", a.target_of_ftrace * 100.0)),
             ("met", &if met { "met" } else { "NOT met" }),
@@ -72,12 +89,16 @@ mod tests {
     use super::*;
 
     fn write_run(dir: &Path, r: u32, detail: &str, lost: u64) {
+        write_mode(dir, MODE, r, detail, lost);
+    }
+
+    fn write_mode(dir: &Path, mode: &str, r: u32, detail: &str, lost: u64) {
         let line = serde_json::json!({
             "source": {"detail": detail},
             "totals": {"events_lost": lost, "dispatches": 1000 + u64::from(r)},
         });
         std::fs::write(
-            dir.join(format!("nfsdtop-{MODE}-{r}.jsonl")),
+            dir.join(format!("nfsdtop-{mode}-{r}.jsonl")),
             format!("{line}\n"),
         )
         .unwrap();
@@ -93,6 +114,9 @@ mod tests {
         let kept = format!("raw tracepoints (BTF offsets) for svc_xprt_dequeue, {KEPT} (...)");
         write_run(&dir, 1, &kept, 3);
         write_run(&dir, 2, &kept, 0);
+        let twins = "raw tracepoints (...); hits rescued: svc_xprt_dequeue 4, svc_stats_latency 2";
+        write_mode(&dir, "nfsdtop", 1, twins, 0);
+        write_mode(&dir, "nfsdtop", 2, "classic tracepoints", 1);
         let a = Against {
             target_cost: 0.025,
             target_of_ftrace: 0.5,
@@ -106,6 +130,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("3 of 1001, 0 of 1002 dispatches"), "{text}");
+        assert!(
+            text.contains(
+                "the default's runs lost 0 of 1001 (rescued: svc_xprt_dequeue 4, \
+                 svc_stats_latency 2); 1 of 1002 (rescued: none counted)"
+            ),
+            "{text}"
+        );
         assert!(text.contains("): NOT met."), "{text}");
         let cheap = Against { ftrace: 0.08, ..a };
         let text = paragraph(&dir, &[0.98, 0.98], 2, &cheap).unwrap();

@@ -31,9 +31,8 @@ pub fn choose_plan(opts: &LiveOptions, layout: &Layout, category: &str) -> RawPl
     if opts.tracepoints == Tracepoints::Classic || category != "sunrpc" {
         return RawPlan::none(layout);
     }
-    // Where raw programs can be preempted into skipped hits, start classic
-    // (svc_stats_latency's classic program doing the raw one's work),
-    // unless asked to keep them.
+    // Where raw programs can be preempted into skipped hits, twin programs
+    // rescue them (or, asked to keep them, they are counted as lost).
     let preempted = super::preempt::Verdict::probe().classic_because();
     plan_for(
         opts,
@@ -56,7 +55,7 @@ pub(super) fn plan_for(
             kept_raw: true,
             ..raw::plan(layout, &k, opts.tracepoints)
         },
-        (Ok(k), Some(why)) => RawPlan::hosted(layout, &k, why),
+        (Ok(k), Some(why)) => RawPlan::twinned(layout, &k, why),
         (Ok(k), None) => raw::plan(layout, &k, opts.tracepoints),
         (Err(_), Some(why)) | (Err(why), None) => RawPlan::classic(layout, why),
     }
@@ -100,24 +99,54 @@ impl Attachment {
         }
         // Raw first: a slot whose raw attach fails goes back to classic.
         let mut links: [Option<RawLink>; Slot::COUNT] = Default::default();
+        // Rescue programs verified before their slots' programs attach:
+        // between the two attaches the first's skipped hits are lost, so
+        // that moment must be one call, not a verification.
+        let twinned: Vec<Slot> = raw::attach_order()
+            .filter(|&s| plan.is_twinned(s))
+            .collect();
+        for s in twinned {
+            if let Err(e) =
+                raw::rescue_program_name(s).map_or(Ok(()), |name| bpf::load_raw_named(ebpf, name))
+            {
+                plan.revert(s, &layout, format!("{}: {e}", s.name()));
+            }
+        }
         bpf::write_raw_config(ebpf, &plan.configs)?;
         for s in raw::attach_order() {
             if !plan.is_raw(s) {
                 continue;
             }
+            let mut attached = false;
             if typed::program_name(s).is_some() {
                 match attach_typed(&typed, s, opts) {
                     Ok(link) => {
                         links[s as usize] = Some(RawLink::Typed(link));
                         report.typed.push((s, Ok(())));
-                        continue;
+                        attached = true;
                     }
                     Err(why) => report.typed.push((s, Err(why))),
                 }
             }
-            match bpf::attach_raw(ebpf, s, s.name()) {
-                Ok(link) => links[s as usize] = Some(RawLink::Raw(link)),
-                Err(e) => {
+            if !attached {
+                match bpf::attach_raw(ebpf, s, s.name()) {
+                    Ok(link) => links[s as usize] = Some(RawLink::Raw(link)),
+                    Err(e) => {
+                        plan.revert(s, &layout, format!("{}: {e}", s.name()));
+                        bpf::write_raw_config(ebpf, &plan.configs)?;
+                        continue;
+                    }
+                }
+            }
+            if plan.is_twinned(s) {
+                // After the slot's own program: the kernel runs them in
+                // that order on every hit.
+                if let Err(e) = attach_rescue(ebpf, s) {
+                    // Without its twin, the program would lose the hits
+                    // the kernel skips: the slot goes classic.
+                    if let Some(link) = links[s as usize].take() {
+                        detach(ebpf, s, link);
+                    }
                     plan.revert(s, &layout, format!("{}: {e}", s.name()));
                     bpf::write_raw_config(ebpf, &plan.configs)?;
                 }
@@ -145,6 +174,9 @@ impl Attachment {
         report.record_procedures = layout.procedure_loc != nfsdtop_common::OFF_NONE;
         report.kept_classic = plan.kept_classic.clone();
         report.kept_raw = plan.kept_raw && !report.raw.is_empty();
+        report.twinned = raw::attach_order()
+            .filter(|&s| plan.is_twinned(s))
+            .collect();
         Ok(Attachment {
             layout,
             plan,
@@ -244,6 +276,27 @@ impl Attachment {
         bpf::write_raw_config(ebpf, &raw.configs)?;
         self.plan = raw;
         Ok(())
+    }
+}
+
+/// Load and attach slot `s`'s rescue program (`nfsdtop_common::twin`)
+/// after its own. Its link lives as long as the object: the program
+/// does nothing once the slot's config is not raw.
+fn attach_rescue(ebpf: &mut aya::Ebpf, s: Slot) -> Result<(), LiveError> {
+    let name = raw::rescue_program_name(s).ok_or_else(|| LiveError::Bpf {
+        context: "attach".into(),
+        detail: format!("no rescue program for {}", s.name()),
+    })?;
+    bpf::attach_raw_named(ebpf, name, s.name()).map(drop)
+}
+
+/// Detach slot `s`'s raw or typed program.
+fn detach(ebpf: &mut aya::Ebpf, s: Slot, link: RawLink) {
+    match link {
+        RawLink::Raw(link) => {
+            let _ = bpf::detach_raw(ebpf, s, link);
+        }
+        RawLink::Typed(link) => drop(link),
     }
 }
 

@@ -9,7 +9,9 @@ use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
 use nfsdtop_common::typed::{self, RqstOffsets};
-use nfsdtop_common::{counter, pools::PoolConfig, xprt_table, RawConfig, Slot, SlotConfig, SLOTS};
+use nfsdtop_common::{
+    counter, pools::PoolConfig, twin, xprt_table, RawConfig, Slot, SlotConfig, SLOTS,
+};
 
 use super::error::LiveError;
 
@@ -101,13 +103,15 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
         || e.to_string().contains("Operation not permitted")
 }
 
-/// Whether a classic program will do its raw program's work
-/// (`nfsdtop_common::HOSTED`), which sizes the table of known transports'
-/// identities it checks: 4 MiB of kernel memory where it is needed, one
-/// entry elsewhere.
+/// How programs that can be preempted are made exact, which sizes a
+/// table: a classic program doing its raw program's work
+/// (`nfsdtop_common::HOSTED`) checks known transports' identities in
+/// `KNOWN_IDS` (4 MiB), twin programs (`nfsdtop_common::twin`) mark each
+/// thread's hits in `TWIN` (2.5 MiB); one entry each where not needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hosting {
     Hosted,
+    Twinned,
     None,
 }
 
@@ -116,7 +120,15 @@ impl Hosting {
     pub fn identity_entries(self) -> u32 {
         match self {
             Hosting::Hosted => xprt_table::SLOTS,
-            Hosting::None => 1,
+            Hosting::Twinned | Hosting::None => 1,
+        }
+    }
+
+    /// `TWIN`'s entries.
+    pub fn twin_entries(self) -> u32 {
+        match self {
+            Hosting::Twinned => twin::ENTRIES,
+            Hosting::Hosted | Hosting::None => 1,
         }
     }
 }
@@ -130,6 +142,7 @@ pub fn open(ring_bytes: u32, typed: RqstOffsets, hosting: Hosting) -> Result<Ebp
     let mut ebpf = EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
         .map_max_entries("KNOWN_IDS", hosting.identity_entries())
+        .map_max_entries("TWIN", hosting.twin_entries())
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)
         .override_global(typed::GLOBAL, &typed, true)
@@ -279,8 +292,19 @@ pub fn attach_raw(
         context: "attach".into(),
         detail: format!("no raw program for {}", slot.name()),
     })?;
+    attach_raw_named(ebpf, name, event)
+}
+
+/// Load raw program `name` (unless loaded) and attach it to raw
+/// tracepoint `event`, after any program already attached there (the
+/// kernel calls a tracepoint's programs in the order they were attached).
+pub fn attach_raw_named(
+    ebpf: &mut Ebpf,
+    name: &str,
+    event: &str,
+) -> Result<aya::programs::raw_trace_point::RawTracePointLinkId, LiveError> {
+    load_raw_named(ebpf, name)?;
     let p = raw_program(ebpf, name)?;
-    p.load().map_err(|e| rejected(name, &e))?;
     p.attach(event)
         .map_err(|e| bpf_err(&format!("cannot attach to raw tracepoint {event}"), &e))
 }
@@ -350,6 +374,16 @@ pub fn attach_slot(
 /// its attach, and at start for a raw slot's fallback, so that a hand-over
 /// under load only attaches (verifying allocates the verifier's log
 /// buffers).
+/// Load (verify) raw program `name`, unless loaded: attaching it later is
+/// then one quick call.
+pub fn load_raw_named(ebpf: &mut Ebpf, name: &str) -> Result<(), LiveError> {
+    let p = raw_program(ebpf, name)?;
+    if p.fd().is_err() {
+        p.load().map_err(|e| rejected(name, &e))?;
+    }
+    Ok(())
+}
+
 pub fn load_classic(ebpf: &mut Ebpf, slot: Slot) -> Result<(), LiveError> {
     let name = slot.info().program;
     let p = program(ebpf, name)?;

@@ -44,7 +44,9 @@ pub fn lost_event(now: u64, s: Slot, count: u64) -> Event {
 fn new_misses(misses: Option<u64>, seen: &mut u64) -> Option<u64> {
     let misses = misses?;
     let delta = misses.saturating_sub(*seen);
-    *seen = misses;
+    // Never lower: a twinned slot's count (misses less rescues) can dip
+    // for a poll, and what was reported must not be reported again.
+    *seen = misses.max(*seen);
     Some(delta)
 }
 
@@ -124,6 +126,22 @@ mod tests {
                 _ => panic!("not a loss: {e:?}"),
             })
             .collect()
+    }
+
+    /// A twinned slot's count (misses less rescues) dips for a poll when a
+    /// rescue is read before its miss: what was reported is not reported
+    /// again when it comes back.
+    #[test]
+    fn a_dip_in_misses_is_not_reported_twice() {
+        let mut l = Loss::default();
+        let mut out = Vec::new();
+        let s = Slot::Dequeue;
+        assert_eq!(l.raw_misses(Some(3), s, 1, &mut out), 3);
+        assert_eq!(l.raw_misses(Some(2), s, 2, &mut out), 0);
+        assert_eq!(l.raw_misses(Some(3), s, 3, &mut out), 0);
+        assert_eq!(l.raw_misses(Some(5), s, 4, &mut out), 2);
+        assert_eq!(l.raw_misses(None, s, 5, &mut out), 0);
+        assert_eq!(lost(&out), [(s, 3), (s, 2)]);
     }
 
     /// Counters only grow: each loss is reported once, as the growth.

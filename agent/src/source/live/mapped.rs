@@ -124,6 +124,9 @@ pub struct SlotCounts {
     pub busy: u64,
     /// Added to the kernel's per-transport execution totals, not sent.
     pub folded: u64,
+    /// Hits the slot's rescue program did (`nfsdtop_common::twin`): also
+    /// in the outcome they had, so not in `seen` again.
+    pub rescued: u64,
 }
 
 /// The `COUNTERS` array: [`counter::STRIDE`] words per possible CPU.
@@ -173,6 +176,7 @@ impl Counters {
                 lost,
                 busy,
                 folded,
+                rescued: self.sum(base + counter::RESCUED),
             };
         }
         out

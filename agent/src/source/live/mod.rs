@@ -234,6 +234,8 @@ impl LiveSource {
         let plan = attach::choose_plan(opts, &layout, category);
         let hosting = if Slot::ALL.iter().any(|&s| plan.is_hosted(s)) {
             bpf::Hosting::Hosted
+        } else if Slot::ALL.iter().any(|&s| plan.is_twinned(s)) {
+            bpf::Hosting::Twinned
         } else {
             bpf::Hosting::None
         };
@@ -423,23 +425,40 @@ impl LiveSource {
     }
 
     /// Runs the kernel skipped are events nfsdtop never saw: reported as
-    /// lost, like a full ring. A raw program that misses hits also hands
-    /// the raw slots over to their classic programs, unless they were
-    /// kept raw on a kernel known to preempt them (`--keep-raw-tracepoints`).
+    /// lost, like a full ring; a twinned slot's misses only where its
+    /// rescue program did not do them (`nfsdtop_common::twin`). A raw
+    /// program that misses hits also hands the raw slots over to their
+    /// classic programs, unless they run on a kernel known to preempt them
+    /// (twinned, or kept raw with `--keep-raw-tracepoints`).
     fn skipped_runs(&mut self, out: &mut Vec<Event>) {
         let now = host::monotonic_ns();
         let mut missed = 0u64;
         let mut lifecycle_missed = false;
+        // The kernel's misses before the rescues: a rescue follows its
+        // miss, so none counted here is rescued unseen (a rescue of a
+        // later miss only makes this poll's loss low until the next).
+        let misses: [Option<u64>; Slot::COUNT] = std::array::from_fn(|i| {
+            let s = Slot::ALL[i];
+            self.attach
+                .watching_raw(s)
+                .then(|| self.attach.raw_recursion_misses(&self.ebpf, s))
+                .flatten()
+        });
+        let counts = self.counters.read();
         for s in Slot::ALL {
             self.loss.classic_misses(&self.ebpf, s, now, out);
             if self.attach.watching_raw(s) {
-                let misses = self.attach.raw_recursion_misses(&self.ebpf, s);
+                let mut misses = misses[s as usize];
+                if self.attach.plan.is_twinned(s) {
+                    misses = misses.map(|m| m.saturating_sub(counts[s as usize].rescued));
+                }
                 let d = self.loss.raw_misses(misses, s, now, out);
                 missed = missed.saturating_add(d);
                 lifecycle_missed |= d > 0 && matches!(s, Slot::Close | Slot::Accept);
             }
         }
-        if missed > 0 && !self.attach.plan.kept_raw {
+        let preempts = self.attach.plan.kept_raw || self.attach.plan.twinned.is_some();
+        if missed > 0 && !preempts {
             self.attach
                 .hand_over_all(&mut self.ebpf, &mut self.loss, missed, now, out);
         }
@@ -513,6 +532,17 @@ impl Source for LiveSource {
         }
         if let Some(why) = &f.failed {
             detail.push_str(&format!("; known transports not forgotten: {why}"));
+        }
+        if !self.attach.report.twinned.is_empty() {
+            let counts = self.counters.read();
+            let rescued: Vec<String> = self
+                .attach
+                .report
+                .twinned
+                .iter()
+                .map(|&s| format!("{} {}", s.name(), counts[s as usize].rescued))
+                .collect();
+            detail.push_str(&format!("; hits rescued: {}", rescued.join(", ")));
         }
         if let Some(r) = self.rebuild.as_ref().filter(|r| r.late > 0) {
             detail.push_str(&format!(

@@ -174,6 +174,15 @@ pub struct RawPlan {
     /// Raw slots kept on a kernel that can preempt their programs
     /// (`--keep-raw-tracepoints`): their misses are lost, not handed over.
     pub kept_raw: bool,
+    /// Why this kernel can preempt raw programs, where the plan runs twin
+    /// programs against it ([`RawPlan::twinned`]): misses are rescued or
+    /// counted, not handed over.
+    pub twinned: Option<String>,
+}
+
+/// Slot `s`'s rescue program's name (`nfsdtop_common::twin`), if it has one.
+pub fn rescue_program_name(s: Slot) -> Option<&'static str> {
+    s.info().raw?.rescue
 }
 
 impl RawPlan {
@@ -192,7 +201,30 @@ impl RawPlan {
             decode: layout.clone(),
             kept_classic: Vec::new(),
             kept_raw: false,
+            twinned: None,
         }
+    }
+
+    /// Raw (and typed) slots on a kernel that can preempt their programs
+    /// (`preempts`: why it can), made exact by twin programs (`nfsdtop_common::twin`):
+    /// each slot that has a rescue program marks its hits for it. Misses
+    /// are counted, never handed over to classic tracepoints: a dispatch
+    /// slot's misses are rescued, and svc_xprt_free's and
+    /// svc_xprt_accept's make the kernel forget its known transports.
+    pub fn twinned(layout: &Layout, k: &KernelOffsets, preempts: String) -> RawPlan {
+        let mut p = plan(layout, k, Tracepoints::Raw);
+        p.twinned = Some(preempts);
+        for s in Slot::ALL {
+            if p.is_raw(s) && rescue_program_name(s).is_some() {
+                p.configs[s as usize].twin = 1;
+            }
+        }
+        p
+    }
+
+    /// Whether slot `s`'s program marks its hits for a rescue program.
+    pub fn is_twinned(&self, s: Slot) -> bool {
+        self.is_raw(s) && self.configs[s as usize].twin == 1
     }
 
     /// Every slot classic, for `why` (this kernel can preempt raw
@@ -398,6 +430,7 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             fold_procs: 0,
             task_kthread: 0,
             kthread_data: 0,
+            twin: 0,
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
         if s == Slot::StatsLatency {

@@ -47,6 +47,9 @@ pub struct AccessReport {
     /// programs (`--keep-raw-tracepoints`): misses are lost, not handed
     /// over.
     pub kept_raw: bool,
+    /// Slots whose programs have a rescue program on this kernel, which
+    /// can preempt them (`nfsdtop_common::twin`).
+    pub twinned: Vec<Slot>,
     /// svc_xprt_enqueue is not hooked: the ready queue is rebuilt from
     /// the dequeues' `qtime` (see `super::rebuild`).
     pub dequeues_only: bool,
@@ -136,6 +139,14 @@ impl fmt::Display for AccessReport {
                     s.name()
                 )?;
             }
+        }
+        if !self.twinned.is_empty() {
+            write!(
+                f,
+                "; this kernel can preempt tracepoint programs: a second program on {} does \
+                 the hits the kernel skips for the first (what neither does is counted as lost)",
+                names(&self.twinned)
+            )?;
         }
         if !self.hosted.is_empty() {
             write!(
@@ -246,6 +257,7 @@ mod tests {
             kept_classic: vec!["svc_stats_latency: why".into()],
             hand_overs: Vec::new(),
             kept_raw: false,
+            twinned: Vec::new(),
             dequeues_only: true,
             pools: "busy threads per pool from rq_pool".into(),
         };
@@ -284,6 +296,22 @@ mod tests {
                  hits it skips are counted as lost;"
             ),
             "{kept}"
+        );
+        // Twin programs where the kernel preempts tracepoint programs.
+        let twins = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::Close, Slot::Dequeue, Slot::StatsLatency],
+            twinned: vec![Slot::Dequeue, Slot::StatsLatency],
+            ..AccessReport::default()
+        };
+        assert!(
+            twins.to_string().starts_with(
+                "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_dequeue, \
+                 svc_stats_latency (the default); this kernel can preempt tracepoint programs: \
+                 a second program on svc_xprt_dequeue, svc_stats_latency does the hits the \
+                 kernel skips for the first (what neither does is counted as lost);"
+            ),
+            "{twins}"
         );
         // Which slots typed programs read, and why the others' do not.
         let t = AccessReport {
