@@ -9,8 +9,9 @@
 //! svc_stats_latency naming its procedure, through the reorder buffer
 //! that rebuilds the ready queue, at the benchmark guest's rate (12.7 k
 //! dispatches a second of event time); the fourth is 7.x's default, where
-//! svc_stats_latency's classic program folds the requests in the kernel:
-//! a dequeue per request. Prints ns per record; under
+//! the raw (typed) svc_stats_latency program folds the requests in the
+//! kernel: a raw dequeue record per request, short once its transport was
+//! sent in full, through the reorder buffer. Prints ns per record; under
 //! `valgrind --tool=callgrind` (DECODE_PASSES=N, DECODE_ONLY=classic) it
 //! gives instructions per record, which is what the agent costs in the
 //! benchmark guest (its clock counts instructions). `-- --quick`: a short
@@ -41,8 +42,9 @@ enum Case {
     /// svc_stats_latency with its procedure, through the reorder buffer
     /// (`--classic-tracepoints` on 7.x).
     DequeuesOnly,
-    /// The same, each request folded in the kernel by svc_stats_latency's
-    /// classic program (7.x's default): a dequeue per request.
+    /// 6.16+ on raw (typed) programs, each request folded in the kernel
+    /// by the svc_stats_latency program (7.x's default): a raw dequeue
+    /// record per request, through the reorder buffer.
     DequeuesFolded,
 }
 
@@ -69,6 +71,12 @@ impl Case {
     fn rebuilds(self) -> bool {
         matches!(self, Case::DequeuesOnly | Case::DequeuesFolded)
     }
+
+    /// Written by raw programs: a transport's first record in full, then
+    /// short ones.
+    fn raw_records(self) -> bool {
+        matches!(self, Case::Raw | Case::DequeuesFolded)
+    }
 }
 
 /// The procedure string a svc_stats_latency record names, behind its
@@ -85,7 +93,7 @@ fn put_procedure(r: &mut Record, layout: &Layout) {
 /// 4095 ring records (one chunk) as a loaded nfsd produces them: per
 /// request the case's records, over 64 transports in turn.
 fn chunk(layout: &Layout, case: Case) -> Vec<u8> {
-    let raw = case == Case::Raw;
+    let raw = case.raw_records();
     let server = Endpoint::V4 {
         ip: [10, 0, 0, 1],
         port: 2049,
@@ -187,16 +195,18 @@ fn main() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats");
     let dequeues_only = Layout::from_tracefs(&fixtures.join("6.16+")).expect("the 6.16+ fixture");
     assert!(dequeues_only.qtime, "the 6.16+ fixture's dequeue has qtime");
+    let with_qtime = KernelOffsets {
+        xpt_qtime: Some(88),
+        ..k
+    };
+    let mut raw_dequeues = raw::plan(&dequeues_only, &with_qtime, Tracepoints::Raw).decode;
+    raw_dequeues.unhook(Slot::Enqueue);
     println!("| records | ns per record (decode + aggregate) |\n|---|---|");
     for (name, layout, case) in [
         ("classic", &classic, Case::Classic),
         ("raw (default)", &raw, Case::Raw),
         ("6.16+ dequeues only", &dequeues_only, Case::DequeuesOnly),
-        (
-            "6.16+ requests folded",
-            &dequeues_only,
-            Case::DequeuesFolded,
-        ),
+        ("6.16+ requests folded", &raw_dequeues, Case::DequeuesFolded),
     ] {
         if std::env::var("DECODE_ONLY").is_ok_and(|o| o != name) {
             continue;

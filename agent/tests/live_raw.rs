@@ -1,8 +1,7 @@
 //! The raw-tracepoint programs on this machine's real kernel, without
 //! nfsd: fields read at offsets from the kernel's BTF, drops on the flags
 //! argument, short records once a pointer was sent in full, and execution
-//! times and request lengths folded in the kernel reaching the agent once;
-//! and the hosted programs' identity table sized only where they host.
+//! times and request lengths folded in the kernel reaching the agent once.
 //! The classic programs and the ring are live_ring.rs; what both share is
 //! in ring/.
 //!
@@ -158,36 +157,6 @@ fn raw_program_reads_fields_at_btf_offsets() {
     assert!(d.submitted >= 10, "{d:?}");
 }
 
-/// The hosted programs' identity table (`KNOWN_IDS`, 64 bytes an entry,
-/// 4 MiB at full size) is created at full size only where a classic
-/// program hosts: the kernel's own record of the map says so.
-#[test]
-fn identity_table_is_full_size_only_where_hosted() {
-    if !ready("identity_table_is_full_size_only_where_hosted") {
-        return;
-    }
-    use nfsdtop_common::xprt_table;
-    for (hosting, entries) in [
-        (bpf::Hosting::None, 1),
-        (bpf::Hosting::Hosted, xprt_table::SLOTS),
-    ] {
-        let ebpf = bpf::open(1 << 20, Default::default(), hosting).expect("load the BPF object");
-        let Some(aya::maps::Map::Array(map)) = ebpf.map("KNOWN_IDS") else {
-            panic!("the object has an array KNOWN_IDS");
-        };
-        let info = map.info().expect("the kernel's information on KNOWN_IDS");
-        assert_eq!(info.max_entries(), entries, "{hosting:?}");
-        assert_eq!(
-            info.value_size() as usize,
-            std::mem::size_of::<xprt_table::Identity>()
-        );
-    }
-}
-
-/// The enqueue program's drop on its flags argument (svc_xprt_enqueue's
-/// `flags` on 6.6+): here argument 1 is the exec'ing task's pid, and the
-/// "BUSY" bit 0 drops every odd pid before the task is read at all; even
-/// pids become records carrying the argument as their flags.
 #[test]
 fn raw_enqueue_drops_on_its_flags_argument() {
     if !ready("raw_enqueue_drops_on_its_flags_argument") {

@@ -128,6 +128,28 @@ fn a_hit_skipped_for_the_first_is_done_by_the_rescue() {
     );
 }
 
+/// The table of the threads' marks (`TWIN`, 8 bytes an entry, 2.5 MiB at
+/// full size) is created at full size only where twins run: the kernel's
+/// own record of the map says so.
+#[test]
+fn twin_table_is_full_size_only_where_twins_run() {
+    if !ready("twin_table_is_full_size_only_where_twins_run") {
+        return;
+    }
+    for (hosting, entries) in [
+        (bpf::Hosting::None, 1),
+        (bpf::Hosting::Twinned, twin::ENTRIES),
+    ] {
+        let ebpf = bpf::open(1 << 20, Default::default(), hosting).expect("load the BPF object");
+        let Some(aya::maps::Map::Array(map)) = ebpf.map("TWIN") else {
+            panic!("the object has an array TWIN");
+        };
+        let info = map.info().expect("the kernel's information on TWIN");
+        assert_eq!(info.max_entries(), entries, "{hosting:?}");
+        assert_eq!(info.value_size(), 8);
+    }
+}
+
 /// A thread's mark is one word: its id and whether the first ran, so a
 /// thread sharing the entry never reads as this one.
 #[test]

@@ -46,7 +46,7 @@ pub struct SourceArgs {
     /// Live source: watch every event through its classic tracepoint (the kernel builds each hit's record, the program copies it) instead of the default raw tracepoints, which read nfsd's fields at offsets from the kernel's BTF and send a transport's addresses once.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub classic_tracepoints: bool,
-    /// Live source, kernels that can preempt raw tracepoint programs (7.x with preemption full, lazy or rt), where nfsdtop starts on classic tracepoints, which never skip a hit: keep the raw tracepoints instead. Cheaper (see BENCHMARKS.md), but the hits the kernel skips while one of nfsdtop's programs is preempted are lost, counted in events_lost.
+    /// Live source, kernels that can preempt raw tracepoint programs (7.x with preemption full, lazy or rt), where nfsdtop gives svc_xprt_dequeue and svc_stats_latency a second program that does the hits the kernel skips for the first: keep the raw tracepoints without it. A little cheaper (see BENCHMARKS.md), but the hits the kernel skips while one of nfsdtop's programs is preempted are lost, counted in events_lost.
     #[arg(long, conflicts_with_all = ["demo", "replay", "classic_tracepoints"])]
     pub keep_raw_tracepoints: bool,
     /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).

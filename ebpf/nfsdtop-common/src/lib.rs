@@ -188,15 +188,6 @@ pub mod rawrec {
 pub mod xprt_table {
     pub const SLOTS: u32 = 1 << 16;
 
-    /// A transport's identity as a [`super::HOSTED`] program checks it:
-    /// the first [`super::ADDR_MAX`] bytes of its local and of its remote
-    /// sockaddr (4-byte words), and its `struct net` pointer.
-    pub type Identity = [u32; IDENTITY_WORDS];
-    pub const IDENTITY_WORDS: usize = 16;
-    /// Where the remote address and the `net` pointer start.
-    pub const IDENTITY_REMOTE: usize = super::ADDR_MAX / 4;
-    pub const IDENTITY_NET: usize = 2 * super::ADDR_MAX / 4;
-
     /// The entry of the `struct svc_xprt` at `xprt`: it lives inside a
     /// larger per-transport allocation (svc_sock, svc_rdma_xprt), so the
     /// low bits say little.
@@ -296,8 +287,8 @@ pub mod pools {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawConfig {
-    /// 0: the program returns at once; 1: the raw (or typed) program
-    /// records the slot; [`HOSTED`]: its classic program does.
+    /// 0: the program returns at once (its classic program records the
+    /// slot, if any does); 1: the raw (or typed) program records it.
     pub enabled: u32,
     /// 1: argument 0 is a `struct svc_rqst *` (dequeue, svc_stats_latency);
     /// 0: a `struct svc_xprt *`.
@@ -341,11 +332,6 @@ pub struct RawConfig {
     /// 1 (with `fold_exec`): a request is folded only where its
     /// procedure can be too (into its transport's `PROC_ROWS` row).
     pub fold_procs: u32,
-    /// [`HOSTED`]: `task_struct.worker_private` (the thread's `struct
-    /// kthread`) and `kthread.data` (an RPC service thread's `struct
-    /// svc_rqst`), where the classic program finds the request.
-    pub task_kthread: u32,
-    pub kthread_data: u32,
     /// 1: the slot's program marks each hit in `TWIN`, and its rescue
     /// program does the work of a hit the kernel skipped it for (see
     /// [`twin`]).
@@ -397,8 +383,8 @@ pub mod twin {
 /// Per-CPU scratch room (`SCRATCH`): one entry per program that may be
 /// under way at once on a CPU. The kernel never runs one program twice at
 /// once on a CPU, but where it can preempt programs, different ones can
-/// be under way there together: each slot's raw (or typed) program, its
-/// rescue program ([`twin`]) and its classic program have their own.
+/// be under way there together: each slot's raw (or typed) program and
+/// its rescue program ([`twin`]) have their own.
 pub mod scratch {
     use super::Slot;
 
@@ -409,28 +395,16 @@ pub mod scratch {
         Main = 0,
         /// Its rescue program ([`super::twin`]).
         Rescue = 1,
-        /// The classic program (where it does the raw one's work).
-        Classic = 2,
     }
 
-    pub const ENTRIES: u32 = 3 * Slot::COUNT as u32;
+    pub const ENTRIES: u32 = 2 * Slot::COUNT as u32;
 
     /// The entry of slot `slot`'s program `runner`.
     #[inline(always)]
     pub const fn entry(slot: Slot, runner: Runner) -> u32 {
-        3 * slot as u32 + runner as u32
+        2 * slot as u32 + runner as u32
     }
 }
-
-/// `RawConfig::enabled` of a slot whose classic program does its raw
-/// program's work, on kernels that can preempt raw programs (whose
-/// classic programs run with preemption off): svc_stats_latency, finding
-/// the request through the nfsd thread running it, folds a known
-/// transport's requests in the kernel as the raw program does. There is
-/// no raw svc_xprt_free program to forget a freed transport's pointer,
-/// so a known pointer counts only while the transport at it has the
-/// addresses and namespace it was claimed with ([`xprt_table::Identity`]).
-pub const HOSTED: u32 = 2;
 
 /// Bytes of the tracepoint record copied into every [`Record`]. The
 /// sunrpc records nfsdtop reads end by byte 96 at most (40 fixed bytes,
@@ -583,7 +557,7 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 104);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 96);
 const _: () = assert!(core::mem::size_of::<procs::ProcProgram>() == 16);
 const _: () = assert!(core::mem::size_of::<procs::ProcRow>() == procs::ROW_WORDS * 8);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);

@@ -43,7 +43,7 @@ use nfsdtop_common::{
     procs::{self, ProcProgram, ProcRow, ProcSlot},
     rawrec,
     scratch::{self, Runner},
-    twin, xprt_table, RawConfig, Record, Slot, SlotConfig, HOSTED, RAW_BYTES,
+    twin, xprt_table, RawConfig, Record, Slot, SlotConfig, RAW_BYTES,
 };
 
 /// `BPF_RB_NO_WAKEUP`: submit without waking the reader.
@@ -88,13 +88,6 @@ static COUNTERS: Array<u64> = Array::with_max_entries(counter::STRIDE, BPF_F_MMA
 /// can be reused.
 #[map]
 static KNOWN_XPRTS: Array<u64> = Array::with_max_entries(xprt_table::SLOTS, 0);
-
-/// What the transport known at each KNOWN_XPRTS entry was when it was
-/// claimed, for [`HOSTED`] programs (see `nfsdtop_common::HOSTED`). One
-/// entry here: the agent sizes it at load, to `xprt_table::SLOTS` (4 MiB)
-/// only where a program hosts, so that other kernels do not pin it.
-#[map]
-static KNOWN_IDS: Array<xprt_table::Identity> = Array::with_max_entries(1, 0);
 
 /// Known transports' running execution totals, at the same entry as in
 /// KNOWN_XPRTS (see `nfsdtop_common::exec`); memory-mapped by the agent.
@@ -215,17 +208,8 @@ fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     // While the slot's raw program owns it, this one (attached only while
     // the agent hands the slot over to it) does nothing: one map word
     // decides, for every hit, which of the two records it.
-    match RAWCONFIG.get(slot as u32) {
-        Some(r) if r.enabled == 1 => return 0,
-        // This program does the raw one's work (`nfsdtop_common::HOSTED`);
-        // a hit outside an RPC service thread is copied as below.
-        Some(r) if r.enabled == HOSTED && matches!(slot, Slot::StatsLatency) => {
-            if let Some(rqst) = thread_rqst(r.task_kthread, r.kthread_data) {
-                let xprt = kread::<u64>(rqst + r.rq_xprt as u64).unwrap_or(0);
-                return raw_from_xprt(r, slot, Runner::Classic, rqst, xprt, None);
-            }
-        }
-        _ => {}
+    if RAWCONFIG.get(slot as u32).is_some_and(|r| r.enabled == 1) {
+        return 0;
     }
     let cfg = match CONFIG.get(slot as u32) {
         Some(c) => c,

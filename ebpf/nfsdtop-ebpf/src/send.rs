@@ -11,60 +11,10 @@ use nfsdtop_common::{
     exec::ExecTotals,
     rawrec,
     scratch::{self, Runner},
-    xprt_table, RawConfig, Record, Slot, ADDR_MAX, HOSTED,
+    xprt_table, RawConfig, Record, Slot, ADDR_MAX,
 };
 
-use crate::{
-    bump, kread, proc_slot, EVENTS, EXEC_TOTALS, KNOWN_IDS, KNOWN_XPRTS, RB_NO_WAKEUP, SCRATCH,
-};
-
-/// Whether the transport at `xprt` has the addresses and namespace the
-/// one known at entry `idx` was claimed with: read into this CPU's
-/// scratch words of entry `room` (local sockaddr, then the remote one)
-/// and compared.
-#[inline(always)]
-fn same_identity(cfg: &RawConfig, xprt: u64, idx: u32, room: u32) -> bool {
-    const SPAN: usize = rawrec::REMOTE_REL + ADDR_MAX;
-    let (Some(id), Some(scratch)) = (KNOWN_IDS.get(idx), SCRATCH.get_ptr_mut(room)) else {
-        return false;
-    };
-    let Some(net) = kread::<u64>(xprt + cfg.xpt_net as u64) else {
-        return false;
-    };
-    // SAFETY: this CPU's scratch slot (programs do not nest), viewed as the bytes the helper fills; SPAN is within it.
-    let bytes = unsafe { core::slice::from_raw_parts_mut(scratch as *mut u8, SPAN) };
-    // SAFETY: bpf_probe_read_kernel into a fixed-size buffer.
-    if unsafe { bpf_probe_read_kernel_buf((xprt + cfg.xpt_local as u64) as *const u8, bytes) }
-        .is_err()
-    {
-        return false;
-    }
-    let mut differ = 0;
-    for (i, want) in id.iter().enumerate() {
-        // SAFETY: the scratch words hold the SPAN bytes just filled.
-        differ |= unsafe { identity_word(scratch as *const u32, net, i) } ^ want;
-    }
-    differ == 0
-}
-
-/// Word `i` of a transport's [`xprt_table::Identity`], from `span` (its
-/// addresses as read from `xpt_local`) and its `struct net` pointer.
-///
-/// # Safety
-/// `span` holds at least `rawrec::REMOTE_REL + ADDR_MAX` bytes.
-#[inline(always)]
-unsafe fn identity_word(span: *const u32, net: u64, i: usize) -> u32 {
-    const REMOTE: usize = xprt_table::IDENTITY_REMOTE;
-    const NET: usize = xprt_table::IDENTITY_NET;
-    match i {
-        // SAFETY: within the local sockaddr's ADDR_MAX bytes.
-        0..REMOTE => unsafe { span.add(i).read() },
-        // SAFETY: within the remote sockaddr's ADDR_MAX bytes.
-        REMOTE..NET => unsafe { span.add(rawrec::REMOTE_REL / 4 + i - REMOTE).read() },
-        NET => net as u32,
-        _ => (net >> 32) as u32,
-    }
-}
+use crate::{bump, kread, proc_slot, EVENTS, EXEC_TOTALS, KNOWN_XPRTS, RB_NO_WAKEUP, SCRATCH};
 
 /// Record or fold hit `slot` of transport `xprt` (a kernel pointer, read
 /// as a number), at `now`, as `cfg` says; `runner` is the program doing
@@ -99,10 +49,7 @@ pub(crate) fn send(
             }
         }
     // SAFETY: an 8-byte aligned array value, read once.
-    } else if short
-        && known.is_some_and(|k| unsafe { *k } == xprt)
-        && (cfg.enabled != HOSTED || same_identity(cfg, xprt, entry_idx, room))
-    {
+    } else if short && known.is_some_and(|k| unsafe { *k } == xprt) {
         // Sent in full before: the agent has its addresses and namespace.
         if cfg.fold_exec != 0 {
             if let Some(t) = EXEC_TOTALS.get_ptr_mut(entry_idx) {
@@ -284,17 +231,6 @@ pub(crate) fn send(
     // Known from now on (not before: a record that never reached the ring
     // must not leave the agent without the addresses).
     if short && !is_close {
-        if cfg.enabled == HOSTED {
-            if let Some(id) = KNOWN_IDS.get_ptr_mut(entry_idx) {
-                let src = span.as_ptr() as *const u32;
-                // SAFETY: an aligned array value; `src` is the scratch span filled above.
-                unsafe {
-                    for (i, word) in (*id).iter_mut().enumerate() {
-                        *word = identity_word(src, net, i);
-                    }
-                }
-            }
-        }
         if let Some(k) = known {
             // SAFETY: an 8-byte aligned array value; a racing writer can only make a later record full.
             unsafe { *k = xprt };

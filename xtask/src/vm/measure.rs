@@ -165,8 +165,9 @@ pub fn check_nfsdtop_run(
     let total = last.totals.dispatches;
     // Loss is tolerated (checked as delivered + lost == ftrace) only where
     // the caller says so: a run whose raw programs missed hits and were
-    // handed over. Debian's 7.x, whose preemption makes raw programs miss,
-    // starts on classic tracepoints, which do not: exact there too.
+    // handed over. On Debian's 7.x, whose preemption makes raw programs
+    // miss, a second program does the hits skipped for the first: exact
+    // there too.
     if exact {
         rep.check(lost == 0, format!("{tag}: nfsdtop events_lost {lost} == 0"));
         for ip in &all {

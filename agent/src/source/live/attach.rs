@@ -168,7 +168,6 @@ impl Attachment {
         }
         report.raw = raw::attach_order().filter(|&s| plan.is_raw(s)).collect();
         report.folds_exec = plan.folds_exec();
-        report.hosted = raw::attach_order().filter(|&s| plan.is_hosted(s)).collect();
         report.measures_bytes = plan.measures_bytes();
         report.measures_procedures = plan.measures_procedures();
         report.record_procedures = layout.procedure_loc != nfsdtop_common::OFF_NONE;

@@ -103,32 +103,22 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
         || e.to_string().contains("Operation not permitted")
 }
 
-/// How programs that can be preempted are made exact, which sizes a
-/// table: a classic program doing its raw program's work
-/// (`nfsdtop_common::HOSTED`) checks known transports' identities in
-/// `KNOWN_IDS` (4 MiB), twin programs (`nfsdtop_common::twin`) mark each
-/// thread's hits in `TWIN` (2.5 MiB); one entry each where not needed.
+/// Whether twin programs run (`nfsdtop_common::twin`: where the kernel
+/// can preempt tracepoint programs), which sizes the table of each
+/// thread's marks, `TWIN`: 2.5 MiB of kernel memory where it is needed,
+/// one entry elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hosting {
-    Hosted,
     Twinned,
     None,
 }
 
 impl Hosting {
-    /// `KNOWN_IDS`'s entries.
-    pub fn identity_entries(self) -> u32 {
-        match self {
-            Hosting::Hosted => xprt_table::SLOTS,
-            Hosting::Twinned | Hosting::None => 1,
-        }
-    }
-
     /// `TWIN`'s entries.
     pub fn twin_entries(self) -> u32 {
         match self {
             Hosting::Twinned => twin::ENTRIES,
-            Hosting::Hosted | Hosting::None => 1,
+            Hosting::None => 1,
         }
     }
 }
@@ -141,7 +131,6 @@ pub fn open(ring_bytes: u32, typed: RqstOffsets, hosting: Hosting) -> Result<Ebp
     let cpus = Counters::cpus()?;
     let mut ebpf = EbpfLoader::new()
         .map_max_entries("EVENTS", ring)
-        .map_max_entries("KNOWN_IDS", hosting.identity_entries())
         .map_max_entries("TWIN", hosting.twin_entries())
         .map_max_entries("COUNTERS", cpus as u32 * counter::STRIDE)
         .map_max_entries("OPS_COUNTERS", cpus as u32 * nfs4ops::counter::STRIDE)

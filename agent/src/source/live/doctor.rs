@@ -12,7 +12,6 @@ use super::format::Format;
 use super::host::{self, Caps};
 use super::layout::{self, Layout};
 use super::{bpf, LiveOptions};
-use nfsdtop_common::Slot;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EventReport {
@@ -138,26 +137,24 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                     kernel_class = l.kernel_class;
                     notes.extend(l.notes.iter().cloned());
                     match super::raw::KernelOffsets::from_sys(&opts.btf_dir) {
-                        Ok(k) if preempt.raw_misses => {
-                            notes.push(format!(
-                                "classic tracepoints for every event: {}",
-                                preempt.reason
-                            ));
-                            let p = super::raw::RawPlan::hosted(&l, &k, preempt.reason.clone());
-                            notes.push(if p.is_hosted(Slot::StatsLatency) {
-                                "svc_stats_latency's classic program reads the request through \
-                                 the nfsd thread: requests folded in the kernel, bytes measured"
-                                    .into()
-                            } else {
-                                // After the preemption reason, why it cannot.
-                                format!(
-                                    "svc_stats_latency's records copied per request: {}",
-                                    p.kept_classic[1..].join("; ")
-                                )
-                            });
-                        }
                         Ok(k) => {
-                            let p = super::raw::plan(&l, &k, super::Tracepoints::Raw);
+                            let p = if preempt.raw_misses {
+                                super::raw::RawPlan::twinned(&l, &k, preempt.reason.clone())
+                            } else {
+                                super::raw::plan(&l, &k, super::Tracepoints::Raw)
+                            };
+                            let twins: Vec<&str> = super::raw::attach_order()
+                                .filter(|&s| p.is_twinned(s))
+                                .map(|s| s.name())
+                                .collect();
+                            if !twins.is_empty() {
+                                notes.push(format!(
+                                    "{}: a second program on {} does the hits the kernel skips \
+                                     for the first",
+                                    preempt.reason,
+                                    twins.join(", ")
+                                ));
+                            }
                             for s in super::raw::attach_order() {
                                 if p.is_raw(s) {
                                     raw_tracepoints.push(s.name().to_string());

@@ -52,7 +52,7 @@ pub use raw::Tracepoints;
 pub use report::{AccessReport, HandOver};
 
 use super::{BpfProgramStats, Poll, Source};
-use crate::model::{Event, EventKind, SourceInfo, SourceKind};
+use crate::model::{Event, SourceInfo, SourceKind};
 
 /// How to open the live source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,9 +232,7 @@ impl LiveSource {
             .unwrap_or_default();
         // Chosen before the object is opened: it sizes a map.
         let plan = attach::choose_plan(opts, &layout, category);
-        let hosting = if Slot::ALL.iter().any(|&s| plan.is_hosted(s)) {
-            bpf::Hosting::Hosted
-        } else if Slot::ALL.iter().any(|&s| plan.is_twinned(s)) {
+        let hosting = if Slot::ALL.iter().any(|&s| plan.is_twinned(s)) {
             bpf::Hosting::Twinned
         } else {
             bpf::Hosting::None
@@ -268,7 +266,6 @@ impl LiveSource {
             nfs4ops::Nfs4Ops::attach(&mut ebpf, &opts.btf_dir).map_err(|e| nfs4ops::not_counted(&e))
         });
         let mut known = decode::KnownXprts::default();
-        known.forget_ended_claims = attach.plan.is_hosted(Slot::StatsLatency);
         if attach.plan.decode_folds_procedures() {
             // Unmapped, every request's procedure comes in its record.
             if let Ok(rows) = procs::map_rows(&ebpf) {
@@ -365,26 +362,8 @@ impl LiveSource {
                 self.known.decode(&r, &self.attach.plan.decode, out);
             } else if let Some(mut ev) = decode::decode(&r, &self.attach.layout) {
                 decode::name_procedure(&r, &self.attach.layout, &mut ev);
-                if ev.kind == EventKind::Closed {
-                    self.settle_closed(&ev, out);
-                }
                 out.push(ev);
             }
-        }
-    }
-
-    /// Where svc_stats_latency's classic program folds the requests
-    /// (`nfsdtop_common::HOSTED`), a transport's close comes as a classic
-    /// record: what was folded for it since the last sweep goes before.
-    fn settle_closed(&mut self, closed: &Event, out: &mut Vec<Event>) {
-        if let (Some(t), true) = (&self.exec_totals, self.known.forget_ended_claims) {
-            self.known.settle_closed(
-                &closed.xprt,
-                |i| t.read(i),
-                &self.attach.plan.decode,
-                closed.ts_ns,
-                out,
-            );
         }
     }
 

@@ -1,5 +1,6 @@
 //! Whether this kernel can preempt a raw tracepoint program, found before
-//! anything is attached, so such kernels start on classic tracepoints.
+//! anything is attached, so that on such kernels the programs that count
+//! dispatches and requests get twins (`nfsdtop_common::twin`).
 //!
 //! The kernel runs a raw tracepoint program through `__bpf_trace_run`,
 //! which counts runs per CPU in `prog->active` and skips a hit (a
@@ -12,7 +13,9 @@
 //! the program leaves `active` set while the next thread on that CPU hits
 //! the same tracepoint, and that hit is lost. A classic tracepoint
 //! program runs from the perf callback, which turns preemption off itself
-//! (`perf_trace_##call`, then `trace_call_bpf`), so it is not preempted.
+//! (`perf_trace_##call`, then `trace_call_bpf`), so it is not preempted,
+//! but the kernel builds the hit's record first, which costs more than a
+//! second raw program.
 //! Seen on Debian's 7.2 (preemption lazy): 10-20 raw misses a run at the
 //! VM tests' load, none on its classic tracepoints, none on 6.1 and 6.12
 //! (preemption voluntary).

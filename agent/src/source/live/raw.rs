@@ -22,7 +22,7 @@
 
 use std::path::Path;
 
-use nfsdtop_common::{rawrec, RawArg, RawConfig, Slot, SlotConfig, HOSTED, OFF_NONE};
+use nfsdtop_common::{rawrec, RawArg, RawConfig, Slot, SlotConfig, OFF_NONE};
 
 use super::btf::{Arg, Btf};
 use super::layout::Layout;
@@ -227,47 +227,8 @@ impl RawPlan {
         self.is_raw(s) && self.configs[s as usize].twin == 1
     }
 
-    /// Every slot classic, for `why` (this kernel can preempt raw
-    /// programs), but svc_stats_latency's classic program doing its raw
-    /// program's work (`nfsdtop_common::HOSTED`) where the kernel's BTF
-    /// says how: a known transport's requests, their procedures and
-    /// lengths folded in the kernel, no record per request.
-    pub fn hosted(layout: &Layout, k: &KernelOffsets, why: String) -> RawPlan {
-        let mut p = RawPlan::classic(layout, why);
-        let s = Slot::StatsLatency;
-        let Some((task_kthread, kthread_data)) = k.thread else {
-            p.kept_classic.push(format!(
-                "{}: the kernel's BTF has no task_struct.worker_private or kthread.data",
-                s.name()
-            ));
-            return p;
-        };
-        let raw = plan(layout, k, Tracepoints::Raw);
-        let i = s as usize;
-        if !raw.is_raw(s) {
-            p.kept_classic.extend(raw.kept_classic);
-            return p;
-        }
-        p.configs[i] = RawConfig {
-            enabled: HOSTED,
-            short_records: 1,
-            fold_exec: 1,
-            fold_procs: u32::from(raw.configs[i].rq_prog != 0),
-            task_kthread,
-            kthread_data,
-            ..raw.configs[i]
-        };
-        p.decode.slots[i] = raw.decode.slots[i];
-        p
-    }
-
     pub fn is_raw(&self, s: Slot) -> bool {
         self.configs[s as usize].enabled == 1
-    }
-
-    /// Whether slot `s`'s classic program does its raw program's work.
-    pub fn is_hosted(&self, s: Slot) -> bool {
-        self.configs[s as usize].enabled == HOSTED
     }
 
     /// The classic programs' configs: `classic`'s, with the slots a raw
@@ -428,8 +389,6 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             rq_vers: 0,
             rq_proc: 0,
             fold_procs: 0,
-            task_kthread: 0,
-            kthread_data: 0,
             twin: 0,
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
@@ -474,6 +433,6 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
 }
 
 #[cfg(test)]
-mod hosted_tests;
+mod preempt_tests;
 #[cfg(test)]
 mod tests;

@@ -21,9 +21,6 @@ pub struct AccessReport {
     /// svc_stats_latency hits of known transports are added up in the
     /// kernel (`nfsdtop_common::exec`).
     pub folds_exec: bool,
-    /// Slots whose classic program does their raw program's work
-    /// (`nfsdtop_common::HOSTED`).
-    pub hosted: Vec<Slot>,
     /// Why they are sent per request instead though the plan folded them
     /// (the kernel's totals cannot be read).
     pub fold_unavailable: Option<String>,
@@ -148,13 +145,6 @@ impl fmt::Display for AccessReport {
                 names(&self.twinned)
             )?;
         }
-        if !self.hosted.is_empty() {
-            write!(
-                f,
-                "; {} read through the nfsd thread by its classic program",
-                names(&self.hosted)
-            )?;
-        }
         if self.folds_exec {
             write!(f, "; {stats} of known transports added up in the kernel")?;
         }
@@ -179,8 +169,7 @@ impl fmt::Display for AccessReport {
                  read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
-        let raw_stats =
-            self.raw.contains(&Slot::StatsLatency) || self.hosted.contains(&Slot::StatsLatency);
+        let raw_stats = self.raw.contains(&Slot::StatsLatency);
         if raw_stats && self.measures_procedures {
             f.write_str("; procedures from rq_prog/rq_vers/rq_proc")?;
             if self.moved(Slot::StatsLatency) && self.record_procedures {
@@ -249,7 +238,6 @@ mod tests {
             raw: vec![Slot::Close, Slot::Accept, Slot::Dequeue],
             typed: Vec::new(),
             folds_exec: true,
-            hosted: Vec::new(),
             fold_unavailable: None,
             measures_bytes: true,
             measures_procedures: true,
@@ -330,23 +318,6 @@ mod tests {
                  raw program (typed one not used: no BTF);"
             ),
             "{text}"
-        );
-        // svc_stats_latency's classic program doing its raw one's work.
-        let h = AccessReport {
-            asked: Tracepoints::Raw,
-            hosted: vec![Slot::StatsLatency],
-            folds_exec: true,
-            measures_bytes: true,
-            measures_procedures: true,
-            record_procedures: true,
-            ..AccessReport::default()
-        };
-        assert_eq!(
-            h.to_string(),
-            "classic tracepoints (raw ones not possible here); svc_stats_latency read through \
-             the nfsd thread by its classic program; svc_stats_latency of known transports \
-             added up in the kernel; bytes in/out from rq_arg.len/rq_res.len; procedures from \
-             rq_prog/rq_vers/rq_proc"
         );
         // Bytes stop being measured when svc_stats_latency moves.
         let mut m = AccessReport {

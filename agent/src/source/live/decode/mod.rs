@@ -20,7 +20,7 @@ use crate::model::{Bytes, Endpoint, EventKind};
 pub use classic::{decode, name_procedure};
 #[cfg(any(test, feature = "testing"))]
 pub use encode::{kernel_record, TraceFields};
-pub use raw::{KnownXprts, FORGET_AFTER_NS};
+pub use raw::KnownXprts;
 
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;

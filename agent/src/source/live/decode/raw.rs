@@ -32,29 +32,13 @@ pub struct KnownXprts {
     pub unknown: [u64; Slot::COUNT],
     /// The kernel's per-transport procedure rows the agent claimed.
     pub procs: RowClaims,
-    /// No raw svc_xprt_free records come (svc_stats_latency's classic
-    /// program does the raw one's work, `nfsdtop_common::HOSTED`): a
-    /// transport is forgotten [`FORGET_AFTER_NS`] after its claim on its
-    /// entry ended, so the table holds at most about one per entry; and
-    /// its close (a classic record, addresses only) is settled through
-    /// `by_key` ([`KnownXprts::settle_closed`]).
-    pub forget_ended_claims: bool,
-    /// The pointer each transport was last sent in full from.
-    by_key: FxHashMap<XprtKey, u64>,
 }
-
-/// How long a transport whose claim ended is kept: a record of it still
-/// in the ring (reserved before the claim ended) is decoded well within.
-pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug)]
 struct Known {
     key: XprtKey,
     /// The time of the full record that claimed the transport's totals.
     gen: u64,
-    /// When a sweep first saw the claim ended (another owner, or a newer
-    /// claim of the same pointer).
-    ended_ns: Option<u64>,
     /// Folded µs, requests and bytes reported so far for that claim.
     us: u64,
     count: u64,
@@ -153,13 +137,11 @@ impl KnownXprts {
             } else {
                 self.procs.want(ptr, rec.ts_ns(), ev.xprt);
                 self.forget(ptr);
-                self.by_key.insert(ev.xprt, ptr);
                 self.keys.insert(
                     ptr,
                     Known {
                         key: ev.xprt,
                         gen: rec.ts_ns(),
-                        ended_ns: None,
                         us: 0,
                         count: 0,
                         bytes_in: 0,
@@ -190,64 +172,16 @@ impl KnownXprts {
         out: &mut Vec<Event>,
     ) {
         let bytes = measures_bytes(layout);
-        let forget = self.forget_ended_claims;
-        let by_key = &mut self.by_key;
-        self.keys.retain(|&ptr, k| {
-            let keep = match read(xprt_table::slot(ptr)) {
-                Some(t) if k.holds(ptr, &t) => {
-                    // A read while the entry changed hands is not an end.
-                    k.ended_ns = None;
-                    k.report(&t, bytes, now_ns, out);
-                    true
-                }
-                Some(_) if forget => {
-                    let ended = *k.ended_ns.get_or_insert(now_ns);
-                    now_ns.saturating_sub(ended) < FORGET_AFTER_NS
-                }
-                _ => true,
-            };
-            if !keep && by_key.get(&k.key) == Some(&ptr) {
-                by_key.remove(&k.key);
-            }
-            keep
-        });
-    }
-
-    /// A transport closed whose close no raw record settles (a classic
-    /// svc_xprt_free record, where svc_stats_latency's classic program
-    /// folds the requests): what its claim folded since the last sweep,
-    /// and its procedure row's last counts, reported at `ts_ns` before its
-    /// close is, so they are not reported after it, for a transport gone.
-    /// The pointer stays known until its claim ends: nothing is folded
-    /// into it after the free, unless a transport with the same
-    /// addresses takes the memory, whose requests are then this key's.
-    pub fn settle_closed(
-        &mut self,
-        key: &XprtKey,
-        read: impl Fn(u32) -> Option<ExecTotals>,
-        layout: &Layout,
-        ts_ns: u64,
-        out: &mut Vec<Event>,
-    ) {
-        let Some(&ptr) = self.by_key.get(key) else {
-            return;
-        };
-        let bytes = measures_bytes(layout);
-        if let Some(k) = self.keys.get_mut(&ptr) {
+        for (&ptr, k) in self.keys.iter_mut() {
             if let Some(t) = read(xprt_table::slot(ptr)).filter(|t| k.holds(ptr, t)) {
-                k.report(&t, bytes, ts_ns, out);
+                k.report(&t, bytes, now_ns, out);
             }
         }
-        self.procs.settle(ptr, ts_ns, out);
     }
 
     /// Forget the transport known at `ptr`.
     fn forget(&mut self, ptr: u64) {
-        if let Some(k) = self.keys.remove(&ptr) {
-            if self.by_key.get(&k.key) == Some(&ptr) {
-                self.by_key.remove(&k.key);
-            }
-        }
+        self.keys.remove(&ptr);
     }
 
     pub fn is_empty(&self) -> bool {
