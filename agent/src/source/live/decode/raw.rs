@@ -37,7 +37,21 @@ pub struct KnownXprts {
 #[derive(Clone, Copy, Debug)]
 struct Known {
     key: XprtKey,
-    /// The time of the full record that claimed the transport's totals.
+    /// The claim of the transport's last full record.
+    claim: Claim,
+    /// The claim of its full record before, where two of the same
+    /// transport raced: each program resets and claims the entry after
+    /// reserving its record, so the entry can end with the earlier
+    /// record's claim (a program preempted between the two, while another
+    /// sent the same transport in full).
+    before: Option<Claim>,
+}
+
+/// One claim on a transport's `EXEC_TOTALS` entry, and what was reported
+/// of it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Claim {
+    /// The time of the full record that claimed the entry.
     gen: u64,
     /// Folded µs, requests and bytes reported so far for that claim.
     us: u64,
@@ -47,16 +61,36 @@ struct Known {
 }
 
 impl Known {
-    /// Whether `t`, the entry of the transport at `ptr`, still holds the
-    /// claim this one was sent in full with.
-    fn holds(&self, ptr: u64, t: &ExecTotals) -> bool {
-        t.owner == ptr && t.gen == self.gen
+    /// The claim of this transport's that `t`, the entry of the transport
+    /// at `ptr`, holds, if it holds one.
+    fn holding(&mut self, ptr: u64, t: &ExecTotals) -> Option<&mut Claim> {
+        if t.owner != ptr {
+            return None;
+        }
+        self.claim_of(t.gen)
     }
 
+    /// Its claim made at `gen`, if it made one.
+    fn claim_of(&mut self, gen: u64) -> Option<&mut Claim> {
+        if self.claim.gen == gen {
+            return Some(&mut self.claim);
+        }
+        self.before.as_mut().filter(|c| c.gen == gen)
+    }
+}
+
+impl Claim {
     /// What grew of `t` (this claim's totals) since last reported.
     /// `measures_bytes`: the kernel folds the lengths too (else its byte
     /// sums are 0 and mean "not measured").
-    fn report(&mut self, t: &ExecTotals, measures_bytes: bool, ts_ns: u64, out: &mut Vec<Event>) {
+    fn report(
+        &mut self,
+        key: XprtKey,
+        t: &ExecTotals,
+        measures_bytes: bool,
+        ts_ns: u64,
+        out: &mut Vec<Event>,
+    ) {
         let grew = |now: u64, seen: &mut u64| {
             let d = now.saturating_sub(*seen);
             *seen = (*seen).max(now);
@@ -71,7 +105,7 @@ impl Known {
         if us > 0 || count > 0 || bytes != Bytes::default() {
             out.push(Event {
                 ts_ns,
-                xprt: self.key,
+                xprt: key,
                 kind: EventKind::Executed {
                     exec_ns: us.saturating_mul(1000),
                     requests: count,
@@ -118,9 +152,10 @@ impl KnownXprts {
         };
         let bytes = measures_bytes(layout);
         if settled.owner != 0 {
-            match self.keys.get_mut(&settled.owner) {
-                Some(k) if k.gen == settled.gen => k.report(&settled, bytes, rec.ts_ns(), out),
-                _ => {
+            let known = self.keys.get_mut(&settled.owner);
+            match known.and_then(|k| Some((k.key, k.claim_of(settled.gen)?))) {
+                Some((key, c)) => c.report(key, &settled, bytes, rec.ts_ns(), out),
+                None => {
                     let n = &mut self.unknown[Slot::StatsLatency as usize];
                     *n = n.saturating_add(settled.count);
                 }
@@ -136,16 +171,20 @@ impl KnownXprts {
                 self.procs.settle(ptr, rec.ts_ns(), out);
             } else {
                 self.procs.want(ptr, rec.ts_ns(), ev.xprt);
-                self.forget(ptr);
+                let before = self
+                    .keys
+                    .remove(&ptr)
+                    .filter(|k| k.key == ev.xprt)
+                    .map(|k| k.claim);
                 self.keys.insert(
                     ptr,
                     Known {
                         key: ev.xprt,
-                        gen: rec.ts_ns(),
-                        us: 0,
-                        count: 0,
-                        bytes_in: 0,
-                        bytes_out: 0,
+                        claim: Claim {
+                            gen: rec.ts_ns(),
+                            ..Claim::default()
+                        },
+                        before,
                     },
                 );
             }
@@ -173,8 +212,12 @@ impl KnownXprts {
     ) {
         let bytes = measures_bytes(layout);
         for (&ptr, k) in self.keys.iter_mut() {
-            if let Some(t) = read(xprt_table::slot(ptr)).filter(|t| k.holds(ptr, t)) {
-                k.report(&t, bytes, now_ns, out);
+            let Some(t) = read(xprt_table::slot(ptr)) else {
+                continue;
+            };
+            let key = k.key;
+            if let Some(c) = k.holding(ptr, &t) {
+                c.report(key, &t, bytes, now_ns, out);
             }
         }
     }

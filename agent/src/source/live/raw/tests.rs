@@ -455,6 +455,43 @@ fn folded_execution_totals_are_reported_once() {
     );
     assert_eq!(ev.len(), 1);
     assert_eq!(known.unknown[Slot::StatsLatency as usize], 4);
+    // Two full records of A raced (a program preempted between reserving
+    // its record and claiming the entry): the entry can end with the
+    // earlier claim, whose totals are still A's.
+    decode(
+        &mut known,
+        full(Slot::Dequeue, 41, a, 700, ExecTotals::default()),
+    );
+    entry.set(totals(a, 40, 10, 1));
+    out.clear();
+    known.sweep(read, &p.decode, 42, &mut out);
+    assert_eq!(
+        out.iter().map(exec).collect::<Vec<_>>(),
+        [(700, 10_000, 1, (100, 1000))]
+    );
+    let ev = decode(
+        &mut known,
+        full(Slot::Close, 50, a, 700, totals(a, 40, 30, 3)),
+    );
+    assert_eq!(
+        ev.iter().take(1).map(exec).collect::<Vec<_>>(),
+        [(700, 20_000, 2, (200, 2000))]
+    );
+    assert_eq!(known.unknown[Slot::StatsLatency as usize], 4);
+    // Not across transports: a new transport at A's address does not
+    // take the old one's claim.
+    decode(
+        &mut known,
+        full(Slot::Dequeue, 60, a, 702, ExecTotals::default()),
+    );
+    decode(
+        &mut known,
+        full(Slot::Dequeue, 61, a, 703, ExecTotals::default()),
+    );
+    entry.set(totals(a, 60, 10, 1));
+    out.clear();
+    known.sweep(read, &p.decode, 62, &mut out);
+    assert!(out.is_empty(), "{out:?}");
 }
 
 /// What a raw program writes decodes to the event the classic record
