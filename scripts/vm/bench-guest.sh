@@ -95,7 +95,7 @@ bpf_stats() {
     /^[0-9]+: / { name = ""; for (i = 1; i <= NF; i++) if ($i == "name") name = $(i + 1);
                   rt = 0; rc = 0;
                   for (i = 1; i <= NF; i++) { if ($i == "run_time_ns") rt = $(i + 1); if ($i == "run_cnt") rc = $(i + 1) }
-                  if (name ~ /^(raw_|typed_)?svc_|^nfsd_compound/) print name, rt, rc }'
+                  if (name ~ /^(raw_|typed_|rescue_)?svc_|^nfsd_compound/) print name, rt, rc }'
 }
 # shellcheck disable=SC2086
 ftrace_on() { ftrace_enable 65536 $EVENTS; }
