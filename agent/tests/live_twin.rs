@@ -128,9 +128,9 @@ fn a_hit_skipped_for_the_first_is_done_by_the_rescue() {
     );
 }
 
-/// The table of the threads' marks (`TWIN`, 8 bytes an entry, 2.5 MiB at
-/// full size) is created at full size only where twins run: the kernel's
-/// own record of the map says so.
+/// The table of the threads' marks (`TWIN`, 8 bytes an entry, one lane of
+/// 65,536 per twinned slot: 2 MiB at full size) is created at full size
+/// only where twins run: the kernel's own record of the map says so.
 #[test]
 fn twin_table_is_full_size_only_where_twins_run() {
     if !ready("twin_table_is_full_size_only_where_twins_run") {
@@ -148,6 +148,7 @@ fn twin_table_is_full_size_only_where_twins_run() {
         assert_eq!(info.max_entries(), entries, "{hosting:?}");
         assert_eq!(info.value_size(), 8);
     }
+    assert_eq!(twin::ENTRIES as usize * 8, 2 << 20, "four lanes of 512 KiB");
 }
 
 /// A thread's mark is one word: its id and whether the first ran, so a

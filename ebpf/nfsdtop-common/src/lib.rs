@@ -358,18 +358,55 @@ pub struct RawConfig {
 /// another thread held: `recursion_misses` of the first minus
 /// [`counter::RESCUED`]. No hit is done twice.
 pub mod twin {
-    use super::Slot;
+    use super::{Slot, SLOTS};
 
-    /// Entries per slot: a thread's entry is its id's low bits.
+    /// Entries per lane: a thread's entry is its id's low bits.
     pub const THREAD_ENTRIES: u32 = 1 << 16;
+    /// Lanes: one per slot that has a rescue program.
+    pub const LANES: u32 = {
+        let mut n = 0;
+        let mut i = 0;
+        while i < SLOTS.len() {
+            if has_rescue(i) {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    };
     /// Entries of `TWIN` where twins run (the agent sizes it at load, to
     /// one entry elsewhere).
-    pub const ENTRIES: u32 = Slot::COUNT as u32 * THREAD_ENTRIES;
+    pub const ENTRIES: u32 = LANES * THREAD_ENTRIES;
 
-    /// Thread `tid`'s entry for slot `slot`.
+    const fn has_rescue(i: usize) -> bool {
+        matches!(SLOTS[i].raw, Some(r) if r.rescue.is_some())
+    }
+
+    /// Slot `slot`'s lane: how many slots before it have a rescue program
+    /// (None: it has none, and no twin). A constant in each program.
     #[inline(always)]
-    pub const fn index(slot: Slot, tid: u32) -> u32 {
-        slot as u32 * THREAD_ENTRIES + (tid & (THREAD_ENTRIES - 1))
+    pub const fn lane(slot: Slot) -> Option<u32> {
+        if !has_rescue(slot as usize) {
+            return None;
+        }
+        let mut n = 0;
+        let mut i = 0;
+        while i < slot as usize {
+            if has_rescue(i) {
+                n += 1;
+            }
+            i += 1;
+        }
+        Some(n)
+    }
+
+    /// Thread `tid`'s entry for slot `slot` (None: the slot has no twin).
+    #[inline(always)]
+    pub const fn index(slot: Slot, tid: u32) -> Option<u32> {
+        match lane(slot) {
+            Some(l) => Some(l * THREAD_ENTRIES + (tid & (THREAD_ENTRIES - 1))),
+            None => None,
+        }
     }
 
     /// The entry's word for thread `tid`: whether its first program ran
@@ -377,6 +414,35 @@ pub mod twin {
     #[inline(always)]
     pub const fn mark(tid: u32, ran: bool) -> u64 {
         (tid as u64) << 1 | ran as u64
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Each slot with a rescue program has its own lane, in range.
+        #[test]
+        fn lanes_are_distinct_and_in_range() {
+            let lanes: [Option<u32>; Slot::COUNT] = Slot::ALL.map(lane);
+            let mut used: [bool; Slot::COUNT] = [false; Slot::COUNT];
+            for (s, l) in Slot::ALL.iter().zip(lanes) {
+                assert_eq!(
+                    l.is_some(),
+                    s.info().raw.is_some_and(|r| r.rescue.is_some())
+                );
+                if let Some(l) = l {
+                    assert!(l < LANES);
+                    assert!(!used[l as usize], "lane {l} twice");
+                    used[l as usize] = true;
+                }
+            }
+            assert_eq!(LANES, 4, "dequeue, svc_stats_latency, accept and free");
+            assert_eq!(index(Slot::Enqueue, 7), None);
+            assert_eq!(
+                index(Slot::StatsLatency, 0x1_0007),
+                Some(THREAD_ENTRIES + 7)
+            );
+        }
     }
 }
 

@@ -47,7 +47,9 @@ pub struct RawProgram {
     pub typed: Option<&'static str>,
     /// The raw program that does this one's (or the typed one's) work for
     /// hits the kernel skipped it for, where the kernel can preempt them
-    /// (see `crate::twin`): slots that count dispatches and requests.
+    /// (see `crate::twin`). Only for tracepoints that fire in thread
+    /// context (nfsd's and lockd's threads), never nested by an interrupt
+    /// in the same thread: a nested hit would take the thread's mark.
     pub rescue: Option<&'static str>,
 }
 
@@ -153,7 +155,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 1,
             typed: None,
-            rescue: None,
+            rescue: Some("rescue_svc_xprt_accept"),
         }),
     },
     Close = 4 => SlotInfo {
@@ -166,7 +168,7 @@ slot_table! {
             flags_arg: false,
             attach_rank: 0,
             typed: None,
-            rescue: None,
+            rescue: Some("rescue_svc_xprt_free"),
         }),
     },
 }

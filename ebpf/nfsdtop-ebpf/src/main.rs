@@ -428,7 +428,7 @@ fn raw_handle<const FLAGS_ARG: bool>(
 fn twin_turn(slot: Slot, runner: Runner) -> bool {
     let rescue = matches!(runner, Runner::Rescue);
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(entry) = TWIN.get_ptr_mut(twin::index(slot, tid)) else {
+    let Some(entry) = twin::index(slot, tid).and_then(|i| TWIN.get_ptr_mut(i)) else {
         return !rescue;
     };
     // SAFETY: an aligned array value; only this thread writes its own mark (one word, so a thread sharing the entry can only replace it whole).
@@ -553,6 +553,18 @@ pub fn rescue_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "svc_stats_latency")]
 pub fn rescue_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
     raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency, Runner::Rescue);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_accept")]
+pub fn rescue_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept, Runner::Rescue);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "svc_xprt_free")]
+pub fn rescue_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
+    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close, Runner::Rescue);
     0
 }
 

@@ -90,8 +90,8 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         &[
             "raw tracepoints (BTF offsets) for svc_xprt_free, svc_xprt_accept, \
              svc_xprt_dequeue, svc_stats_latency (the default)",
-            "a second program on svc_xprt_dequeue, svc_stats_latency does the hits the kernel \
-             skips for the first",
+            "a second program on svc_xprt_free, svc_xprt_accept, svc_xprt_dequeue, \
+             svc_stats_latency does the hits the kernel skips for the first",
         ]
     } else {
         &[

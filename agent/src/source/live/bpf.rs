@@ -105,7 +105,7 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Whether twin programs run (`nfsdtop_common::twin`: where the kernel
 /// can preempt tracepoint programs), which sizes the table of each
-/// thread's marks, `TWIN`: 2.5 MiB of kernel memory where it is needed,
+/// thread's marks, `TWIN`: 2 MiB of kernel memory where it is needed,
 /// one entry elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hosting {

@@ -115,9 +115,56 @@ impl Loss {
     }
 }
 
+/// What the live source does about the runs its raw programs missed in
+/// one poll (`missed`: each slot's, as [`Loss::raw_misses`] returned).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct MissResponse {
+    /// Hand every raw slot over to its classic program: raw programs
+    /// missed runs on a kernel not known to preempt them (`preempts`:
+    /// twinned, or kept raw by `--keep-raw-tracepoints`), where classic
+    /// programs lose nothing.
+    pub hand_over: bool,
+    /// Make every known transport send a full record again: a missed
+    /// svc_xprt_free or svc_xprt_accept may have left a freed pointer
+    /// known, which a new transport at that address would be taken for.
+    pub forget_known: bool,
+}
+
+pub fn respond_to_misses(missed: &[u64; Slot::COUNT], preempts: bool) -> MissResponse {
+    let any = missed.iter().any(|&m| m > 0);
+    MissResponse {
+        hand_over: any && !preempts,
+        forget_known: missed[Slot::Close as usize] > 0 || missed[Slot::Accept as usize] > 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where raw programs stay (twins, `--keep-raw-tracepoints`) a missed
+    /// free or accept still makes the programs forget what they know; a
+    /// missed dispatch alone does not; elsewhere any miss hands over.
+    #[test]
+    fn a_missed_lifecycle_hit_forgets_known_transports_even_where_raw_stays() {
+        let mut missed = [0u64; Slot::COUNT];
+        assert_eq!(respond_to_misses(&missed, true), MissResponse::default());
+        missed[Slot::Dequeue as usize] = 4;
+        assert_eq!(respond_to_misses(&missed, true), MissResponse::default());
+        let hand_over_only = MissResponse {
+            hand_over: true,
+            forget_known: false,
+        };
+        assert_eq!(respond_to_misses(&missed, false), hand_over_only);
+        for s in [Slot::Close, Slot::Accept] {
+            let mut missed = [0u64; Slot::COUNT];
+            missed[s as usize] = 1;
+            let r = respond_to_misses(&missed, true);
+            assert_eq!((r.hand_over, r.forget_known), (false, true), "{s:?}");
+            let r = respond_to_misses(&missed, false);
+            assert_eq!((r.hand_over, r.forget_known), (true, true), "{s:?}");
+        }
+    }
 
     fn lost(out: &[Event]) -> Vec<(Slot, u64)> {
         out.iter()

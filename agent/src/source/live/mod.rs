@@ -411,8 +411,7 @@ impl LiveSource {
     /// (twinned, or kept raw with `--keep-raw-tracepoints`).
     fn skipped_runs(&mut self, out: &mut Vec<Event>) {
         let now = host::monotonic_ns();
-        let mut missed = 0u64;
-        let mut lifecycle_missed = false;
+        let mut missed = [0u64; Slot::COUNT];
         // The kernel's misses before the rescues: a rescue follows its
         // miss, so none counted here is rescued unseen (a rescue of a
         // later miss only makes this poll's loss low until the next).
@@ -431,17 +430,17 @@ impl LiveSource {
                 if self.attach.plan.is_twinned(s) {
                     misses = misses.map(|m| m.saturating_sub(counts[s as usize].rescued));
                 }
-                let d = self.loss.raw_misses(misses, s, now, out);
-                missed = missed.saturating_add(d);
-                lifecycle_missed |= d > 0 && matches!(s, Slot::Close | Slot::Accept);
+                missed[s as usize] = self.loss.raw_misses(misses, s, now, out);
             }
         }
         let preempts = self.attach.plan.kept_raw || self.attach.plan.twinned.is_some();
-        if missed > 0 && !preempts {
+        let respond = loss::respond_to_misses(&missed, preempts);
+        if respond.hand_over {
+            let total = missed.iter().fold(0u64, |a, &m| a.saturating_add(m));
             self.attach
-                .hand_over_all(&mut self.ebpf, &mut self.loss, missed, now, out);
+                .hand_over_all(&mut self.ebpf, &mut self.loss, total, now, out);
         }
-        if lifecycle_missed {
+        if respond.forget_known {
             self.forget_known_transports();
         }
     }

@@ -208,9 +208,9 @@ impl RawPlan {
     /// Raw (and typed) slots on a kernel that can preempt their programs
     /// (`preempts`: why it can), made exact by twin programs (`nfsdtop_common::twin`):
     /// each slot that has a rescue program marks its hits for it. Misses
-    /// are counted, never handed over to classic tracepoints: a dispatch
-    /// slot's misses are rescued, and svc_xprt_free's and
-    /// svc_xprt_accept's make the kernel forget its known transports.
+    /// are rescued or counted, never handed over to classic tracepoints;
+    /// svc_xprt_free's and svc_xprt_accept's that neither program did make
+    /// the kernel forget its known transports.
     pub fn twinned(layout: &Layout, k: &KernelOffsets, preempts: String) -> RawPlan {
         let mut p = plan(layout, k, Tracepoints::Raw);
         p.twinned = Some(preempts);
