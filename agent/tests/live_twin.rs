@@ -1,6 +1,6 @@
 //! Twin programs (`nfsdtop_common::twin`) on this machine's real kernel,
-//! without nfsd: the dequeue slot's raw program and its rescue program on
-//! the stand-in tracepoint `sched_process_exec`, whose hits come in the
+//! without nfsd: each twinned slot's raw program and its rescue program
+//! on the stand-in tracepoint `sched_process_exec`, whose hits come in the
 //! exec'ing thread's own context as nfsd's come in its threads'. With
 //! both attached each hit is done once, by the first; with only the
 //! rescue program attached (as if the kernel skipped the first for every
@@ -24,9 +24,19 @@ use ring::{ready, spawn_true, stable};
 
 const CHILDREN: usize = 20;
 
-/// Records per spawned child, and the slot's counters, with the slot's
+/// The slots that have twins.
+fn twinned() -> impl Iterator<Item = Slot> {
+    Slot::ALL
+        .into_iter()
+        .filter(|&s| raw::rescue_program_name(s).is_some())
+}
+
+/// Records per spawned child, and slot `s`'s counters, with the slot's
 /// own program attached or not (its rescue program always is).
-fn run(first_attached: bool) -> Option<(BTreeMap<u32, u32>, BTreeSet<u32>, bpf::SlotCounts)> {
+fn run(
+    s: Slot,
+    first_attached: bool,
+) -> Option<(BTreeMap<u32, u32>, BTreeSet<u32>, bpf::SlotCounts)> {
     let dir = Path::new("/sys/kernel/btf");
     if !dir.join("vmlinux").exists() {
         nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
@@ -36,7 +46,6 @@ fn run(first_attached: bool) -> Option<(BTreeMap<u32, u32>, BTreeSet<u32>, bpf::
     let pid_at = btf
         .offset_of("task_struct", &["pid"])
         .expect("task_struct.pid");
-    let s = Slot::Dequeue;
     let mut ebpf =
         bpf::open(1 << 20, Default::default(), bpf::Hosting::Twinned).expect("load the BPF object");
     let counters = bpf::Counters::map(&ebpf).unwrap();
@@ -55,7 +64,7 @@ fn run(first_attached: bool) -> Option<(BTreeMap<u32, u32>, BTreeSet<u32>, bpf::
     if first_attached {
         bpf::attach_raw(&mut ebpf, s, "sched_process_exec").unwrap();
     }
-    let rescue = raw::rescue_program_name(s).expect("the dequeue slot has a rescue program");
+    let rescue = raw::rescue_program_name(s).expect("a twinned slot");
     bpf::attach_raw_named(&mut ebpf, rescue, "sched_process_exec").unwrap();
 
     let spawned = spawn_true(CHILDREN);
@@ -86,22 +95,25 @@ fn with_both_twins_the_first_does_each_hit_once() {
     if !ready("with_both_twins_the_first_does_each_hit_once") {
         return;
     }
-    let Some((records, spawned, counts)) = run(true) else {
-        return;
-    };
-    assert_eq!(
-        records.keys().copied().collect::<BTreeSet<_>>(),
-        spawned,
-        "every exec reached the ring"
-    );
-    assert!(
-        records.values().all(|&n| n == 1),
-        "no hit done twice: {records:?}"
-    );
-    assert_eq!(
-        counts.rescued, 0,
-        "nothing to rescue where the kernel skipped nothing: {counts:?}"
-    );
+    assert_eq!(twinned().count(), twin::LANES as usize);
+    for s in twinned() {
+        let Some((records, spawned, counts)) = run(s, true) else {
+            return;
+        };
+        assert_eq!(
+            records.keys().copied().collect::<BTreeSet<_>>(),
+            spawned,
+            "{s:?}: every exec reached the ring"
+        );
+        assert!(
+            records.values().all(|&n| n == 1),
+            "{s:?}: no hit done twice: {records:?}"
+        );
+        assert_eq!(
+            counts.rescued, 0,
+            "{s:?}: nothing to rescue where the kernel skipped nothing: {counts:?}"
+        );
+    }
 }
 
 #[test]
@@ -109,23 +121,25 @@ fn a_hit_skipped_for_the_first_is_done_by_the_rescue() {
     if !ready("a_hit_skipped_for_the_first_is_done_by_the_rescue") {
         return;
     }
-    let Some((records, spawned, counts)) = run(false) else {
-        return;
-    };
-    assert_eq!(
-        records.keys().copied().collect::<BTreeSet<_>>(),
-        spawned,
-        "every exec rescued"
-    );
-    assert!(
-        records.values().all(|&n| n == 1),
-        "each hit done once: {records:?}"
-    );
-    // Other processes exec too: every hit here was rescued.
-    assert!(
-        counts.rescued >= CHILDREN as u64 && counts.rescued == counts.submitted,
-        "{counts:?}"
-    );
+    for s in twinned() {
+        let Some((records, spawned, counts)) = run(s, false) else {
+            return;
+        };
+        assert_eq!(
+            records.keys().copied().collect::<BTreeSet<_>>(),
+            spawned,
+            "{s:?}: every exec rescued"
+        );
+        assert!(
+            records.values().all(|&n| n == 1),
+            "{s:?}: each hit done once: {records:?}"
+        );
+        // Other processes exec too: every hit here was rescued.
+        assert!(
+            counts.rescued >= CHILDREN as u64 && counts.rescued == counts.submitted,
+            "{s:?}: {counts:?}"
+        );
+    }
 }
 
 /// The table of the threads' marks (`TWIN`, 8 bytes an entry, one lane of

@@ -344,15 +344,17 @@ pub struct RawConfig {
 /// The kernel skips a hit for a program that is already running on that
 /// CPU (`recursion_misses`); there a thread preempted inside the program
 /// makes the next thread's hit on that CPU miss. So each slot that counts
-/// dispatches has a second program, attached after the first: the kernel
+/// dispatches or requests, or starts or ends a transport, has a second
+/// program (`RawProgram::rescue`), attached after the first: the kernel
 /// runs both on every hit, and skips each only while a run of that same
 /// program is under way on the CPU. The first program marks the hit in
 /// the thread's `TWIN` entry (`mark(tid, true)`) as it starts; the second
 /// finds that mark and clears it, or finds it clear (`mark(tid, false)`,
 /// or 0 for an entry never written): then the first was skipped for this
-/// hit, and the second does its work. A thread's hits of one tracepoint
-/// come one after another (these tracepoints fire in the thread's own
-/// context), so its entry cannot change between its two programs but by
+/// hit, and the second does its work. Each such slot has its own lane of
+/// entries. A thread's hits of one tracepoint come one after another
+/// (these tracepoints fire in nfsd's and lockd's threads, never inside an
+/// interrupt), so its entry cannot change between its two programs but by
 /// a thread whose id shares the entry; then the second does nothing.
 /// Hits lost are those both programs missed, and those whose entry
 /// another thread held: `recursion_misses` of the first minus
