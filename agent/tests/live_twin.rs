@@ -90,6 +90,19 @@ fn run(
     Some((records, spawned, counts))
 }
 
+/// Every child's exec reached the ring, each once.
+fn each_exec_once(s: Slot, records: &BTreeMap<u32, u32>, spawned: &BTreeSet<u32>) {
+    assert_eq!(
+        &records.keys().copied().collect::<BTreeSet<_>>(),
+        spawned,
+        "{s:?}: every exec reached the ring"
+    );
+    assert!(
+        records.values().all(|&n| n == 1),
+        "{s:?}: no hit done twice: {records:?}"
+    );
+}
+
 #[test]
 fn with_both_twins_the_first_does_each_hit_once() {
     if !ready("with_both_twins_the_first_does_each_hit_once") {
@@ -100,15 +113,7 @@ fn with_both_twins_the_first_does_each_hit_once() {
         let Some((records, spawned, counts)) = run(s, true) else {
             return;
         };
-        assert_eq!(
-            records.keys().copied().collect::<BTreeSet<_>>(),
-            spawned,
-            "{s:?}: every exec reached the ring"
-        );
-        assert!(
-            records.values().all(|&n| n == 1),
-            "{s:?}: no hit done twice: {records:?}"
-        );
+        each_exec_once(s, &records, &spawned);
         assert_eq!(
             counts.rescued, 0,
             "{s:?}: nothing to rescue where the kernel skipped nothing: {counts:?}"
@@ -125,15 +130,7 @@ fn a_hit_skipped_for_the_first_is_done_by_the_rescue() {
         let Some((records, spawned, counts)) = run(s, false) else {
             return;
         };
-        assert_eq!(
-            records.keys().copied().collect::<BTreeSet<_>>(),
-            spawned,
-            "{s:?}: every exec rescued"
-        );
-        assert!(
-            records.values().all(|&n| n == 1),
-            "{s:?}: each hit done once: {records:?}"
-        );
+        each_exec_once(s, &records, &spawned);
         // Other processes exec too: every hit here was rescued.
         assert!(
             counts.rescued >= CHILDREN as u64 && counts.rescued == counts.submitted,

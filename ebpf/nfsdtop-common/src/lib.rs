@@ -365,17 +365,7 @@ pub mod twin {
     /// Entries per lane: a thread's entry is its id's low bits.
     pub const THREAD_ENTRIES: u32 = 1 << 16;
     /// Lanes: one per slot that has a rescue program.
-    pub const LANES: u32 = {
-        let mut n = 0;
-        let mut i = 0;
-        while i < SLOTS.len() {
-            if has_rescue(i) {
-                n += 1;
-            }
-            i += 1;
-        }
-        n
-    };
+    pub const LANES: u32 = rescues_before(SLOTS.len());
     /// Entries of `TWIN` where twins run (the agent sizes it at load, to
     /// one entry elsewhere).
     pub const ENTRIES: u32 = LANES * THREAD_ENTRIES;
@@ -384,22 +374,28 @@ pub mod twin {
         matches!(SLOTS[i].raw, Some(r) if r.rescue.is_some())
     }
 
+    /// How many of the first `n` slots have a rescue program.
+    const fn rescues_before(n: usize) -> u32 {
+        let mut count = 0;
+        let mut i = 0;
+        while i < n {
+            if has_rescue(i) {
+                count += 1;
+            }
+            i += 1;
+        }
+        count
+    }
+
     /// Slot `slot`'s lane: how many slots before it have a rescue program
     /// (None: it has none, and no twin). A constant in each program.
     #[inline(always)]
     pub const fn lane(slot: Slot) -> Option<u32> {
-        if !has_rescue(slot as usize) {
-            return None;
+        if has_rescue(slot as usize) {
+            Some(rescues_before(slot as usize))
+        } else {
+            None
         }
-        let mut n = 0;
-        let mut i = 0;
-        while i < slot as usize {
-            if has_rescue(i) {
-                n += 1;
-            }
-            i += 1;
-        }
-        Some(n)
     }
 
     /// Thread `tid`'s entry for slot `slot` (None: the slot has no twin).

@@ -39,7 +39,7 @@ fn raw_tracepoints_are_kept_where_asked_on_a_preempting_kernel() {
     let twins = plan_for(&LiveOptions::default(), &l, Ok(k.clone()), preempts());
     assert!(!twins.kept_raw && twins.twinned.as_deref() == Some("preempts"));
     for s in Slot::ALL {
-        let rescued = s.info().raw.is_some_and(|r| r.rescue.is_some());
+        let rescued = rescue_program_name(s).is_some();
         assert_eq!(twins.is_twinned(s), rescued, "{s:?}");
         assert_eq!(twins.is_raw(s), raw.is_raw(s), "{s:?}");
         let mut c = twins.configs[s as usize];
