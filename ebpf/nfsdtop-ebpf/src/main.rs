@@ -277,32 +277,23 @@ fn ktime_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-// One classic program per row of the tracepoint table
-// (`nfsdtop_common::SLOTS`), named as its `program` says, passing its slot.
-
-#[tracepoint]
-pub fn svc_xprt_enqueue(ctx: TracePointContext) -> u32 {
-    handle(&ctx, Slot::Enqueue)
+/// One classic program per row of the tracepoint table
+/// (`nfsdtop_common::SLOTS`), named as its `program` says, passing its slot.
+macro_rules! classic_programs {
+    ($($name:ident => $slot:ident),* $(,)?) => {$(
+        #[tracepoint]
+        pub fn $name(ctx: TracePointContext) -> u32 {
+            handle(&ctx, Slot::$slot)
+        }
+    )*};
 }
 
-#[tracepoint]
-pub fn svc_xprt_dequeue(ctx: TracePointContext) -> u32 {
-    handle(&ctx, Slot::Dequeue)
-}
-
-#[tracepoint]
-pub fn svc_stats_latency(ctx: TracePointContext) -> u32 {
-    handle(&ctx, Slot::StatsLatency)
-}
-
-#[tracepoint]
-pub fn svc_xprt_accept(ctx: TracePointContext) -> u32 {
-    handle(&ctx, Slot::Accept)
-}
-
-#[tracepoint]
-pub fn svc_xprt_free(ctx: TracePointContext) -> u32 {
-    handle(&ctx, Slot::Close)
+classic_programs! {
+    svc_xprt_enqueue => Enqueue,
+    svc_xprt_dequeue => Dequeue,
+    svc_stats_latency => StatsLatency,
+    svc_xprt_accept => Accept,
+    svc_xprt_free => Close,
 }
 
 /// A kernel value of type `T` at `addr` (None if unreadable).
@@ -507,65 +498,34 @@ fn raw_from_xprt(
     send::send(cfg, slot, runner, xprt, flags, now, value_us, procedure)
 }
 
-// One raw program per row that has one, named as its `raw.name` says and
-// attached (by the agent) to the raw tracepoint of the row's event; whether
-// it may read argument 1 comes from the row too.
-
-#[raw_tracepoint(tracepoint = "svc_xprt_enqueue")]
-pub fn raw_svc_xprt_enqueue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Enqueue.raw_flags_arg() }>(&ctx, Slot::Enqueue, Runner::Main);
-    0
+/// Raw programs, each doing `raw_handle`'s work for its slot as its runner.
+/// The agent attaches each by its name to the raw tracepoint of the slot's
+/// event (the event here only names the object's section); whether it may
+/// read argument 1 comes from the slot's row.
+macro_rules! raw_programs {
+    ($($name:ident: $event:tt => $slot:ident by $runner:ident),* $(,)?) => {$(
+        #[raw_tracepoint(tracepoint = $event)]
+        pub fn $name(ctx: RawTracePointContext) -> i32 {
+            raw_handle::<{ Slot::$slot.raw_flags_arg() }>(&ctx, Slot::$slot, Runner::$runner);
+            0
+        }
+    )*};
 }
 
-#[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
-pub fn raw_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue, Runner::Main);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_stats_latency")]
-pub fn raw_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency, Runner::Main);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_xprt_accept")]
-pub fn raw_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept, Runner::Main);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_xprt_free")]
-pub fn raw_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close, Runner::Main);
-    0
-}
-
-// The rescue programs (`nfsdtop_common::twin`), named as the rows' `raw.rescue`
-// say: attached after the slot's own program where the kernel can preempt it.
-
-#[raw_tracepoint(tracepoint = "svc_xprt_dequeue")]
-pub fn rescue_svc_xprt_dequeue(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Dequeue.raw_flags_arg() }>(&ctx, Slot::Dequeue, Runner::Rescue);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_stats_latency")]
-pub fn rescue_svc_stats_latency(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::StatsLatency.raw_flags_arg() }>(&ctx, Slot::StatsLatency, Runner::Rescue);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_xprt_accept")]
-pub fn rescue_svc_xprt_accept(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Accept.raw_flags_arg() }>(&ctx, Slot::Accept, Runner::Rescue);
-    0
-}
-
-#[raw_tracepoint(tracepoint = "svc_xprt_free")]
-pub fn rescue_svc_xprt_free(ctx: RawTracePointContext) -> i32 {
-    raw_handle::<{ Slot::Close.raw_flags_arg() }>(&ctx, Slot::Close, Runner::Rescue);
-    0
+// One raw program per row that has one, named as its `raw.name` says; and
+// the rescue programs (`nfsdtop_common::twin`), named as the rows'
+// `raw.rescue` say, attached after the slot's own program where the
+// kernel can preempt it.
+raw_programs! {
+    raw_svc_xprt_enqueue: "svc_xprt_enqueue" => Enqueue by Main,
+    raw_svc_xprt_dequeue: "svc_xprt_dequeue" => Dequeue by Main,
+    raw_svc_stats_latency: "svc_stats_latency" => StatsLatency by Main,
+    raw_svc_xprt_accept: "svc_xprt_accept" => Accept by Main,
+    raw_svc_xprt_free: "svc_xprt_free" => Close by Main,
+    rescue_svc_xprt_dequeue: "svc_xprt_dequeue" => Dequeue by Rescue,
+    rescue_svc_stats_latency: "svc_stats_latency" => StatsLatency by Rescue,
+    rescue_svc_xprt_accept: "svc_xprt_accept" => Accept by Rescue,
+    rescue_svc_xprt_free: "svc_xprt_free" => Close by Rescue,
 }
 
 mod nfs4ops;
