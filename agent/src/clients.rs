@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::model::ClientName;
+use crate::text::printable;
 
 /// Where a live host's nfsd lists its NFSv4 clients.
 pub const PROC_NFSD_CLIENTS: &str = "/proc/fs/nfsd/clients";
@@ -32,9 +33,6 @@ pub const MAX_INFO_BYTES: u64 = 4096;
 pub const MAX_CLIENTS: usize = 100_000;
 /// Names kept per address (many clients behind one NAT address).
 pub const MAX_NAMES_PER_ADDRESS: usize = 8;
-/// Characters kept of a name or an implementation (NFSv4 allows 1024
-/// bytes of client owner).
-pub const MAX_TEXT_CHARS: usize = 256;
 
 /// The NFSv4 clients of one nfsd, by address.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -163,17 +161,6 @@ fn unquote(value: &str) -> Option<String> {
         }
     }
     Some(printable(&String::from_utf8_lossy(&out)))
-}
-
-/// `text` safe to show: control characters (a terminal's escapes among
-/// them) as `?`, at most [`MAX_TEXT_CHARS`], trimmed.
-pub fn printable(text: &str) -> String {
-    let text: String = text
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .take(MAX_TEXT_CHARS)
-        .collect();
-    text.trim().to_string()
 }
 
 /// Read every client directory under `root` (normally

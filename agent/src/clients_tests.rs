@@ -117,7 +117,7 @@ fn garbage_truncation_and_bytes_that_are_not_text() {
     // Bounded, however long.
     let long = format!("address: \"10.0.0.7:1\"\nname: \"{}\"\n", "n".repeat(5000));
     let (_, c) = parse_info(long.as_bytes()).unwrap();
-    assert_eq!(c.name.chars().count(), MAX_TEXT_CHARS);
+    assert_eq!(c.name.chars().count(), crate::text::MAX_TEXT_CHARS);
 }
 
 #[test]

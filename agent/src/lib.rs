@@ -34,5 +34,6 @@ pub mod services;
 pub mod session;
 pub mod source;
 pub mod testing;
+pub mod text;
 pub mod units;
 pub mod whatif;

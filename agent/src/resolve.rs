@@ -12,7 +12,7 @@
 //! over. When the queue is full a request is dropped and counted, never
 //! waited for; a lookup that hangs only keeps its thread busy.
 //!
-//! Names are made printable (`crate::clients::printable`): a PTR record
+//! Names are made printable (`crate::text::printable`): a PTR record
 //! can hold anything, a terminal's escapes among it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -234,7 +234,7 @@ impl Resolver {
     fn keep(&mut self, (ip, name): (IpAddr, Option<String>)) {
         self.pending.remove(&ip);
         let name = name
-            .map(|n| crate::clients::printable(&n))
+            .map(|n| crate::text::printable(&n))
             .filter(|n| !n.is_empty());
         self.cache.insert(ip, name, Instant::now());
     }

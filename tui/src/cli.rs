@@ -18,7 +18,7 @@ the ratio of the two, its queue waits and its thread time.\n\n\
 Without a source flag it watches this host's nfsd; where there is none the interactive UI \
 shows the built-in demo server under a DEMO DATA banner, while batch output (-b, --format) \
 and record fail.\n\n\
-Exit status: 0 on success, also when the reader of stdout goes away (| head); 1 on an error, \
+Exit status: 0 on success, also when the reader of stdout goes away (| head; not for record, whose file it cuts short); 1 on an error, \
 said in one line on stderr (with --connect in batch mode: credentials refused, certificate \
 not trusted, no link for --give-up-after seconds); 2 for a bad command line; 129 when the \
 UI's terminal hangs up.",

@@ -4,7 +4,7 @@
 //! Where nfsdtopd's config file is, it also notes a setup that would send
 //! passwords in clear.
 
-use std::io::Write;
+use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -25,10 +25,9 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
         OutputFormat::Text => text(&d),
         OutputFormat::Csv => anyhow::bail!("doctor prints text or json, not csv"),
     };
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (e.g. `| head`) is not an error worth reporting.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-    Ok(())
+    // A closed pipe (`| head`) ends quietly in `main`; any other failure
+    // (a full disk, /dev/full) is an error: the report was not written.
+    crate::out::stdout(text.as_bytes()).context("cannot write the report to stdout")
 }
 
 /// Where the shipped unit (dist/nfsdtopd.service) has nfsdtopd read its

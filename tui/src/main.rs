@@ -1,7 +1,8 @@
 //! nfsdtop: the terminal UI and batch front end of the nfsdtop pipeline.
 //!
 //! Exit status: 0 on success, also when stdout's reader goes away (e.g.
-//! `nfsdtop -b | head -4`); 1 on an error (said on stderr in one line);
+//! `nfsdtop -b | head -4`; not for `record`, whose file it cuts short); 1
+//! on an error (said on stderr in one line);
 //! 2 for a bad command line (clap); 129 when the UI's terminal hangs up;
 //! 128+N when the UI, sent signal N (TERM, INT), could not restore the
 //! terminal within a second (it ends then anyway; in time, the status is 0).
@@ -42,10 +43,13 @@ fn main() {
         None if cli.view.batch => batch::run(&cli.view),
         None => app::run(&cli.view),
     };
+    // A recording is the product itself: one cut short because its reader
+    // went away (`record -o /dev/stdout | ...`) is an error to report.
+    let records = matches!(cli.command, Some(Command::Record(_)));
     match result {
         Ok(()) => {}
         // Whoever read stdout has stopped: nothing is wrong.
-        Err(e) if out::closed_pipe(&e) => {}
+        Err(e) if !records && out::closed_pipe(&e) => {}
         Err(e) => {
             out::warn(format_args!("{e:#}"));
             std::process::exit(1);

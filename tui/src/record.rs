@@ -226,9 +226,25 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         }
     }
     // Finish the file whatever happened, so that what was recorded replays.
-    let summary = writer
-        .finish_file()
-        .with_context(|| format!("cannot finish {}", args.output.display()))?;
+    let summary = match (writer.finish_file(), result) {
+        (Ok(summary), result) => (summary, result),
+        // Where writing failed already (a full disk, a reader gone), the
+        // end fails too: say the first failure, and what the file holds.
+        (Err(_), Err(first)) => {
+            return Err(first.context(format!(
+                "recording to {} stopped early, after {written} events, and could not be \
+                 finished: the file holds at most those, without its end",
+                args.output.display()
+            )))
+        }
+        (Err(end), Ok(_)) => {
+            return Err(anyhow::Error::new(end).context(format!(
+                "cannot finish {} after {written} events (it holds them, without its end)",
+                args.output.display()
+            )))
+        }
+    };
+    let (summary, result) = summary;
     let secs = last_ts.map_or(0.0, |t| t.saturating_sub(header.start_mono_ns) as f64 / 1e9);
     let why = match stop {
         Stop::SourceEnded => "the source ended",

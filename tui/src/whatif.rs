@@ -2,7 +2,7 @@
 //! (nfsdtop_agent::whatif): fit the recording, run it under each policy,
 //! print the columns.
 
-use std::io::Write as _;
+use anyhow::Context as _;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -86,8 +86,7 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {
         WhatifFormat::Text => report::text(&r),
         WhatifFormat::Json => report::json(&r) + "\n",
     };
-    let mut out = std::io::stdout().lock();
-    // stdout closed (piped into head): nothing more to say.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-    Ok(())
+    // A closed pipe (`| head`) ends quietly in `main`; any other failure
+    // (a full disk, /dev/full) is an error: the report was not written.
+    crate::out::stdout(text.as_bytes()).context("cannot write the report to stdout")
 }

@@ -323,3 +323,84 @@ fn closed_stderr_never_panics() {
     let st = child.wait().unwrap();
     assert_eq!(st.code(), Some(0));
 }
+
+/// A report that could not be written (a full disk; /dev/full here) is an
+/// error with status 1, not a silent success with nothing written.
+#[test]
+fn reports_that_cannot_be_written_end_with_status_1() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-cli-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("r.nfsdrec");
+    let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args([
+            "record",
+            "--demo",
+            "seed-k4",
+            "--speed",
+            "0",
+            "--duration",
+            "5",
+            "-o",
+        ])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for args in [
+        vec!["doctor".to_string()],
+        vec![
+            "whatif".into(),
+            rec.display().to_string(),
+            "--format".into(),
+            "json".into(),
+        ],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+            .args(&args)
+            .stdout(full())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot write the report to stdout"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A recording whose reader goes away (`record -o /dev/stdout | head -c
+/// 100`) is cut short: status 1 and a message saying so, where batch
+/// output would end quietly.
+#[test]
+fn a_recording_cut_short_by_its_reader_is_an_error() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args([
+            "record",
+            "--demo",
+            "seed-k4",
+            "--speed",
+            "0",
+            "--duration",
+            "600",
+        ])
+        .args(["-o", "/dev/stdout"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is closed here: the next write fails.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stopped early"), "{}", stderr(&out));
+}

@@ -542,3 +542,68 @@ fn a_named_execution_is_recorded_as_execution_and_procedure() {
         .iter()
         .all(|e| e.ts_ns == named.ts_ns && e.xprt == named.xprt));
 }
+
+/// A recording is anyone's file: the one-line texts of its header come
+/// back without control characters (no escape reaches a terminal through
+/// a replay's description), the class map with its lines intact.
+#[test]
+fn header_texts_are_read_without_control_characters() {
+    let evil = "x\u{1b}]0;PWNED\u{7}\u{1b}[2J";
+    let h = Header {
+        host: evil.into(),
+        kernel: evil.into(),
+        generation: evil.into(),
+        source_detail: evil.into(),
+        recorded_by: evil.into(),
+        class_map: "10.0.0.0/8 a\n10.1.0.0/16 b\n".into(),
+        ..header()
+    };
+    let back = Header::decode(&h.encode()).unwrap();
+    let clean = "x?]0;PWNED??[2J";
+    for t in [
+        &back.host,
+        &back.kernel,
+        &back.generation,
+        &back.source_detail,
+        &back.recorded_by,
+    ] {
+        assert_eq!(t, clean);
+    }
+    assert_eq!(back.class_map, h.class_map);
+}
+
+/// Recording into a FIFO: refused at once, saying why, while nothing
+/// reads it (opening it would wait for good); written through once a
+/// reader has it open.
+#[test]
+fn a_fifo_without_a_reader_is_refused_and_one_with_a_reader_written() {
+    let dir = std::env::temp_dir().join(format!("nfsdtop-rec-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("f");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let e = Writer::create(&p, &header())
+        .err()
+        .expect("no reader: an error");
+    assert!(
+        e.to_string().contains("no process has open for reading"),
+        "{e}"
+    );
+    let q = p.clone();
+    let reader = std::thread::spawn(move || std::fs::read(&q).unwrap());
+    // The reader's open may come after ours: the error until then.
+    let w = loop {
+        match Writer::create(&p, &header()) {
+            Ok(w) => break w,
+            Err(e) if e.to_string().contains("no process has open") => std::thread::yield_now(),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    w.finish_file().unwrap();
+    let bytes = reader.join().unwrap();
+    assert!(bytes.len() > PREAMBLE_LEN, "{} bytes", bytes.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -65,7 +65,13 @@ pub struct Writer<W: Write> {
 impl Writer<BufWriter<File>> {
     /// Create (or truncate) `path` and write the header.
     pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
-        let f = File::create(path)?;
+        let fifo = std::fs::metadata(path)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
+        let f = if fifo {
+            open_fifo(path)?
+        } else {
+            File::create(path)?
+        };
         Writer::new(BufWriter::with_capacity(256 << 10, f), header)
     }
 
@@ -90,6 +96,27 @@ impl Writer<BufWriter<File>> {
         }
         Ok(summary)
     }
+}
+
+/// A FIFO opened for writing, or an error at once if nothing reads it
+/// (opening it blocking would wait, without a word, for a reader that may
+/// never come).
+fn open_fifo(path: &Path) -> io::Result<File> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => io::Error::other(
+                "it is a FIFO that no process has open for reading: start its reader first",
+            ),
+            _ => e,
+        })?;
+    // Writes wait for the reader as with any pipe.
+    rustix::fs::fcntl_setfl(&f, OFlags::empty())?;
+    Ok(f)
 }
 
 impl<W: Write> Writer<W> {

@@ -205,7 +205,9 @@ async fn body_start(resp: Response<Incoming>) -> String {
     }
     let text = String::from_utf8_lossy(&buf);
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    one_line.chars().take(120).collect()
+    // An error page is the agent's (or anything's on the way) to write:
+    // no escape of it reaches the operator's terminal.
+    super::sanitize::without_controls(&one_line.chars().take(120).collect::<String>())
 }
 
 fn tls_error(authority: &str, e: std::io::Error) -> Failure {
@@ -239,8 +241,8 @@ fn tls_config(ca_cert: Option<&Path>) -> anyhow::Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     match ca_cert {
         Some(path) => {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .map_err(|e| anyhow::anyhow!("cannot read --ca-cert {}: {e}", path.display()))?
+            let pem = nfsdtop_agent::input::read_bytes(path, "CA file", "--ca-cert", 16 << 20)?;
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<_, _>>()
                 .map_err(|e| anyhow::anyhow!("bad PEM in --ca-cert {}: {e}", path.display()))?;
             if certs.is_empty() {

@@ -7,13 +7,11 @@
 //! this does the same for everything a remote snapshot carries as text.
 
 use nfsdtop_agent::model::Snapshot;
+pub use nfsdtop_agent::text::without_controls;
 
 fn clean(text: &mut String) {
     if text.chars().any(char::is_control) {
-        *text = text
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect();
+        *text = without_controls(text);
     }
 }
 

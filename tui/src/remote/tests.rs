@@ -171,7 +171,8 @@ fn http_errors_and_refused_connections_become_reconnecting() {
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         read_request(&mut s);
-        s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nno stream")
+        // An escape in the error page never reaches the terminal.
+        s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 13\r\n\r\nno \x1b[2Jstream")
             .unwrap();
     });
     let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
@@ -180,7 +181,10 @@ fn http_errors_and_refused_connections_become_reconnecting() {
             break error;
         }
     };
-    assert_eq!(error, "HTTP 404 Not Found from /api/v1/stream: no stream");
+    assert_eq!(
+        error,
+        "HTTP 404 Not Found from /api/v1/stream: no ?[2Jstream"
+    );
     server.join().unwrap();
 
     // Nothing listening at all.
@@ -316,7 +320,20 @@ fn a_ca_cert_for_plain_http_or_an_unreadable_one_fails_at_once() {
         .err()
         .expect("an error");
     assert!(
-        format!("{e:#}").contains("cannot read --ca-cert /nonexistent/ca.pem"),
+        format!("{e:#}").contains("cannot read CA file /nonexistent/ca.pem"),
+        "{e:#}"
+    );
+    // An endless file is refused at its limit, not read until memory runs
+    // out.
+    let zero = Options {
+        ca_cert: Some(std::path::Path::new("/dev/zero")),
+        ..Options::default()
+    };
+    let e = connect("https://127.0.0.1:1", &zero)
+        .err()
+        .expect("an error");
+    assert!(
+        format!("{e:#}").contains("CA file /dev/zero is larger than 16 MiB"),
         "{e:#}"
     );
     let e = connect("http://127.0.0.1:1", &opts)

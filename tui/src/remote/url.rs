@@ -203,8 +203,7 @@ pub fn credentials(
         None => default_netrc().filter(|p| p.is_file()),
     };
     if let Some(file) = file {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| anyhow::anyhow!("cannot read the netrc file {}: {e}", file.display()))?;
+        let text = nfsdtop_agent::input::read_text(&file, "netrc file", "--netrc-file", 1 << 20)?;
         if let Some((user, pass)) = netrc_lookup(&text, &url.host, url_user.as_deref()) {
             return Ok(Some(Credentials::new(
                 &user,
@@ -381,7 +380,14 @@ mod tests {
             None,
             Some(&dir.join("absent")),
         );
-        assert!(format!("{:#}", e.unwrap_err()).contains("cannot read the netrc file"));
+        assert!(format!("{:#}", e.unwrap_err()).contains("cannot read netrc file"));
+        // An endless file is refused at its limit, not read until memory
+        // runs out.
+        let e = credentials(&u, None, None, Some(Path::new("/dev/zero"))).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("/dev/zero is larger than 1 MiB"),
+            "{e:#}"
+        );
         std::fs::write(
             &netrc,
             "machine agent.example login carol password s3cret\n",

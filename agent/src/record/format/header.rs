@@ -162,6 +162,8 @@ impl Header {
                     .map(str::to_owned)
                     .map_err(|_| err(format!("{what} is not valid UTF-8")))
             };
+            // What is shown as one line (the file may come from anyone).
+            let line = |what: &str| text(what).map(|t| crate::text::without_controls(&t));
             let fixed_u64 = |what: &str| {
                 <[u8; 8]>::try_from(value)
                     .map(u64::from_le_bytes)
@@ -177,9 +179,9 @@ impl Header {
                 _ => Err(err(format!("{what} must be 1 byte, found {}", value.len()))),
             };
             match tag {
-                tag::HOST => h.host = text("host")?,
-                tag::KERNEL => h.kernel = text("kernel")?,
-                tag::GENERATION => h.generation = text("generation")?,
+                tag::HOST => h.host = line("host")?,
+                tag::KERNEL => h.kernel = line("kernel")?,
+                tag::GENERATION => h.generation = line("generation")?,
                 tag::WAIT_SOURCE => {
                     let b = one_byte("wait source")?;
                     h.wait_source = wait_source_of(b)
@@ -190,11 +192,11 @@ impl Header {
                     h.source_kind = source_kind_of(b)
                         .ok_or_else(|| err(format!("unknown source kind code {b}")))?;
                 }
-                tag::SOURCE_DETAIL => h.source_detail = text("source detail")?,
+                tag::SOURCE_DETAIL => h.source_detail = line("source detail")?,
                 tag::CLASS_MAP => h.class_map = text("class map")?,
                 tag::START_UNIX_NS => h.start_unix_ns = fixed_u64("start time")?,
                 tag::START_MONO_NS => h.start_mono_ns = fixed_u64("start clock")?,
-                tag::RECORDED_BY => h.recorded_by = text("recorded-by")?,
+                tag::RECORDED_BY => h.recorded_by = line("recorded-by")?,
                 tag::FILE_ID => h.file_id = fixed_u64("file id")?,
                 tag::THREADS => h.nfsd.threads = Some(fixed_u32("threads")?),
                 tag::POOLS => h.nfsd.pools = Some(fixed_u32("pools")?),

@@ -348,7 +348,7 @@ impl Scenario {
                 map.insert(
                     nth_address(c.address, i),
                     crate::clients::ClientName {
-                        name: crate::clients::printable(&name),
+                        name: crate::text::printable(&name),
                         minor_version: Some(2),
                         implementation: Some("nfsdtop demo".into()),
                     },
