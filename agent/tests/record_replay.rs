@@ -244,6 +244,45 @@ fn a_truncated_recording_replays_its_intact_prefix_and_says_where() {
     assert!(d.reason.contains("without its end marker"), "{d}");
 }
 
+/// A recording cut while it is being replayed: the replay ends where the
+/// cut is and says so from then on, as damage found at open is said.
+#[test]
+fn a_recording_cut_while_replaying_says_so() {
+    let path = tmp("cut-late.nfsdrec");
+    // Long enough that its end is past what the reader buffers (256 KiB).
+    record_demo_framed("seed-k4", None, 30, &path, Some(1000));
+    let bounds = frames(&path);
+    let mut src = ReplaySource::open(&path).unwrap();
+    assert!(src.damage().is_none());
+    let mut out = Vec::new();
+    // Read the first frame, then cut the file in the middle of its last
+    // but one (past what the reader has buffered).
+    src.poll(0, &mut out).unwrap();
+    let k = bounds.len() - 2;
+    assert!(bounds[k].0 > 512 << 10, "a frame past the reader's buffer");
+    let (start, before) = bounds[k];
+    let cut = start + (bounds[k + 1].0 - start) / 2;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    while src.poll(u64::MAX, &mut out).unwrap() != nfsdtop_agent::source::Poll::Finished {}
+    let d = src.damage().expect("the cut found").clone();
+    assert_eq!(
+        (d.offset, d.frame, d.events_before),
+        (start, k as u64, before),
+        "{d}"
+    );
+    let detail = src.info().detail;
+    assert!(detail.contains("DAMAGED while replaying"), "{detail}");
+    assert!(
+        detail.contains(&format!("at byte {start} (frame {k})")),
+        "{detail}"
+    );
+}
+
 #[test]
 fn a_corrupted_byte_mid_file_replays_the_frames_before_it() {
     let path = tmp("bad-source.nfsdrec");

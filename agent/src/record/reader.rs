@@ -16,6 +16,10 @@ use super::format::{
 };
 use crate::model::{Bytes, Event, EventKind, ProcName, XprtKey};
 
+/// Versions past [`FORMAT_VERSION`] that are taken for a newer nfsdtop's
+/// rather than for damage.
+const FUTURE_VERSIONS: u16 = 64;
+
 /// Why a file cannot be replayed at all.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -177,6 +181,11 @@ impl<R: Read> Reader<R> {
             });
         }
         let version = u16::from_le_bytes([pre[8], pre[9]]);
+        // A version far beyond this one is a damaged word, not a newer
+        // nfsdtop: the format changes a few times a year at most.
+        if version > FORMAT_VERSION.saturating_add(FUTURE_VERSIONS) {
+            return Err(OpenError::BadVersion(version));
+        }
         if version > FORMAT_VERSION {
             return Err(OpenError::NewerVersion {
                 found: version,

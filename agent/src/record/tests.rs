@@ -471,6 +471,11 @@ fn newer_versions_and_strangers_are_refused_clearly() {
         )) && e.contains(&format!("reads up to v{FORMAT_VERSION}: upgrade nfsdtop")),
         "{e}"
     );
+    // A version word no nfsdtop will write soon is damage (a flipped
+    // byte), not a reason to upgrade.
+    bytes[9] ^= 0xff;
+    let e = read_bytes(&bytes).err().unwrap().to_string();
+    assert!(e.contains("corrupt preamble"), "{e}");
     let e = read_bytes(b"hello world, I am not a recording")
         .err()
         .unwrap()

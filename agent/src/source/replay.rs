@@ -117,6 +117,12 @@ fn open_reader(path: &Path) -> anyhow::Result<Reader<BufReader<File>>> {
     // Opening is reading twice (the scan, then the replay): a pipe or a
     // FIFO would hang or look empty the second time.
     if let Ok(m) = std::fs::metadata(path) {
+        if m.is_dir() {
+            anyhow::bail!(
+                "cannot replay {}: it is a directory; pass a recording made by nfsdtop record",
+                path.display()
+            );
+        }
         if !m.is_file() {
             anyhow::bail!(
                 "cannot replay {}: it is not a regular file (a pipe, FIFO or device); a replay \
@@ -286,8 +292,18 @@ fn utc(unix_ns: u64) -> String {
 }
 
 impl Source for ReplaySource {
+    /// With damage met while replaying (the file cut or overwritten since
+    /// it was opened) said, as damage found at open is: the opening scan's
+    /// count and span no longer hold.
     fn info(&self) -> SourceInfo {
-        self.info.clone()
+        let mut info = self.info.clone();
+        if let Some(d) = &self.late_damage {
+            info.detail.push_str(&format!(
+                "; DAMAGED while replaying: {}",
+                damage_note(&self.path, d)
+            ));
+        }
+        info
     }
 
     fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
@@ -373,7 +389,8 @@ impl Source for ReplaySource {
 
 #[cfg(test)]
 mod tests {
-    use super::{utc, Timeline, GAP_KEPT_NS, GAP_NS};
+    use super::{open_reader, utc, Timeline, GAP_KEPT_NS, GAP_NS};
+    use std::path::Path;
 
     #[test]
     fn gaps_close_both_ways_and_stretches_keep_their_time() {
@@ -394,6 +411,23 @@ mod tests {
         let mut t = Timeline::new(0);
         assert_eq!(t.map(GAP_NS), GAP_NS);
         assert_eq!(t.gaps.count, 0);
+    }
+
+    #[test]
+    fn a_directory_or_a_fifo_is_named_for_what_it_is() {
+        let e = open_reader(Path::new("/"))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("cannot replay /: it is a directory"), "{e}");
+        let e = open_reader(Path::new("/dev/null"))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("not a regular file (a pipe, FIFO or device)"),
+            "{e}"
+        );
     }
 
     #[test]
