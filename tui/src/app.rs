@@ -24,7 +24,7 @@ use ratatui::Terminal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::cli::ViewArgs;
-use crate::conn::{self, Connection, DemoFallback, Update};
+use crate::conn::{self, Connection, Update, Viewer};
 use crate::out;
 use crate::tty::{Ready, Tty};
 
@@ -57,7 +57,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let interval = Duration::from_secs_f64(args.delay);
     // Open the source before touching the terminal, so errors print plainly.
     // (`--format`, output meant for a program, needs -b: never here.)
-    let conn = conn::connect(&args.source, interval, DemoFallback::Allowed)?;
+    let conn = conn::connect(&args.source, interval, Viewer::Interactive)?;
     let mut state = State::new(interval, conn.notice.clone());
     state.group = args.group.into();
     state.top = args.top;

@@ -9,14 +9,14 @@ use nfsdtop_agent::output::{self, Format};
 use nfsdtop::state::RemoteStatus;
 
 use crate::cli::ViewArgs;
-use crate::conn::{self, DemoFallback, Update};
+use crate::conn::{self, Update, Viewer};
 use crate::out;
 
 pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let conn = conn::connect(
         &args.source,
         Duration::from_secs_f64(args.delay),
-        DemoFallback::Refused,
+        Viewer::Batch,
     )?;
     if let Some(n) = &conn.notice {
         out::warn(n);

@@ -95,6 +95,18 @@ pub fn open_local(
     Session::open(&cfg, no_nfsd)
 }
 
+/// Who watches the snapshots, which decides what the source may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    /// The interactive UI: may show the demo where there is no nfsd, and
+    /// steers a replay or the demo (pause, step, seek, speed); at the end
+    /// of a recording it waits for a seek back.
+    Interactive,
+    /// Batch output: never the demo instead of nfsd, and nobody to steer,
+    /// so a replay ends the run when the recording ends, at any speed.
+    Batch,
+}
+
 /// Snapshots a local pipeline may have waiting for its view.
 const SNAPSHOTS_QUEUED: usize = 16;
 
@@ -102,7 +114,7 @@ const SNAPSHOTS_QUEUED: usize = 16;
 pub fn connect(
     args: &SourceArgs,
     interval: Duration,
-    fallback: DemoFallback,
+    viewer: Viewer,
 ) -> anyhow::Result<Connection> {
     if let Some(url) = &args.connect {
         let opts = remote::Options {
@@ -114,13 +126,23 @@ pub fn connect(
         return remote::connect(url, &opts);
     }
     // Open here, so a bad scenario or file fails before any UI starts.
+    let fallback = match viewer {
+        Viewer::Interactive => DemoFallback::Allowed,
+        Viewer::Batch => DemoFallback::Refused,
+    };
     let mut session = open_local(args, interval, fallback)?;
     session.load_class_map()?;
     let notice = session.notice().map(str::to_string);
     let mut session = session.with_redactor(args.redact.then(Redactor::random));
     // A virtual source in real time can be paused, stepped, sought
     // through and sped up; seeking back opens it again from the start.
-    let playback = session.playback();
+    // Only for a view that can send those: under playback control the
+    // pipeline outlives the recording's end (one more place to seek back
+    // from), which batch output would wait on for ever.
+    let playback = match viewer {
+        Viewer::Interactive => session.playback(),
+        Viewer::Batch => None,
+    };
     // Bounded: a view that falls behind (stdout piped into a slow reader)
     // holds the pipeline back instead of letting snapshots pile up.
     let (utx, urx) = mpsc::sync_channel(SNAPSHOTS_QUEUED);
