@@ -1,4 +1,6 @@
-//! `nfsdtop -b`: snapshots printed like `top -b`, as text, JSON lines or CSV.
+//! `nfsdtop -b`: snapshots printed like `top -b`, as text, JSON lines or CSV,
+//! until the source ends, -n is reached, or a remote agent is given up on
+//! ([`Patience`]).
 
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
@@ -30,31 +32,21 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     if format == Format::Csv {
         write(&format!("{}\n", output::CSV_HEADER))?;
     }
-    // A remote agent that stays unreachable ends the run: since when has
-    // no link held (None while connected)?
-    let give_up = Duration::from_secs_f64(args.give_up_after);
-    let mut down_since = conn.remote.is_some().then(Instant::now);
-    let mut last_error = String::new();
+    let mut patience = conn
+        .remote
+        .as_deref()
+        .map(|url| Patience::new(url, Duration::from_secs_f64(args.give_up_after)));
     let mut printed = 0u64;
     let mut result = Ok(());
     loop {
-        let update = match down_since {
-            Some(t) => match conn
+        let update = match &patience {
+            Some(p) => match conn
                 .updates
-                .recv_timeout(give_up.saturating_sub(t.elapsed()))
+                .recv_timeout(p.deadline().saturating_duration_since(Instant::now()))
             {
                 Ok(u) => u,
                 Err(RecvTimeoutError::Timeout) => {
-                    let url = conn.remote.as_deref().unwrap_or("the agent");
-                    let why = if last_error.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (last error: {last_error})")
-                    };
-                    result = Err(anyhow::anyhow!(
-                        "giving up on {url}: no link for {}s{why}; --give-up-after SECS waits longer",
-                        args.give_up_after
-                    ));
+                    result = Err(p.giving_up());
                     break;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -66,6 +58,9 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
         };
         match update {
             Update::Snapshot(s) => {
+                if let Some(p) = patience.as_mut() {
+                    p.snapshot(s.interval_s);
+                }
                 let text = match format {
                     Format::Json => output::json_line(&s, group, args.top) + "\n",
                     Format::Text => output::text_block(&s, group, args.top) + "\n",
@@ -87,13 +82,8 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
                 break;
             }
             Update::Status(s) => {
-                match &s {
-                    RemoteStatus::Connected { .. } => down_since = None,
-                    RemoteStatus::Reconnecting { error, .. } => {
-                        last_error = error.clone();
-                        down_since.get_or_insert_with(Instant::now);
-                    }
-                    RemoteStatus::Connecting { .. } => {}
+                if let Some(p) = patience.as_mut() {
+                    p.status(&s);
                 }
                 out::warn(s);
             }
@@ -101,4 +91,144 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     }
     conn.join();
     result
+}
+
+/// How long batch mode waits on a remote agent (`--connect`), given
+/// `--give-up-after SECS`:
+/// - without a link, SECS from when it went (or from the start);
+/// - over a link, SECS or three of the agent's snapshot intervals,
+///   whichever is longer, from the last snapshot (or the start). The agent
+///   keeps a quiet stream open with comments, so a replay that has ended
+///   or a source that has stalled leaves a healthy link carrying nothing;
+///   three intervals is also when the agent's /healthz calls it stale.
+struct Patience {
+    url: String,
+    give_up: Duration,
+    /// Since when no link has held (None while connected).
+    down_since: Option<Instant>,
+    last_error: String,
+    last_snapshot: Instant,
+    /// The agent's snapshot interval, as its last snapshot says.
+    agent_interval: Duration,
+}
+
+impl Patience {
+    fn new(url: &str, give_up: Duration) -> Patience {
+        let now = Instant::now();
+        Patience {
+            url: url.to_string(),
+            give_up,
+            down_since: Some(now),
+            last_error: String::new(),
+            last_snapshot: now,
+            agent_interval: Duration::ZERO,
+        }
+    }
+
+    fn status(&mut self, s: &RemoteStatus) {
+        match s {
+            RemoteStatus::Connected { .. } => self.down_since = None,
+            RemoteStatus::Reconnecting { error, .. } => {
+                self.last_error = error.clone();
+                self.down_since.get_or_insert_with(Instant::now);
+            }
+            RemoteStatus::Connecting { .. } => {}
+        }
+    }
+
+    fn snapshot(&mut self, interval_s: f64) {
+        self.last_snapshot = Instant::now();
+        // A day at most: an agent's nonsense cannot make it wait for ever.
+        if interval_s.is_finite() && interval_s > 0.0 {
+            self.agent_interval = Duration::from_secs_f64(interval_s.min(86_400.0));
+        }
+    }
+
+    fn quiet_limit(&self) -> Duration {
+        self.give_up.max(self.agent_interval * 3)
+    }
+
+    fn deadline(&self) -> Instant {
+        match self.down_since {
+            Some(t) => t + self.give_up,
+            None => self.last_snapshot + self.quiet_limit(),
+        }
+    }
+
+    fn giving_up(&self) -> anyhow::Error {
+        let url = &self.url;
+        if self.down_since.is_some() {
+            let why = if self.last_error.is_empty() {
+                String::new()
+            } else {
+                format!(" (last error: {})", self.last_error)
+            };
+            return anyhow::anyhow!(
+                "giving up on {url}: no link for {}s{why}; --give-up-after SECS waits longer",
+                secs(self.give_up)
+            );
+        }
+        anyhow::anyhow!(
+            "giving up on {url}: connected, but no snapshot for {}s (its source has ended or \
+             stalled: see the agent's /healthz and log); --give-up-after SECS waits longer",
+            secs(self.quiet_limit())
+        )
+    }
+}
+
+/// Seconds to a tenth, without trailing zeros ("5", "0.5").
+fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_without_snapshots_waits_give_up_after_or_three_agent_intervals() {
+        let give_up = Duration::from_secs(5);
+        let mut p = Patience::new("http://agent:9847", give_up);
+        let start = p.deadline() - give_up;
+        p.status(&RemoteStatus::Connected { url: p.url.clone() });
+        // Connected, nothing yet: counted from the start.
+        assert_eq!(p.deadline(), start + give_up);
+        p.snapshot(1.0);
+        assert_eq!(p.deadline(), p.last_snapshot + give_up);
+        // A slow agent's three intervals are longer than --give-up-after.
+        p.snapshot(4.0);
+        assert_eq!(p.deadline(), p.last_snapshot + Duration::from_secs(12));
+        let e = p.giving_up().to_string();
+        assert!(
+            e.contains("http://agent:9847: connected, but no snapshot for 12s"),
+            "{e}"
+        );
+        assert!(e.contains("--give-up-after"), "{e}");
+        // Nonsense keeps the last sensible interval; a day bounds it.
+        p.snapshot(f64::NAN);
+        assert_eq!(p.quiet_limit(), Duration::from_secs(12));
+        p.snapshot(1e12);
+        assert_eq!(p.quiet_limit(), Duration::from_secs(3 * 86_400));
+    }
+
+    #[test]
+    fn without_a_link_it_waits_give_up_after_from_when_the_link_went() {
+        let give_up = Duration::from_secs(5);
+        let mut p = Patience::new("http://agent:9847", give_up);
+        p.status(&RemoteStatus::Connected { url: p.url.clone() });
+        p.snapshot(60.0);
+        p.status(&RemoteStatus::Reconnecting {
+            url: p.url.clone(),
+            attempt: 1,
+            retry_in: Duration::from_secs(1),
+            error: "connection refused".into(),
+        });
+        let went = p.down_since.unwrap();
+        assert_eq!(p.deadline(), went + give_up, "not the agent's 3 minutes");
+        let e = p.giving_up().to_string();
+        assert!(
+            e.contains("no link for 5s (last error: connection refused)"),
+            "{e}"
+        );
+    }
 }

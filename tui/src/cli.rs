@@ -20,7 +20,7 @@ shows the built-in demo server under a DEMO DATA banner, while batch output (-b,
 and record fail.\n\n\
 Exit status: 0 on success, also when the reader of stdout goes away (| head; not for record, whose file it cuts short); 1 on an error, \
 said in one line on stderr (with --connect in batch mode: credentials refused, certificate \
-not trusted, no link for --give-up-after seconds); 2 for a bad command line; 129 when the \
+not trusted, no link or no snapshot for --give-up-after seconds); 2 for a bad command line; 129 when the \
 UI's terminal hangs up.",
     args_conflicts_with_subcommands = true
 )]
@@ -96,7 +96,7 @@ pub struct ViewArgs {
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds (the interactive UI keeps retrying).
+    /// Batch mode with --connect: give up (exit status 1) when no link to the agent has held for SECS seconds, or a link has carried no snapshot for SECS seconds or three of the agent's intervals, whichever is longer (the interactive UI keeps retrying, or shows the agent as stale).
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_delay, requires = "connect")]
     pub give_up_after: f64,
     /// Replay only: add columns predicting each entity's share, ratio and wait p99 under this policy (see `nfsdtop whatif`).

@@ -1,22 +1,29 @@
 //! Batch runs end on their own, against the real binary: a replay at any
 //! speed when the recording ends (every snapshot printed, down to the one
-//! with the recording's last events). Each run is killed, failing the
-//! test, past a deadline.
+//! with the recording's last events), and `--connect` to an agent that
+//! keeps the link open with comments but sends no more snapshots (exit 1,
+//! one line saying so). Each run is killed, failing the test, past a
+//! deadline.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nfsdtop_agent::model::{Snapshot, SourceInfo, SourceKind};
 
 struct Run {
     code: Option<i32>,
     stdout: String,
     stderr: String,
+    took: Duration,
 }
 
 /// Run nfsdtop to its exit, killing it and failing after `deadline`.
 fn run_bounded(args: &[&str], deadline: Duration) -> Run {
+    let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
         .args(args)
         .stdin(Stdio::null())
@@ -57,6 +64,7 @@ fn run_bounded(args: &[&str], deadline: Duration) -> Run {
         code: status.code(),
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
+        took: start.elapsed(),
     }
 }
 
@@ -137,4 +145,82 @@ fn batch_replay_ends_with_the_recording_at_any_speed() {
         assert!((4..=6).contains(&n), "--speed {speed}: {n} snapshots");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An agent as nfsdtopd is after its replay has ended: one snapshot,
+/// then only keep-alive comments (every 100 ms here, 15 s there) on a
+/// link it keeps open. Serves connections until the test ends.
+fn quiet_agent() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let snap = Snapshot {
+        time: 1.0,
+        interval_s: 1.0,
+        source: SourceInfo {
+            kind: SourceKind::Replay,
+            detail: "ended".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let event = format!(
+        "event: snapshot\ndata: {}\n\n",
+        serde_json::to_string(&snap).unwrap()
+    );
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let event = event.clone();
+            std::thread::spawn(move || {
+                let mut req = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                while req.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                if s.write_all(head.as_bytes()).is_err() || s.write_all(event.as_bytes()).is_err() {
+                    return;
+                }
+                // Until the client goes.
+                while s.write_all(b": keep-alive\n\n").is_ok() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn connect_gives_up_on_an_agent_that_sends_no_more_snapshots() {
+    let url = quiet_agent();
+    let r = run_bounded(
+        &[
+            "--connect",
+            &url,
+            "-b",
+            "-n",
+            "2",
+            "--format",
+            "json",
+            "--give-up-after",
+            "2",
+        ],
+        Duration::from_secs(25),
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(records(&r.stdout).len(), 1, "the one snapshot there was");
+    let last = r.stderr.lines().last().unwrap();
+    // --give-up-after 2 against three of the agent's 1 s intervals.
+    assert!(
+        last.starts_with(&format!("nfsdtop: giving up on {url}"))
+            && last.contains("connected, but no snapshot for 3s")
+            && last.contains("--give-up-after"),
+        "{last}"
+    );
+    assert!(
+        r.took >= Duration::from_secs(3) && r.took < Duration::from_secs(15),
+        "took {:?}",
+        r.took
+    );
 }

@@ -28,6 +28,10 @@ use http::{Client, Failure};
 
 /// A stream silent this long is dead (the agent sends a snapshot every
 /// interval and a comment after 15 s of silence): drop it and reconnect.
+/// Comments alone keep the link: an agent with nothing new (a finished
+/// replay, a stalled source) would send its last snapshot again on every
+/// reconnect. Whether the snapshots have stopped for too long is the
+/// view's call (batch mode gives up, the UI says "stale").
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
