@@ -21,7 +21,7 @@ use crate::config::{Cli, Config};
 use crate::log::log;
 use crate::metrics::{self, MetricsState};
 use crate::server::{self, AppState};
-use crate::snapshot::Published;
+use crate::snapshot::{Encoder, Published};
 use crate::stream::Streams;
 
 pub fn main() -> ExitCode {
@@ -175,7 +175,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         interval: cfg.session.interval,
         shutdown: stop_rx,
         streams,
-        encoder: Arc::default(),
+        encoder: Arc::new(Encoder::new(cfg.http.response_memory)),
     };
     // /api/v1/unfair reads the pipeline's unfair list from an extension.
     let router = server::router(app).layer(axum::Extension(unfair));

@@ -1,5 +1,6 @@
 //! The `[http]` table of nfsdtopd's config file: what clients may hold
-//! (timeouts, the connection cap) and the login failure budgets.
+//! (timeouts, the connection cap, the memory of responses) and the login
+//! failure budgets.
 //!
 //! ```toml
 //! [http]
@@ -9,6 +10,7 @@
 //! max_connections = 512          # then the oldest idle one is closed
 //! auth_failures_per_source = 10  # failed logins per minute, per address
 //! auth_failures_total = 60       # failed logins per minute, all addresses
+//! response_memory_mib = 1024     # snapshot JSON held at once, all responses
 //! ```
 
 use std::time::Duration;
@@ -17,16 +19,31 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::auth_limit::FailureLimits;
+use crate::body_budget::{DEFAULT_BUDGET_MIB, MIB};
 use crate::config::Origin;
 use crate::listener::Limits;
 
 /// What clients may hold: connection limits and login failure budgets.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {
     pub limits: Limits,
     pub failures: FailureLimits,
     /// max_connections was given (a warning if the fd limit lowers it).
     pub max_connections_set: bool,
+    /// Bytes of snapshot JSON all responses and streams hold at once
+    /// ([`crate::body_budget`]).
+    pub response_memory: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> HttpSettings {
+        HttpSettings {
+            limits: Limits::default(),
+            failures: FailureLimits::default(),
+            max_connections_set: false,
+            response_memory: DEFAULT_BUDGET_MIB * MIB,
+        }
+    }
 }
 
 #[derive(Deserialize, Debug)]
@@ -38,6 +55,7 @@ pub(crate) struct FileHttp {
     max_connections: Option<Spanned<i64>>,
     auth_failures_per_source: Option<Spanned<i64>>,
     auth_failures_total: Option<Spanned<i64>>,
+    response_memory_mib: Option<Spanned<i64>>,
 }
 
 pub(crate) fn apply(o: &Origin<'_>, h: &FileHttp, into: &mut HttpSettings) -> anyhow::Result<()> {
@@ -81,6 +99,17 @@ pub(crate) fn apply(o: &Origin<'_>, h: &FileHttp, into: &mut HttpSettings) -> an
     if let Some(v) = &h.auth_failures_total {
         into.failures.total = count(v, "auth_failures_total")?;
     }
+    if let Some(v) = &h.response_memory_mib {
+        let n = *v.get_ref();
+        // Below 16 MiB a full snapshot of a few thousand peers would not fit.
+        if !(16..=1 << 20).contains(&n) {
+            return o.err(
+                v.span(),
+                format!("response_memory_mib must be between 16 and 1048576, not {n}"),
+            );
+        }
+        into.response_memory = n as usize * MIB;
+    }
     Ok(())
 }
 
@@ -97,7 +126,8 @@ mod tests {
         let cfg = Config::from_file_text(
             path,
             "[http]\nheader_timeout = 2.5\nwrite_timeout = 5\nshutdown_timeout = 1\n\
-    max_connections = 100\nauth_failures_per_source = 3\nauth_failures_total = 30\n",
+    max_connections = 100\nauth_failures_per_source = 3\nauth_failures_total = 30\n\
+    response_memory_mib = 64\n",
         )
         .unwrap();
         let h = &cfg.http;
@@ -109,6 +139,7 @@ mod tests {
             (100, true)
         );
         assert_eq!((h.failures.per_source, h.failures.total), (3, 30));
+        assert_eq!(h.response_memory, 64 << 20);
         let d = Config::from_file_text(path, "").unwrap().http;
         assert_eq!(d, HttpSettings::default());
         for (text, at, needle) in [
@@ -120,6 +151,11 @@ mod tests {
                 "auth_failures_total",
             ),
             ("[http]\nidle = 3\n", ":2:", "idle"),
+            (
+                "[http]\nresponse_memory_mib = 8\n",
+                ":2:",
+                "response_memory_mib",
+            ),
         ] {
             let e = format!("{:#}", Config::from_file_text(path, text).unwrap_err());
             assert!(e.contains(at) && e.contains(needle), "{text:?}: {e}");

@@ -8,6 +8,7 @@
 //! - [`unfair`]: /api/v1/unfair, every entity below its fair share;
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
 //!   /api/v1/stream, /healthz) and JSON errors;
+//! - [`body_budget`]: the memory all snapshot JSON may hold at once;
 //! - [`auth`], [`auth_limit`], [`tls`]: basic auth (bcrypt or sha256)
 //!   with failure budgets, and rustls;
 //! - [`listener`], [`conn_io`], [`ratelog`]: accepting and serving
@@ -25,6 +26,7 @@
 
 pub mod auth;
 pub mod auth_limit;
+pub mod body_budget;
 pub mod config;
 pub mod conn_io;
 pub mod daemon;

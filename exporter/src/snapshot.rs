@@ -11,6 +11,11 @@
 //! never wait behind a large one. A client waiting for its
 //! turn holds no snapshot: when the turn comes it gets the encoding made
 //! meanwhile, or the latest snapshot's.
+//!
+//! All the encodings together, shared or not, cached or held by responses
+//! not yet written, stay within one [`BodyBudget`]: past it a request gets
+//! a 503 (and a stream skips the snapshot) rather than the daemon growing
+//! by an encoding per waiting client.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,6 +29,7 @@ use nfsdtop_agent::model::{EntityKind, EntityStats, ServerView, Snapshot, Source
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use crate::body_budget::{BodyBudget, Budgeted, OverBudget, DEFAULT_BUDGET_MIB, MIB};
 use crate::server::{json_error, AppState, Latest};
 
 /// Views of one snapshot that get a shared encoding; a client asking for
@@ -91,19 +97,58 @@ pub struct Encoder {
     /// in a debug build, so behind them it would wait for ever).
     small_permits: Arc<Semaphore>,
     newest: Mutex<Vec<(View, Encoded)>>,
+    /// What all the encodings may hold at once.
+    budget: Arc<BodyBudget>,
 }
 
 impl Default for Encoder {
     fn default() -> Encoder {
+        Encoder::new(DEFAULT_BUDGET_MIB * MIB)
+    }
+}
+
+/// Why a view could not be had.
+#[derive(Debug)]
+pub enum EncodeError {
+    /// It would not fit in the budget beside the encodings held now.
+    Busy(OverBudget),
+    Failed(String),
+}
+
+impl Encoder {
+    /// An encoder whose encodings hold at most `budget` bytes at once.
+    pub fn new(budget: usize) -> Encoder {
         Encoder {
             permits: Arc::new(Semaphore::new(1)),
             small_permits: Arc::new(Semaphore::new(1)),
             newest: Mutex::new(Vec::new()),
+            budget: BodyBudget::new(budget),
         }
     }
-}
 
-impl Encoder {
+    pub fn budget(&self) -> &Arc<BodyBudget> {
+        &self.budget
+    }
+
+    /// A buffer for `view` of `p` within the budget. When it does not fit,
+    /// the encodings kept only for sharing (of views no one may ask for
+    /// again) are let go first: what clients hold goes before what might
+    /// spare a later encoding.
+    fn buffer(&self, view: View, p: &Published) -> Result<Budgeted, OverBudget> {
+        let guess = view.size_guess(&p.snapshot);
+        Budgeted::with_capacity(&self.budget, guess).or_else(|_| {
+            self.newest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            p.encodings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            Budgeted::with_capacity(&self.budget, guess)
+        })
+    }
+
     /// The newest encoding of `view`, if it is of snapshot `seq` or later.
     fn newest(&self, view: View, seq: u64) -> Option<Encoded> {
         let newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
@@ -131,7 +176,7 @@ impl Encoder {
         self: &Arc<Self>,
         latest: &Latest,
         view: View,
-    ) -> Option<Result<Encoded, String>> {
+    ) -> Option<Result<Encoded, EncodeError>> {
         let (first, first_seq, small) = {
             let p = latest.borrow().clone()?;
             let cell = p.cell(view);
@@ -150,7 +195,11 @@ impl Encoder {
         };
         let permit = match lane.clone().acquire_owned().await {
             Ok(p) => p,
-            Err(e) => return Some(Err(format!("cannot encode the snapshot: {e}"))),
+            Err(e) => {
+                return Some(Err(EncodeError::Failed(format!(
+                    "cannot encode the snapshot: {e}"
+                ))))
+            }
         };
         // Made by the encoder before us, while we waited.
         if let Some(b) = first.get() {
@@ -164,21 +213,37 @@ impl Encoder {
         }
         let p = latest.borrow().clone()?;
         let seq = p.seq;
+        if let Some(b) = p.cell(view).get() {
+            return Some(Ok(Encoded {
+                json: b.clone(),
+                seq,
+            }));
+        }
+        // Charged before a blocking thread is taken: a refusal costs none.
+        let buf = match self.buffer(view, &p) {
+            Ok(b) => b,
+            Err(o) => return Some(Err(EncodeError::Busy(o))),
+        };
         let cell = p.cell(view);
         let me = self.clone();
         // The permit goes with the work: a client that hangs up meanwhile
         // does not let a second encoding start beside this one.
         let made = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let e = Encoded {
-                json: cell.get_or_init(|| view.render(&p.snapshot)).clone(),
-                seq,
-            };
+            let json = view.render_into(&p.snapshot, buf)?;
+            // Set only here, under the lane's permit: unset before.
+            let json = cell.get_or_init(|| json).clone();
+            let e = Encoded { json, seq };
             me.made(view, &e);
-            e
+            Ok(e)
         })
         .await;
-        Some(made.map_err(|e| format!("encoding the snapshot failed: {e}")))
+        Some(match made {
+            Ok(r) => r.map_err(EncodeError::Busy),
+            Err(e) => Err(EncodeError::Failed(format!(
+                "encoding the snapshot failed: {e}"
+            ))),
+        })
     }
 }
 
@@ -258,16 +323,18 @@ impl View {
         self.group.is_none_or(|g| g == kind)
     }
 
+    /// How many of `n` entities of `kind` this view shows.
+    fn shown(&self, kind: EntityKind, n: usize) -> usize {
+        if self.shows(kind) {
+            self.top.map_or(n, |t| t.min(n))
+        } else {
+            0
+        }
+    }
+
     /// How many entities this view of `s` shows.
     fn entities(&self, s: &Snapshot) -> usize {
-        let shown = |kind: EntityKind, n: usize| {
-            if self.shows(kind) {
-                self.top.map_or(n, |t| t.min(n))
-            } else {
-                0
-            }
-        };
-        shown(EntityKind::Peer, s.peers.len()) + shown(EntityKind::Class, s.classes.len())
+        self.shown(EntityKind::Peer, s.peers.len()) + self.shown(EntityKind::Class, s.classes.len())
     }
 
     pub fn is_full(&self) -> bool {
@@ -291,10 +358,31 @@ impl View {
         refs
     }
 
+    /// About the size of this view's JSON, from the size of a few of each
+    /// list's entities (it grows with their transports, names and
+    /// histogram), with an eighth to spare.
+    fn size_guess(&self, s: &Snapshot) -> usize {
+        let list = |kind: EntityKind, list: &[EntityStats]| {
+            per_entity(list).saturating_mul(self.shown(kind, list.len()))
+        };
+        let entities =
+            list(EntityKind::Peer, &s.peers).saturating_add(list(EntityKind::Class, &s.classes));
+        entities.saturating_mul(9) / 8 + 4096
+    }
+
+    /// [`View::render_into`] outside any budget, for the tests.
+    #[cfg(test)]
+    pub fn render(&self, s: &Snapshot) -> Bytes {
+        let unbounded = BodyBudget::new(usize::MAX);
+        let out = Budgeted::with_capacity(&unbounded, self.size_guess(s)).unwrap();
+        self.render_into(s, out).unwrap()
+    }
+
     /// The snapshot as this view shows it, as JSON: only the requested
     /// grouping (the other list empty), the top N entities by dispatch
-    /// rate. CPU-bound: call it off the async workers.
-    pub fn render(&self, s: &Snapshot) -> Bytes {
+    /// rate, written into `out`, which holds the encoding's charge.
+    /// CPU-bound: call it off the async workers.
+    fn render_into(&self, s: &Snapshot, mut out: Budgeted) -> Result<Bytes, OverBudget> {
         let view = ViewOf {
             time: s.time,
             interval_s: s.interval_s,
@@ -304,37 +392,33 @@ impl View {
             classes: self.pick(EntityKind::Class, &s.classes),
             server: &s.server,
         };
-        // One allocation of about the final size instead of a dozen
-        // doublings (each a copy of everything so far, and a last one that
-        // holds twice the encoding at once): the size per entity is
-        // measured on a few of them, as it grows with the entity's
-        // transports, names and histogram.
-        let mut out =
-            Vec::with_capacity(size_guess(&view.peers) + size_guess(&view.classes) + 4096);
+        // `out` is one allocation of about the final size (see
+        // [`View::size_guess`]) instead of a dozen doublings (each a copy
+        // of everything so far, and a last one that holds twice the
+        // encoding at once).
         match serde_json::to_writer(&mut out, &view) {
-            Ok(()) => {
-                out.shrink_to_fit();
-                Bytes::from(out)
-            }
-            Err(e) => Bytes::from(
-                serde_json::json!({ "error": format!("cannot serialise snapshot: {e}") })
-                    .to_string(),
-            ),
+            Ok(()) => Ok(out.finish()),
+            Err(e) => match out.over {
+                Some(o) => Err(o),
+                None => Ok(Bytes::from(
+                    serde_json::json!({ "error": format!("cannot serialise snapshot: {e}") })
+                        .to_string(),
+                )),
+            },
         }
     }
 }
 
-/// The JSON size of `list`, estimated from up to 16 of its entities spread
-/// over it, with an eighth to spare.
-fn size_guess(list: &[&EntityStats]) -> usize {
+/// The JSON size of one of `list`'s entities, measured on up to 16 of them
+/// spread over it.
+fn per_entity(list: &[EntityStats]) -> usize {
     if list.is_empty() {
         return 0;
     }
     let step = list.len().div_ceil(16);
-    let sample: Vec<&EntityStats> = list.iter().step_by(step).copied().collect();
+    let sample: Vec<&EntityStats> = list.iter().step_by(step).collect();
     let bytes = serde_json::to_vec(&sample).map_or(1024 * sample.len(), |v| v.len());
-    let per = bytes / sample.len() + 1;
-    per.saturating_mul(list.len()).saturating_mul(9) / 8
+    bytes / sample.len() + 1
 }
 
 pub type Params = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
@@ -368,131 +452,31 @@ pub async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response
             body,
         )
             .into_response(),
-        Some(Err(e)) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Some(Err(EncodeError::Busy(o))) => busy(o),
+        Some(Err(EncodeError::Failed(e))) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
+}
+
+/// The 503 of a view that does not fit in the budget: what is full, and
+/// what to do.
+pub fn busy(o: OverBudget) -> Response {
+    let mib = |b: usize| b.div_ceil(MIB);
+    let mut r = json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "too many snapshot responses held at once: the JSON not yet read by their \
+clients holds {} MiB of the {} MiB response budget and this one needs about {} MiB more; \
+try again shortly, ask for less (top=N, group=peer|class), or raise \
+[http] response_memory_mib",
+            mib(o.used),
+            mib(o.limit),
+            mib(o.needed)
+        ),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    r
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn snap() -> Snapshot {
-        let e = |name: &str, kind, rate| EntityStats {
-            name: name.into(),
-            kind,
-            class: name.into(),
-            dispatch_rate: rate,
-            dispatches: 7,
-            ..EntityStats::default()
-        };
-        Snapshot {
-            time: 12.5,
-            interval_s: 1.0,
-            peers: vec![
-                e("10.0.0.1", EntityKind::Peer, 1.0),
-                e("10.0.0.2", EntityKind::Peer, 3.0),
-            ],
-            classes: vec![e("lab", EntityKind::Class, 4.0)],
-            ..Snapshot::default()
-        }
-    }
-
-    #[test]
-    fn the_full_view_is_the_snapshot_json() {
-        let s = snap();
-        let got = View::default().render(&s);
-        assert_eq!(&got[..], serde_json::to_string(&s).unwrap().as_bytes());
-    }
-
-    #[test]
-    fn views_pick_a_group_and_the_top_n() {
-        let s = snap();
-        let v = View {
-            group: Some(EntityKind::Peer),
-            top: Some(1),
-        };
-        let got: Snapshot = serde_json::from_slice(&v.render(&s)).unwrap();
-        assert!(got.classes.is_empty());
-        assert_eq!(got.peers.len(), 1);
-        assert_eq!(got.peers[0].name, "10.0.0.2");
-        assert_eq!(got.totals, s.totals);
-    }
-
-    #[tokio::test]
-    async fn a_small_view_does_not_wait_behind_a_large_encoding() {
-        let mut big = snap();
-        let peer = big.peers[0].clone();
-        big.peers = vec![peer; SMALL_VIEW + 1];
-        let (_tx, rx) = tokio::sync::watch::channel(Some(Arc::new(Published::new(big))));
-        let enc = Arc::new(Encoder::default());
-        // A large encoding holds its lane for as long as this test runs.
-        let _busy = enc.permits.clone().try_acquire_owned().unwrap();
-        let classes = View {
-            group: Some(EntityKind::Class),
-            top: None,
-        };
-        // A bound on a test that would otherwise hang, not a pacing.
-        let got = tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            enc.encoded(&rx, classes),
-        )
-        .await
-        .expect("the class view waited behind the large encoding")
-        .unwrap()
-        .unwrap();
-        let got: Snapshot = serde_json::from_slice(&got.json).unwrap();
-        assert_eq!(got.classes.len(), 1);
-        // The full view is large: it waits for the held lane.
-        let waiting = enc.encoded(&rx, View::default());
-        assert!(futures_util::FutureExt::now_or_never(waiting).is_none());
-    }
-
-    #[tokio::test]
-    async fn one_encoding_per_view_is_shared() {
-        let (tx, rx) = tokio::sync::watch::channel(None);
-        let enc = Arc::new(Encoder::default());
-        assert!(enc.encoded(&rx, View::default()).await.is_none());
-        tx.send_replace(Some(Arc::new(Published::new(snap()))));
-        let get = |v: View| {
-            let (rx, enc) = (rx.clone(), enc.clone());
-            async move { enc.encoded(&rx, v).await.unwrap().unwrap().json }
-        };
-        let full = View::default();
-        let (a, b) = (get(full).await, get(full).await);
-        // The same allocation, not an equal copy.
-        assert_eq!(a.as_ptr(), b.as_ptr());
-        let top1 = View {
-            top: Some(1),
-            ..View::default()
-        };
-        assert_ne!(a.as_ptr(), get(top1).await.as_ptr());
-        // Past the shared views, a snapshot keeps no more cells.
-        for n in 2..=(MAX_SHARED_VIEWS + 1) {
-            get(View {
-                top: Some(n),
-                ..View::default()
-            })
-            .await;
-        }
-        let last = View {
-            top: Some(1000),
-            ..View::default()
-        };
-        assert_eq!(get(last).await, get(last).await);
-        let p = rx.borrow().clone().unwrap();
-        assert_eq!(p.encodings.lock().unwrap().len(), MAX_SHARED_VIEWS);
-        // The encoder remembers the newest of each view, as many views.
-        assert!(enc.newest(last, p.seq).is_some());
-        assert!(
-            enc.newest(last, p.seq + 1).is_none(),
-            "not older than asked"
-        );
-        assert_eq!(enc.newest.lock().unwrap().len(), MAX_SHARED_VIEWS);
-        // A new snapshot: a new encoding, told apart by its seq.
-        let first = enc.encoded(&rx, full).await.unwrap().unwrap();
-        tx.send_replace(Some(Arc::new(Published::new(snap()))));
-        let second = enc.encoded(&rx, full).await.unwrap().unwrap();
-        assert!(second.seq > first.seq);
-        assert_ne!(first.json.as_ptr(), second.json.as_ptr());
-    }
-}
+mod tests;

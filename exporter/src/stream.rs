@@ -13,7 +13,9 @@
 //!   that, those on the oldest, the slowest, are dropped with a log line:
 //!   they let go of it and their connections are closed at once, even if
 //!   their writes are stuck. A lone slow reader (a remote TUI on a thin
-//!   link) still gets every snapshot it can.
+//!   link) still gets every snapshot it can;
+//! - a snapshot whose encoding does not fit in the response budget (see
+//!   [`crate::body_budget`]) is skipped, the stream waits for the next.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -30,10 +32,12 @@ use axum::Extension;
 use futures_util::stream;
 use tokio::sync::watch;
 
+use crate::body_budget::MIB;
 use crate::conn_io::ConnCloser;
 use crate::log::log;
+use crate::ratelog::RateLog;
 use crate::server::{json_error, AppState, Latest};
-use crate::snapshot::{view_of, Encoder, Params, View};
+use crate::snapshot::{view_of, EncodeError, Encoder, Params, View};
 
 pub const DEFAULT_MAX_STREAMS: usize = 64;
 pub const MAX_MAX_STREAMS: usize = 100_000;
@@ -49,6 +53,10 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Snapshots older than the latest two that slow clients may be reading;
 /// each is up to a whole encoding (29 MB for 20,000 peers).
 pub const MAX_STALE: usize = 2;
+
+/// Snapshots skipped for the response budget: every stream client could
+/// hit it every interval.
+static BUSY_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 
 /// Every open stream.
 #[derive(Debug)]
@@ -281,7 +289,21 @@ impl Feed {
             let e = match self.encoder.encoded(&self.latest, self.view).await {
                 None => continue,
                 Some(Ok(e)) => e,
-                Some(Err(e)) => {
+                // Memory held by other responses comes back as their
+                // clients read: this client waits for the next snapshot.
+                Some(Err(EncodeError::Busy(o))) => {
+                    BUSY_LOG.log(|| {
+                        format!(
+                            "/api/v1/stream: a snapshot skipped: its JSON (about {} MiB) does not \
+fit in the response budget ({} of {} MiB held; [http] response_memory_mib)",
+                            o.needed.div_ceil(MIB),
+                            o.used.div_ceil(MIB),
+                            o.limit.div_ceil(MIB)
+                        )
+                    });
+                    continue;
+                }
+                Some(Err(EncodeError::Failed(e))) => {
                     log(format_args!("/api/v1/stream: {e}"));
                     return Some(Err(ended("cannot encode")));
                 }
