@@ -7,6 +7,8 @@
 //! number of credentials. Every other check costs the same whoever the
 //! user (see [`Auth::verify`]), runs off the async workers a few at a
 //! time, and only within the failure budgets of [`crate::auth_limit`].
+//! Checks refused for a budget are logged, a line a minute at most for
+//! each budget (an attacker decides how many there are).
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -21,7 +23,9 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::auth_limit::{FailureLimiter, FailureLimits};
+use crate::auth_limit::{FailureLimiter, FailureLimits, Limited, Spent};
+use crate::log::log;
+use crate::ratelog::RateLog;
 use crate::server::json_error;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,6 +128,9 @@ pub struct Auth {
     limiter: FailureLimiter,
     /// Checks hashing at once: a flood of them cannot take every core.
     hashing: Semaphore,
+    /// Refusals for a source's budget, and for the common one.
+    source_log: RateLog,
+    total_log: RateLog,
 }
 
 impl std::fmt::Debug for Auth {
@@ -139,8 +146,9 @@ pub enum AuthError {
     Missing,
     Malformed,
     Denied,
-    /// Too many failed checks: try again after this long.
-    Limited(Duration),
+    /// Too many failed checks: which budget is spent, and how long until
+    /// a try.
+    Limited(Limited),
 }
 
 impl Auth {
@@ -157,6 +165,8 @@ impl Auth {
             rounds,
             limiter: FailureLimiter::new(limits),
             hashing: Semaphore::new((cores / 2).max(1)),
+            source_log: RateLog::new(Duration::from_secs(60)),
+            total_log: RateLog::new(Duration::from_secs(60)),
         }
     }
 
@@ -179,10 +189,13 @@ impl Auth {
         if self.cache.lock().map(|c| c.contains(&key)).unwrap_or(false) {
             return Ok(());
         }
-        let permit = self
-            .limiter
-            .try_check(source, Instant::now())
-            .map_err(AuthError::Limited)?;
+        let now = Instant::now();
+        let permit = self.limiter.try_check(source, now).map_err(|l| {
+            if let Some(line) = self.limited_line(l, now) {
+                log(line);
+            }
+            AuthError::Limited(l)
+        })?;
         let ok = {
             let _hashing = self.hashing.acquire().await;
             let me = self.clone();
@@ -201,6 +214,24 @@ impl Auth {
             c.insert(key);
         }
         Ok(())
+    }
+
+    /// The log line of a refusal, if one is due.
+    fn limited_line(&self, l: Limited, now: Instant) -> Option<String> {
+        match l.by {
+            Spent::Source(n) => self.source_log.line(now, || {
+                format!(
+                    "login checks refused (429): an address failed more than \
+auth_failures_per_source ({n} a minute)"
+                )
+            }),
+            Spent::Total(n) => self.total_log.line(now, || {
+                format!(
+                    "login checks refused (429): addresses failed more than auth_failures_total \
+({n} a minute) together; those that failed lately wait, others are still checked"
+                )
+            }),
+        }
     }
 
     /// The password check, blocking. Its cost does not depend on who
@@ -254,12 +285,9 @@ pub async fn layer(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
     let msg = match auth.check(header.as_deref(), source).await {
         Ok(()) => return next.run(req).await,
-        Err(AuthError::Limited(wait)) => {
-            let secs = wait.as_secs().max(1);
-            let mut r = json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("too many failed logins from this address: try again in {secs} s"),
-            );
+        Err(AuthError::Limited(l)) => {
+            let secs = l.wait.as_secs().max(1);
+            let mut r = json_error(StatusCode::TOO_MANY_REQUESTS, limited_message(l));
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
             return r;
@@ -274,6 +302,21 @@ pub async fn layer(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
         HeaderValue::from_static("Basic realm=\"nfsdtopd\""),
     );
     r
+}
+
+/// Why a check was refused, and when to try again.
+fn limited_message(l: Limited) -> String {
+    let secs = l.wait.as_secs().max(1);
+    match l.by {
+        Spent::Source(n) => format!(
+            "too many failed logins from this address (at most {n} a minute): \
+try again in {secs} s"
+        ),
+        Spent::Total(n) => format!(
+            "too many failed logins from many addresses (more than {n} a minute \
+together), this one among them: an address that failed lately waits; try again in {secs} s"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -364,6 +407,48 @@ mod tests {
             Err(AuthError::Denied),
             "another source has its own budget"
         );
+    }
+
+    #[tokio::test]
+    async fn other_addresses_failures_do_not_lock_out_good_credentials() {
+        let mut users = BTreeMap::new();
+        users.insert(
+            "prom".into(),
+            PasswordHash::parse(&sha("goodpass")).unwrap(),
+        );
+        let a = Arc::new(Auth::new(users));
+        for n in 2..=9 {
+            let from = IpAddr::V4(Ipv4Addr::new(127, 0, 0, n));
+            for _ in 0..12 {
+                let r = a.check(Some(&basic("prom", "guess")), from).await;
+                assert!(matches!(r, Err(AuthError::Denied | AuthError::Limited(_))));
+            }
+        }
+        // Never failed: checked, and let in.
+        assert_eq!(
+            a.check(Some(&basic("prom", "goodpass")), HOST).await,
+            Ok(())
+        );
+        // Other credentials from it are checked too; once one has failed,
+        // this address waits with the others, and is told so.
+        let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
+        assert_eq!(
+            a.check(Some(&basic("prom", "typo")), other).await,
+            Err(AuthError::Denied)
+        );
+        let Err(AuthError::Limited(l)) = a.check(Some(&basic("prom", "typo")), other).await else {
+            panic!("not limited");
+        };
+        let msg = limited_message(l);
+        assert!(
+            msg.contains("many addresses") && msg.contains("this one among them"),
+            "{msg}"
+        );
+        // Logged, once a minute at most.
+        let now = Instant::now();
+        let line = a.limited_line(l, now + Duration::from_secs(61)).unwrap();
+        assert!(line.contains("auth_failures_total (60 a minute)"), "{line}");
+        assert!(a.limited_line(l, now + Duration::from_secs(62)).is_none());
     }
 
     #[test]

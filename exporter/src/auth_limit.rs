@@ -1,13 +1,25 @@
 //! How many password checks the daemon does for whom: each source address
-//! and all of them together have a budget of checks per minute (a token
-//! bucket: the budget at once, then refilled evenly over the minute). A
-//! check that succeeds gives its token back, so only failures use the
-//! budget; when a budget is spent the request gets 429 without a hash.
+//! and all of them together have a budget of failed checks per minute (a
+//! token bucket: the budget at once, then refilled evenly over the
+//! minute). A check that succeeds gives its token back, so only failures
+//! use the budgets; when one is spent the request gets 429 without a hash.
+//!
+//! The budget of all sources together bounds guessing spread over many
+//! addresses (and the hashing they queue). It binds only the sources that
+//! have failed lately: one whose own budget is whole (it has not failed
+//! for a minute, or never) always gets its check, so other addresses'
+//! failures cannot lock out correct credentials. While that budget is
+//! spent, such a source's check is its last for a while if it fails: it
+//! loses its whole budget, and from then on waits for the common one. So
+//! an attacker gets one guess a minute from each address it has, and then
+//! shares the common budget with the others that failed.
 //!
 //! Sources are IPv4 addresses and IPv6 /64 networks (one host usually has
 //! a whole /64). The table of sources is bounded: when full, sources whose
-//! budget has refilled are forgotten, and if none has, new sources share
-//! one overflow budget.
+//! budget has refilled are forgotten, and if none has, the one nearest to
+//! it: a forgotten source is one in good standing again, which costs an
+//! attacker with more than [`MAX_SOURCES`] addresses a guess, but never
+//! refuses a source that has not failed.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -36,6 +48,22 @@ impl Default for FailureLimits {
     }
 }
 
+/// A check refused: which budget is spent, and how long until a try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limited {
+    pub wait: Duration,
+    pub by: Spent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// This source's own failures (`auth_failures_per_source` a minute).
+    Source(u32),
+    /// All sources' failures together (`auth_failures_total` a minute),
+    /// this one having failed lately too.
+    Total(u32),
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     tokens: f64,
@@ -57,6 +85,10 @@ impl Bucket {
         self.at = now;
     }
 
+    fn is_full(&self, per_minute: u32) -> bool {
+        self.tokens >= per_minute as f64
+    }
+
     /// How long until a token is there (zero: now).
     fn wait(&self, per_minute: u32) -> Duration {
         if self.tokens >= 1.0 {
@@ -64,12 +96,6 @@ impl Bucket {
         }
         Duration::from_secs_f64((1.0 - self.tokens) * 60.0 / per_minute.max(1) as f64)
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Source {
-    Ip(IpAddr),
-    Overflow,
 }
 
 fn source_of(ip: IpAddr) -> IpAddr {
@@ -94,13 +120,19 @@ pub struct FailureLimiter {
 #[derive(Debug)]
 struct State {
     total: Bucket,
-    sources: HashMap<Source, Bucket>,
+    sources: HashMap<IpAddr, Bucket>,
 }
 
 /// A check allowed by the limiter; [`FailureLimiter::succeeded`] gives
-/// its tokens back.
+/// back what it took.
 #[derive(Debug)]
-pub struct Permit(Source);
+pub struct Permit {
+    source: IpAddr,
+    /// Tokens taken from the source's budget.
+    taken: f64,
+    /// Whether a token was taken from the common budget.
+    total: bool,
+}
 
 impl FailureLimiter {
     pub fn new(limits: FailureLimits) -> FailureLimiter {
@@ -113,19 +145,13 @@ impl FailureLimiter {
         }
     }
 
-    /// Take a token for a check from `ip`, or say how long to wait.
-    pub fn try_check(&self, ip: IpAddr, now: Instant) -> Result<Permit, Duration> {
+    /// Take what a check from `ip` costs, or say which budget is spent.
+    pub fn try_check(&self, ip: IpAddr, now: Instant) -> Result<Permit, Limited> {
         let l = self.limits;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mut key = Source::Ip(source_of(ip));
+        let key = source_of(ip);
         if !st.sources.contains_key(&key) && st.sources.len() >= MAX_SOURCES {
-            st.sources.retain(|_, b| {
-                b.refill(l.per_source, now);
-                b.tokens < l.per_source as f64
-            });
-            if st.sources.len() >= MAX_SOURCES {
-                key = Source::Overflow;
-            }
+            make_room(&mut st.sources, l.per_source, now);
         }
         st.total.refill(l.total, now);
         let total_wait = st.total.wait(l.total);
@@ -134,28 +160,73 @@ impl FailureLimiter {
             .entry(key)
             .or_insert_with(|| Bucket::full(l.per_source, now));
         src.refill(l.per_source, now);
-        let wait = src.wait(l.per_source).max(total_wait);
-        if wait > Duration::ZERO {
-            return Err(wait);
+        let wait = src.wait(l.per_source);
+        if total_wait > Duration::ZERO && !src.is_full(l.per_source) {
+            return Err(Limited {
+                wait: wait.max(total_wait),
+                by: Spent::Total(l.total),
+            });
         }
-        src.tokens -= 1.0;
-        st.total.tokens -= 1.0;
-        Ok(Permit(key))
+        if wait > Duration::ZERO {
+            return Err(Limited {
+                wait,
+                by: Spent::Source(l.per_source),
+            });
+        }
+        if total_wait == Duration::ZERO {
+            src.tokens -= 1.0;
+            st.total.tokens -= 1.0;
+            return Ok(Permit {
+                source: key,
+                taken: 1.0,
+                total: true,
+            });
+        }
+        // In good standing while the common budget is spent: its check,
+        // at the price of its whole budget should it fail.
+        let taken = src.tokens;
+        src.tokens = 0.0;
+        Ok(Permit {
+            source: key,
+            taken,
+            total: false,
+        })
     }
 
     /// The check passed: it does not count against the budgets.
     pub fn succeeded(&self, permit: Permit) {
         let l = self.limits;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.total.tokens = (st.total.tokens + 1.0).min(l.total as f64);
-        if let Some(b) = st.sources.get_mut(&permit.0) {
-            b.tokens = (b.tokens + 1.0).min(l.per_source as f64);
+        if permit.total {
+            st.total.tokens = (st.total.tokens + 1.0).min(l.total as f64);
+        }
+        if let Some(b) = st.sources.get_mut(&permit.source) {
+            b.tokens = (b.tokens + permit.taken).min(l.per_source as f64);
         }
     }
 
     #[cfg(test)]
     fn sources(&self) -> usize {
         self.state.lock().unwrap().sources.len()
+    }
+}
+
+/// Forget the sources whose budget has refilled, or else the one nearest
+/// to it: a place for one more.
+fn make_room(sources: &mut HashMap<IpAddr, Bucket>, per_source: u32, now: Instant) {
+    sources.retain(|_, b| {
+        b.refill(per_source, now);
+        !b.is_full(per_source)
+    });
+    if sources.len() < MAX_SOURCES {
+        return;
+    }
+    let nearest = sources
+        .iter()
+        .max_by(|a, b| a.1.tokens.total_cmp(&b.1.tokens))
+        .map(|(k, _)| *k);
+    if let Some(k) = nearest {
+        sources.remove(&k);
     }
 }
 
@@ -177,8 +248,9 @@ mod tests {
         for _ in 0..3 {
             l.try_check(ip("10.0.0.1"), t).unwrap();
         }
-        let wait = l.try_check(ip("10.0.0.1"), t).unwrap_err();
-        assert!(wait > Duration::from_secs(19) && wait <= Duration::from_secs(20));
+        let e = l.try_check(ip("10.0.0.1"), t).unwrap_err();
+        assert_eq!(e.by, Spent::Source(3));
+        assert!(e.wait > Duration::from_secs(19) && e.wait <= Duration::from_secs(20));
         // Another source is not affected; 20 s later one more try is due.
         l.try_check(ip("10.0.0.2"), t).unwrap();
         l.try_check(ip("10.0.0.1"), t + Duration::from_secs(20))
@@ -191,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn the_total_budget_binds_all_sources_and_ipv6_counts_per_64() {
+    fn the_total_budget_binds_the_sources_that_failed_and_ipv6_counts_per_64() {
         let l = FailureLimiter::new(FailureLimits {
             per_source: 2,
             total: 4,
@@ -202,7 +274,49 @@ mod tests {
         assert!(l.try_check(ip("2001:db8::3"), t).is_err(), "same /64");
         l.try_check(ip("10.0.0.1"), t).unwrap();
         l.try_check(ip("::ffff:10.0.0.1"), t).unwrap();
-        assert!(l.try_check(ip("10.0.0.9"), t).is_err(), "total spent");
+        // Total spent: 10.0.0.1 has failed, it waits for the total.
+        let e = l.try_check(ip("10.0.0.1"), t).unwrap_err();
+        assert_eq!(e.by, Spent::Total(4));
+        assert!(e.wait > Duration::from_secs(14), "{e:?}");
+        // A source that never failed still gets its check, and a failed
+        // one costs it its whole budget: then it waits with the others.
+        l.try_check(ip("10.0.0.9"), t).unwrap();
+        assert_eq!(
+            l.try_check(ip("10.0.0.9"), t).unwrap_err().by,
+            Spent::Total(4)
+        );
+        // One that passes keeps its budget.
+        let p = l.try_check(ip("10.0.0.8"), t).unwrap();
+        l.succeeded(p);
+        let p = l.try_check(ip("10.0.0.8"), t).unwrap();
+        l.succeeded(p);
+    }
+
+    #[test]
+    fn others_failures_never_refuse_a_source_that_has_not_failed() {
+        let l = FailureLimiter::new(DEFAULT_FAILURE_LIMITS);
+        let mut t = Instant::now();
+        // 12 bad logins from each of 8 addresses, then one from each
+        // every second for ten minutes: together they can fail more than
+        // the total allows (80 a minute), so it is spent all along.
+        let attack = |t| {
+            for a in 2..=9 {
+                let _ = l.try_check(ip(&format!("127.0.0.{a}")), t);
+            }
+        };
+        for _ in 0..12 {
+            attack(t);
+        }
+        for i in 0..600 {
+            t += Duration::from_secs(1);
+            attack(t);
+            if i % 15 == 0 {
+                // A scraper whose credentials are good (checked each time,
+                // as after a restart).
+                let p = l.try_check(ip("127.0.0.1"), t).expect("good standing");
+                l.succeeded(p);
+            }
+        }
     }
 
     #[test]
@@ -216,8 +330,9 @@ mod tests {
             let a = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
             let _ = l.try_check(a, t);
         }
-        assert!(l.sources() <= MAX_SOURCES + 1, "{}", l.sources());
-        // The overflow budget is shared: after one failure it is spent.
+        assert!(l.sources() <= MAX_SOURCES, "{}", l.sources());
+        // A new source still gets its check, and its own budget.
+        l.try_check(ip("192.168.0.1"), t).unwrap();
         assert!(l.try_check(ip("192.168.0.1"), t).is_err());
         // A minute later every budget has refilled and old sources go.
         l.try_check(ip("192.168.0.2"), t + Duration::from_secs(61))
