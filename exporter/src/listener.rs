@@ -366,7 +366,26 @@ async fn connection(
     let Some(acceptor) = &ctx.tls else {
         return http(&ctx, Tracked::new(tcp, shared), peer, &entry, stop).await;
     };
-    let handshake = tokio::time::timeout(ctx.limits.header_timeout, acceptor.accept(tcp));
+    let deadline = tokio::time::Instant::now() + ctx.limits.header_timeout;
+    let mut first = [0u8; 1];
+    let peeked = tokio::select! {
+        r = tokio::time::timeout_at(deadline, tcp.peek(&mut first)) => r,
+        _ = shared.killed() => return,
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    // A TLS handshake starts with byte 0x16; a plain HTTP request with its
+    // method's capitals. Answered with a TLS alert, curl says "HTTP/0.9"
+    // and a browser nothing useful: say in plain HTTP what to do instead.
+    if matches!(peeked, Ok(Ok(1))) && first[0].is_ascii_uppercase() {
+        TLS_LOG.log(|| {
+            format!(
+                "plain HTTP from {} on the TLS port: answered 400, use https://",
+                ctx.name(peer)
+            )
+        });
+        return plain_http_to_tls(tcp).await;
+    }
+    let handshake = tokio::time::timeout_at(deadline, acceptor.accept(tcp));
     let tls = tokio::select! {
         r = handshake => match r {
             Ok(Ok(s)) => s,
@@ -383,6 +402,24 @@ async fn connection(
         _ = stop.wait_for(|s| *s) => return,
     };
     http(&ctx, Tracked::new(tls, shared), peer, &entry, stop).await
+}
+
+/// The whole answer to plain HTTP on the TLS port: one short 400 saying
+/// to use https, then the connection is closed.
+async fn plain_http_to_tls(mut tcp: TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    const BODY: &str = "this nfsdtopd serves HTTPS only: use https:// in the URL\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    // A client that does not read is not waited for.
+    let write = async {
+        let _ = tcp.write_all(answer.as_bytes()).await;
+        let _ = tcp.shutdown().await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
 }
 
 async fn http<S>(

@@ -502,13 +502,17 @@ fn tls_serves_https() {
         }
     });
     assert_eq!(body.status, 200, "{body:?}");
-    // Plain HTTP on the TLS port gets nothing useful, and the daemon lives on.
+    // Plain HTTP on the TLS port is told, in plain HTTP, to use https, and
+    // gets nothing else.
     let mut s = TcpStream::connect(d.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n");
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
-    assert!(!String::from_utf8_lossy(&buf).contains("ok"));
+    let r = common::parse_response(&buf);
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body.contains("use https://"), "{r:?}");
+    assert!(!r.body.contains("ok"), "{r:?}");
 }
 
 #[test]

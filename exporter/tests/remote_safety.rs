@@ -554,8 +554,13 @@ fn failed_tls_handshakes_log_one_line_by_pseudonym_under_redact() {
         ],
     );
     for _ in 0..30 {
-        // Plain HTTP on the TLS port; the daemon gives up and closes.
-        let _ = request(d.addr, b"GET / HTTP/1.1\r\n\r\n", Duration::from_secs(10));
+        // Bytes that are neither TLS nor HTTP (plain HTTP is answered
+        // apart); the daemon gives up and closes.
+        let _ = request(
+            d.addr,
+            b"\x00\x01 not a handshake\r\n\r\n",
+            Duration::from_secs(10),
+        );
         drop(TcpStream::connect(d.addr).unwrap());
     }
     let first = d
