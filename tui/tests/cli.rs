@@ -373,6 +373,19 @@ fn reports_that_cannot_be_written_end_with_status_1() {
             stderr(&o)
         );
     }
+    for flag in ["--help", "--version"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+            .arg(flag)
+            .stdout(full())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{flag}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot write to stdout"),
+            "{flag}: {}",
+            stderr(&o)
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
