@@ -9,7 +9,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context as _};
-use clap::Parser;
 use nfsdtop_agent::pipeline::{Control, Flow};
 use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session, SourceChoice};
@@ -25,7 +24,9 @@ use crate::snapshot::{Encoder, Published};
 use crate::stream::Streams;
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = nfsdtop_agent::session::args::parse_command_line(|io| {
+        log(format_args!("cannot write to stdout: {io}"))
+    });
     if let Some(shell) = cli.completions {
         let mut cmd = <Cli as clap::CommandFactory>::command();
         clap_complete::generate(shell, &mut cmd, "nfsdtopd", &mut std::io::stdout());
@@ -275,6 +276,7 @@ async fn reload_on_sighup(cfg: Config, spec: SourceSpec, ctl: mpsc::Sender<Contr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
     use nfsdtop_agent::source::live::LiveOptions;
 
     #[test]

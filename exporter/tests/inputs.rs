@@ -1,5 +1,6 @@
 //! nfsdtopd on inputs that used to exhaust memory or spin: an endless
-//! --config, --class-map or scenario is refused at its size limit, and a replay
+//! --config, --class-map, scenario or TLS file is refused at its size limit
+//! (and a help text that cannot be written is an error), and a replay
 //! with a timestamp gap of 2^62 ns says so once, serves every event and
 //! then rests.
 
@@ -66,6 +67,41 @@ fn an_endless_config_class_map_or_scenario_is_refused_at_its_limit() {
         err.contains("scenario file /dev/zero is larger than 64 MiB"),
         "{err}"
     );
+}
+
+/// The endless TLS files, and a help text that cannot be written: errors
+/// with status 1 and a message, not an abort (2 GiB asked of the
+/// allocator) or a silent 0.
+#[test]
+fn endless_tls_files_and_an_unwritable_help_are_errors() {
+    let (code, err) = bounded_exit(&[
+        "--demo",
+        "movers",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        "/dev/zero",
+        "--tls-key",
+        "/dev/zero",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("TLS certificate /dev/zero is larger than 1 MiB"),
+        "{err}"
+    );
+    let o = Command::new(BIN)
+        .arg("--help")
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
 }
 
 #[test]

@@ -22,28 +22,12 @@ mod remote;
 mod tty;
 mod whatif;
 
-use clap::Parser;
-
 use cli::{Cli, Command};
 
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            // --help, --version (status 0) or a bad command line (2). clap's
-            // own exit drops a failed write of the help: a help text that
-            // could not be written (`--help > /dev/full`) is an error.
-            let printed = e.print();
-            let code = e.exit_code();
-            match printed {
-                Err(io) if code == 0 && io.kind() != std::io::ErrorKind::BrokenPipe => {
-                    out::warn(format_args!("cannot write to stdout: {io}"));
-                    std::process::exit(1);
-                }
-                _ => std::process::exit(code),
-            }
-        }
-    };
+    let cli: Cli = nfsdtop_agent::session::args::parse_command_line(|io| {
+        out::warn(format_args!("cannot write to stdout: {io}"))
+    });
     let result = match &cli.command {
         Some(Command::Record(args)) => record::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),

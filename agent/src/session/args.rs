@@ -14,6 +14,24 @@ use super::config::{check_speed, check_wait, SessionConfig, SourceChoice};
 use crate::source::demo::Policy;
 use crate::source::live::{BenchStage, Tracepoints};
 
+/// `C::parse()` for both binaries, except that a help or version text
+/// that cannot be written (`--help > /dev/full`) ends with status 1, `warn`
+/// told why: clap's own exit drops the write error and says 0. A closed
+/// pipe (`--help | head`) still ends quietly.
+pub fn parse_command_line<C: clap::Parser>(warn: impl FnOnce(&std::io::Error)) -> C {
+    C::try_parse().unwrap_or_else(|e| {
+        let printed = e.print();
+        let code = e.exit_code();
+        match printed {
+            Err(io) if code == 0 && io.kind() != std::io::ErrorKind::BrokenPipe => {
+                warn(&io);
+                std::process::exit(1)
+            }
+            _ => std::process::exit(code),
+        }
+    })
+}
+
 #[derive(Args, Debug, Clone, Default)]
 pub struct SourceArgs {
     /// Watch the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file).
