@@ -295,6 +295,11 @@ impl Aggregator {
         &self.own_wait_total
     }
 
+    /// Where the last snapshot's interval ended (the start of the next).
+    pub fn last_snapshot_ns(&self) -> Option<u64> {
+        self.last_snapshot_ns
+    }
+
     pub fn dispatches(&self) -> u64 {
         self.dispatches
     }
