@@ -57,6 +57,13 @@ pub struct ClassMapError {
 /// Why a class name cannot be used, if it cannot: names every output
 /// already gives to something else would merge with it silently.
 fn reserved_name(class: &str) -> Option<String> {
+    if class.chars().any(char::is_control) {
+        // Shown as it is in text and CSV output: an escape would reach the
+        // operator's terminal.
+        return Some(format!(
+            "class name {class:?} contains a control character: use printable ones"
+        ));
+    }
     if class.contains('/') {
         return Some(format!(
             "class name {class:?} may not contain '/' (it separates class and address)"
@@ -371,10 +378,12 @@ mod tests {
             ("10.0.0.0/8 anon-0123456789ab\n", "pseudonym"),
             ("10.0.0.0/8 class-7\n", "kernel's class words"),
             ("10.0.0.0/8 anonymous\n", "kernel's class words"),
+            ("10.0.0.0/8 lan\u{1b}[2J\n", "contains a control character"),
         ];
         for (text, want) in cases {
             let e = ClassMap::parse(text, "bad.map").unwrap_err();
             assert!(e.to_string().contains(want), "{text:?}: {e}");
+            assert!(!e.to_string().contains('\u{1b}'), "{e:?}");
             assert!(e.to_string().starts_with("bad.map:"), "{e}");
         }
         let e = ClassMap::parse("\n\n10.0.0/8 a\n", "bad.map").unwrap_err();

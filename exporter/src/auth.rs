@@ -3,8 +3,13 @@
 //! or, for setups without bcrypt tooling, `sha256:<hex>` of the password.
 //!
 //! bcrypt is deliberately slow, so a successful check is cached (keyed by a
-//! SHA-256 of the credentials, never the password itself) for a bounded
-//! number of credentials. Every other check costs the same whoever the
+//! SHA-256 of the credentials, never the password itself, and the source
+//! address that presented them) for a bounded number of credentials. Keyed
+//! by source too: a guesser whose budget is spent gets 429 for each wrong
+//! guess, and must get it for the right one as well (a 200 from another
+//! client's login would tell it the password); a client that logged in
+//! from an address keeps passing from it whatever the failures there (a
+//! flood from behind the same NAT does not lock out its scrapes). Every other check costs the same whoever the
 //! user (see [`Auth::verify`]), runs off the async workers a few at a
 //! time, and only within the failure budgets of [`crate::auth_limit`].
 //! Checks refused for a budget are logged, a line a minute at most for
@@ -122,7 +127,7 @@ fn padding(mut rounds: u64) -> Vec<u32> {
 
 pub struct Auth {
     users: BTreeMap<String, PasswordHash>,
-    cache: Mutex<HashSet<[u8; 32]>>,
+    cache: Mutex<HashSet<([u8; 32], IpAddr)>>,
     /// The rounds of the dearest configured user: every check costs that.
     rounds: u64,
     limiter: FailureLimiter,
@@ -185,7 +190,8 @@ impl Auth {
         if !self.enabled() {
             return Ok(());
         }
-        let (key, user, pass) = parse_basic(header)?;
+        let (credentials, user, pass) = parse_basic(header)?;
+        let key = (credentials, crate::auth_limit::source_of(source));
         if self.cache.lock().map(|c| c.contains(&key)).unwrap_or(false) {
             return Ok(());
         }
@@ -399,7 +405,8 @@ mod tests {
             a.check(Some(&basic("bob", "nope")), HOST).await,
             Err(AuthError::Limited(_))
         ));
-        // Known-good credentials are not checked again, so not limited.
+        // Credentials this source logged in with are not checked again, so
+        // not limited.
         assert_eq!(a.check(Some(&basic("bob", "hunter2")), HOST).await, Ok(()));
         let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
         assert_eq!(
@@ -449,6 +456,41 @@ mod tests {
         let line = a.limited_line(l, now + Duration::from_secs(61)).unwrap();
         assert!(line.contains("auth_failures_total (60 a minute)"), "{line}");
         assert!(a.limited_line(l, now + Duration::from_secs(62)).is_none());
+    }
+
+    /// Credentials another client logged in with do not pass from a
+    /// source the budgets refuse: its wrong guesses get 429 without a
+    /// check, and so does its right one, which would otherwise tell it the
+    /// password at once.
+    #[tokio::test]
+    async fn a_refused_source_is_refused_with_good_credentials_too() {
+        let mut users = BTreeMap::new();
+        users.insert(
+            "prom".into(),
+            PasswordHash::parse(&sha("goodpass")).unwrap(),
+        );
+        let a = Arc::new(Auth::new(users));
+        let good = basic("prom", "goodpass");
+        assert_eq!(a.check(Some(&good), HOST).await, Ok(()), "now cached");
+        let guesser = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77));
+        let mut denied = 0;
+        for n in 0..50 {
+            match a
+                .check(Some(&basic("prom", &format!("guess{n}"))), guesser)
+                .await
+            {
+                Err(AuthError::Denied) => denied += 1,
+                Err(AuthError::Limited(_)) => {}
+                r => panic!("guess {n}: {r:?}"),
+            }
+        }
+        assert_eq!(denied, 10, "its own budget of failed checks");
+        assert!(matches!(
+            a.check(Some(&good), guesser).await,
+            Err(AuthError::Limited(_))
+        ));
+        // The client that logged in is not held up by it.
+        assert_eq!(a.check(Some(&good), HOST).await, Ok(()));
     }
 
     #[test]

@@ -16,10 +16,13 @@
 //!
 //! Sources are IPv4 addresses and IPv6 /64 networks (one host usually has
 //! a whole /64). The table of sources is bounded: when full, sources whose
-//! budget has refilled are forgotten, and if none has, the one nearest to
-//! it: a forgotten source is one in good standing again, which costs an
-//! attacker with more than [`MAX_SOURCES`] addresses a guess, but never
-//! refuses a source that has not failed.
+//! budget has refilled are forgotten. If none has (more than
+//! [`MAX_SOURCES`] addresses failed within a minute), a new source cannot
+//! be told from one forgotten to make room, so it is checked only out of
+//! the common budget (then the one nearest to a whole budget is
+//! forgotten): rotating addresses buys no more checks than that budget.
+//! Only then can a source that has not failed be refused, and only for a
+//! first login: credentials already seen to be good from it still pass.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -98,7 +101,8 @@ impl Bucket {
     }
 }
 
-fn source_of(ip: IpAddr) -> IpAddr {
+/// The source an address counts as: itself, or its IPv6 /64.
+pub fn source_of(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -151,46 +155,50 @@ impl FailureLimiter {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let key = source_of(ip);
         if !st.sources.contains_key(&key) && st.sources.len() >= MAX_SOURCES {
-            make_room(&mut st.sources, l.per_source, now);
+            forget_refilled(&mut st.sources, l.per_source, now);
+            if st.sources.len() >= MAX_SOURCES {
+                // Every source remembered failed lately. A new one cannot
+                // be told from one forgotten to make room (with a whole
+                // budget again): it waits with them for the common budget,
+                // so that rotating addresses buys no checks.
+                st.total.refill(l.total, now);
+                let wait = st.total.wait(l.total);
+                if wait > Duration::ZERO {
+                    return Err(Limited {
+                        wait,
+                        by: Spent::Total(l.total),
+                    });
+                }
+                forget_nearest(&mut st.sources);
+            }
         }
-        st.total.refill(l.total, now);
-        let total_wait = st.total.wait(l.total);
-        let src = st
-            .sources
+        let State { total, sources } = &mut *st;
+        let src = sources
             .entry(key)
             .or_insert_with(|| Bucket::full(l.per_source, now));
-        src.refill(l.per_source, now);
-        let wait = src.wait(l.per_source);
-        if total_wait > Duration::ZERO && !src.is_full(l.per_source) {
-            return Err(Limited {
-                wait: wait.max(total_wait),
-                by: Spent::Total(l.total),
-            });
+        match decide(l, total, src, now) {
+            Err(limited) => Err(limited),
+            Ok(Cost::OneOfEach) => {
+                src.tokens -= 1.0;
+                total.tokens -= 1.0;
+                Ok(Permit {
+                    source: key,
+                    taken: 1.0,
+                    total: true,
+                })
+            }
+            // In good standing while the common budget is spent: its
+            // check, at the price of its whole budget should it fail.
+            Ok(Cost::WholeSourceBudget) => {
+                let taken = src.tokens;
+                src.tokens = 0.0;
+                Ok(Permit {
+                    source: key,
+                    taken,
+                    total: false,
+                })
+            }
         }
-        if wait > Duration::ZERO {
-            return Err(Limited {
-                wait,
-                by: Spent::Source(l.per_source),
-            });
-        }
-        if total_wait == Duration::ZERO {
-            src.tokens -= 1.0;
-            st.total.tokens -= 1.0;
-            return Ok(Permit {
-                source: key,
-                taken: 1.0,
-                total: true,
-            });
-        }
-        // In good standing while the common budget is spent: its check,
-        // at the price of its whole budget should it fail.
-        let taken = src.tokens;
-        src.tokens = 0.0;
-        Ok(Permit {
-            source: key,
-            taken,
-            total: false,
-        })
     }
 
     /// The check passed: it does not count against the budgets.
@@ -211,16 +219,55 @@ impl FailureLimiter {
     }
 }
 
-/// Forget the sources whose budget has refilled, or else the one nearest
-/// to it: a place for one more.
-fn make_room(sources: &mut HashMap<IpAddr, Bucket>, per_source: u32, now: Instant) {
+/// What a check costs a source in the standing `src` has, with the common
+/// budget `total` (both refilled to `now`).
+enum Cost {
+    /// A token of each budget.
+    OneOfEach,
+    /// The source's whole budget, the common one being spent.
+    WholeSourceBudget,
+}
+
+fn decide(
+    l: FailureLimits,
+    total: &mut Bucket,
+    src: &mut Bucket,
+    now: Instant,
+) -> Result<Cost, Limited> {
+    total.refill(l.total, now);
+    let total_wait = total.wait(l.total);
+    src.refill(l.per_source, now);
+    let wait = src.wait(l.per_source);
+    if total_wait > Duration::ZERO && !src.is_full(l.per_source) {
+        return Err(Limited {
+            wait: wait.max(total_wait),
+            by: Spent::Total(l.total),
+        });
+    }
+    if wait > Duration::ZERO {
+        return Err(Limited {
+            wait,
+            by: Spent::Source(l.per_source),
+        });
+    }
+    Ok(if total_wait == Duration::ZERO {
+        Cost::OneOfEach
+    } else {
+        Cost::WholeSourceBudget
+    })
+}
+
+/// Forget the sources whose budget has refilled: they are in good
+/// standing, as sources never seen are.
+fn forget_refilled(sources: &mut HashMap<IpAddr, Bucket>, per_source: u32, now: Instant) {
     sources.retain(|_, b| {
         b.refill(per_source, now);
         !b.is_full(per_source)
     });
-    if sources.len() < MAX_SOURCES {
-        return;
-    }
+}
+
+/// Forget the source nearest to a whole budget: room for one more.
+fn forget_nearest(sources: &mut HashMap<IpAddr, Bucket>) {
     let nearest = sources
         .iter()
         .max_by(|a, b| a.1.tokens.total_cmp(&b.1.tokens))
@@ -317,6 +364,36 @@ mod tests {
                 l.succeeded(p);
             }
         }
+    }
+
+    /// More addresses failing within a minute than the table holds: once
+    /// it is full of them, a new address is checked only out of the common
+    /// budget, so rotating through addresses buys no more checks.
+    #[test]
+    fn rotating_addresses_past_the_table_buys_no_checks() {
+        let l = FailureLimiter::new(FailureLimits {
+            per_source: 1,
+            total: 10,
+        });
+        let t = Instant::now();
+        let addr = |i: u32| IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+        let mut checked = 0;
+        for round in 0..3u32 {
+            for i in 0..(MAX_SOURCES as u32 + 500) {
+                let at = t + Duration::from_millis(u64::from(round));
+                checked += usize::from(l.try_check(addr(i), at).is_ok());
+            }
+        }
+        // Each of the first MAX_SOURCES addresses got its one check (its
+        // whole budget), and nothing more in the same instant.
+        assert_eq!(checked, MAX_SOURCES);
+        let e = l.try_check(ip("192.168.7.7"), t).unwrap_err();
+        assert_eq!(e.by, Spent::Total(10));
+        // As the common budget refills (one check every 6 s), one more.
+        let later = t + Duration::from_secs(6);
+        l.try_check(addr(MAX_SOURCES as u32 + 1), later).unwrap();
+        assert!(l.try_check(addr(MAX_SOURCES as u32 + 2), later).is_err());
+        assert!(l.sources() <= MAX_SOURCES, "{}", l.sources());
     }
 
     #[test]

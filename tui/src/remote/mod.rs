@@ -187,6 +187,8 @@ async fn stream_once(
                 continue;
             }
             let mut snap: Snapshot = serde_json::from_str(&e.data).map_err(|err| {
+                // serde quotes what it could not take, escapes and all.
+                let err = sanitize::without_controls(&err.to_string());
                 Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
             })?;
             sanitize::snapshot(&mut snap);

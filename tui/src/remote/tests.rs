@@ -341,3 +341,33 @@ fn a_ca_cert_for_plain_http_or_an_unreadable_one_fails_at_once() {
         .expect("an error");
     assert!(format!("{e:#}").contains("plain HTTP"), "{e:#}");
 }
+
+/// A snapshot that does not parse is reported without what the agent put
+/// in it: serde quotes the unknown value, escapes and all.
+#[test]
+fn an_unparsable_snapshot_is_reported_without_its_escapes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        let body =
+            "event: snapshot\ndata: {\"source\": {\"kind\": \"x\\u001b]0;PWNED\\u0007\"}}\n\n";
+        write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+    });
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let error = loop {
+        if let Update::Status(RemoteStatus::Reconnecting { error, .. }) = next(&conn.updates) {
+            break error;
+        }
+    };
+    assert!(error.contains("does not parse"), "{error}");
+    assert!(error.contains("x?]0;PWNED?"), "{error}");
+    assert!(!error.chars().any(char::is_control), "{error:?}");
+    server.join().unwrap();
+}
