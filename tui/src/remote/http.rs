@@ -3,7 +3,8 @@
 //! `--ca-cert`, the request with Host, Accept, User-Agent and basic auth,
 //! and the response's status sorted into [`Failure::Retry`] (the agent may
 //! come back) or [`Failure::Fatal`] (retrying cannot help: credentials
-//! refused, certificate not trusted, TLS against a plain-HTTP agent).
+//! refused, certificate not trusted, TLS against a plain-HTTP agent or
+//! plain HTTP against a TLS one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -168,6 +169,11 @@ impl Client {
             ))),
             StatusCode::FORBIDDEN => Err(Failure::Fatal(format!(
                 "{url} refused access (HTTP 403 Forbidden){said}"
+            ))),
+            // Our requests are fixed: one the agent cannot take (plain
+            // HTTP to its TLS port, a proxy in the way) stays so.
+            StatusCode::BAD_REQUEST => Err(Failure::Fatal(format!(
+                "{url} cannot take nfsdtop's request (HTTP 400 Bad Request){said}"
             ))),
             _ => Err(Failure::Retry(format!(
                 "HTTP {} {reason} from {path}{said}",

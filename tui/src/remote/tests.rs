@@ -288,6 +288,17 @@ fn refused_credentials_end_the_source_and_the_password_is_never_shown() {
         "{error}"
     );
     server.join().unwrap();
+
+    // A request the agent cannot take (nfsdtopd's answer to plain HTTP
+    // on its TLS port) ends the source too, with the agent's words.
+    let (port, server) = refusing_agent("400 Bad Request", 1);
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let (_, error) = until_ended(&conn.updates);
+    assert!(
+        error.contains("cannot take nfsdtop's request (HTTP 400 Bad Request)"),
+        "{error}"
+    );
+    server.join().unwrap();
 }
 
 #[test]
