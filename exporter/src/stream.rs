@@ -292,16 +292,19 @@ impl Feed {
                 // Memory held by other responses comes back as their
                 // clients read: this client waits for the next snapshot.
                 Some(Err(EncodeError::Busy(o))) => {
-                    BUSY_LOG.log(|| {
-                        format!(
-                            "/api/v1/stream: a snapshot skipped: its JSON (about {} MiB) does not \
-fit in the response budget ({} of {} MiB held; [http] response_memory_mib)",
-                            o.needed.div_ceil(MIB),
-                            o.used.div_ceil(MIB),
-                            o.limit.div_ceil(MIB)
-                        )
-                    });
-                    continue;
+                    let why = format!(
+                        "its JSON (about {} MiB) does not fit in the response budget ({} of {} \
+MiB held; [http] response_memory_mib)",
+                        o.needed.div_ceil(MIB),
+                        o.used.div_ceil(MIB),
+                        o.limit.div_ceil(MIB)
+                    );
+                    BUSY_LOG.log(|| format!("/api/v1/stream: a snapshot skipped: {why}"));
+                    // The client is told too, so that it can say why no
+                    // snapshot comes (the link itself is fine).
+                    return Some(Ok(Bytes::from(format!(
+                        "event: skipped\ndata: the agent skipped a snapshot: {why}\n\n"
+                    ))));
                 }
                 Some(Err(EncodeError::Failed(e))) => {
                     log(format_args!("/api/v1/stream: {e}"));

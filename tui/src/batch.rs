@@ -82,10 +82,16 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
                 break;
             }
             Update::Status(s) => {
+                // A skipping agent says so each snapshot: once is enough
+                // until a snapshot comes again.
+                let repeat = patience.as_ref().is_some_and(|p| p.skip.is_some())
+                    && matches!(s, RemoteStatus::Skipping { .. });
                 if let Some(p) = patience.as_mut() {
                     p.status(&s);
                 }
-                out::warn(s);
+                if !repeat {
+                    out::warn(s);
+                }
             }
         }
     }
@@ -110,6 +116,9 @@ struct Patience {
     last_snapshot: Instant,
     /// The agent's snapshot interval, as its last snapshot says.
     agent_interval: Duration,
+    /// Why the agent skipped its last snapshot, if it did since the last
+    /// one came.
+    skip: Option<String>,
 }
 
 impl Patience {
@@ -122,6 +131,7 @@ impl Patience {
             last_error: String::new(),
             last_snapshot: now,
             agent_interval: Duration::ZERO,
+            skip: None,
         }
     }
 
@@ -133,11 +143,13 @@ impl Patience {
                 self.down_since.get_or_insert_with(Instant::now);
             }
             RemoteStatus::Connecting { .. } => {}
+            RemoteStatus::Skipping { reason, .. } => self.skip = Some(reason.clone()),
         }
     }
 
     fn snapshot(&mut self, interval_s: f64) {
         self.last_snapshot = Instant::now();
+        self.skip = None;
         // A day at most: an agent's nonsense cannot make it wait for ever.
         if interval_s.is_finite() && interval_s > 0.0 {
             self.agent_interval = Duration::from_secs_f64(interval_s.min(86_400.0));
@@ -166,6 +178,13 @@ impl Patience {
             return anyhow::anyhow!(
                 "giving up on {url}: no link for {}s{why}; --give-up-after SECS waits longer",
                 secs(self.give_up)
+            );
+        }
+        if let Some(why) = &self.skip {
+            return anyhow::anyhow!(
+                "giving up on {url}: connected, but no snapshot for {}s ({why}); \
+                 --give-up-after SECS waits longer",
+                secs(self.quiet_limit())
             );
         }
         anyhow::anyhow!(
@@ -209,6 +228,25 @@ mod tests {
         assert_eq!(p.quiet_limit(), Duration::from_secs(12));
         p.snapshot(1e12);
         assert_eq!(p.quiet_limit(), Duration::from_secs(3 * 86_400));
+    }
+
+    /// An agent that says it skipped its snapshots (its response memory
+    /// held by others): giving up says why, until a snapshot comes again.
+    #[test]
+    fn giving_up_on_a_skipping_agent_says_why() {
+        let mut p = Patience::new("http://agent:9847", Duration::from_secs(5));
+        p.status(&RemoteStatus::Connected { url: p.url.clone() });
+        p.status(&RemoteStatus::Skipping {
+            url: p.url.clone(),
+            reason: "the agent skipped a snapshot: its JSON does not fit".into(),
+        });
+        let e = p.giving_up().to_string();
+        assert!(
+            e.contains("connected, but no snapshot for 5s (the agent skipped a snapshot: its JSON"),
+            "{e}"
+        );
+        p.snapshot(1.0);
+        assert!(p.giving_up().to_string().contains("ended or stalled"));
     }
 
     #[test]

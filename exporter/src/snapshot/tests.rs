@@ -214,6 +214,32 @@ async fn a_view_past_the_budget_is_a_503_saying_what_to_do() {
         msg.contains("response budget") && msg.contains("response_memory_mib"),
         "{msg}"
     );
+    // A stream of a view that does not fit either is told why it gets no
+    // snapshot (its link is fine, and says so).
+    let req = axum::http::Request::get("/api/v1/stream?top=899998")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let stream = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let mut body = stream.into_body().into_data_stream();
+    let said = loop {
+        use futures_util::StreamExt as _;
+        let d = tokio::time::timeout(std::time::Duration::from_secs(10), body.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("the stream goes on")
+            .unwrap();
+        let text = String::from_utf8_lossy(&d).into_owned();
+        if text.contains("event:") {
+            break text;
+        }
+    };
+    assert!(
+        said.starts_with("event: skipped\ndata: the agent skipped a snapshot: its JSON")
+            && said.contains("response_memory_mib"),
+        "{said}"
+    );
+    drop(body);
     // A small view still fits beside it.
     assert_eq!(get(10).await.unwrap().status(), StatusCode::OK);
     drop(unread);

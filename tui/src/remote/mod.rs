@@ -183,6 +183,16 @@ async fn stream_once(
             .feed(&data, &mut |e| events.push(e))
             .map_err(Failure::Retry)?;
         for e in events {
+            if e.name == "skipped" {
+                let status = RemoteStatus::Skipping {
+                    url: display.to_string(),
+                    reason: sanitize::without_controls(&e.data),
+                };
+                if utx.send(Update::Status(status)).is_err() {
+                    return Ok(StreamEnd::Stop);
+                }
+                continue;
+            }
             if !(e.name.is_empty() || e.name == "snapshot") {
                 continue;
             }

@@ -117,6 +117,7 @@ fn streams_snapshots_then_reconnects_when_the_agent_closes() {
             Update::Status(st) => seen.push(match st {
                 RemoteStatus::Connecting { .. } => "connecting".into(),
                 RemoteStatus::Connected { .. } => "connected".into(),
+                RemoteStatus::Skipping { .. } => "skipping".into(),
                 RemoteStatus::Reconnecting { attempt, error, .. } => {
                     assert_eq!(error, "the agent closed the stream");
                     format!("reconnecting {attempt}")
@@ -380,5 +381,32 @@ fn an_unparsable_snapshot_is_reported_without_its_escapes() {
     assert!(error.contains("does not parse"), "{error}");
     assert!(error.contains("x?]0;PWNED?"), "{error}");
     assert!(!error.chars().any(char::is_control), "{error:?}");
+    server.join().unwrap();
+}
+
+/// An agent that skips a snapshot says why: the view is told, as a link
+/// status, with the agent's words made safe.
+#[test]
+fn a_skipped_snapshot_is_a_status_saying_why() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        let body = "event: skipped\ndata: the agent skipped a snapshot: full\u{1b}[2J\n\n";
+        write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+    });
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let reason = loop {
+        if let Update::Status(RemoteStatus::Skipping { reason, .. }) = next(&conn.updates) {
+            break reason;
+        }
+    };
+    assert_eq!(reason, "the agent skipped a snapshot: full?[2J");
     server.join().unwrap();
 }

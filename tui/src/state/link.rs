@@ -15,6 +15,12 @@ pub enum RemoteStatus {
     Connected {
         url: String,
     },
+    /// Connected, but the agent skipped a snapshot, saying why (its
+    /// response memory held by others).
+    Skipping {
+        url: String,
+        reason: String,
+    },
     /// The last attempt failed or the stream ended; the next attempt is
     /// `retry_in` away.
     Reconnecting {
@@ -30,6 +36,7 @@ impl std::fmt::Display for RemoteStatus {
         match self {
             RemoteStatus::Connecting { url } => write!(f, "connecting to {url}"),
             RemoteStatus::Connected { url } => write!(f, "connected to {url}"),
+            RemoteStatus::Skipping { url, reason } => write!(f, "{url}: {reason}"),
             RemoteStatus::Reconnecting {
                 url,
                 attempt,
@@ -88,7 +95,9 @@ impl State {
         }
         match &self.remote {
             Some(RemoteStatus::Connecting { .. }) => LinkLabel::Connecting,
-            Some(RemoteStatus::Connected { .. }) => LinkLabel::Connected,
+            Some(RemoteStatus::Connected { .. } | RemoteStatus::Skipping { .. }) => {
+                LinkLabel::Connected
+            }
             _ => LinkLabel::Ok,
         }
     }
