@@ -383,7 +383,7 @@ async fn connection(
                 ctx.name(peer)
             )
         });
-        return plain_http_to_tls(tcp).await;
+        return crate::tls::answer_plain_http(tcp).await;
     }
     let handshake = tokio::time::timeout_at(deadline, acceptor.accept(tcp));
     let tls = tokio::select! {
@@ -402,24 +402,6 @@ async fn connection(
         _ = stop.wait_for(|s| *s) => return,
     };
     http(&ctx, Tracked::new(tls, shared), peer, &entry, stop).await
-}
-
-/// The whole answer to plain HTTP on the TLS port: one short 400 saying
-/// to use https, then the connection is closed.
-async fn plain_http_to_tls(mut tcp: TcpStream) {
-    use tokio::io::AsyncWriteExt as _;
-    const BODY: &str = "this nfsdtopd serves HTTPS only: use https:// in the URL\n";
-    let answer = format!(
-        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    // A client that does not read is not waited for.
-    let write = async {
-        let _ = tcp.write_all(answer.as_bytes()).await;
-        let _ = tcp.shutdown().await;
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
 }
 
 async fn http<S>(

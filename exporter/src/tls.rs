@@ -1,9 +1,11 @@
 //! Optional TLS (rustls with the ring provider): the server configuration
-//! from PEM files. Handshakes run in each connection's own task, under its
-//! header timeout (see [`crate::listener`]).
+//! from PEM files, and the answer to plain HTTP on the TLS port. Handshakes
+//! run in each connection's own task, under its header timeout (see
+//! [`crate::listener`]).
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use nfsdtop_agent::input::read_bytes;
@@ -34,6 +36,24 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<ServerConfig
             .context("TLS certificate and key do not form a usable pair")?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
+}
+
+/// The whole answer to plain HTTP on the TLS port: one short 400 saying
+/// to use https, then the connection is closed.
+pub async fn answer_plain_http(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    const BODY: &str = "this nfsdtopd serves HTTPS only: use https:// in the URL\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    // A client that does not read is not waited for.
+    let write = async {
+        let _ = tcp.write_all(answer.as_bytes()).await;
+        let _ = tcp.shutdown().await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
 }
 
 #[cfg(test)]

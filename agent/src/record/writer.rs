@@ -487,3 +487,45 @@ pub fn as_recorded(ev: &Event) -> (Event, Option<Event>) {
         _ => (*ev, None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::format::PREAMBLE_LEN;
+
+    /// Recording into a FIFO: refused at once, saying why, while nothing
+    /// reads it (opening it would wait for good); written through once a
+    /// reader has it open.
+    #[test]
+    fn a_fifo_without_a_reader_is_refused_and_one_with_a_reader_written() {
+        let dir = std::env::temp_dir().join(format!("nfsdtop-rec-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = Writer::create(&p, &Header::default())
+            .err()
+            .expect("no reader: an error");
+        assert!(
+            e.to_string().contains("no process has open for reading"),
+            "{e}"
+        );
+        let q = p.clone();
+        let reader = std::thread::spawn(move || std::fs::read(&q).unwrap());
+        // The reader's open may come after ours: the error until then.
+        let w = loop {
+            match Writer::create(&p, &Header::default()) {
+                Ok(w) => break w,
+                Err(e) if e.to_string().contains("no process has open") => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        w.finish_file().unwrap();
+        let bytes = reader.join().unwrap();
+        assert!(bytes.len() > PREAMBLE_LEN, "{} bytes", bytes.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
