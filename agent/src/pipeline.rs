@@ -180,16 +180,16 @@ impl<'a> Pipeline<'a> {
                 .is_some_and(|max| self.source.now_ns() >= src0.saturating_add(max));
             let finished = status == Poll::Finished || reached_max;
             if snapshot_due || finished {
-                let now = if self.source.is_virtual() && status == Poll::Finished {
+                let now = if !self.source.is_virtual() {
+                    self.source.now_ns()
+                } else if status == Poll::Finished {
                     // The recording ended inside this step: its last
                     // snapshot ends with its last event, not a whole step
                     // past it (which would understate that stretch's rates).
                     let since = self.aggregator.last_snapshot_ns().unwrap_or(src0);
                     self.source.now_ns().max(since).min(target)
-                } else if self.source.is_virtual() {
-                    target
                 } else {
-                    self.source.now_ns()
+                    target
                 };
                 let wall = self.source.recorded_wall_clock(now).unwrap_or(wall);
                 // Asked each time: a live source can change how it watches

@@ -58,10 +58,6 @@ impl BodyBudget {
         })
     }
 
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Bytes charged now.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::SeqCst)
@@ -95,10 +91,6 @@ impl BodyBudget {
 }
 
 impl Charge {
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// Make the charge `bytes`: more if they fit, or less.
     pub fn resize(&mut self, bytes: usize) -> Result<(), OverBudget> {
         if bytes > self.bytes {

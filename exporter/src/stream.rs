@@ -15,7 +15,8 @@
 //!   their writes are stuck. A lone slow reader (a remote TUI on a thin
 //!   link) still gets every snapshot it can;
 //! - a snapshot whose encoding does not fit in the response budget (see
-//!   [`crate::body_budget`]) is skipped, the stream waits for the next.
+//!   [`crate::body_budget`]) is skipped, the client told why (`event:
+//!   skipped`), and the stream waits for the next.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

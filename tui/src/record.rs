@@ -226,7 +226,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         }
     }
     // Finish the file whatever happened, so that what was recorded replays.
-    let summary = match (writer.finish_file(), result) {
+    let (summary, result) = match (writer.finish_file(), result) {
         (Ok(summary), result) => (summary, result),
         // Where writing failed already (a full disk, a reader gone), the
         // end fails too: say the first failure, and what the file holds.
@@ -244,7 +244,6 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
             )))
         }
     };
-    let (summary, result) = summary;
     let secs = last_ts.map_or(0.0, |t| t.saturating_sub(header.start_mono_ns) as f64 / 1e9);
     let why = match stop {
         Stop::SourceEnded => "the source ended",
