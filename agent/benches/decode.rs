@@ -244,7 +244,7 @@ fn main() {
                 }
                 // The live source releases at the host's clock, its
                 // records a moment old: here, the pass's last event.
-                rebuild.release(shift + span_ns + WINDOW_NS / 100, &mut released);
+                rebuild.release(shift + span_ns + WINDOW_NS / 100, u64::MAX, &mut released);
                 agg.ingest_all(black_box(&released));
             } else {
                 agg.ingest_all(black_box(&buf));
@@ -252,7 +252,7 @@ fn main() {
         }
         let el = t0.elapsed();
         released.clear();
-        rebuild.release(u64::MAX, &mut released);
+        rebuild.release(u64::MAX, u64::MAX, &mut released);
         agg.ingest_all(&released);
         let records = records_per_chunk * passes;
         let per_dispatch = case.slots().len() as u64;

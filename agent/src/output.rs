@@ -63,6 +63,9 @@ pub struct BatchTotals {
     /// As the snapshot's: absent without `--resolve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname_lookups_dropped: Option<u64>,
+    /// As the snapshot's: live only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_s: Option<f64>,
 }
 
 /// One entity (peer or class) of a batch JSON line.
@@ -240,6 +243,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
             transports: s.totals.transports,
             transports_evicted: s.totals.transports_evicted,
             hostname_lookups_dropped: s.totals.hostname_lookups_dropped,
+            lag_s: s.totals.lag_s,
         },
         entities: top_entities(s, group, top)
             .into_iter()

@@ -60,7 +60,7 @@ pub struct Pipeline<'a> {
     pub resolver: Option<crate::resolve::Resolver>,
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -112,6 +112,10 @@ impl<'a> Pipeline<'a> {
             Pace::AsFastAsPossible => 1.0,
         };
         let mut play = Playing::new(Clock::new(src0, wall0, speed), self.source.length_ns());
+        // A source that releases in order is cut on its own clock: the
+        // next snapshot's time, in source time.
+        let ordered = self.source.releases_in_order();
+        let mut next_cut = src0.saturating_add(self.interval.as_nanos() as u64);
         loop {
             if let Some(rx) = &control {
                 loop {
@@ -156,6 +160,9 @@ impl<'a> Pipeline<'a> {
                             self.source.wait(Duration::from_millis(20));
                             continue;
                         }
+                        // Due once the source's events are complete up
+                        // to it, known only after the poll.
+                        None if ordered => (next_cut, false, unix_now()),
                         None => (
                             play.clock.at(Instant::now()),
                             el >= next_snapshot,
@@ -179,8 +186,11 @@ impl<'a> Pipeline<'a> {
                 .max_source_ns
                 .is_some_and(|max| self.source.now_ns() >= src0.saturating_add(max));
             let finished = status == Poll::Finished || reached_max;
+            let snapshot_due = snapshot_due || (ordered && self.source.now_ns() >= target);
             if snapshot_due || finished {
-                let now = if !self.source.is_virtual() {
+                let now = if ordered {
+                    target
+                } else if !self.source.is_virtual() {
                     self.source.now_ns()
                 } else if status == Poll::Finished {
                     // The recording ended inside this step: its last
@@ -215,6 +225,7 @@ impl<'a> Pipeline<'a> {
                     None => self.aggregator.snapshot(now, wall, &info),
                 };
                 snap.totals.bpf = self.source.bpf_stats();
+                snap.totals.lag_s = self.source.lag_ns().map(|n| n as f64 / 1e9);
                 let threads = self.source.nfsd_threads();
                 self.learn_nfsd_ports(&threads);
                 snap.server = server.view(&threads, &snap);
@@ -230,7 +241,9 @@ impl<'a> Pipeline<'a> {
                     }
                     play.at_end = true;
                 }
-                if let Pace::Realtime { .. } = self.pace {
+                if ordered {
+                    next_cut = next_cut.saturating_add(self.interval.as_nanos() as u64);
+                } else if let Pace::Realtime { .. } = self.pace {
                     next_snapshot += self.interval;
                     let el = wall0.elapsed();
                     if next_snapshot < el {
@@ -247,7 +260,15 @@ impl<'a> Pipeline<'a> {
                 } else {
                     Duration::from_millis(100)
                 };
-                let until_snapshot = next_snapshot.saturating_sub(wall0.elapsed());
+                let until_snapshot = if ordered {
+                    // Catching up: the next cut may be complete already.
+                    match next_cut.checked_sub(self.source.now_ns()) {
+                        Some(ahead) if ahead > 0 => Duration::from_nanos(ahead),
+                        _ => continue,
+                    }
+                } else {
+                    next_snapshot.saturating_sub(wall0.elapsed())
+                };
                 self.source.wait(until_snapshot.min(cap));
             }
         }

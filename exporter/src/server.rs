@@ -120,9 +120,22 @@ async fn metrics_handler(State(st): State<AppState>, headers: HeaderMap) -> Resp
 
 async fn healthz_handler(State(st): State<AppState>) -> Response {
     let limit = st.interval * 3;
-    let at = st.latest.borrow().as_ref().map(|p| p.at);
+    let (at, behind) = match st.latest.borrow().as_ref() {
+        Some(p) => (Some(p.at), p.snapshot.behind_s()),
+        None => (None, None),
+    };
     match at {
-        Some(at) if at.elapsed() <= limit => (StatusCode::OK, "ok\n").into_response(),
+        // Behind is still serving: the numbers are right, only late.
+        Some(at) if at.elapsed() <= limit => match behind {
+            Some(lag) => (
+                StatusCode::OK,
+                format!(
+                    "ok, but behind: reading the kernel's records {lag:.1}s late (the server keeps nfsdtopd from the CPU; snapshots catch up in order)\n"
+                ),
+            )
+                .into_response(),
+            None => (StatusCode::OK, "ok\n").into_response(),
+        },
         Some(at) => json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -132,5 +145,54 @@ async fn healthz_handler(State(st): State<AppState>) -> Response {
             ),
         ),
         None => json_error(StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Encoder, Published};
+    use nfsdtop_agent::model::Snapshot;
+    use tower::ServiceExt as _;
+
+    /// /healthz of a daemon whose latest snapshot has `lag_s`.
+    async fn healthz(lag_s: Option<f64>) -> (StatusCode, String) {
+        let mut s = Snapshot {
+            interval_s: 1.0,
+            ..Snapshot::default()
+        };
+        s.totals.lag_s = lag_s;
+        let (_tx, latest) = tokio::sync::watch::channel(Some(Arc::new(Published::new(s))));
+        let (_mtx, metrics) =
+            tokio::sync::watch::channel(Arc::new(crate::metrics::Exposition::new(String::new())));
+        let (_stx, shutdown) = tokio::sync::watch::channel(false);
+        let app = router(AppState {
+            latest,
+            metrics,
+            auth: Arc::new(crate::auth::Auth::new(Default::default())),
+            interval: std::time::Duration::from_secs(1),
+            shutdown,
+            streams: Arc::new(crate::stream::Streams::new(4, false)),
+            encoder: Arc::new(Encoder::new(1 << 20)),
+        });
+        let req = axum::http::Request::get("/healthz")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let r = app.oneshot(req).await.unwrap();
+        let status = r.status();
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn healthz_says_when_the_agent_is_behind_the_kernel() {
+        assert_eq!(healthz(None).await, (StatusCode::OK, "ok\n".into()));
+        assert_eq!(healthz(Some(0.05)).await, (StatusCode::OK, "ok\n".into()));
+        let (status, text) = healthz(Some(8.25)).await;
+        assert_eq!(status, StatusCode::OK, "behind is still serving");
+        assert!(
+            text.starts_with("ok, but behind: reading the kernel's records 8.2s late"),
+            "{text}"
+        );
     }
 }

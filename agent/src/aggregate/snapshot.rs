@@ -127,6 +127,7 @@ impl Aggregator {
             own_wait_histogram: self.own_wait_total.clone(),
             bpf: Vec::new(),
             hostname_lookups_dropped: None,
+            lag_s: None,
         };
         self.wait_interval.clear();
         self.take_service_rows(now_ns, wall_time, &source);

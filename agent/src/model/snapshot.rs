@@ -153,6 +153,12 @@ pub struct Totals {
     /// Absent without `--resolve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname_lookups_dropped: Option<u64>,
+    /// Live only: how far the agent's reading of the kernel's records
+    /// was behind the kernel when the snapshot was made, in seconds (the
+    /// drain period when it keeps up). Past the interval the agent is
+    /// behind: see [`Snapshot::behind_s`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_s: Option<f64>,
 }
 
 /// One RPC procedure's requests of an entity.
@@ -404,6 +410,14 @@ pub struct PoolView {
 }
 
 impl Snapshot {
+    /// How far behind the kernel the agent's reading was, where that is
+    /// more than the snapshot's interval (and more than half a second,
+    /// which the ring's drain period can take on its own): the agent is
+    /// behind, and every surface says so.
+    pub fn behind_s(&self) -> Option<f64> {
+        self.totals.lag_s.filter(|&l| l > self.interval_s.max(0.5))
+    }
+
     pub fn entities(&self, kind: EntityKind) -> &[EntityStats] {
         match kind {
             EntityKind::Peer => &self.peers,

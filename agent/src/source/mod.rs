@@ -19,7 +19,8 @@ pub trait Source: Send {
     fn info(&self) -> SourceInfo;
 
     /// Append the events with timestamps up to `until_ns` (source clock) to
-    /// `out`. Live sources ignore `until_ns` and return what has arrived.
+    /// `out`. Live sources return what has arrived, up to `until_ns` only
+    /// where they [release in order](Source::releases_in_order).
     fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll>;
 
     /// The source clock now. Simulated and recorded sources start at their
@@ -45,10 +46,26 @@ pub trait Source: Send {
         None
     }
 
-    /// For recordings: the Unix time (seconds) at which the source clock
-    /// read `now_ns`, so snapshots of a replay carry the recorded time,
-    /// not the time of the replay.
+    /// The Unix time (seconds) at which the source clock read `now_ns`,
+    /// where that is not simply now: snapshots of a replay carry the
+    /// recorded time, not the time of the replay, and a live snapshot cut
+    /// in the past (see [`Source::releases_in_order`]) the time it covers.
     fn recorded_wall_clock(&self, _now_ns: u64) -> Option<f64> {
+        None
+    }
+
+    /// True for a live source that holds events to put them in time order
+    /// and releases them up to `poll`'s `until_ns`: the pipeline then cuts
+    /// its snapshots on the source's clock ([`Source::now_ns`], how far
+    /// its events are complete), not the agent's, so an agent that falls
+    /// behind catches up snapshot by snapshot, each covering what it
+    /// would have covered on time.
+    fn releases_in_order(&self) -> bool {
+        false
+    }
+
+    /// How far the agent's reading is behind the kernel (live only).
+    fn lag_ns(&self) -> Option<u64> {
         None
     }
 

@@ -28,6 +28,8 @@ pub struct ServerMetrics {
     /// Reverse-DNS lookups dropped for a full queue; `None` without
     /// `resolve`.
     hostname_lookups_dropped: Option<u64>,
+    /// How far reading the kernel's records was behind it (live only).
+    lag_s: Option<f64>,
     /// Per RPC service (nfsd, and each other service's port); at most 66.
     services: Vec<ServiceRow>,
 }
@@ -86,6 +88,7 @@ impl ServerMetrics {
         }
         self.netns = Some(v.netns.len());
         self.hostname_lookups_dropped = s.totals.hostname_lookups_dropped;
+        self.lag_s = s.totals.lag_s.filter(|l| l.is_finite());
         self.services = v
             .services
             .iter()
@@ -139,6 +142,15 @@ impl ServerMetrics {
                 MetricType::Gauge,
             )?
             .encode_gauge(&(n as f64))?;
+        }
+        if let Some(lag) = self.lag_s {
+            enc.encode_descriptor(
+                "nfsdtop_lag",
+                "How far nfsdtop's reading of the kernel's records was behind the kernel at the latest snapshot (live source; the ring's drain period when it keeps up). Above the snapshot interval the agent is behind: its numbers stay right but arrive late.",
+                Some(&Unit::Seconds),
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&lag)?;
         }
         if let Some(n) = self.hostname_lookups_dropped {
             let mut m = enc.encode_descriptor(

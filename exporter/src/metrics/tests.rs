@@ -396,6 +396,20 @@ fn hostname_lookups_dropped_are_exported_only_with_resolve() {
     );
 }
 
+#[test]
+fn the_lag_gauge_is_exported_for_a_live_source_only() {
+    let mut m = MetricsState::new(2, 2);
+    m.update(&snap(10, vec![peer("a", 10, 10)]));
+    let (t, _) = text(m);
+    assert!(!t.contains("nfsdtop_lag_seconds"), "demo or replay:\n{t}");
+    let mut m = MetricsState::new(2, 2);
+    let mut s = snap(10, vec![peer("a", 10, 10)]);
+    s.totals.lag_s = Some(12.5);
+    m.update(&s);
+    let (t, _) = text(m);
+    assert_eq!(value(&t, "nfsdtop_lag_seconds"), Some(12.5), "{t}");
+}
+
 /// Requests per procedure: for labelled peers and classes only, counted
 /// from the round they were labelled, a procedure label escaped like any
 /// other; the folded peer's procedures are in no series.

@@ -23,7 +23,14 @@ pub fn height(state: &State) -> u16 {
     2 + state.snapshot().is_some() as u16
         + link_line(&state.link()) as u16
         + state.notice.is_some() as u16
+        + behind(state).is_some() as u16
         + state.warnings.len().min(MAX_WARNING_LINES) as u16
+}
+
+/// How far behind the kernel the agent reads, where it is behind (see
+/// `Snapshot::behind_s`): a line of its own.
+fn behind(state: &State) -> Option<f64> {
+    state.snapshot().and_then(|s| s.behind_s())
 }
 
 /// Whether the link gets a line of its own (anything worse than
@@ -117,6 +124,14 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     }
     if link_line(&link) {
         lines.extend(link_parts(&link, state.data_age()).map(|p| p.line(area.width)));
+    }
+    if let Some(lag) = behind(state) {
+        let mut p = Parts::new(gap());
+        let what = format!("BEHIND: reading the kernel's records {lag:.1}s late");
+        p.push(0, vec![Span::styled(what, styles::bad())]);
+        let why = "the server keeps nfsdtop from the CPU; the numbers stay right, shown late, and catch up in order";
+        p.text(1, true, ": ", why.to_string(), styles::bad());
+        lines.push(p.line(area.width));
     }
     if let Some(n) = &state.notice {
         // E.g. "DEMO DATA, NOT THIS HOST": meant to be impossible to miss.

@@ -77,6 +77,12 @@ impl BenchSource {
     }
 }
 
+impl BenchSource {
+    fn decodes(&self) -> bool {
+        matches!(self.stage, BenchStage::Full | BenchStage::NoWorkload)
+    }
+}
+
 impl Source for BenchSource {
     fn info(&self) -> SourceInfo {
         let mut info = self.inner.info();
@@ -90,7 +96,7 @@ impl Source for BenchSource {
     }
 
     fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
-        if matches!(self.stage, BenchStage::Full | BenchStage::NoWorkload) {
+        if self.decodes() {
             return self.inner.poll(until_ns, out);
         }
         let src = &mut self.inner;
@@ -110,8 +116,26 @@ impl Source for BenchSource {
         Ok(Poll::Pending)
     }
 
+    /// The stages that decode run the source's own clock and order; the
+    /// others read nothing, so the kernel's clock now.
     fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
+        if self.decodes() {
+            self.inner.now_ns()
+        } else {
+            super::host::monotonic_ns()
+        }
+    }
+
+    fn releases_in_order(&self) -> bool {
+        self.decodes() && self.inner.releases_in_order()
+    }
+
+    fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
+        self.inner.recorded_wall_clock(now_ns)
+    }
+
+    fn lag_ns(&self) -> Option<u64> {
+        self.decodes().then(|| self.inner.lag_ns()).flatten()
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -1,8 +1,11 @@
 //! The ring buffer's reader: a thread that drains the `EVENTS` ring on a
 //! timer (the programs submit without wake-ups) and hands chunks of whole
-//! records to the source, and how often it drains.
+//! records to the source, how often it drains, and when it last found the
+//! ring empty (how far the agent has read the kernel: `super::rebuild`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -32,6 +35,9 @@ pub struct Drain {
     /// Dropping it wakes and stops the thread at once.
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The start of the reader's last pass that emptied the ring, once its
+    /// chunks were sent (see [`Drain::caught_up_ns`]).
+    caught_up: Arc<AtomicU64>,
 }
 
 /// Chunks of records waiting for the consumer (at most CHUNK_BYTES each).
@@ -54,9 +60,12 @@ impl Drain {
         let (tx, rx) = mpsc::sync_channel(QUEUED_CHUNKS);
         let (spare, spare_rx) = mpsc::sync_channel(SPARE_CHUNKS);
         let (stop, stop_rx) = mpsc::channel();
+        // Nothing is older than the programs' attach, which follows.
+        let caught_up = Arc::new(AtomicU64::new(super::host::monotonic_ns()));
+        let stamp = caught_up.clone();
         let thread = std::thread::Builder::new()
             .name("nfsdtop-ring".into())
-            .spawn(move || drain_loop(ring, tx, spare_rx, stop_rx, period, ring_bytes))
+            .spawn(move || drain_loop(ring, tx, spare_rx, stop_rx, period, ring_bytes, &stamp))
             .map_err(|e| LiveError::Bpf {
                 context: "cannot start the ring reader thread".into(),
                 detail: e.to_string(),
@@ -66,7 +75,16 @@ impl Drain {
             spare,
             stop: Some(stop),
             thread: Some(thread),
+            caught_up,
         })
+    }
+
+    /// A time (kernel monotonic) by which every record stamped earlier is
+    /// in a chunk already sent: read it *before* taking the waiting
+    /// chunks, and it holds for what they bring. It stops moving while
+    /// the consumer falls behind (the reader then blocks in a send).
+    pub fn caught_up_ns(&self) -> u64 {
+        self.caught_up.load(Ordering::Acquire)
     }
 
     /// A chunk of whole records, if one is waiting.
@@ -128,11 +146,16 @@ fn drain_loop(
     stop: Receiver<()>,
     period: Duration,
     ring_bytes: u32,
+    caught_up: &AtomicU64,
 ) {
     let ring_bytes = ring_bytes.max(4096).next_power_of_two();
     let mut wait = period;
     let mut chunk: Vec<u8> = Vec::new();
     loop {
+        // Records stamped before this are in the ring (committed) unless
+        // their program is still running: the reorder window's second
+        // covers that.
+        let pass_start = super::host::monotonic_ns();
         let mut drained = 0usize;
         while let Some(item) = ring.next() {
             if chunk.capacity() == 0 {
@@ -151,6 +174,8 @@ fn drain_loop(
         if !chunk.is_empty() && tx.send(std::mem::take(&mut chunk)).is_err() {
             return;
         }
+        // After the sends: whoever reads the stamp then finds the chunks.
+        caught_up.fetch_max(pass_start, Ordering::Release);
         wait = next_wait(wait, drained, ring_bytes, period);
         // The drain timer: records wait in the ring until the next tick,
         // which is the point of submitting without wake-ups. Dropping the

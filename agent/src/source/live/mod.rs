@@ -166,8 +166,9 @@ pub struct LiveSource {
     exec_totals: Option<bpf::ExecTotalsMap>,
     /// The kernel's per-pool execution totals, where folded.
     pool_totals: Option<pools::PoolTotalsMap>,
-    /// Without enqueue hooks: decoded events, held and reordered.
-    rebuild: Option<rebuild::Rebuild>,
+    /// How far the kernel's records have been read and, without enqueue
+    /// hooks, the decoded events held and reordered.
+    intake: rebuild::Intake,
     decoded: Vec<Event>,
     /// NFSv4 operations counted (`--nfs4-ops`), or why they are not.
     nfs4ops: Option<Result<nfs4ops::Nfs4Ops, String>>,
@@ -249,6 +250,7 @@ impl LiveSource {
         };
         let counters = bpf::Counters::map(&ebpf)?;
         let drain = drain::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
+        let intake = rebuild::Intake::new(dequeues_only, drain.caught_up_ns());
         let exec_totals = bpf::ExecTotalsMap::map(&ebpf);
         let (pool_totals, pools_note) = Self::fold_pools(&mut ebpf, opts, category)?;
         let mut attach = attach::Attachment::attach(
@@ -286,7 +288,7 @@ impl LiveSource {
             pending: None,
             exec_totals: exec_totals.ok(),
             pool_totals,
-            rebuild: dequeues_only.then(rebuild::Rebuild::default),
+            intake,
             decoded: Vec::new(),
             nfs4ops,
             forgotten: Forgotten::default(),
@@ -522,11 +524,21 @@ impl Source for LiveSource {
                 .collect();
             detail.push_str(&format!("; hits rescued: {}", rescued.join(", ")));
         }
-        if let Some(r) = self.rebuild.as_ref().filter(|r| r.late > 0) {
-            detail.push_str(&format!(
-                "; {} events released late (a transport queued longer than the window)",
-                r.late
-            ));
+        if let Some(r) = self.intake.rebuild() {
+            let window = rebuild::WINDOW_NS / 1_000_000_000;
+            if r.late > 0 {
+                detail.push_str(&format!(
+                    "; {} enqueues released late (their transport was queued longer than the {window} s reorder window, so it counts as backlogged only from its release)",
+                    r.late
+                ));
+            }
+            if r.early > 0 {
+                detail.push_str(&format!(
+                    "; {} events released before the {window} s reorder window passed (more than {} were held at once)",
+                    r.early,
+                    rebuild::MAX_HELD
+                ));
+            }
         }
         SourceInfo {
             kind: SourceKind::Live,
@@ -541,37 +553,54 @@ impl Source for LiveSource {
         }
     }
 
-    fn poll(&mut self, _until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
+    fn poll(&mut self, until_ns: u64, out: &mut Vec<Event>) -> anyhow::Result<Poll> {
+        // Before the chunks are taken: it holds for what they bring.
+        let caught_up = self.drain.caught_up_ns();
         // Decoded straight into `out`, or first into the reorder buffer.
         let mut decoded = std::mem::take(&mut self.decoded);
-        let to = if self.rebuild.is_some() {
+        let to = if self.intake.reorders() {
             &mut decoded
         } else {
             &mut *out
         };
         to.append(&mut self.seeded);
+        let read_from = to.len();
         while let Some(chunk) = self.next_chunk()? {
             self.decode_chunk(&chunk, to);
             self.drain.recycle(chunk);
         }
+        self.intake
+            .read(&to[read_from..], caught_up, host::monotonic_ns());
         self.claim_proc_rows(to);
         if self.loss.due() {
             self.sweep_exec_totals(to);
             self.ring_losses(to);
             self.skipped_runs(to);
         }
-        if let Some(r) = &mut self.rebuild {
-            for ev in decoded.drain(..) {
-                r.push(ev);
-            }
-            r.release(host::monotonic_ns(), out);
-        }
+        self.intake.release(&mut decoded, until_ns, out);
         self.decoded = decoded;
         Ok(Poll::Pending)
     }
 
+    /// With the reorder buffer, the time up to which events can be
+    /// released (one window behind the frontier): snapshots are cut on
+    /// it, so one of a late agent covers what it would have covered on
+    /// time. Otherwise the kernel's clock now.
     fn now_ns(&self) -> u64 {
-        host::monotonic_ns()
+        self.intake.clock_ns(host::monotonic_ns())
+    }
+
+    fn releases_in_order(&self) -> bool {
+        self.intake.reorders()
+    }
+
+    fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
+        let behind = host::monotonic_ns().saturating_sub(now_ns) as f64 / 1e9;
+        Some(crate::pipeline::unix_now() - behind)
+    }
+
+    fn lag_ns(&self) -> Option<u64> {
+        Some(self.intake.lag_ns(host::monotonic_ns()))
     }
 
     /// Sleep until the ring reader hands over records, or `timeout`: the

@@ -10,11 +10,19 @@
 //! that svc_xprt_enqueue's attempts cost. The catch is order: the enqueue
 //! is learnt only at the dequeue, after dispatches of other transports
 //! it was backlogged through. So every event is held for [`WINDOW_NS`]
-//! and released in time order: a snapshot covers events up to one window
-//! ago. A transport queued longer than the window has its enqueue
-//! released late, at the time of the last released event (counted in
-//! [`Rebuild::late`]); it is backlogged only from then on. At most
-//! [`MAX_HELD`] events are held: beyond that the oldest go out early.
+//! and released in time order.
+//!
+//! The window is measured in the events' own time, from the agent's
+//! *frontier*: the time up to which it has read the kernel's records (the
+//! newest record read, or the last moment the ring reader found the ring
+//! empty). An agent that reads the ring late, because the server is busy
+//! or the agent is held back, still releases in time order: the frontier
+//! is where its reading is, not where the clock is. A transport queued
+//! longer than the window has its enqueue released late, at the time of
+//! the last released event (counted in [`Rebuild::late`]); it is
+//! backlogged only from then on. At most [`MAX_HELD`] events are held:
+//! beyond that the oldest go out before their window has passed (counted
+//! in [`Rebuild::early`]).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -77,9 +85,13 @@ pub struct Rebuild {
     seq: u64,
     /// Time of the last event released.
     released_ns: u64,
-    /// Events released later than their time (their transport was queued
-    /// longer than the window, or more than [`MAX_HELD`] were held).
+    /// Events released later than their own time: enqueues of transports
+    /// queued longer than the window (or behind events that went out
+    /// early).
     pub late: u64,
+    /// Events released before their window had passed, because more than
+    /// the cap were held.
+    pub early: u64,
 }
 
 impl Default for Rebuild {
@@ -99,6 +111,7 @@ impl Rebuild {
             seq: 0,
             released_ns: 0,
             late: 0,
+            early: 0,
         }
     }
 
@@ -173,15 +186,19 @@ impl Rebuild {
         }
     }
 
-    /// Release, in time order, every event older than one window before
-    /// `now_ns` (and the oldest beyond the cap).
-    pub fn release(&mut self, now_ns: u64, out: &mut Vec<Event>) {
-        let horizon = now_ns.saturating_sub(WINDOW_NS);
+    /// Release, in time order, every event up to `until_ns` that is
+    /// older than one window before `frontier_ns` (the time up to which
+    /// the kernel's records have been read), and the oldest beyond the cap.
+    pub fn release(&mut self, frontier_ns: u64, until_ns: u64, out: &mut Vec<Event>) {
+        let horizon = horizon(frontier_ns).min(until_ns);
         // Events past the cap go out whatever their time.
         let mut over = self.held().saturating_sub(self.cap);
         while let Some((ts, from)) = self.earliest() {
-            if ts > horizon && over == 0 {
-                break;
+            if ts > horizon {
+                if over == 0 {
+                    break;
+                }
+                self.early += 1;
             }
             over = over.saturating_sub(1);
             let Some(mut ev) = self.pop(from) else {
@@ -204,6 +221,110 @@ impl Rebuild {
     pub fn held(&self) -> usize {
         self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.held.len()
     }
+}
+
+/// How far the agent has read the kernel's records: the newest record
+/// read, or the last moment the ring reader found the ring empty,
+/// whichever is later. The reorder window is measured from it, and the
+/// agent is behind the kernel by the clock's distance from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frontier {
+    newest_ns: u64,
+    caught_up_ns: u64,
+}
+
+impl Frontier {
+    /// A record stamped `ts_ns` was read, at `now_ns` (a stamp from the
+    /// future, which only a damaged record could carry, counts as now).
+    pub fn read(&mut self, ts_ns: u64, now_ns: u64) {
+        self.newest_ns = self.newest_ns.max(ts_ns.min(now_ns));
+    }
+
+    /// Every record stamped before `at_ns` has been read.
+    pub fn caught_up(&mut self, at_ns: u64) {
+        self.caught_up_ns = self.caught_up_ns.max(at_ns);
+    }
+
+    pub fn at(&self) -> u64 {
+        self.newest_ns.max(self.caught_up_ns)
+    }
+
+    /// How far reading is behind the kernel at `now_ns`.
+    pub fn lag_ns(&self, now_ns: u64) -> u64 {
+        now_ns.saturating_sub(self.at())
+    }
+}
+
+/// What a live source runs its events through: how far the kernel's
+/// records have been read, and, without enqueue hooks, the reorder buffer.
+pub struct Intake {
+    frontier: Frontier,
+    rebuild: Option<Rebuild>,
+}
+
+impl Intake {
+    /// `reorder`: hold and reorder (no enqueue hooks on a qtime kernel);
+    /// `start_ns`: no record is older (the programs' attach).
+    pub fn new(reorder: bool, start_ns: u64) -> Intake {
+        let mut frontier = Frontier::default();
+        frontier.caught_up(start_ns);
+        Intake {
+            frontier,
+            rebuild: reorder.then(Rebuild::default),
+        }
+    }
+
+    pub fn reorders(&self) -> bool {
+        self.rebuild.is_some()
+    }
+
+    pub fn rebuild(&self) -> Option<&Rebuild> {
+        self.rebuild.as_ref()
+    }
+
+    /// The kernel's records just read, at `now_ns`; `caught_up_ns`: every
+    /// record stamped before it has been read (the ring reader's stamp,
+    /// taken before these records were taken).
+    pub fn read(&mut self, records: &[Event], caught_up_ns: u64, now_ns: u64) {
+        for ev in records {
+            self.frontier.read(ev.ts_ns, now_ns);
+        }
+        self.frontier.caught_up(caught_up_ns);
+    }
+
+    /// Without reordering, nothing to do (events went straight out);
+    /// with it, `decoded` is held and what is complete up to `until_ns`
+    /// goes out in time order. The window runs on the frontier, never on
+    /// the agent's clock: an agent that reads late still releases in
+    /// order.
+    pub fn release(&mut self, decoded: &mut Vec<Event>, until_ns: u64, out: &mut Vec<Event>) {
+        if let Some(r) = &mut self.rebuild {
+            for ev in decoded.drain(..) {
+                r.push(ev);
+            }
+            r.release(self.frontier.at(), until_ns, out);
+        }
+    }
+
+    /// The source's clock: with reordering, the time up to which events
+    /// are complete (one window behind the frontier); else `now_ns`.
+    pub fn clock_ns(&self, now_ns: u64) -> u64 {
+        match self.rebuild {
+            Some(_) => horizon(self.frontier.at()),
+            None => now_ns,
+        }
+    }
+
+    /// How far reading is behind the kernel at `now_ns`.
+    pub fn lag_ns(&self, now_ns: u64) -> u64 {
+        self.frontier.lag_ns(now_ns)
+    }
+}
+
+/// The time up to which held events can be released once the kernel's
+/// records have been read up to `frontier_ns`: one window before it.
+pub fn horizon(frontier_ns: u64) -> u64 {
+    frontier_ns.saturating_sub(WINDOW_NS)
 }
 
 /// Where the earliest event held is.
@@ -267,9 +388,9 @@ mod tests {
         r.push(dequeue(30, 2, 10));
         r.push(dequeue(50, 1, 40));
         let mut out = Vec::new();
-        r.release(30 * MS + WINDOW_NS - 1, &mut out);
+        r.release(30 * MS + WINDOW_NS - 1, u64::MAX, &mut out);
         assert_eq!(kinds(&out), [(10, 1, "enq"), (20, 2, "enq")]);
-        r.release(50 * MS + WINDOW_NS, &mut out);
+        r.release(50 * MS + WINDOW_NS, u64::MAX, &mut out);
         assert_eq!(
             kinds(&out),
             [
@@ -290,9 +411,9 @@ mod tests {
         let mut r = Rebuild::default();
         let mut out = Vec::new();
         r.push(dequeue(100, 2, 0));
-        r.release(100 * MS + WINDOW_NS, &mut out);
+        r.release(100 * MS + WINDOW_NS, u64::MAX, &mut out);
         r.push(dequeue(1_500, 1, 1_450));
-        r.release(1_500 * MS + WINDOW_NS, &mut out);
+        r.release(1_500 * MS + WINDOW_NS, u64::MAX, &mut out);
         assert_eq!(
             kinds(&out),
             [
@@ -357,7 +478,7 @@ mod tests {
             }
             if rnd(20) == 0 {
                 let at = now - rnd(WINDOW_NS);
-                r.release(at, &mut got);
+                r.release(at, u64::MAX, &mut got);
                 // The reference: one sort of all, the same rule.
                 reference.sort_by_key(|&(t, s, _)| std::cmp::Reverse((t, s)));
                 let horizon = at.saturating_sub(WINDOW_NS);
@@ -390,11 +511,68 @@ mod tests {
         let mut out = Vec::new();
         for i in 0..250 {
             r.push(dequeue(1_000 + i, 1, 0));
-            r.release((1_000 + i) * MS, &mut out);
+            r.release((1_000 + i) * MS, u64::MAX, &mut out);
             assert!(r.held() <= 100, "{} held", r.held());
         }
         assert_eq!(out.len() + r.held(), 500, "nothing dropped");
         let ts: Vec<u64> = out.iter().map(|e| e.ts_ns).collect();
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "in time order");
+        assert_eq!(r.early as usize, out.len(), "each one counted early");
+    }
+
+    /// Nothing after `until` goes out, however far the frontier is: a
+    /// snapshot cut at `until` gets exactly the events up to it.
+    #[test]
+    fn nothing_after_until_is_released() {
+        let mut r = Rebuild::default();
+        let mut out = Vec::new();
+        for t in [10, 20, 30, 40] {
+            r.push(dequeue(t, 1, 0));
+        }
+        r.release(10 * WINDOW_NS, 20 * MS, &mut out);
+        assert_eq!(
+            kinds(&out),
+            [
+                (10, 1, "enq"),
+                (10, 1, "deq"),
+                (20, 1, "enq"),
+                (20, 1, "deq")
+            ]
+        );
+        r.release(10 * WINDOW_NS, u64::MAX, &mut out);
+        assert_eq!(out.len(), 8);
+        assert_eq!((r.late, r.early), (0, 0));
+    }
+
+    /// An agent that reads ten windows' worth of records at once (it was
+    /// held back, or the server kept it busy) releases them as one that
+    /// kept up does: the frontier is the newest record read, so the
+    /// enqueues made up from qtimes are not late, and the order is time's.
+    #[test]
+    fn a_late_reader_releases_as_a_prompt_one() {
+        let stream: Vec<Event> = (0..2_000u64)
+            .map(|i| dequeue(1_000 + 5 * i, 1 + (i % 7) as u16, 3 + i % 11))
+            .collect();
+        // Prompt: each record read at its own time, released as it goes.
+        let mut prompt = Rebuild::default();
+        let mut want = Vec::new();
+        for ev in &stream {
+            prompt.push(*ev);
+            prompt.release(ev.ts_ns, u64::MAX, &mut want);
+        }
+        // Late: nothing read for the first 9 s, then all of it at once.
+        let mut late = Rebuild::default();
+        let mut got = Vec::new();
+        for ev in &stream {
+            late.push(*ev);
+        }
+        let newest = stream.last().map_or(0, |e| e.ts_ns);
+        late.release(newest, u64::MAX, &mut got);
+        assert_eq!(got, want);
+        assert_eq!((late.late, late.early), (0, 0));
+        assert_eq!(prompt.late, 0);
+        // The rest goes out once the frontier passes it, as before.
+        late.release(newest + WINDOW_NS, u64::MAX, &mut got);
+        assert_eq!(got.len(), 2 * stream.len());
     }
 }
