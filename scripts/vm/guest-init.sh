@@ -294,11 +294,17 @@ measure() {
   # tracepoint and the enqueue hooks beside the default (raw tracepoints
   # where the kernel's BTF allows, no enqueue hooks where dequeues carry
   # qtime): both are compared with the same ftrace, and with each other.
-  local main_pid=${NFSDTOP_PID:-} classic_pid=""
-  if [ "$tag" = main ] && [ "$ok" = 1 ] &&
-    nfsdtop_start "$OUT/nfsdtop-$tag-classic.jsonl" --classic-tracepoints --enqueue-hooks; then
-    classic_pid=$NFSDTOP_PID
-    mark "classic nfsdtop attached ($tag)"
+  # A scenario may run another instance beside the first (BESIDE="NAME
+  # args...": nfsdtop-TAG-NAME.jsonl), and do something to the first once
+  # it has attached (AFTER_ATTACH, given its pid).
+  local main_pid=${NFSDTOP_PID:-} beside_pid="" beside=${BESIDE:-}
+  [ "$tag" = main ] && beside="classic --classic-tracepoints --enqueue-hooks"
+  [ "$ok" = 1 ] && [ -n "${AFTER_ATTACH:-}" ] && "$AFTER_ATTACH" "$main_pid"
+  # shellcheck disable=SC2086
+  if [ -n "$beside" ] && [ "$ok" = 1 ] &&
+    nfsdtop_start "$OUT/nfsdtop-$tag-${beside%% *}.jsonl" ${beside#* }; then
+    beside_pid=$NFSDTOP_PID
+    mark "${beside%% *} nfsdtop attached ($tag)"
   fi
   NFSDTOP_PID=$main_pid
   load "$tag"
@@ -307,9 +313,9 @@ measure() {
     bpftool prog show >"$OUT/bpf-progs-$tag.txt" 2>&1
     before=$(ftrace_entries)
     nfsdtop_stop "$f"
-    if [ -n "$classic_pid" ]; then
-      NFSDTOP_PID=$classic_pid
-      nfsdtop_stop "$OUT/nfsdtop-$tag-classic.jsonl"
+    if [ -n "$beside_pid" ]; then
+      NFSDTOP_PID=$beside_pid
+      nfsdtop_stop "$OUT/nfsdtop-$tag-${beside%% *}.jsonl"
     fi
     after=$(ftrace_entries)
     summary "ftrace_entries_while_stopping.$tag" "$((after - before))"

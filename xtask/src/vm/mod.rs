@@ -14,6 +14,7 @@ mod flood;
 mod ftrace;
 mod keepraw;
 mod kill;
+mod lagging;
 mod main_scenario;
 mod measure;
 mod names;
@@ -75,7 +76,15 @@ pub struct TestArgs {
     /// Check the results directory of an earlier run again, without booting.
     #[arg(long, value_name = "DIR")]
     pub recheck: Option<PathBuf>,
+    /// Only these scenarios after the main measurement (default: all of
+    /// them; repeat the flag for more than one).
+    #[arg(long = "scenario", value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(AFTER_MAIN))]
+    pub scenarios: Vec<String>,
 }
+
+/// The scenarios after the main measurement, in its boot, in this order
+/// (scripts/vm/scenario-NAME.sh, checked by vm/NAME.rs).
+const AFTER_MAIN: [&str; 5] = ["whatif", "pools", "names", "keepraw", "lagging"];
 
 impl TestArgs {
     /// What `cargo xtask test` runs: trixie, short load, no faults.
@@ -86,6 +95,7 @@ impl TestArgs {
             nfsdtop: None,
             fio_secs: None,
             recheck: None,
+            scenarios: Vec::new(),
         }
     }
 }
@@ -231,6 +241,7 @@ fn check_results(
                     "names" => names::check(results, &summary, rep),
                     "pools" => pools::check(results, &summary, rep),
                     "keepraw" => keepraw::check(results, &summary, rep),
+                    "lagging" => lagging::check(results, &summary, rep),
                     other => rep.check(false, format!("unknown scenario {other}")),
                 }
             }
@@ -264,7 +275,10 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         } else {
             vec!["restart", "kill", "smallring", "flood"]
         },
-        after_main: vec!["whatif", "pools", "names", "keepraw"],
+        after_main: AFTER_MAIN
+            .into_iter()
+            .filter(|s| args.scenarios.is_empty() || args.scenarios.iter().any(|a| a == s))
+            .collect(),
         // Bounds for a hung guest: a quick run takes 4-8 minutes under TCG,
         // more on a busy host (the whatif recorder may wait 5 minutes).
         guest_timeout_s: if args.quick { 900 } else { 1500 },

@@ -1,0 +1,163 @@
+//! Scenario "lagging" (scripts/vm/scenario-lagging.sh): on 6.16+, nfsdtop
+//! held back while the load runs (a CPU quota of a tenth of a CPU, then
+//! SIGSTOP bursts), with an `--enqueue-hooks` instance beside it that is
+//! not. The held-back agent must stay right, only late:
+//! - against ftrace, as every measurement (vm/measure.rs): dispatches
+//!   exact and entitled dispatches within 1% of the definition applied to
+//!   the trace's own enqueue and dequeue records, or loss counted;
+//! - it said it was behind (`totals.lag_s` above the interval);
+//! - at each of its snapshots, every client's cumulative dispatches and
+//!   entitled dispatches within 5% of the hooked instance's line nearest
+//!   in time (each cut on its own clock);
+//! - a client whose ratio over the run ends below 0.4 reads below 0.5 in
+//!   every line from 10 s after its first dispatch;
+//! - no client ever had more connections than its nconnect.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use super::batch::{self, Line};
+use super::measure::{check_measurement, check_nfsdtop_run};
+use super::report::Report;
+use super::{client_addr, kernel_version, CLIENTS};
+
+/// How far the two instances' cumulative numbers may be apart at one
+/// snapshot: their cuts differ by up to half an interval of load.
+const AGREE: f64 = 0.05;
+/// Below this the percentage is noise: a few hundred dispatches.
+const AGREE_FLOOR: f64 = 200.0;
+
+pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Report) {
+    let kernel = summary.get("kernel").cloned().unwrap_or_default();
+    let run = summary.get("lagging.run").map(String::as_str);
+    if kernel_version(&kernel).is_some_and(|v| v < (6, 16)) {
+        rep.check(
+            run.is_some_and(|r| r.starts_with("no")),
+            format!("lagging: not run on {kernel}, whose enqueues are hooked ({run:?})"),
+        );
+        return;
+    }
+    rep.check(run == Some("yes"), format!("lagging: run on {kernel} ({run:?})"));
+    if let Some(s) = summary.get("lagging.quota.cpu_stat") {
+        rep.note(format!("lagging: the quota's cgroup: {s}"));
+    }
+    rep.note(format!(
+        "lagging: SIGSTOP bursts {}",
+        summary.get("lagging.stops").map_or("?", String::as_str)
+    ));
+    for tag in ["lagging", "lagstop"] {
+        let read = |run: &str| batch::read(&results.join(format!("nfsdtop-{run}.jsonl")));
+        let (Ok(held), Ok(hooked)) = (read(tag), read(&format!("{tag}-hooks"))) else {
+            rep.check(false, format!("{tag}: cannot read both instances' lines"));
+            continue;
+        };
+        let lost = held.last().map_or(0, |l| l.totals.events_lost);
+        rep.note(format!("{tag}: held-back instance lost {lost} events"));
+        check_measurement(results, tag, summary, rep, lost == 0);
+        check_nfsdtop_run(results, &format!("{tag}-hooks"), tag, summary, rep, true);
+        let most = held
+            .iter()
+            .filter_map(|l| l.totals.lag_s.map(|g| (g, l.interval_s)))
+            .fold((0.0f64, 1.0), |a, b| if b.0 > a.0 { b } else { a });
+        rep.check(
+            most.0 > most.1,
+            format!("{tag}: the held-back instance said it was behind: lag up to {:.1} s (interval {:.1} s)", most.0, most.1),
+        );
+        agree(tag, &held, &hooked, rep);
+        starved_stay_listed(tag, &held, rep);
+        connections(tag, &held, rep);
+    }
+}
+
+fn peers(l: &Line) -> BTreeMap<IpAddr, (u64, f64, Option<f64>, u64)> {
+    l.entities
+        .iter()
+        .filter_map(|e| {
+            let ip = e.name.parse().ok()?;
+            Some((ip, (e.dispatches, e.entitled, e.fairness, e.connections)))
+        })
+        .collect()
+}
+
+/// Each held-back line against the hooked line nearest in time.
+fn agree(tag: &str, held: &[Line], hooked: &[Line], rep: &mut Report) {
+    let (mut compared, mut worst) = (0, (0.0f64, String::new()));
+    for l in held {
+        let Some(h) = hooked
+            .iter()
+            .min_by(|a, b| (a.time - l.time).abs().total_cmp(&(b.time - l.time).abs()))
+        else {
+            continue;
+        };
+        let theirs = peers(h);
+        for (ip, (d, ent, _, _)) in peers(l) {
+            let Some(&(hd, hent, _, _)) = theirs.get(&ip) else {
+                continue;
+            };
+            for (what, a, b) in [("dispatches", d as f64, hd as f64), ("entitled", ent, hent)] {
+                if a.max(b) < AGREE_FLOOR {
+                    continue;
+                }
+                compared += 1;
+                let off = (a - b).abs() / a.max(b);
+                if off > worst.0 {
+                    worst = (off, format!("{ip} {what} {a:.0} vs {b:.0} at {:.1}", l.time));
+                }
+            }
+        }
+    }
+    rep.check(
+        compared > 0 && worst.0 <= AGREE,
+        format!(
+            "{tag}: {compared} cumulative numbers agree with the hooked instance within {:.0}% (worst {:.1}%: {})",
+            AGREE * 100.0,
+            worst.0 * 100.0,
+            worst.1
+        ),
+    );
+}
+
+/// A client starved over the run is shown so from 10 s after its first
+/// dispatch on.
+fn starved_stay_listed(tag: &str, held: &[Line], rep: &mut Report) {
+    let Some(last) = held.last() else { return };
+    for (ip, (d, ent, _, _)) in peers(last) {
+        if ent < AGREE_FLOOR || d as f64 / ent >= 0.4 {
+            continue;
+        }
+        let Some(first) = held.iter().find(|l| peers(l).get(&ip).is_some_and(|p| p.0 > 0)) else {
+            continue;
+        };
+        let missed: Vec<String> = held
+            .iter()
+            .filter(|l| l.time >= first.time + 10.0)
+            .filter_map(|l| {
+                let (d, ent, _, _) = *peers(l).get(&ip)?;
+                (d as f64 / ent.max(1e-9) >= 0.5).then(|| format!("{:.1}", l.time))
+            })
+            .collect();
+        rep.check(
+            missed.is_empty(),
+            format!(
+                "{tag}: {ip} (ratio {:.2} over the run) below half its fair share in every line from 10 s on (not at {missed:?})",
+                d as f64 / ent
+            ),
+        );
+    }
+}
+
+fn connections(tag: &str, held: &[Line], rep: &mut Report) {
+    for (i, (name, fam, nconn)) in CLIENTS.iter().enumerate() {
+        let ip = client_addr(i, *fam);
+        let most = held
+            .iter()
+            .filter_map(|l| peers(l).get(&ip).map(|p| p.3))
+            .max()
+            .unwrap_or(0);
+        rep.check(
+            most == u64::from(*nconn),
+            format!("{tag}: {name} ({ip}): at most {most} connections == its nconnect {nconn}"),
+        );
+    }
+}
