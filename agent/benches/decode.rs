@@ -26,7 +26,7 @@ use nfsdtop_agent::model::{Endpoint, Event};
 use nfsdtop_agent::source::live::btf::Arg;
 use nfsdtop_agent::source::live::decode::{self, KnownXprts, TraceFields};
 use nfsdtop_agent::source::live::raw::{self, KernelOffsets};
-use nfsdtop_agent::source::live::rebuild::{Rebuild, WINDOW_NS};
+use nfsdtop_agent::source::live::rebuild::{Intake, WINDOW_NS};
 use nfsdtop_agent::source::live::{Layout, Tracepoints};
 use nfsdtop_common::{rawrec, Record, RecordView, Slot};
 
@@ -217,7 +217,7 @@ fn main() {
         let span_ns = records_per_chunk * case.step_ns();
         let mut agg = Aggregator::default();
         let mut known = KnownXprts::default();
-        let mut rebuild = Rebuild::default();
+        let mut intake = Intake::new(case.rebuilds(), 0);
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut released: Vec<Event> = Vec::with_capacity(64 * 1024);
         let t0 = Instant::now();
@@ -235,24 +235,28 @@ fn main() {
                     buf.push(ev);
                 }
             }
+            // As LiveSource::poll: the records read (the ring found empty
+            // a moment after the pass's last one), then held where the
+            // case rebuilds the queue.
+            let shift = pass * span_ns;
+            let now = shift + span_ns + WINDOW_NS / 100;
             if case.rebuilds() {
-                let shift = pass * span_ns;
                 released.clear();
-                for mut ev in buf.drain(..) {
+                for ev in &mut buf {
                     ev.ts_ns += shift;
-                    rebuild.push(ev);
                 }
-                // The live source releases at the host's clock, its
-                // records a moment old: here, the pass's last event.
-                rebuild.release(shift + span_ns + WINDOW_NS / 100, u64::MAX, &mut released);
+                intake.read(&buf, now, now);
+                intake.release(&mut buf, u64::MAX, &mut released);
                 agg.ingest_all(black_box(&released));
             } else {
+                intake.read(&buf, now, now);
                 agg.ingest_all(black_box(&buf));
             }
         }
         let el = t0.elapsed();
         released.clear();
-        rebuild.release(u64::MAX, u64::MAX, &mut released);
+        intake.read(&[], u64::MAX, u64::MAX);
+        intake.release(&mut buf, u64::MAX, &mut released);
         agg.ingest_all(&released);
         let records = records_per_chunk * passes;
         let per_dispatch = case.slots().len() as u64;
@@ -261,7 +265,11 @@ fn main() {
             records / per_dispatch,
             "every dequeue record counted"
         );
-        assert_eq!(rebuild.late, 0, "no event released late");
+        assert_eq!(
+            intake.rebuild().map_or(0, |r| r.late),
+            0,
+            "no event released late"
+        );
         assert_eq!(agg.transports(), 64, "each record found its transport");
         println!(
             "| {name}: {records} | {:.1} |",

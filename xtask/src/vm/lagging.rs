@@ -38,7 +38,10 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         );
         return;
     }
-    rep.check(run == Some("yes"), format!("lagging: run on {kernel} ({run:?})"));
+    rep.check(
+        run == Some("yes"),
+        format!("lagging: run on {kernel} ({run:?})"),
+    );
     if let Some(s) = summary.get("lagging.quota.cpu_stat") {
         rep.note(format!("lagging: the quota's cgroup: {s}"));
     }
@@ -102,7 +105,10 @@ fn agree(tag: &str, held: &[Line], hooked: &[Line], rep: &mut Report) {
                 compared += 1;
                 let off = (a - b).abs() / a.max(b);
                 if off > worst.0 {
-                    worst = (off, format!("{ip} {what} {a:.0} vs {b:.0} at {:.1}", l.time));
+                    worst = (
+                        off,
+                        format!("{ip} {what} {a:.0} vs {b:.0} at {:.1}", l.time),
+                    );
                 }
             }
         }
@@ -126,7 +132,10 @@ fn starved_stay_listed(tag: &str, held: &[Line], rep: &mut Report) {
         if ent < AGREE_FLOOR || d as f64 / ent >= 0.4 {
             continue;
         }
-        let Some(first) = held.iter().find(|l| peers(l).get(&ip).is_some_and(|p| p.0 > 0)) else {
+        let Some(first) = held
+            .iter()
+            .find(|l| peers(l).get(&ip).is_some_and(|p| p.0 > 0))
+        else {
             continue;
         };
         let missed: Vec<String> = held
