@@ -56,13 +56,20 @@ def slugs(md_text):
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
             for h in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", md_text, flags=re.S), re.M)}
 
+def expand_includes(path):
+    """A book page's text with its {{#include FILE}} lines expanded (mdbook's)."""
+    text = open(path).read()
+    return re.sub(r"\{\{#include ([^}]+)\}\}",
+                  lambda m: open(os.path.join(os.path.dirname(path), m.group(1))).read()
+                  if os.path.isfile(os.path.join(os.path.dirname(path), m.group(1))) else "", text)
+
 def check_anchor(path, target):
     """A link's #anchor must be a heading of the page it names."""
     page, _, anchor = target.partition("#")
     if not anchor:
         return
     dest = os.path.normpath(os.path.join(os.path.dirname(path), page)) if page else path
-    if dest.endswith(".md") and os.path.isfile(dest) and anchor not in slugs(open(dest).read()):
+    if dest.endswith(".md") and os.path.isfile(dest) and anchor not in slugs(expand_includes(dest)):
         bad.append(f"{path}: link {target}: no heading #{anchor} in {dest}")
 
 def candidates(text, is_md, path=""):
@@ -98,6 +105,8 @@ def scan(path, text):
         return  # scripts: their paths are the trees they build, not references
     for tok, is_link in candidates(text, path.endswith(".md"), path):
         tok = tok.rstrip(".,;:)")
+        if tok.endswith("}}"):  # {{#include FILE}} in a book page
+            tok = tok[:-2]
         if not tok or "://" in tok:
             continue
         for t in expand(tok):
@@ -110,6 +119,9 @@ def scan(path, text):
             # always are.
             starts = first in ("..", ".") or first in dirs or os.path.normpath(os.path.join(here, first)) in dirs
             if not (is_link or starts):
+                continue
+            # Build output (target/, never tracked), as the book's build-dir.
+            if os.path.normpath(os.path.join(here, t)).startswith("target" + os.sep):
                 continue
             if not (exists(t) or exists(rel_here)):
                 line = next((i for i, l in enumerate(text.splitlines(), 1) if tok in l), 0)

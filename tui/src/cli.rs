@@ -1,4 +1,6 @@
-//! The command-line contract (README.md, the man pages). Scripts and tests rely on it.
+//! The command-line contract (the man pages, and the book's
+//! docs/book/src/reference/cli.md, generated from its --help). Scripts and
+//! tests rely on it.
 
 use std::path::PathBuf;
 

@@ -8,8 +8,8 @@
 //! own policy — the fit check: it must reproduce what was measured — and
 //! under each policy asked for; the aggregator measures each run the way
 //! it measured the recording.
-//! [`report`] prints the result as text or JSON. README.md ("What if")
-//! states the model and its limits.
+//! [`report`] prints the result as text or JSON. The book's What if
+//! chapter (docs/book/src/whatif.md) states the model and its limits.
 
 pub mod calibrate;
 pub mod fit;

@@ -139,7 +139,7 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "WARNING: the model does not reproduce this recording under {}: {}. Predictions \
-             for clients marked '?' are not to be trusted; see README.md (What if: limits).{}",
+             for clients marked '?' are not to be trusted; see the book's What if chapter (Limits).{}",
             r.fit.policy,
             r.fit.reason.as_deref().unwrap_or("it misses a client"),
             calibrated(r)

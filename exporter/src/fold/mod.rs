@@ -4,7 +4,7 @@
 //! aggregator, re-created after eviction (their cumulative numbers restart
 //! at 0), moving in and out of the labelled set.
 //!
-//! Who gets a label (the rule the README states):
+//! Who gets a label (the rule docs/book/src/nfsdtopd.md states):
 //! 1. a label stays with its entity while the entity is in the snapshot,
 //!    unless a victim needs the slot (3.);
 //! 2. free slots go first to *victims* — entities backlogged in the

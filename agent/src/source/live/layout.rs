@@ -1,7 +1,7 @@
 //! Kernel generation detection and the per-slot field layout the BPF
 //! programs use, both derived from the running kernel's format files
 //! (detect by which events and fields exist, never by version number,
-//! never hard-code offsets; the README's kernel table).
+//! never hard-code offsets; the kernel table of docs/book/src/kernel-support.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub fn is_old_name(event: &str) -> bool {
     SLOTS.iter().any(|i| i.old_names.contains(&event))
 }
 
-/// The tracepoint generations (the README's kernel support table).
+/// The tracepoint generations (docs/book/src/kernel-support.md's table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Generation {
     /// ≤ 5.17: the address is a text string. Not supported.
