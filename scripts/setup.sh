@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what nfsdtop's build and tests need, idempotently: each step
 # checks first and skips what is already there. Safe to run again.
-#   scripts/setup.sh          everything (build, BPF, tests, VM tests)
+#   scripts/setup.sh          everything (build, BPF, tests, VM tests, the book)
 #   scripts/setup.sh build    only what building nfsdtop needs
 set -euo pipefail
 what=${1:-all}
@@ -56,5 +56,18 @@ if ! bpf-linker --version 2>/dev/null | grep "$BPF_LINKER_VERSION" >/dev/null; t
   LLVM_PREFIX=$prefix RUSTFLAGS="-C link-args=-Wl,-rpath,$prefix/lib" \
     cargo install --quiet bpf-linker@$BPF_LINKER_VERSION --locked --no-default-features \
     --features "llvm-$major" >/dev/null
+fi
+# mdbook, for the book (docs/book): built and link-checked by the tests
+# (scripts/e2e/06-book.sh) and installed by `cargo xtask deb` where present.
+# Debian has no package for it; crates.io has. Only for `all`: `cargo xtask
+# run` does not need it.
+MDBOOK_VERSION=0.5.4
+if [ "$what" = all ]; then
+  PATH=$PATH:$HOME/.cargo/bin
+  if ! mdbook --version 2>/dev/null | grep "v$MDBOOK_VERSION\$" >/dev/null; then
+    say "building mdbook $MDBOOK_VERSION (a few minutes, once)"
+    cargo install --quiet mdbook --locked --version "$MDBOOK_VERSION" \
+      --no-default-features --features search >/dev/null
+  fi
 fi
 say "ok"

@@ -1,0 +1,407 @@
+//! The documentation against the binaries: the book's command-line
+//! reference (docs/book/src/reference/cli.md) is the `--help` of nfsdtop,
+//! its subcommands and nfsdtopd, word for word (`NFSDTOP_BLESS=1 cargo
+//! test -p nfsdtop --test docs` rewrites it); every command line shown in
+//! README.md and the book (lines of ```sh and ```console blocks that run
+//! nfsdtop, nfsdtopd or cargo xtask) uses only subcommands and flags that
+//! command's `--help` lists; and the configuration reference names only
+//! keys nfsdtopd's config file accepts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tui lives in the workspace")
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// nfsdtopd and xtask, built (or found fresh) beside nfsdtop.
+fn sibling(package: &str, bin: &str) -> PathBuf {
+    let st = cargo()
+        .args(["build", "-q", "-p", package, "--bin", bin])
+        .status()
+        .unwrap_or_else(|e| panic!("cargo build -p {package}: {e}"));
+    assert!(st.success(), "cargo build -p {package} failed");
+    PathBuf::from(env!("CARGO_BIN_EXE_nfsdtop")).with_file_name(bin)
+}
+
+/// `bin args... --help`, in a clean environment (no NFSDTOP_* variable,
+/// no terminal width) so that the text is the same everywhere.
+fn help(bin: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--help")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap_or_else(|e| panic!("{} {args:?} --help: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} --help: {}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("help is UTF-8")
+}
+
+const NFSDTOP_SUBCOMMANDS: &[&str] = &["record", "doctor", "whatif", "completions", "manpage"];
+const CLI_PAGE: &str = "docs/book/src/reference/cli.md";
+
+fn cli_reference(nfsdtop: &Path, nfsdtopd: &Path) -> String {
+    let mut page = String::from(
+        "# Command line\n\n\
+<!-- Generated from the binaries' --help by tui/tests/docs.rs: do not edit.\n     \
+NFSDTOP_BLESS=1 cargo test -p nfsdtop --test docs rewrites it. -->\n\n\
+Every option of `nfsdtop`, its subcommands and `nfsdtopd`, as their\n\
+`--help` prints it (`-h` prints a summary). The man pages (`man nfsdtop`,\n\
+`man nfsdtop-record`, `man nfsdtop-doctor`, `man nfsdtop-whatif`, `man\n\
+nfsdtopd`; before installing, `nfsdtop manpage`) have the same with the\n\
+keys, columns, examples and exit status.\n",
+    );
+    let mut section = |title: &str, text: String| {
+        page.push_str(&format!(
+            "\n## {title}\n\n```text\n{}\n```\n",
+            text.trim_end()
+        ));
+    };
+    section("nfsdtop", help(nfsdtop, &[]));
+    for sub in NFSDTOP_SUBCOMMANDS {
+        section(&format!("nfsdtop {sub}"), help(nfsdtop, &[sub]));
+    }
+    section("nfsdtopd", help(nfsdtopd, &[]));
+    page
+}
+
+#[test]
+fn cli_reference_is_the_binaries_help() {
+    let nfsdtop = PathBuf::from(env!("CARGO_BIN_EXE_nfsdtop"));
+    let nfsdtopd = sibling("nfsdtop-exporter", "nfsdtopd");
+    let want = cli_reference(&nfsdtop, &nfsdtopd);
+    let path = root().join(CLI_PAGE);
+    if std::env::var_os("NFSDTOP_BLESS").is_some() {
+        std::fs::write(&path, &want).expect("write the CLI reference");
+        return;
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    if have != want {
+        let line = have
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| have.lines().count().min(want.lines().count()));
+        panic!(
+            "{CLI_PAGE} differs from the binaries' --help from line {}: regenerate it with \
+NFSDTOP_BLESS=1 cargo test -p nfsdtop --test docs\n  page: {:?}\n  help: {:?}",
+            line + 1,
+            have.lines().nth(line).unwrap_or("(end)"),
+            want.lines().nth(line).unwrap_or("(end)"),
+        );
+    }
+}
+
+/// The options a help text lists (`-b`, `--batch`, ...).
+fn flags_of(help: &str) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    for line in help.lines() {
+        let t = line.trim_start();
+        if !t.starts_with('-') {
+            continue;
+        }
+        for word in t.split([' ', ',', '=', '<', '[']) {
+            if word.starts_with('-') && word.len() > 1 {
+                set.insert(word.to_string());
+            }
+        }
+    }
+    set
+}
+
+/// The subcommands a help text lists under "Commands:".
+fn commands_of(help: &str) -> BTreeSet<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// A shell line's words, quotes removed (enough for documentation: no
+/// escapes inside quotes), up to a comment.
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut in_word = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c == '#' && !in_word => break,
+            None if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            None => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    out
+}
+
+/// (file, line number, command words) of every nfsdtop, nfsdtopd and
+/// cargo xtask command in the ```sh and ```console blocks of `text`.
+fn commands_in(file: &str, text: &str) -> Vec<(String, usize, Vec<String>)> {
+    let mut found = Vec::new();
+    let mut fence: Option<bool> = None; // Some(checked?) inside a block
+    let mut pending: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("```") {
+            fence = match fence {
+                Some(_) => None,
+                None => {
+                    let info = t.trim_start_matches('`').trim();
+                    Some(matches!(info, "sh" | "console" | "bash" | "shell"))
+                }
+            };
+            continue;
+        }
+        if fence != Some(true) {
+            continue;
+        }
+        let mut l = t.strip_prefix("$ ").unwrap_or(t).to_string();
+        if let Some((n, prev)) = pending.take() {
+            l = format!("{prev} {l}");
+            pending = Some((n, String::new()));
+        }
+        let n = pending.take().map(|(n, _)| n).unwrap_or(i + 1);
+        if let Some(stripped) = l.strip_suffix('\\') {
+            pending = Some((n, stripped.to_string()));
+            continue;
+        }
+        // A pipeline continued on the next line.
+        if l.trim_end().ends_with('|') {
+            pending = Some((n, l.clone()));
+            continue;
+        }
+        let w = words(&l);
+        // Each part of a pipeline or list.
+        for part in w.split(|x| x == "|" || x == "&&" || x == ";" || x == "||") {
+            let start = part
+                .iter()
+                .position(|x| x == "nfsdtop" || x == "nfsdtopd" || x == "cargo");
+            let Some(s) = start else { continue };
+            let cmd = &part[s..];
+            if cmd[0] == "cargo" && cmd.get(1).map(String::as_str) != Some("xtask") {
+                continue;
+            }
+            // Only where the command starts the part (not an argument).
+            if s != 0 {
+                continue;
+            }
+            found.push((file.to_string(), n, cmd.to_vec()));
+        }
+    }
+    found
+}
+
+fn docs_files() -> Vec<PathBuf> {
+    let mut v = vec![root().join("README.md")];
+    let mut stack = vec![root().join("docs/book/src")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("docs/book/src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "md") {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Checks one command's subcommand and flags against the helps; the
+/// problems found, if any.
+fn check_command(
+    cmd: &[String],
+    helps: &mut dyn FnMut(&str, Option<&str>) -> Option<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let (prog, rest): (&str, &[String]) = if cmd[0] == "cargo" {
+        ("xtask", &cmd[2..])
+    } else {
+        (cmd[0].as_str(), &cmd[1..])
+    };
+    let top = helps(prog, None).expect("top-level help");
+    let mut subs = commands_of(&top);
+    if prog == "nfsdtop" {
+        // Hidden ones too (manpage).
+        subs.extend(NFSDTOP_SUBCOMMANDS.iter().map(|s| s.to_string()));
+    }
+    // nfsdtop and nfsdtopd take no positional argument but a subcommand;
+    // xtask always needs its task.
+    let sub = match rest.first() {
+        Some(a) if !a.starts_with('-') => {
+            if !subs.contains(a) {
+                problems.push(format!("{prog}: no subcommand {a:?}"));
+                return problems;
+            }
+            Some(a.as_str())
+        }
+        _ if prog == "xtask" => {
+            problems.push("xtask: no task".to_string());
+            return problems;
+        }
+        _ => None,
+    };
+    let args = if sub.is_some() { &rest[1..] } else { rest };
+    let Some(text) = helps(prog, sub) else {
+        problems.push(format!("{prog} {sub:?}: no help"));
+        return problems;
+    };
+    let known = flags_of(&text);
+    // `cargo xtask run -- ARGS`: ARGS are nfsdtop's.
+    let (mine, passed) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], Some(&args[i + 1..])),
+        None => (args, None),
+    };
+    for a in mine {
+        if !a.starts_with('-')
+            || a.len() < 2
+            || a.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
+        {
+            continue;
+        }
+        let flag = a.split('=').next().unwrap_or(a);
+        if !known.contains(flag) {
+            let who = match sub {
+                Some(s) => format!("{prog} {s}"),
+                None => prog.to_string(),
+            };
+            problems.push(format!("{who}: no option {flag}"));
+        }
+    }
+    if let Some(p) = passed {
+        if prog == "xtask" && sub == Some("run") {
+            let mut inner = vec!["nfsdtop".to_string()];
+            inner.extend(p.iter().cloned());
+            problems.extend(check_command(&inner, helps));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_command_line_in_the_docs_uses_real_flags() {
+    let nfsdtop = PathBuf::from(env!("CARGO_BIN_EXE_nfsdtop"));
+    let mut bins: BTreeMap<&str, PathBuf> = BTreeMap::new();
+    bins.insert("nfsdtop", nfsdtop);
+    let mut cache: BTreeMap<(String, Option<String>), Option<String>> = BTreeMap::new();
+    let mut helps = |prog: &str, sub: Option<&str>| -> Option<String> {
+        let key = (prog.to_string(), sub.map(str::to_string));
+        if let Some(h) = cache.get(&key) {
+            return h.clone();
+        }
+        let bin = match prog {
+            "nfsdtop" => bins["nfsdtop"].clone(),
+            "nfsdtopd" => bins
+                .entry("nfsdtopd")
+                .or_insert_with(|| sibling("nfsdtop-exporter", "nfsdtopd"))
+                .clone(),
+            "xtask" => bins
+                .entry("xtask")
+                .or_insert_with(|| sibling("xtask", "xtask"))
+                .clone(),
+            _ => return None,
+        };
+        let h = Some(help(&bin, &sub.into_iter().collect::<Vec<_>>()));
+        cache.insert(key, h.clone());
+        h
+    };
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for f in docs_files() {
+        let text = std::fs::read_to_string(&f).expect("read a doc");
+        let name = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+        for (file, line, cmd) in commands_in(&name, &text) {
+            checked += 1;
+            for p in check_command(&cmd, &mut helps) {
+                problems.push(format!("{file}:{line}: {}: {p}", cmd.join(" ")));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "command lines in the docs:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        checked > 40,
+        "only {checked} command lines found in the docs"
+    );
+}
+
+#[test]
+fn a_made_up_flag_or_subcommand_is_caught() {
+    let nfsdtop = PathBuf::from(env!("CARGO_BIN_EXE_nfsdtop"));
+    let mut helps = |prog: &str, sub: Option<&str>| -> Option<String> {
+        (prog == "nfsdtop").then(|| help(&nfsdtop, &sub.into_iter().collect::<Vec<_>>()))
+    };
+    let page = "```sh\nnfsdtop --demo seed-k16 --no-such-flag   # x\nnfsdtop record --batch -o x\n\
+nfsdtop frobnicate\nnfsdtop -b -n 1 --format json | jq .\n```\n";
+    let cmds = commands_in("control.md", page);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    let problems: Vec<Vec<String>> = cmds
+        .iter()
+        .map(|(_, _, c)| check_command(c, &mut helps))
+        .collect();
+    assert_eq!(problems[0], vec!["nfsdtop: no option --no-such-flag"]);
+    assert_eq!(problems[1], vec!["nfsdtop record: no option --batch"]);
+    assert_eq!(problems[2], vec!["nfsdtop: no subcommand \"frobnicate\""]);
+    assert!(problems[3].is_empty(), "{:?}", problems[3]);
+}
+
+#[test]
+fn the_config_reference_names_only_keys_nfsdtopd_accepts() {
+    let src = std::fs::read_to_string(root().join("exporter/src/config/file.rs"))
+        .expect("exporter/src/config/file.rs");
+    let page = std::fs::read_to_string(root().join("docs/book/src/reference/config.md"))
+        .expect("the config reference");
+    let mut keys = 0;
+    for line in page.lines().filter(|l| l.starts_with("| `")) {
+        let first = line.split('|').nth(1).unwrap_or("");
+        for k in first.split('`').skip(1).step_by(2) {
+            for k in k.trim_matches(['[', ']']).split(", ") {
+                keys += 1;
+                assert!(
+                    src.contains(&format!("    {k}: ")),
+                    "docs/book/src/reference/config.md names `{k}`, which exporter/src/config/file.rs does not accept"
+                );
+            }
+        }
+    }
+    assert!(keys > 20, "only {keys} keys in the config reference");
+}
