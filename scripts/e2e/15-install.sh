@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cargo xtask install` lays out binaries, man pages, completions, the unit,
 # the config, and the operator files (rules and their generator,
-# dashboards, runbooks, Prometheus and Grafana provisioning examples, docs);
+# dashboards, runbooks, Prometheus and Grafana provisioning examples, docs,
+# the book as HTML where mdbook is there);
 # the installed unit verifies; `promtool check rules` passes on the
 # installed rules; every runbook_url resolves to an installed runbook
 # section, or to the --runbook-base URL; `cargo xtask deb` packs the same
@@ -26,6 +27,15 @@ for f in bin/nfsdtop bin/nfsdtopd share/man/man1/nfsdtop.1 share/man/man1/nfsdto
   [ -s "$tmp/usr/$f" ] || fail "missing or empty: $f"
 done
 S=$tmp/usr/share/nfsdtop
+# The book, as HTML, where mdbook is there (scripts/setup.sh installs it).
+if command -v mdbook >/dev/null || [ -x "$HOME/.cargo/bin/mdbook" ]; then
+  for f in index.html concepts.html reference/cli.html reference/json.html; do
+    [ -s "$tmp/usr/share/doc/nfsdtop/html/$f" ] || fail "the book lacks html/$f"
+  done
+  grep -q "](/.*/share/doc/nfsdtop/html/concepts.html)" "$tmp/usr/share/doc/nfsdtop/README.md" ||
+    fail "the installed README does not link the installed book"
+  book=1
+fi
 out=$(promtool check rules "$S/rules/nfsdtop.rules.yml" 2>&1) || fail "promtool check rules on the installed rules: $out"
 # The Prometheus example loads the installed rules from where they are.
 out=$(promtool check config "$S/prometheus/prometheus.yml" 2>&1) || fail "promtool check config on the installed example: $out"
@@ -128,6 +138,7 @@ for f in ./usr/bin/nfsdtop ./usr/bin/nfsdtopd ./lib/systemd/system/nfsdtopd.serv
          ./usr/share/nfsdtop/grafana/nfsdtop-overview.json ./usr/share/nfsdtop/prometheus/prometheus.yml; do
   grep -q " $f\$" <<<"$contents" || fail "deb lacks $f"
 done
+[ -z "${book:-}" ] || grep -q " ./usr/share/doc/nfsdtop/html/index.html\$" <<<"$contents" || fail "deb lacks the book"
 grep -q 'ExecStart=/usr/bin/nfsdtopd --config /etc/nfsdtop/nfsdtopd.toml' \
   <(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./lib/systemd/system/nfsdtopd.service) || fail "deb unit paths"
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/nfsdtop/rules/nfsdtop.rules.yml |

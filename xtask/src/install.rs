@@ -1,9 +1,9 @@
 //! `cargo xtask install` and `cargo xtask deb`: binaries, man pages, shell
 //! completions, the systemd unit, an example config, and everything an
 //! operator needs next to them (Prometheus rules and their generator,
-//! Grafana dashboards, runbooks, provisioning examples, the docs), laid out
-//! the way a Debian system expects; the .deb is the same tree packed by
-//! dpkg-deb.
+//! Grafana dashboards, runbooks, provisioning examples, the docs and, where
+//! mdbook is installed, the book as HTML), laid out the way a Debian system
+//! expects; the .deb is the same tree packed by dpkg-deb.
 //!
 //! The committed operator files name their installed places under
 //! `/usr/share/nfsdtop` (runbook links included); an install elsewhere
@@ -143,7 +143,8 @@ pub fn install(a: &InstallArgs) -> anyhow::Result<()> {
     }
 
     let places = Places::new(prefix, a.runbook_base.as_deref())?;
-    install_operator_files(&places, &|p: &Path| under(d, p))?;
+    let book = book()?;
+    install_operator_files(&places, &|p: &Path| under(d, p), book.as_deref())?;
 
     let unit = places
         .localise(&fs::read_to_string(root().join("dist/nfsdtopd.service"))?)
@@ -364,6 +365,9 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
     ));
     for e in fs::read_dir(r.join("docs")).context("cannot list docs/")? {
         let p = e?.path();
+        if !p.is_file() {
+            continue; // docs/book: the book's sources, installed built (book())
+        }
         if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
             v.push((p.clone(), PathBuf::from("doc/docs").join(n), false));
         }
@@ -372,13 +376,34 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
 }
 
 /// Rules, the rules' generator, dashboards, runbooks, provisioning
-/// examples and docs.
-fn install_operator_files(places: &Places, dest: &dyn Fn(&Path) -> PathBuf) -> anyhow::Result<()> {
+/// examples and docs; the book's HTML (`book`: built by [`book`]) under
+/// the doc directory's html/, with the docs' links to its sources pointing
+/// at its pages.
+fn install_operator_files(
+    places: &Places,
+    dest: &dyn Fn(&Path) -> PathBuf,
+    book: Option<&Path>,
+) -> anyhow::Result<()> {
     let files = operator_files()?;
     let r = root();
     let mut installed: HashMap<PathBuf, PathBuf> = HashMap::new();
     for (from, to, _) in &files {
         installed.insert(from.strip_prefix(&r)?.to_path_buf(), places.installed(to)?);
+    }
+    if let Some(html) = book {
+        let html_dir = places.doc.join("html");
+        for page in book_pages()? {
+            // SUMMARY.md is the book's table of contents: its first page.
+            let name = if page == Path::new("SUMMARY.md") {
+                PathBuf::from("index.html")
+            } else {
+                page.with_extension("html")
+            };
+            if html.join(&name).is_file() {
+                installed.insert(Path::new(BOOK_SRC).join(&page), html_dir.join(name));
+            }
+        }
+        copy_tree(html, &dest(&html_dir))?;
     }
     for (from, to, rewrite) in files {
         let target = dest(&places.installed(&to)?);
@@ -404,6 +429,76 @@ fn install_operator_files(places: &Places, dest: &dyn Fn(&Path) -> PathBuf) -> a
             0o644
         };
         fs::set_permissions(&target, fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// The book's sources (mdbook), relative to the repository.
+const BOOK_SRC: &str = "docs/book/src";
+
+/// mdbook, from PATH or where `cargo install` puts it.
+fn mdbook() -> Option<PathBuf> {
+    let ok = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let on_path = PathBuf::from("mdbook");
+    if ok(&on_path) {
+        return Some(on_path);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    let cargo_bin = home.join(".cargo/bin/mdbook");
+    ok(&cargo_bin).then_some(cargo_bin)
+}
+
+/// The book built as HTML into target/book, where mdbook is installed
+/// (scripts/setup.sh installs it); None, and a note, where it is not.
+fn book() -> anyhow::Result<Option<PathBuf>> {
+    let Some(mdbook) = mdbook() else {
+        eprintln!("mdbook not found: the book is not installed (scripts/setup.sh installs mdbook)");
+        return Ok(None);
+    };
+    let out = root().join("target/book");
+    run(
+        "mdbook build docs/book",
+        Command::new(mdbook)
+            .args(["build", "docs/book", "--dest-dir"])
+            .arg(&out),
+    )?;
+    Ok(Some(out))
+}
+
+/// The book's pages (.md below docs/book/src, relative to it).
+fn book_pages() -> anyhow::Result<Vec<PathBuf>> {
+    let src = root().join(BOOK_SRC);
+    let mut pages = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "md") {
+                pages.push(p.strip_prefix(&src)?.to_path_buf());
+            }
+        }
+    }
+    Ok(pages)
+}
+
+/// Copies a directory tree (files 0644, directories as created).
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    fs::create_dir_all(to)?;
+    for e in fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type()?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            copy_mode(&src, &dst, 0o644)?;
+        }
     }
     Ok(())
 }
