@@ -5,7 +5,8 @@
 # lead to files of the repository, and their anchors to headings (a link
 # into the book's sources, to an id of the rendered page). Offline:
 # http(s) links are checked for their form only. The PromQL the book shows
-# parses (promtool). README.md stays under 200 lines and reaches --demo
+# parses (promtool). The command lines shown that end by themselves run
+# and succeed. README.md stays under 200 lines and reaches --demo
 # within its first 40. A negative control builds a copy of the book with
 # a broken link and a broken anchor, and checks a made-up README, and
 # both must be caught.
@@ -135,6 +136,52 @@ PY
 else
   echo "FAIL 06-book: promtool not found (scripts/setup.sh installs it)"; fails=1
 fi
+
+# The command lines that end by themselves (batch output of the demo or a
+# replay, record, whatif) run as shown, in a scratch directory holding the
+# files they name (today.nfsdrec, classes.txt), with this tree's binaries;
+# each must exit 0. The rest (the UI, nfsdtopd, this host's nfsd) have
+# their flags checked by tui/tests/docs.rs.
+cargo build -q -p nfsdtop || fail "cargo build -p nfsdtop"
+run_dir=$tmp/run; mkdir -p "$run_dir"
+python3 - > "$tmp/commands" <<'PY'
+import glob, re
+def lines(text):
+    for block in re.findall(r"```(?:sh|console)\n(.*?)```", text, re.S):
+        cur = ""
+        for l in block.splitlines():
+            l = re.sub(r"^\$ ", "", l.strip())
+            cur = (cur + " " + l).strip() if cur else l
+            if cur.endswith("\\"):
+                cur = cur[:-1].rstrip(); continue
+            if cur.endswith("|"):
+                continue
+            yield re.sub(r"\s+#\s.*$", "", cur); cur = ""
+for f in ["README.md"] + sorted(glob.glob("docs/book/src/**/*.md", recursive=True)):
+    for l in lines(open(f).read()):
+        w = l.split()
+        if not w or w[0] != "nfsdtop":
+            continue
+        sub = w[1] if len(w) > 1 and not w[1].startswith("-") else None
+        source = "--demo" in w or "--replay" in w
+        finite = (sub == "whatif"
+                  or (sub == "record" and source and ("--duration" in w or "--count" in w))
+                  or (sub is None and "-b" in w and ("--replay" in w or ("--demo" in w and "-n" in w))))
+        if finite:
+            print(f"{f}\t{l}")
+PY
+NFSDTOP_BIN=$(pwd)/target/debug
+( cd "$run_dir" && PATH=$NFSDTOP_BIN:$PATH nfsdtop record --demo seed-k16 --speed 0 --duration 5 -o today.nfsdrec 2>/dev/null &&
+  printf '10.1.0.0/16 movers\n10.2.0.0/24 customers per-peer\n' > classes.txt ) || fail "cannot make the files the commands name"
+ran=0; bad=0
+while IFS=$'\t' read -r file line; do
+  ran=$((ran + 1))
+  if ! out=$(cd "$run_dir" && PATH=$NFSDTOP_BIN:$PATH timeout 120 bash -o pipefail -c "$line" 2>&1); then
+    echo "     $file: $line"; echo "$out" | tail -3 | sed 's/^/       /'; bad=$((bad + 1))
+  fi
+done < "$tmp/commands"
+if [ "$bad" -eq 0 ] && [ "$ran" -ge 8 ]; then echo "ok   $ran command lines of the docs run as shown"
+else echo "FAIL 06-book: $bad of $ran command lines of the docs failed (8 or more expected to run)"; fails=1; fi
 
 # README: short, and the demo early.
 lines=$(wc -l < README.md)

@@ -405,3 +405,69 @@ fn the_config_reference_names_only_keys_nfsdtopd_accepts() {
     }
     assert!(keys > 20, "only {keys} keys in the config reference");
 }
+
+/// Every field path of a JSON value (arrays: their elements'), as
+/// "a.b.c"; procedure names and the like are keys too.
+fn paths(v: &serde_json::Value, at: &str, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                out.insert(p.clone());
+                paths(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                paths(x, at, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_example_batch_record_shows_only_real_fields() {
+    let page = std::fs::read_to_string(root().join("docs/book/src/batch.md")).expect("batch.md");
+    let start = page.find("```json\n").expect("a json block in batch.md") + 8;
+    let end = start + page[start..].find("```").expect("its end");
+    let example: serde_json::Value =
+        serde_json::from_str(&page[start..end]).expect("the example record is JSON");
+    // The command the page says it came from.
+    let out = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(["--demo", "seed-k16", "--policy", "flat", "-b", "-n", "3"])
+        .args(["--speed", "0", "--format", "json"])
+        .output()
+        .expect("run nfsdtop");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let real: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a record")).expect("JSON");
+    let (mut shown, mut have) = (BTreeSet::new(), BTreeSet::new());
+    paths(&example, "", &mut shown);
+    paths(&real, "", &mut have);
+    let made_up: Vec<_> = shown.difference(&have).collect();
+    assert!(
+        made_up.is_empty(),
+        "docs/book/src/batch.md's example record has fields nfsdtop does not write: {made_up:?}"
+    );
+    assert!(
+        shown.len() > 50,
+        "only {} fields in the example",
+        shown.len()
+    );
+    // The numbers of the simulated server are exact: the example's are
+    // the real ones.
+    assert_eq!(
+        example["totals"]["dispatches"],
+        real["totals"]["dispatches"]
+    );
+    assert_eq!(
+        example["entities"][0]["fairness"],
+        real["entities"][0]["fairness"]
+    );
+}
