@@ -4,8 +4,9 @@
 //! test -p nfsdtop --test docs` rewrites it); every command line shown in
 //! README.md and the book (lines of ```sh and ```console blocks that run
 //! nfsdtop, nfsdtopd or cargo xtask) uses only subcommands and flags that
-//! command's `--help` lists; and the configuration reference names only
-//! keys nfsdtopd's config file accepts.
+//! command's `--help` lists; the configuration reference names only
+//! keys nfsdtopd's config file accepts; and the metrics and JSON references
+//! name every metric family nfsdtopd exposes and every batch-record field.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -469,5 +470,76 @@ fn the_example_batch_record_shows_only_real_fields() {
     assert_eq!(
         example["entities"][0]["fairness"],
         real["entities"][0]["fairness"]
+    );
+}
+
+#[test]
+fn every_metric_family_nfsdtopd_exposes_is_in_the_metrics_reference() {
+    // The golden exposition the exporter's own tests hold /metrics to.
+    let om = std::fs::read_to_string(root().join("exporter/src/metrics/testdata/exposition.om"))
+        .expect("the golden exposition");
+    let doc = std::fs::read_to_string(root().join("docs/metrics.md")).expect("docs/metrics.md");
+    let mut families = 0;
+    let mut missing = Vec::new();
+    for line in om.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let mut w = line.split_whitespace().skip(2);
+        let (Some(name), Some(kind)) = (w.next(), w.next()) else {
+            continue;
+        };
+        families += 1;
+        let shown = match kind {
+            "counter" => format!("`{name}_total`"),
+            "info" => format!("`{name}_info`"),
+            _ => format!("`{name}`"),
+        };
+        if !doc.contains(&shown) {
+            missing.push(shown);
+        }
+    }
+    assert!(families > 40, "only {families} families in the exposition");
+    assert!(
+        missing.is_empty(),
+        "docs/metrics.md (the book's metrics reference) lacks {missing:?}"
+    );
+}
+
+#[test]
+fn every_field_of_a_batch_record_is_in_the_json_reference() {
+    let doc = std::fs::read_to_string(root().join("docs/json.md")).expect("docs/json.md");
+    let out = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args(["--demo", "movers", "-b", "-n", "2", "--speed", "0"])
+        .args(["--format", "json", "--group", "class"])
+        .output()
+        .expect("run nfsdtop");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let record: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a record")).expect("JSON");
+    // Field names, not the keys that are data (procedure and operation
+    // names).
+    fn names(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    out.insert(k.clone());
+                    if k != "procedures" && k != "nfs4_operations" {
+                        names(x, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| names(x, out)),
+            _ => {}
+        }
+    }
+    let mut fields = BTreeSet::new();
+    names(&record, &mut fields);
+    let missing: Vec<_> = fields
+        .iter()
+        .filter(|f| !doc.contains(&format!("`{f}`")) && !doc.contains(&format!("\"{f}\"")))
+        .collect();
+    assert!(fields.len() > 40, "only {} fields", fields.len());
+    assert!(
+        missing.is_empty(),
+        "docs/json.md (the book's JSON reference) does not name {missing:?}"
     );
 }
