@@ -157,7 +157,7 @@ def lines(text):
             if cur.endswith("|"):
                 continue
             yield re.sub(r"\s+#\s.*$", "", cur); cur = ""
-for f in ["README.md"] + sorted(glob.glob("docs/book/src/**/*.md", recursive=True)):
+for f in ["README.md"] + sorted(glob.glob("docs/*.md")) + sorted(glob.glob("docs/book/src/**/*.md", recursive=True)):
     for l in lines(open(f).read()):
         w = l.split()
         if not w or w[0] != "nfsdtop":

@@ -2,9 +2,9 @@
 //! reference (docs/book/src/reference/cli.md) is the `--help` of nfsdtop,
 //! its subcommands and nfsdtopd, word for word (`NFSDTOP_BLESS=1 cargo
 //! test -p nfsdtop --test docs` rewrites it); every command line shown in
-//! README.md and the book (lines of ```sh and ```console blocks that run
-//! nfsdtop, nfsdtopd or cargo xtask) uses only subcommands and flags that
-//! command's `--help` lists; the configuration reference names only
+//! README.md, docs/*.md and the book (lines of ```sh and ```console blocks
+//! that run nfsdtop, nfsdtopd or cargo xtask) uses only subcommands and
+//! flags that command's `--help` lists; the configuration reference names only
 //! keys nfsdtopd's config file accepts; and the metrics and JSON references
 //! name every metric family nfsdtopd exposes and every batch-record field.
 
@@ -229,6 +229,13 @@ fn commands_in(file: &str, text: &str) -> Vec<(String, usize, Vec<String>)> {
 
 fn docs_files() -> Vec<PathBuf> {
     let mut v = vec![root().join("README.md")];
+    // docs/*.md: the book includes them.
+    for e in std::fs::read_dir(root().join("docs")).expect("docs/") {
+        let p = e.expect("dir entry").path();
+        if p.extension().is_some_and(|e| e == "md") {
+            v.push(p);
+        }
+    }
     let mut stack = vec![root().join("docs/book/src")];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).expect("docs/book/src") {
