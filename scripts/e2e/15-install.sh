@@ -97,7 +97,8 @@ print(f"{n} links in the installed docs lead to installed files")
 PY
 grep -q "^Documentation=man:nfsdtopd(8) file://$S/runbooks/RUNBOOKS.md\$" \
   "$tmp/usr/lib/systemd/system/nfsdtopd.service" || fail "unit Documentation= not the installed man page and runbooks"
-! grep -rq 'example\.invalid' "$S" "$tmp/usr/lib/systemd/system/nfsdtopd.service" || fail "example.invalid in the installed files"
+! grep -rq 'example[.]invalid' "$S" "$tmp/usr/lib/systemd/system/nfsdtopd.service" "$tmp/usr/share/man" ||
+  fail "a placeholder host (example, dot, invalid) in the installed files"
 # Published runbooks: --runbook-base.
 cargo xtask install --debug --prefix "$tmp/usr" --runbook-base https://runbooks.example.org/nfsdtop/ >/dev/null
 check_links "https://runbooks.example.org/nfsdtop"
