@@ -550,3 +550,45 @@ fn every_field_of_a_batch_record_is_in_the_json_reference() {
         "docs/json.md (the book's JSON reference) does not name {missing:?}"
     );
 }
+
+#[test]
+fn recordings_take_the_bytes_per_event_the_docs_say() {
+    // recording.md and docs/recording-format.md: 5.97 bytes per event on a
+    // 60 s seed-k16 demo recording ("about 6").
+    let dir = std::env::temp_dir().join(format!("nfsdtop-docs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let file = dir.join("demo.nfsdrec");
+    let out = Command::new(env!("CARGO_BIN_EXE_nfsdtop"))
+        .args([
+            "record",
+            "--demo",
+            "seed-k16",
+            "--speed",
+            "0",
+            "--duration",
+            "60",
+            "-o",
+        ])
+        .arg(&file)
+        .output()
+        .expect("run nfsdtop record");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    let per_event: f64 = said
+        .split(", ")
+        .find_map(|p| p.trim().strip_suffix(" bytes/event"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no bytes/event in {said:?}"));
+    assert!(
+        (per_event - 5.97).abs() < 0.05,
+        "a 60 s seed-k16 recording takes {per_event} bytes per event: update \
+docs/book/src/recording.md and docs/recording-format.md"
+    );
+    let page = std::fs::read_to_string(root().join("docs/book/src/recording.md")).expect("page");
+    assert!(page.contains("5.97 bytes per event for `seed-k16`"));
+}
