@@ -5,8 +5,10 @@
 //! README.md, docs/*.md and the book (lines of ```sh and ```console blocks
 //! that run nfsdtop, nfsdtopd or cargo xtask) uses only subcommands and
 //! flags that command's `--help` lists; the configuration reference names only
-//! keys nfsdtopd's config file accepts; and the metrics and JSON references
-//! name every metric family nfsdtopd exposes and every batch-record field.
+//! keys nfsdtopd's config file accepts; the metrics and JSON references
+//! name every metric family nfsdtopd exposes and every batch-record field;
+//! the example batch record shows only real fields; and the recordings'
+//! documented size is what a demo recording takes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
