@@ -225,7 +225,7 @@ impl<'a> Pipeline<'a> {
                     None => self.aggregator.snapshot(now, wall, &info),
                 };
                 snap.totals.bpf = self.source.bpf_stats();
-                snap.totals.lag_s = self.source.lag_ns().map(|n| n as f64 / 1e9);
+                snap.totals.lag_s = self.source.lag_ns(now).map(|n| n as f64 / 1e9);
                 let threads = self.source.nfsd_threads();
                 self.learn_nfsd_ports(&threads);
                 snap.server = server.view(&threads, &snap);

@@ -184,8 +184,8 @@ impl Source for LateReader {
         self.intake.reorders()
     }
 
-    fn lag_ns(&self) -> Option<u64> {
-        Some(self.intake.lag_ns(self.now))
+    fn lag_ns(&self, at_ns: u64) -> Option<u64> {
+        Some(self.intake.lag_ns(at_ns, self.now))
     }
 
     fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {

@@ -2,8 +2,9 @@
 # Scenario "lagging" (sourced by guest-init.sh after the main measurement;
 # checked by xtask/src/vm/lagging.rs): on 6.16+, where nfsdtop rebuilds the
 # ready queue from dequeues, nfsdtop is held back while the load runs, with
-# an --enqueue-hooks instance beside it that is not: first by a cgroup CPU
-# quota of a tenth of a CPU (cpu.max 10000 100000), then by SIGSTOP bursts
+# an --enqueue-hooks instance (classic tracepoints) beside it that is not:
+# first by a cgroup CPU quota of a tenth of a CPU (cpu.max 10000 100000),
+# then by SIGSTOP bursts
 # (3 s stopped, 2 s running). Each is one more load under ftrace, longer
 # than the main one so that the agent falls several windows behind. Once
 # the load is over the agent is let go, so its last line covers the run.
@@ -45,9 +46,11 @@ else
   summary lagging.run yes
   saved_fio=$FIO_RUNTIME
   FIO_RUNTIME=$LAG_FIO
-  BESIDE="hooks --enqueue-hooks" AFTER_ATTACH=lag_quota DURING_LOAD=lag_lift measure lagging
+  # The instance beside on classic tracepoints: 7.x preempts raw programs,
+  # and the enqueue has no second program to do the hits it skips.
+  BESIDE="hooks --classic-tracepoints --enqueue-hooks" AFTER_ATTACH=lag_quota DURING_LOAD=lag_lift measure lagging
   mark "lagging (CPU quota) measurement done"
-  BESIDE="hooks --enqueue-hooks" DURING_LOAD=lag_bursts measure lagstop
+  BESIDE="hooks --classic-tracepoints --enqueue-hooks" DURING_LOAD=lag_bursts measure lagstop
   mark "lagging (SIGSTOP bursts) measurement done"
   FIO_RUNTIME=$saved_fio
 fi

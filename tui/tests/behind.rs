@@ -34,7 +34,7 @@ fn screen(lag_s: Option<f64>) -> String {
 fn the_header_says_when_the_agent_is_behind_the_kernel() {
     let behind = screen(Some(12.34));
     assert!(
-        behind.contains("BEHIND: reading the kernel's records 12.3s late"),
+        behind.contains("BEHIND: 12.3s behind the kernel"),
         "{behind}"
     );
     for lag in [None, Some(0.05)] {

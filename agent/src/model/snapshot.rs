@@ -153,9 +153,11 @@ pub struct Totals {
     /// Absent without `--resolve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname_lookups_dropped: Option<u64>,
-    /// Live only: how far the agent's reading of the kernel's records
-    /// was behind the kernel when the snapshot was made, in seconds (the
-    /// drain period when it keeps up). Past the interval the agent is
+    /// Live only: how far the snapshot was behind the kernel when it was
+    /// made, in seconds, beyond what the source holds by design (the 1 s
+    /// reorder window on 6.16+ without enqueue hooks): the agent reading
+    /// the kernel's records late, or cutting a snapshot late (catching
+    /// up). Tens of ms when it keeps up. Past the interval the agent is
     /// behind: see [`Snapshot::behind_s`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_s: Option<f64>,
@@ -410,8 +412,8 @@ pub struct PoolView {
 }
 
 impl Snapshot {
-    /// How far behind the kernel the agent's reading was, where that is
-    /// more than the snapshot's interval (and more than half a second,
+    /// How far behind the kernel the snapshot was, where that is more
+    /// than the snapshot's interval (and more than half a second,
     /// which the ring's drain period can take on its own): the agent is
     /// behind, and every surface says so.
     pub fn behind_s(&self) -> Option<f64> {

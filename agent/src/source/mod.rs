@@ -64,8 +64,10 @@ pub trait Source: Send {
         false
     }
 
-    /// How far the agent's reading is behind the kernel (live only).
-    fn lag_ns(&self) -> Option<u64> {
+    /// How far the snapshot at `at_ns` (source clock) is behind the
+    /// kernel, beyond what the source holds by design (live only): the
+    /// agent reading its records late, or a snapshot cut late.
+    fn lag_ns(&self, _at_ns: u64) -> Option<u64> {
         None
     }
 

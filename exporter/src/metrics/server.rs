@@ -28,7 +28,7 @@ pub struct ServerMetrics {
     /// Reverse-DNS lookups dropped for a full queue; `None` without
     /// `resolve`.
     hostname_lookups_dropped: Option<u64>,
-    /// How far reading the kernel's records was behind it (live only).
+    /// How far the latest snapshot was behind the kernel (live only).
     lag_s: Option<f64>,
     /// Per RPC service (nfsd, and each other service's port); at most 66.
     services: Vec<ServiceRow>,
@@ -146,7 +146,7 @@ impl ServerMetrics {
         if let Some(lag) = self.lag_s {
             enc.encode_descriptor(
                 "nfsdtop_lag",
-                "How far nfsdtop's reading of the kernel's records was behind the kernel at the latest snapshot (live source; the ring's drain period when it keeps up). Above the snapshot interval the agent is behind: its numbers stay right but arrive late.",
+                "How far the latest snapshot was behind the kernel when it was made, beyond the reorder window held by design (live source; tens of ms when the agent keeps up). Above the snapshot interval the agent is behind: its numbers stay right but arrive late.",
                 Some(&Unit::Seconds),
                 MetricType::Gauge,
             )?

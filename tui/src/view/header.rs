@@ -27,7 +27,7 @@ pub fn height(state: &State) -> u16 {
         + state.warnings.len().min(MAX_WARNING_LINES) as u16
 }
 
-/// How far behind the kernel the agent reads, where it is behind (see
+/// How far behind the kernel the snapshot is, where it is behind (see
 /// `Snapshot::behind_s`): a line of its own.
 fn behind(state: &State) -> Option<f64> {
     state.snapshot().and_then(|s| s.behind_s())
@@ -127,7 +127,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     }
     if let Some(lag) = behind(state) {
         let mut p = Parts::new(gap());
-        let what = format!("BEHIND: reading the kernel's records {lag:.1}s late");
+        let what = format!("BEHIND: {lag:.1}s behind the kernel");
         p.push(0, vec![Span::styled(what, styles::bad())]);
         let why = "the server keeps nfsdtop from the CPU; the numbers stay right, shown late, and catch up in order";
         p.text(1, true, ": ", why.to_string(), styles::bad());

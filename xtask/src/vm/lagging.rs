@@ -1,14 +1,14 @@
 //! Scenario "lagging" (scripts/vm/scenario-lagging.sh): on 6.16+, nfsdtop
 //! held back while the load runs (a CPU quota of a tenth of a CPU, then
 //! SIGSTOP bursts), with an `--enqueue-hooks` instance beside it that is
-//! not. The held-back agent must stay right, only late:
+//! not (on classic tracepoints, which this kernel does not preempt: a raw
+//! enqueue program there misses hits, counted as lost). The held-back agent must stay right, only late:
 //! - against ftrace, as every measurement (vm/measure.rs): dispatches
 //!   exact and entitled dispatches within 1% of the definition applied to
 //!   the trace's own enqueue and dequeue records, or loss counted;
 //! - it said it was behind (`totals.lag_s` above the interval);
-//! - at each of its snapshots, every client's cumulative dispatches and
-//!   entitled dispatches within 5% of the hooked instance's line nearest
-//!   in time (each cut on its own clock);
+//! - at each of its snapshots, every client's entitled dispatches within
+//!   5% of what the hooked instance gave it by the same dispatch count;
 //! - a client whose ratio over the run ends below 0.4 reads below 0.5 in
 //!   every line from 10 s after its first dispatch;
 //! - no client ever had more connections than its nconnect.
@@ -22,11 +22,13 @@ use super::measure::{check_measurement, check_nfsdtop_run};
 use super::report::Report;
 use super::{client_addr, kernel_version, CLIENTS};
 
-/// How far the two instances' cumulative numbers may be apart at one
-/// snapshot: their cuts differ by up to half an interval of load.
+/// How far the two instances' entitled dispatches may be apart at one
+/// dispatch count: the hooked lines are interpolated between.
 const AGREE: f64 = 0.05;
-/// Below this the percentage is noise: a few hundred dispatches.
-const AGREE_FLOOR: f64 = 200.0;
+/// Compared from this many dispatches of a client on: below it the
+/// hooked lines' one-second steps through the load's ramp are coarser
+/// than the 5% (a step of 150 dispatches at 300).
+const AGREE_FLOOR: f64 = 500.0;
 
 pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Report) {
     let kernel = summary.get("kernel").cloned().unwrap_or_default();
@@ -83,40 +85,51 @@ fn peers(l: &Line) -> BTreeMap<IpAddr, (u64, f64, Option<f64>, u64)> {
         .collect()
 }
 
-/// Each held-back line against the hooked line nearest in time.
+/// Each held-back line against the hooked instance: a client's entitled
+/// dispatches by the time it had as many dispatches, interpolated
+/// between the hooked lines around that count. Matched on the dispatch
+/// count, not the clock: on a saturated guest the hooked instance is
+/// itself late now and then, so its lines' times say little of what they
+/// cover.
 fn agree(tag: &str, held: &[Line], hooked: &[Line], rep: &mut Report) {
     let (mut compared, mut worst) = (0, (0.0f64, String::new()));
-    for l in held {
-        let Some(h) = hooked
+    let series = |ip: &IpAddr| -> Vec<(f64, f64)> {
+        hooked
             .iter()
-            .min_by(|a, b| (a.time - l.time).abs().total_cmp(&(b.time - l.time).abs()))
-        else {
-            continue;
-        };
-        let theirs = peers(h);
+            .filter_map(|h| peers(h).get(ip).map(|p| (p.0 as f64, p.1)))
+            .collect()
+    };
+    for l in held {
         for (ip, (d, ent, _, _)) in peers(l) {
-            let Some(&(hd, hent, _, _)) = theirs.get(&ip) else {
+            let d = d as f64;
+            if d < AGREE_FLOOR {
+                continue;
+            }
+            let s = series(&ip);
+            let Some(hi) = s.iter().position(|p| p.0 >= d) else {
                 continue;
             };
-            for (what, a, b) in [("dispatches", d as f64, hd as f64), ("entitled", ent, hent)] {
-                if a.max(b) < AGREE_FLOOR {
-                    continue;
-                }
-                compared += 1;
-                let off = (a - b).abs() / a.max(b);
-                if off > worst.0 {
-                    worst = (
-                        off,
-                        format!("{ip} {what} {a:.0} vs {b:.0} at {:.1}", l.time),
-                    );
-                }
+            let (d1, e1) = s[hi];
+            let (d0, e0) = if hi == 0 { s[hi] } else { s[hi - 1] };
+            let theirs = if d1 > d0 {
+                e0 + (e1 - e0) * (d - d0) / (d1 - d0)
+            } else {
+                e1
+            };
+            compared += 1;
+            let off = (ent - theirs).abs() / ent.max(theirs).max(1.0);
+            if off > worst.0 {
+                worst = (
+                    off,
+                    format!("{ip} at {d:.0} dispatches: entitled {ent:.1} vs {theirs:.1}"),
+                );
             }
         }
     }
     rep.check(
         compared > 0 && worst.0 <= AGREE,
         format!(
-            "{tag}: {compared} cumulative numbers agree with the hooked instance within {:.0}% (worst {:.1}%: {})",
+            "{tag}: entitled dispatches at each snapshot agree with the hooked instance's at the same dispatch count within {:.0}% ({compared} compared, worst {:.1}%: {})",
             AGREE * 100.0,
             worst.0 * 100.0,
             worst.1

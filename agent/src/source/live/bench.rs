@@ -134,8 +134,8 @@ impl Source for BenchSource {
         self.inner.recorded_wall_clock(now_ns)
     }
 
-    fn lag_ns(&self) -> Option<u64> {
-        self.decodes().then(|| self.inner.lag_ns()).flatten()
+    fn lag_ns(&self, at_ns: u64) -> Option<u64> {
+        self.decodes().then(|| self.inner.lag_ns(at_ns)).flatten()
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -599,8 +599,8 @@ impl Source for LiveSource {
         Some(crate::pipeline::unix_now() - behind)
     }
 
-    fn lag_ns(&self) -> Option<u64> {
-        Some(self.intake.lag_ns(host::monotonic_ns()))
+    fn lag_ns(&self, at_ns: u64) -> Option<u64> {
+        Some(self.intake.lag_ns(at_ns, host::monotonic_ns()))
     }
 
     /// Sleep until the ring reader hands over records, or `timeout`: the

@@ -315,9 +315,16 @@ impl Intake {
         }
     }
 
-    /// How far reading is behind the kernel at `now_ns`.
-    pub fn lag_ns(&self, now_ns: u64) -> u64 {
-        self.frontier.lag_ns(now_ns)
+    /// How far a snapshot cut at `at_ns` is behind the kernel at
+    /// `now_ns`, beyond the window it holds by design: with reordering,
+    /// its age past the window (a snapshot of a late agent, which may have
+    /// caught up its reading by now, is still late); else how far reading
+    /// is behind.
+    pub fn lag_ns(&self, at_ns: u64, now_ns: u64) -> u64 {
+        match self.rebuild {
+            Some(_) => now_ns.saturating_sub(at_ns.saturating_add(WINDOW_NS)),
+            None => self.frontier.lag_ns(now_ns),
+        }
     }
 }
 
