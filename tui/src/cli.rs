@@ -59,6 +59,9 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 #[group(skip)]
 #[command(mut_arg("policy", |a| a.requires("demo")))]
+// The UI's `--demo` alone opens the scenario whose first screen tells the
+// story (nfsdtopd keeps its own default).
+#[command(mut_arg("demo", |a| a.default_missing_value(nfsdtop_agent::session::FIRST_SCENARIO)))]
 pub struct SourceArgs {
     #[command(flatten)]
     pub local: nfsdtop_agent::session::SourceArgs,

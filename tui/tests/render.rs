@@ -102,8 +102,12 @@ fn main_screen_shows_shares_fair_shares_and_the_offender() {
     assert!(text.contains("backlogged 2/2 peers"), "{text}");
     assert!(text.contains("lost 0"), "{text}");
     assert!(text.contains("every 4s"), "{text}");
+    // The warning names the cause the connection counts show.
     assert!(
-        text.contains("1 peer below half its fair share while backlogged"),
+        text.contains(
+            "10.0.0.2 gets 0.22x its fair share: 2 connections against 16 (the flat queue \
+             serves connections, not clients)"
+        ),
         "{text}"
     );
     // Sort indicator in the header row and the title.

@@ -91,9 +91,10 @@ fn a_replay_shows_the_predicted_columns_beside_the_measured_ones() {
     };
     // Measured about 11% under flat; predicted 50.0% and a ratio of 1.00
     // under rr-peer.
+    // Its row (the warning above the table names it too).
     let small = lines
         .iter()
-        .find(|l| l.contains("10.0.0.2"))
+        .find(|l| l.starts_with("  10.0.0.2 "))
         .expect(&screen);
     assert!(
         under(small, "SHARE", 6).starts_with("11."),

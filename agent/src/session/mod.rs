@@ -27,7 +27,7 @@ use crate::source::{Source, SourceSpec};
 
 #[cfg(feature = "cli")]
 pub use args::{PolicyParser, SourceArgs};
-pub use config::{SessionConfig, SourceChoice, DEFAULT_SCENARIO};
+pub use config::{SessionConfig, SourceChoice, DEFAULT_SCENARIO, FIRST_SCENARIO};
 
 /// What to do when the live source finds no nfsd on this host (and no
 /// `--wait` was asked for).
@@ -68,7 +68,7 @@ impl Session {
                     match no_nfsd {
                         NoNfsd::ShowDemo => {
                             let demo = SourceSpec::Demo {
-                                scenario: DEFAULT_SCENARIO.into(),
+                                scenario: FIRST_SCENARIO.into(),
                                 policy: None,
                             };
                             let source = demo.open().context("cannot open the built-in demo")?;

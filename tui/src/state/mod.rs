@@ -27,7 +27,7 @@ pub use history::History;
 pub use input::Geometry;
 pub use link::{LinkLabel, RemoteStatus};
 
-use crate::warnings::{self, Lint, Warning};
+use crate::warnings::{self, Lint, Steady, Warning};
 
 /// The refresh intervals `+` and `-` step through.
 pub const INTERVAL_STEPS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0];
@@ -124,6 +124,9 @@ pub struct State {
     pub(super) shown_seq: u64,
     pub(super) pending: Option<(Box<Snapshot>, u64)>,
     pub(super) lints: Vec<Box<dyn Lint + Send>>,
+    /// How far below its share each entity has been over the refreshes
+    /// shown (warnings and row colours follow it, not one ratio).
+    pub(super) steady: Steady,
     pub now: Instant,
     pub(super) last_snapshot_at: Option<Instant>,
     pub(super) started: Instant,
@@ -170,6 +173,7 @@ impl State {
             shown_seq: 0,
             pending: None,
             lints: warnings::default_lints(),
+            steady: Steady::default(),
             now,
             last_snapshot_at: None,
             started: now,
@@ -205,6 +209,7 @@ impl State {
     }
 
     pub(super) fn show(&mut self, s: Box<Snapshot>, seq: u64) {
+        self.steady.update(&s);
         self.shown = Some(s);
         self.shown_seq = seq;
         self.refresh();
@@ -238,7 +243,13 @@ impl State {
             self.rows.truncate(n);
         }
         self.offender = warnings::top_offender(list).map(|i| i as u32);
-        self.warnings = warnings::run(&self.lints, s, self.group, MAX_WARNING_DETAILS);
+        self.warnings = warnings::run(
+            &self.lints,
+            s,
+            self.group,
+            &self.steady,
+            MAX_WARNING_DETAILS,
+        );
         // Keep the selection on its entity if it is still listed.
         let by_name = self.selected_name.as_ref().and_then(|(n, ns)| {
             self.rows.iter().position(|i| {
@@ -277,6 +288,16 @@ impl State {
 
     pub fn rows(&self) -> &[u32] {
         &self.rows
+    }
+
+    /// How far below its fair share `e` steadily is: 0 fair enough, 1
+    /// under it (yellow), 2 below half of it (red). A starved entity is
+    /// at 2 at once.
+    pub fn ratio_level(&self, e: &EntityStats) -> u8 {
+        if warnings::is_starved(e) {
+            return warnings::steady::BELOW_HALF;
+        }
+        self.steady.level(e)
     }
 
     pub fn is_offender(&self, index: u32) -> bool {

@@ -248,7 +248,7 @@ fn draw_class_peers(f: &mut Frame, area: Rect, state: &State, class: Option<&Ent
                 right(ratio(p.fairness)),
                 right(fmt_us(p.wait_p99_us)),
             ])
-            .style(row_style(p, false))
+            .style(row_style(state, p, false))
         })
         .collect();
     let table = side_table(rows, "PEER", [("SHARE", 6), ("RATIO", 6), ("WAIT99", 7)]);
@@ -265,7 +265,10 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
     let off = state
         .offender()
         .is_some_and(|o| o.name == e.name && o.kind == e.kind);
-    let mut ratio_span = Span::styled(format!("ratio {}", ratio(e.fairness)), row_style(e, off));
+    let mut ratio_span = Span::styled(
+        format!("ratio {}", ratio(e.fairness)),
+        row_style(state, e, off),
+    );
     if off {
         ratio_span.content = format!("{} (top offender)", ratio_span.content).into();
     }

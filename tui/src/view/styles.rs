@@ -50,10 +50,21 @@ pub fn offender() -> Style {
 
 /// A row by its fairness ratio: below 0.5 red, below 0.9 yellow.
 pub fn ratio(r: Option<f64>) -> Style {
-    match r {
-        Some(r) if r < 0.5 => Style::default().fg(Color::Red),
-        Some(r) if r < 0.9 => Style::default().fg(Color::Yellow),
-        _ => Style::default(),
+    level(r.map_or(0, |r| {
+        crate::warnings::steady::THRESHOLDS
+            .iter()
+            .filter(|t| r < **t)
+            .count() as u8
+    }))
+}
+
+/// A row by the level its ratio steadily holds (see
+/// `crate::warnings::steady`): 2 red, 1 yellow.
+pub fn level(level: u8) -> Style {
+    match level {
+        0 => Style::default(),
+        1 => Style::default().fg(Color::Yellow),
+        _ => Style::default().fg(Color::Red),
     }
 }
 

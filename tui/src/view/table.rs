@@ -74,12 +74,13 @@ fn cell_text(
     }
 }
 
-/// The style of an entity's row (before selection).
-pub fn row_style(e: &EntityStats, offender: bool) -> Style {
+/// The style of an entity's row (before selection), by the level its
+/// ratio steadily holds (a ratio wobbling around 0.5 does not blink).
+pub fn row_style(state: &State, e: &EntityStats, offender: bool) -> Style {
     if offender {
         styles::offender()
     } else {
-        styles::ratio(e.fairness)
+        styles::level(state.ratio_level(e))
     }
 }
 
@@ -183,7 +184,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
                     Cell::from(text)
                 }
             });
-            let mut style = row_style(e, off);
+            let mut style = row_style(state, e, off);
             if start + k == selected {
                 style = style.patch(styles::selected());
             }

@@ -1,9 +1,16 @@
 //! Lints over a snapshot, shown in the header (one summary line each) and
 //! in the warnings panel (`w`, one line per entity). Each lint is a small
 //! type: `check` finds what trips it, `summary` says it in one line,
-//! `format` describes one hit.
+//! `format` describes one hit. [`cause`] names why an entity is below (or
+//! above) its share where the snapshot shows it; [`steady`] holds the
+//! "below half" level steady across refreshes.
+
+pub mod cause;
+pub mod steady;
 
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
+
+pub use steady::Steady;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
@@ -14,11 +21,13 @@ pub enum Severity {
 
 /// One thing a lint found: an entity (or the totals) and the number that
 /// tripped it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Hit {
     pub name: String,
     pub value: f64,
     pub extra: f64,
+    /// Why, in a few words, where the snapshot shows it.
+    pub cause: Option<String>,
 }
 
 /// What the UI shows for a lint that fired.
@@ -34,7 +43,8 @@ pub trait Lint {
     fn name(&self) -> &'static str;
     fn severity(&self) -> Severity;
     /// Everything that trips the lint, worst first; empty when all is well.
-    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit>;
+    /// `steady` holds the levels of the ratios over the last refreshes.
+    fn check(&self, s: &Snapshot, kind: EntityKind, steady: &Steady) -> Vec<Hit>;
     /// One line for the header.
     fn summary(&self, hits: &[Hit], kind: EntityKind) -> String;
     /// One line per hit for the warnings panel.
@@ -89,7 +99,7 @@ impl Lint for EventsLost {
     fn severity(&self) -> Severity {
         Severity::Crit
     }
-    fn check(&self, s: &Snapshot, _: EntityKind) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, _: EntityKind, _: &Steady) -> Vec<Hit> {
         if s.totals.events_lost == 0 {
             return Vec::new();
         }
@@ -101,14 +111,14 @@ impl Lint for EventsLost {
             .map(|(t, n)| Hit {
                 name: t.name().into(),
                 value: n as f64,
-                extra: 0.0,
+                ..Default::default()
             })
             .collect();
         if hits.is_empty() {
             hits.push(Hit {
                 name: "all tracepoints".into(),
                 value: s.totals.events_lost as f64,
-                extra: 0.0,
+                ..Default::default()
             });
         }
         hits
@@ -131,7 +141,7 @@ impl Lint for Starved {
     fn severity(&self) -> Severity {
         Severity::Crit
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, _: &Steady) -> Vec<Hit> {
         let mut hits: Vec<Hit> = s
             .entities(kind)
             .iter()
@@ -140,6 +150,7 @@ impl Lint for Starved {
                 name: e.name.clone(),
                 value: e.interval_entitled,
                 extra: e.backlogged_seconds,
+                cause: None,
             })
             .collect();
         hits.sort_by(|a, b| b.value.total_cmp(&a.value));
@@ -159,16 +170,9 @@ impl Lint for Starved {
     }
 }
 
-pub struct BelowFairShare {
-    /// Ratios below this fire (0.5: "below half their fair share").
-    pub threshold: f64,
-}
-
-impl Default for BelowFairShare {
-    fn default() -> Self {
-        BelowFairShare { threshold: 0.5 }
-    }
-}
+/// Below half the fair share while backlogged, as [`Steady`] holds it (a
+/// ratio wobbling around 0.5 does not come and go every refresh).
+pub struct BelowFairShare;
 
 impl Lint for BelowFairShare {
     fn name(&self) -> &'static str {
@@ -177,38 +181,51 @@ impl Lint for BelowFairShare {
     fn severity(&self) -> Severity {
         Severity::Warn
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, steady: &Steady) -> Vec<Hit> {
         let mut hits: Vec<Hit> = s
             .entities(kind)
             .iter()
-            .filter(|e| !is_starved(e) && e.interval_entitled > 0.0)
+            .filter(|e| steady.level(e) >= steady::BELOW_HALF)
             .filter_map(|e| {
-                let r = e.fairness?;
-                (r < self.threshold).then(|| Hit {
+                let r = steady::judged_ratio(e)?;
+                Some(Hit {
                     name: e.name.clone(),
                     value: r,
                     extra: e.fair_share,
+                    cause: cause::below_share(s, kind, e),
                 })
             })
             .collect();
         hits.sort_by(|a, b| a.value.total_cmp(&b.value));
         hits
     }
+    /// One entity: what it gets and why ("10.0.0.2 gets 0.22x its fair
+    /// share: 2 connections against 16 (...)"); several: how many, and
+    /// why the worst one is there.
     fn summary(&self, hits: &[Hit], kind: EntityKind) -> String {
-        let what = if self.threshold == 0.5 {
-            "half".to_string()
-        } else {
-            format!("{:.0}% of", self.threshold * 100.0)
-        };
-        let verb = if hits.len() == 1 { "its" } else { "their" };
-        format!(
-            "{} below {what} {verb} fair share while backlogged",
-            plural(hits.len(), kind)
-        )
+        let worst = hits.first();
+        match (hits.len(), worst.and_then(|h| h.cause.as_deref())) {
+            (1, Some(why)) => {
+                let h = &hits[0];
+                format!("{} gets {:.2}x its fair share: {why}", h.name, h.value)
+            }
+            (n, Some(why)) => format!("{} below half their fair share: {why}", plural(n, kind)),
+            (n, None) => {
+                let verb = if n == 1 { "its" } else { "their" };
+                format!(
+                    "{} below half {verb} fair share while backlogged",
+                    plural(n, kind)
+                )
+            }
+        }
     }
     fn format(&self, h: &Hit) -> String {
+        let why = h
+            .cause
+            .as_deref()
+            .map_or(String::new(), |c| format!(": {c}"));
         format!(
-            "{} gets {:.2}x its fair share ({:.1}%)",
+            "{} gets {:.2}x its fair share ({:.1}%){why}",
             h.name,
             h.value,
             h.extra * 100.0
@@ -234,7 +251,7 @@ impl Lint for TopOffender {
     fn severity(&self) -> Severity {
         Severity::Info
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, _: &Steady) -> Vec<Hit> {
         let list = s.entities(kind);
         top_offender(list)
             .map(|i| &list[i])
@@ -243,13 +260,17 @@ impl Lint for TopOffender {
                 name: e.name.clone(),
                 value: e.fairness.unwrap_or(0.0),
                 extra: e.interval_dispatches as f64 - e.interval_entitled,
+                cause: cause::above_share(s, kind, e),
             })
             .into_iter()
             .collect()
     }
     fn summary(&self, hits: &[Hit], _: EntityKind) -> String {
         match hits.first() {
-            Some(h) => format!("top offender {} at {:.2}x fair", h.name, h.value),
+            Some(h) => match &h.cause {
+                Some(why) => format!("top offender {} at {:.2}x fair: {why}", h.name, h.value),
+                None => format!("top offender {} at {:.2}x fair", h.name, h.value),
+            },
             None => String::new(),
         }
     }
@@ -278,7 +299,7 @@ impl Lint for HighWait {
     fn severity(&self) -> Severity {
         Severity::Warn
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, _: &Steady) -> Vec<Hit> {
         let mut hits: Vec<Hit> = s
             .entities(kind)
             .iter()
@@ -287,6 +308,7 @@ impl Lint for HighWait {
                 name: e.name.clone(),
                 value: e.wait_p99_us,
                 extra: e.wait_p50_us,
+                cause: None,
             })
             .collect();
         hits.sort_by(|a, b| b.value.total_cmp(&a.value));
@@ -316,7 +338,7 @@ pub fn default_lints() -> Vec<Box<dyn Lint + Send>> {
     vec![
         Box::new(EventsLost),
         Box::new(Starved),
-        Box::new(BelowFairShare::default()),
+        Box::new(BelowFairShare),
         Box::new(HighWait::default()),
         Box::new(TopOffender::default()),
     ]
@@ -327,12 +349,13 @@ pub fn run(
     lints: &[Box<dyn Lint + Send>],
     s: &Snapshot,
     kind: EntityKind,
+    steady: &Steady,
     max_details: usize,
 ) -> Vec<Warning> {
     let mut out: Vec<Warning> = lints
         .iter()
         .filter_map(|l| {
-            let hits = l.check(s, kind);
+            let hits = l.check(s, kind, steady);
             if hits.is_empty() {
                 return None;
             }
@@ -380,11 +403,13 @@ mod tests {
     fn below_half_and_starved_are_told_apart() {
         let s = snap(vec![
             peer("a", 10, 100.0, true),
-            peer("b", 40, 100.0, true),
+            peer("b", 30, 100.0, true),
             peer("c", 0, 50.0, true),
             peer("d", 250, 50.0, true),
         ]);
-        let w = run(&default_lints(), &s, EntityKind::Peer, 5);
+        let mut steady = Steady::default();
+        steady.update(&s);
+        let w = run(&default_lints(), &s, EntityKind::Peer, &steady, 5);
         let by = |n: &str| w.iter().find(|w| w.lint == n).cloned();
         assert_eq!(
             by("below-fair-share").unwrap().summary,
@@ -405,10 +430,12 @@ mod tests {
     #[test]
     fn events_lost_fires_only_when_non_zero() {
         let mut s = snap(vec![]);
-        assert!(EventsLost.check(&s, EntityKind::Peer).is_empty());
+        assert!(EventsLost
+            .check(&s, EntityKind::Peer, &Steady::default())
+            .is_empty());
         s.totals.events_lost = 7;
         s.totals.lost_by_tracepoint[Tracepoint::Dequeue] = 7;
-        let h = EventsLost.check(&s, EntityKind::Peer);
+        let h = EventsLost.check(&s, EntityKind::Peer, &Steady::default());
         assert_eq!(
             EventsLost.summary(&h, EntityKind::Peer),
             "7 events lost: counts are low"
