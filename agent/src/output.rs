@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ClientName, EntityKind, EntityStats, Operations, Procedures, ServerView, Snapshot, SourceInfo,
-    Tracepoint,
+    ClientName, EntityKind, EntityStats, Operations, Procedures, Schema, ServerView, Snapshot,
+    SourceInfo, Tracepoint,
 };
 use crate::units::fmt_byte_rate;
 
@@ -125,6 +125,10 @@ pub struct BatchEntity<'a> {
 /// owned form a reader deserialises.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BatchRecord<'a> {
+    /// The JSON's schema (docs/json.md): first, so a reader sees it
+    /// before anything it might misread.
+    #[serde(default = "Schema::before_the_field")]
+    pub schema: Schema,
     pub time: f64,
     pub interval_s: f64,
     pub source: Cow<'a, SourceInfo>,
@@ -220,6 +224,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
         EntityKind::Class => (s.totals.backlogged_classes, s.totals.jain_classes),
     };
     let rec = BatchRecord {
+        schema: Schema::default(),
         time: s.time,
         interval_s: s.interval_s,
         source: Cow::Borrowed(&s.source),

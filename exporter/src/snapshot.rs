@@ -25,7 +25,9 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use nfsdtop_agent::model::{EntityKind, EntityStats, ServerView, Snapshot, SourceInfo, Totals};
+use nfsdtop_agent::model::{
+    EntityKind, EntityStats, Schema, ServerView, Snapshot, SourceInfo, Totals,
+};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
@@ -264,6 +266,7 @@ pub const SMALL_VIEW: usize = 1_000;
 /// entities they show.
 #[derive(Serialize)]
 struct ViewOf<'a> {
+    schema: Schema,
     time: f64,
     interval_s: f64,
     source: &'a SourceInfo,
@@ -384,6 +387,7 @@ impl View {
     /// CPU-bound: call it off the async workers.
     fn render_into(&self, s: &Snapshot, mut out: Budgeted) -> Result<Bytes, OverBudget> {
         let view = ViewOf {
+            schema: s.schema,
             time: s.time,
             interval_s: s.interval_s,
             source: &s.source,

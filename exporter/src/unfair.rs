@@ -12,7 +12,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use nfsdtop_agent::model::{EntityKind, Snapshot};
+use nfsdtop_agent::model::{EntityKind, Schema, Snapshot};
 use serde::Serialize;
 
 use crate::fold::SMOOTH_SECONDS;
@@ -53,6 +53,8 @@ pub struct Counts {
 
 #[derive(Serialize, Debug)]
 pub struct Unfair {
+    /// The JSON's schema (docs/json.md).
+    pub schema: Schema,
     /// The snapshot's Unix time.
     pub time: f64,
     pub below: f64,
@@ -176,6 +178,7 @@ pub async fn handler(
         };
         let (peers, classes) = (pick(EntityKind::Peer), pick(EntityKind::Class));
         let u = Unfair {
+            schema: Schema::default(),
             time: s.time,
             below,
             window_seconds: SMOOTH_SECONDS,

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use nfsdtop_agent::model::Schema;
 use nfsdtop_agent::source::live::doctor::{diagnose, Diagnosis};
 use nfsdtop_agent::source::live::LiveOptions;
 
@@ -21,13 +22,26 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     let mut d = diagnose(&opts);
     d.notes.extend(nfsdtopd_note(&args.nfsdtopd_config));
     let text = match args.format {
-        OutputFormat::Json => serde_json::to_string(&d)? + "\n",
+        OutputFormat::Json => {
+            serde_json::to_string(&Json {
+                schema: Schema::default(),
+                diagnosis: &d,
+            })? + "\n"
+        }
         OutputFormat::Text => text(&d),
         OutputFormat::Csv => anyhow::bail!("doctor prints text or json, not csv"),
     };
     // A closed pipe (`| head`) ends quietly in `main`; any other failure
     // (a full disk, /dev/full) is an error: the report was not written.
     crate::out::stdout(text.as_bytes()).context("cannot write the report to stdout")
+}
+
+/// doctor's JSON: the schema (docs/json.md), then the diagnosis's keys.
+#[derive(serde::Serialize)]
+struct Json<'a> {
+    schema: Schema,
+    #[serde(flatten)]
+    diagnosis: &'a Diagnosis,
 }
 
 /// Where the shipped unit (dist/nfsdtopd.service) has nfsdtopd read its

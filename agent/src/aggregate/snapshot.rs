@@ -132,6 +132,7 @@ impl Aggregator {
         self.wait_interval.clear();
         self.take_service_rows(now_ns, wall_time, &source);
         Snapshot {
+            schema: Default::default(),
             time: wall_time,
             interval_s,
             source,

@@ -3,6 +3,7 @@
 mod event;
 mod operations;
 mod procedures;
+mod schema;
 mod snapshot;
 
 pub use event::{
@@ -10,6 +11,7 @@ pub use event::{
 };
 pub use operations::{OperationStats, Operations};
 pub use procedures::Procedures;
+pub use schema::{Schema, SCHEMA};
 pub use snapshot::{
     BpfProgramStats, ClientName, EntityKind, EntityStats, OperationTotals, PoolView,
     ProcedureStats, ServerView, ServicePeer, ServiceView, Snapshot, SourceInfo, SourceKind, Totals,

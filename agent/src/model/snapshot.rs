@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Operations, PerTracepoint, Procedures};
+use super::{Operations, PerTracepoint, Procedures, Schema};
 use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -296,6 +296,10 @@ pub struct ClientName {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct Snapshot {
+    /// The JSON's schema (see `super::schema`); absent from an agent
+    /// older than the field, which is read as schema 1.
+    #[serde(default = "Schema::before_the_field")]
+    pub schema: Schema,
     /// Unix seconds (wall clock) when the snapshot was taken.
     pub time: f64,
     pub interval_s: f64,

@@ -192,6 +192,9 @@ pub struct FitCheck {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The JSON's schema (docs/json.md).
+    #[serde(default = "crate::model::Schema::before_the_field")]
+    pub schema: crate::model::Schema,
     pub recording: Recording,
     pub model: ModelSummary,
     pub fit: FitCheck,
@@ -462,6 +465,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     let backlogged = count(|d| *d == fit::FittedDemand::Backlogged);
     let closed_loops = count(|d| matches!(d, fit::FittedDemand::Closed { .. }));
     Ok(Report {
+        schema: Default::default(),
         recording: Recording {
             file: path.display().to_string(),
             source_kind: header.source_kind.as_str().into(),

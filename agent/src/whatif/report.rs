@@ -209,6 +209,7 @@ mod tests {
             .unwrap();
         let max = worst.fit_error_points.abs();
         Report {
+            schema: Default::default(),
             recording: Recording {
                 file: "f.nfsdrec".into(),
                 source_kind: "live".into(),

@@ -71,6 +71,7 @@ fn representative() -> MetricsState {
         hist.merge(&c.wait_histogram);
     }
     let s = Snapshot {
+        schema: Default::default(),
         time: 1_700_000_000.5,
         interval_s: 1.0,
         totals: Totals {

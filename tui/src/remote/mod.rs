@@ -201,6 +201,16 @@ async fn stream_once(
                 let err = sanitize::without_controls(&err.to_string());
                 Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
             })?;
+            // Fields are only ever added within a schema: an older one reads
+            // fine, a newer one may mean something this build misreads.
+            if !snap.schema.understood() {
+                return Err(Failure::Fatal(format!(
+                    "the agent sends JSON schema {}, newer than this nfsdtop's {}: \
+                     use an nfsdtop as new as the agent",
+                    snap.schema.0,
+                    nfsdtop_agent::model::SCHEMA
+                )));
+            }
             sanitize::snapshot(&mut snap);
             remote_source(&mut snap, display);
             if let Some(r) = redactor {

@@ -410,3 +410,29 @@ fn a_skipped_snapshot_is_a_status_saying_why() {
     assert_eq!(reason, "the agent skipped a snapshot: full?[2J");
     server.join().unwrap();
 }
+
+/// A snapshot of a schema newer than this build's ends the source at once
+/// (retrying cannot help), saying what to do.
+#[test]
+fn a_newer_schema_ends_the_source_saying_so() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        let mut snap = snapshot(1);
+        snap.schema = nfsdtop_agent::model::Schema(nfsdtop_agent::model::SCHEMA + 1);
+        write_chunked_events(&mut s, &[snap]);
+    });
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let (shown, error) = until_ended(&conn.updates);
+    assert!(
+        error.contains("newer than this nfsdtop's") && error.contains("schema 2"),
+        "{error}"
+    );
+    assert!(
+        !shown.iter().any(|s| s.contains("seed-k16")),
+        "no snapshot shown: {shown:?}"
+    );
+    server.join().unwrap();
+}
