@@ -20,9 +20,8 @@ fn wait(us: f64) -> String {
     }
 }
 
-/// Width of one column group (`group`'s output).
-const GROUP: usize = 37;
-
+/// One policy's numbers: SHARE RATIO P50 P99 REQ/S (the TUI's names:
+/// its RATIO is dispatches / entitled, its FAIR a share).
 fn group(n: &Numbers) -> String {
     format!(
         "{:>6.1}% {:>5} {:>7} {:>7} {:>7.0}",
@@ -33,6 +32,9 @@ fn group(n: &Numbers) -> String {
         n.requests_per_s
     )
 }
+
+/// Width of the POLICY column: "rr-class (fit)" and the like.
+const POLICY: usize = 14;
 
 /// What the fit line adds when think times were calibrated: the model's
 /// miss as fitted, before.
@@ -47,6 +49,11 @@ fn calibrated(r: &Report) -> String {
     }
 }
 
+/// One block per client, one line per policy (what was measured, the
+/// model under the recording's own policy with its error, then each
+/// predicted policy): about 60 columns beside the name, so the table reads
+/// at 100 columns whatever the number of policies. A fit off by more than
+/// the tolerance is marked `!`, the predictions it makes doubtful `?`.
 fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
     let name_w = rows
         .iter()
@@ -54,48 +61,32 @@ fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
         .max()
         .unwrap_or(4)
         .max(what.len());
-    let sub = format!(
-        "{:>7} {:>5} {:>7} {:>7} {:>7}",
-        "share", "fair", "p50", "p99", "req/s"
-    );
-    let _ = write!(out, "{:name_w$} | {:GROUP$} | ", "", "measured");
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "{:GROUP$} {:>6} |",
-        format!("{} (fit)", r.fit.policy),
-        "err"
+        "{what:name_w$}  {:POLICY$} {:>7} {:>5} {:>7} {:>7} {:>7} {:>7}",
+        "POLICY", "SHARE", "RATIO", "P50", "P99", "REQ/S", "ERR"
     );
-    // The recording's own policy is the fit column already.
-    let shown = |p: &str| p != r.fit.policy;
-    for p in r.policies.iter().filter(|p| shown(p)) {
-        let _ = write!(out, " {p:GROUP$} |");
-    }
-    out.push('\n');
-    let _ = write!(out, "{what:name_w$} | {sub} | {sub} {:>6} |", "pts");
-    for _ in r.policies.iter().filter(|p| shown(p)) {
-        let _ = write!(out, " {sub} |");
-    }
-    out.push('\n');
+    // The recording's own policy is the fit line already.
+    let fit = format!("{} (fit)", r.fit.policy);
     for x in rows {
-        let _ = write!(
-            out,
-            "{:name_w$} | {} | {} {:>+6.1}{}|",
-            x.name,
-            group(&x.measured),
-            group(&x.fit),
-            x.fit_error_points,
-            if x.fit_ok { " " } else { "!" }
-        );
-        for p in x.predicted.iter().filter(|p| shown(&p.policy)) {
-            let _ = write!(
-                out,
-                " {}{}|",
-                group(&p.numbers),
-                if x.fit_ok { " " } else { "?" }
-            );
+        let mut line = |name: &str, policy: &str, numbers: String, tail: String| {
+            let l = format!("{name:name_w$}  {policy:POLICY$} {numbers}{tail}");
+            let _ = writeln!(out, "{}", l.trim_end());
+        };
+        line(&x.name, "measured", group(&x.measured), String::new());
+        let mark = if x.fit_ok { "" } else { "!" };
+        let err = format!(" {:>+7.1}{mark}", x.fit_error_points);
+        line("", &fit, group(&x.fit), err);
+        for p in x.predicted.iter().filter(|p| p.policy != r.fit.policy) {
+            let doubt = if x.fit_ok { "" } else { "       ?" };
+            line("", &p.policy, group(&p.numbers), doubt.into());
         }
-        out.push('\n');
     }
+}
+
+/// "1 transport", "2 transports".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 pub fn text(r: &Report) -> String {
@@ -121,9 +112,13 @@ pub fn text(r: &Report) -> String {
     let m = &r.model;
     let _ = writeln!(
         out,
-        "model: {} transports backlogged throughout, {} closed loops, {} sending bursts with \
-         think times; {:.1} s simulated per policy after a {:.1} s warm-up",
-        m.backlogged, m.closed_loops, m.bursty, m.simulated_seconds, m.warmup_seconds
+        "model: {} backlogged throughout, {}, {} sending bursts with think times; {:.1} s \
+         simulated per policy after a {:.1} s warm-up",
+        count(m.backlogged, "transport", "transports"),
+        count(m.closed_loops, "closed loop", "closed loops"),
+        count(m.bursty, "transport", "transports"),
+        m.simulated_seconds,
+        m.warmup_seconds
     );
     if r.fit.ok {
         let _ = writeln!(
@@ -264,9 +259,19 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("misses 10.0.0.2's share by 6.0 points"), "{t}");
-        let line = t.lines().find(|l| l.starts_with("10.0.0.2")).unwrap();
-        assert!(line.contains("+6.0!"), "{line}");
-        assert!(line.trim_end().ends_with("?|"), "{line}");
+        let block: Vec<&str> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("10.0.0.2"))
+            .take(3)
+            .collect();
+        assert!(
+            block[1].contains("flat (fit)") && block[1].ends_with("+6.0!"),
+            "{t}"
+        );
+        assert!(
+            block[2].contains("rr-peer") && block[2].ends_with('?'),
+            "{t}"
+        );
     }
 
     #[test]
@@ -278,6 +283,19 @@ mod tests {
         assert!(!t.contains("WARNING"), "{t}");
         assert!(t.contains("within 1.0 points"), "{t}");
         assert!(!t.contains('?'), "{t}");
+        // The TUI's names (its FAIR is a share, the ratio is RATIO); one
+        // bursty transport in the singular.
+        assert!(t.contains(" SHARE RATIO ") && !t.contains("fair "), "{t}");
+        assert!(t.contains("1 transport sending bursts"), "{t}");
+        let table: Vec<&str> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("PEER"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            table.len() == 7 && table.iter().all(|l| l.len() <= 100),
+            "{t}"
+        );
         let j: serde_json::Value =
             serde_json::from_str(&json(&report(vec![row("a", 0.3, 0.31)]))).unwrap();
         assert_eq!(j["peers"][0]["predicted"][0]["policy"], "rr-peer");
