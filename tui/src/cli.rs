@@ -22,8 +22,8 @@ shows the built-in demo server under a DEMO DATA banner, while batch output (-b,
 and record fail.\n\n\
 Exit status: 0 on success, also when the reader of stdout goes away (| head; not for record, whose file it cuts short); 1 on an error, \
 said in one line on stderr (with --connect in batch mode: credentials refused, certificate \
-not trusted, no link or no snapshot for --give-up-after seconds); 2 for a bad command line; 129 when the \
-UI's terminal hangs up.",
+not trusted, no link or no snapshot for --give-up-after seconds); 2 for a bad command line; 3 from \
+doctor when the live source cannot start here; 129 when the UI's terminal hangs up.",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -40,6 +40,10 @@ pub enum Command {
     /// Record events (live or demo) to a file for later --replay.
     Record(RecordArgs),
     /// Report what this host supports: tracefs, sunrpc, tracepoints, BPF.
+    ///
+    /// Exit status: 0 when the live source can start here; 3 when it cannot
+    /// (each problem is listed with what to do); 1 when the report cannot be
+    /// made or written; 2 for a bad command line.
     Doctor(DoctorArgs),
     /// Predict each client's share and waits under another dispatch policy, from a recording.
     Whatif(crate::whatif::WhatifArgs),

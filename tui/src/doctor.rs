@@ -14,7 +14,12 @@ use nfsdtop_agent::source::live::LiveOptions;
 
 use crate::cli::{DoctorArgs, OutputFormat};
 
-pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
+/// The exit status when the report was written but the live source cannot
+/// start here (0 when it can; 1 when the report cannot be made or written).
+pub const NOT_READY: i32 = 3;
+
+/// Write the report; whether the live source can start here.
+pub fn run(args: &DoctorArgs) -> anyhow::Result<bool> {
     let opts = LiveOptions {
         tracefs: args.tracefs.clone(),
         ..LiveOptions::default()
@@ -33,7 +38,8 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     };
     // A closed pipe (`| head`) ends quietly in `main`; any other failure
     // (a full disk, /dev/full) is an error: the report was not written.
-    crate::out::stdout(text.as_bytes()).context("cannot write the report to stdout")
+    crate::out::stdout(text.as_bytes()).context("cannot write the report to stdout")?;
+    Ok(d.ready())
 }
 
 /// doctor's JSON: the schema (docs/json.md), then the diagnosis's keys.
@@ -104,15 +110,27 @@ pub fn text(d: &Diagnosis) -> String {
         d.wait_source.clone().unwrap_or_else(|| "-".into()),
     );
     line("kernel classes", yes_no(d.kernel_class).into());
-    line(
-        "raw tracepoints",
-        if d.raw_tracepoints.is_empty() {
-            "none possible (classic tracepoints)".into()
-        } else {
-            d.raw_tracepoints.join(", ")
-        },
-    );
-    line("tracepoint preemption", d.tracepoint_preemption.clone());
+    // Which events can go on raw tracepoints is known only once nfsd's
+    // sunrpc events exist; where none can, preemption does not matter.
+    let events_known = d.events.values().any(|e| e.present);
+    let (raw, preemption) = if !d.raw_tracepoints.is_empty() {
+        (
+            d.raw_tracepoints.join(", "),
+            d.tracepoint_preemption.clone(),
+        )
+    } else if events_known {
+        (
+            "none possible here: every event on a classic tracepoint (see the notes)".into(),
+            "does not matter here: no raw tracepoints".into(),
+        )
+    } else {
+        (
+            "not known until nfsd's sunrpc events exist".into(),
+            d.tracepoint_preemption.clone(),
+        )
+    };
+    line("raw tracepoints", raw);
+    line("tracepoint preemption", preemption);
     for (name, ev) in &d.events {
         let v = if ev.present {
             format!("present: {}", ev.fields.join(", "))

@@ -3,7 +3,8 @@
 //! Exit status: 0 on success, also when stdout's reader goes away (e.g.
 //! `nfsdtop -b | head -4`; not for `record`, whose file it cuts short); 1
 //! on an error (said on stderr in one line);
-//! 2 for a bad command line (clap); 129 when the UI's terminal hangs up;
+//! 2 for a bad command line (clap); 3 from `doctor` when the live source
+//! cannot start here (the report says why); 129 when the UI's terminal hangs up;
 //! 128+N when the UI, sent signal N (TERM, INT), could not restore the
 //! terminal within a second (it ends then anyway; in time, the status is 0).
 
@@ -30,7 +31,11 @@ fn main() {
     });
     let result = match &cli.command {
         Some(Command::Record(args)) => record::run(args),
-        Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Doctor(args)) => match doctor::run(args) {
+            // The report says why, each problem with what to do.
+            Ok(false) => std::process::exit(doctor::NOT_READY),
+            other => other.map(drop),
+        },
         Some(Command::Whatif(args)) => whatif::run(args),
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
