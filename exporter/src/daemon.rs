@@ -201,6 +201,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     result
 }
 
+/// Why `addr` cannot be listened on, in one line that says what to do:
+/// the usual causes get words of their own rather than the OS's bare
+/// "Address already in use (os error 98)".
+fn listen_error(addr: std::net::SocketAddr, e: &std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind;
+    let what = match e.kind() {
+        ErrorKind::AddrInUse => format!(
+            "port {} is already in use (another nfsdtopd?): stop what holds it (`ss -ltnp \
+             'sport = :{}'` names it) or choose another address with --listen (listen = in \
+             the config file)",
+            addr.port(),
+            addr.port()
+        ),
+        ErrorKind::PermissionDenied => format!(
+            "not allowed ({e}): a port below 1024 needs root or CAP_NET_BIND_SERVICE; choose \
+             another with --listen"
+        ),
+        ErrorKind::AddrNotAvailable => format!(
+            "no interface of this host has the address {} ({e}): choose one it has with --listen",
+            addr.ip()
+        ),
+        _ => e.to_string(),
+    };
+    anyhow::anyhow!("cannot listen on {addr}: {what}")
+}
+
 async fn serve(
     cfg: Config,
     spec: SourceSpec,
@@ -210,8 +236,7 @@ async fn serve(
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
-    let listener = crate::listener::bind(cfg.listen)
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let listener = crate::listener::bind(cfg.listen).map_err(|e| listen_error(cfg.listen, &e))?;
     let local = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     log(format_args!("listening on {scheme}://{local}"));

@@ -312,6 +312,22 @@ fn config_errors_name_file_line_and_column() {
     assert!(err.contains("/nonexistent/nfsdtopd.toml"), "{err}");
 }
 
+/// A port in use is one line: the address, and what to do.
+#[test]
+fn a_port_in_use_is_one_line_saying_what_to_do() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let (code, err) = run_to_exit(&["--demo", "--listen", &addr]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert!(
+        err.contains("already in use") && err.contains("--listen"),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "{err}");
+}
+
 #[test]
 fn non_loopback_listen_needs_expose() {
     for addr in ["0.0.0.0:9847", "192.0.2.1:9847", "[::]:9847"] {
