@@ -46,12 +46,38 @@ pub struct ClassMap {
     lengths: Vec<(bool, u8)>,
 }
 
+/// Every bad line of a class map, the first in `line` and `reason`, the
+/// next ones (at most [`MAX_BAD_LINES`] in all) in `more`, so that one run
+/// shows what to fix rather than one line per run. Said in one line:
+/// "map:3: reason; map:7: reason; and 2 more bad lines".
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{origin}:{line}: {reason}")]
+#[error("{origin}:{line}: {reason}{}", self.rest())]
 pub struct ClassMapError {
     pub origin: String,
     pub line: usize,
     pub reason: String,
+    /// The other bad lines listed: (line, reason).
+    pub more: Vec<(usize, String)>,
+    /// Bad lines past those listed.
+    pub unlisted: usize,
+}
+
+/// Bad lines a class map error lists (the others are counted).
+pub const MAX_BAD_LINES: usize = 10;
+
+impl ClassMapError {
+    fn rest(&self) -> String {
+        let mut s = String::new();
+        for (line, reason) in &self.more {
+            s.push_str(&format!("; {}:{line}: {reason}", self.origin));
+        }
+        match self.unlisted {
+            0 => {}
+            1 => s.push_str("; and 1 more bad line"),
+            n => s.push_str(&format!("; and {n} more bad lines")),
+        }
+        s
+    }
 }
 
 /// Why a class name cannot be used, if it cannot: names every output
@@ -119,53 +145,30 @@ impl ClassMap {
     pub fn parse(text: &str, origin: &str) -> Result<ClassMap, ClassMapError> {
         let mut rules = Vec::new();
         let mut seen: HashMap<(IpAddr, u8), usize> = HashMap::new();
+        let mut bad: Vec<(usize, String)> = Vec::new();
+        let mut unlisted = 0;
         for (i, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let err = |reason: String| ClassMapError {
-                origin: origin.to_string(),
-                line: i + 1,
-                reason,
-            };
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 2 || words.len() > 3 {
-                return Err(err(format!(
-                    "expected \"PREFIX CLASS [per-peer]\", found {} word(s) in {line:?}",
-                    words.len()
-                )));
-            }
-            let (net, prefix_len) = parse_cidr(words[0]).map_err(err)?;
-            let class = words[1].to_string();
-            if let Some(reason) = reserved_name(&class) {
-                return Err(err(reason));
-            }
-            let per_peer = match words.get(2) {
-                None => false,
-                Some(&"per-peer") => true,
-                Some(other) => {
-                    return Err(err(format!(
-                        "unknown flag {other:?}: the only flag is \"per-peer\""
-                    )))
+            match parse_line(raw, &seen, &rules) {
+                Ok(None) => {}
+                Ok(Some(rule)) => {
+                    seen.insert((rule.net, rule.prefix_len), rules.len());
+                    rules.push(rule);
                 }
-            };
-            if let Some(&dup) = seen.get(&(net, prefix_len)) {
-                let dup: &ClassRule = &rules[dup];
-                return Err(err(format!(
-                    "prefix {} is already mapped to class {:?}",
-                    words[0], dup.class
-                )));
+                Err(reason) if bad.len() < MAX_BAD_LINES => bad.push((i + 1, reason)),
+                Err(_) => unlisted += 1,
             }
-            seen.insert((net, prefix_len), rules.len());
-            rules.push(ClassRule {
-                net,
-                prefix_len,
-                class,
-                per_peer,
-            });
         }
-        Ok(ClassMap::from_rules(rules))
+        let mut bad = bad.into_iter();
+        match bad.next() {
+            None => Ok(ClassMap::from_rules(rules)),
+            Some((line, reason)) => Err(ClassMapError {
+                origin: origin.to_string(),
+                line,
+                reason,
+                more: bad.collect(),
+                unlisted,
+            }),
+        }
     }
 
     pub fn from_rules(mut rules: Vec<ClassRule>) -> ClassMap {
@@ -268,6 +271,52 @@ impl fmt::Display for ClassMap {
         }
         Ok(())
     }
+}
+
+/// One line of a class map: a rule, nothing (blank, a comment), or why
+/// not. `seen` and `rules` are the rules of the lines before (duplicates).
+fn parse_line(
+    raw: &str,
+    seen: &HashMap<(IpAddr, u8), usize>,
+    rules: &[ClassRule],
+) -> Result<Option<ClassRule>, String> {
+    let line = raw.split('#').next().unwrap_or("").trim();
+    if line.is_empty() {
+        return Ok(None);
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if words.len() < 2 || words.len() > 3 {
+        return Err(format!(
+            "expected \"PREFIX CLASS [per-peer]\", found {} word(s) in {line:?}",
+            words.len()
+        ));
+    }
+    let (net, prefix_len) = parse_cidr(words[0])?;
+    let class = words[1].to_string();
+    if let Some(reason) = reserved_name(&class) {
+        return Err(reason);
+    }
+    let per_peer = match words.get(2) {
+        None => false,
+        Some(&"per-peer") => true,
+        Some(other) => {
+            return Err(format!(
+                "unknown flag {other:?}: the only flag is \"per-peer\""
+            ))
+        }
+    };
+    if let Some(&dup) = seen.get(&(net, prefix_len)) {
+        return Err(format!(
+            "prefix {} is already mapped to class {:?}",
+            words[0], rules[dup].class
+        ));
+    }
+    Ok(Some(ClassRule {
+        net,
+        prefix_len,
+        class,
+        per_peer,
+    }))
 }
 
 fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
@@ -388,6 +437,29 @@ mod tests {
         }
         let e = ClassMap::parse("\n\n10.0.0/8 a\n", "bad.map").unwrap_err();
         assert_eq!(e.line, 3);
+    }
+
+    #[test]
+    fn every_bad_line_is_reported_in_one_line_up_to_a_bound() {
+        let text = "10.0.0.0/8 a\n10.0.0.0/33 b\n# fine\n10.1.0.0/16 c extra\n11.0.0.0/8 d\n\
+                    10.0.0.0/8 e\n";
+        let e = ClassMap::parse(text, "m").unwrap_err().to_string();
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.starts_with("m:2: "), "{e}");
+        assert!(e.contains("; m:4: unknown flag \"extra\""), "{e}");
+        assert!(
+            e.contains("; m:6: prefix 10.0.0.0/8 is already mapped to class \"a\""),
+            "{e}"
+        );
+        assert!(
+            !e.contains("m:1:") && !e.contains("m:5:") && !e.contains("more"),
+            "{e}"
+        );
+
+        let many: String = (0..25).map(|i| format!("10.{i}.0.0/33 x\n")).collect();
+        let e = ClassMap::parse(&many, "m").unwrap_err();
+        assert_eq!(1 + e.more.len(), MAX_BAD_LINES);
+        assert!(e.to_string().ends_with("; and 15 more bad lines"), "{e}");
     }
 
     #[test]
