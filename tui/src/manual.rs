@@ -43,7 +43,7 @@ peers or classes
 the fairness view (turns against fair shares) or the workload view (what each client asks: OPS/S, IN/S, OUT/S beside CONN, EXEC and SHARE); the table's title says which. A sort by a column the other view does not show becomes a sort by SHARE
 .TP
 \fB/\fR
-filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), or else a case\-insensitive substring of the name or the class
+filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), a column against a number (\fBratio<0.6\fR, \fBwait99>20ms\fR, \fBshare>=10%\fR, \fBconn>4\fR; the columns ratio, share, fair, exec (percent), wait50, wait99 (us, ms or s; ms by default), conn, disp; the operators <, <=, >, >=, =), or else a case\-insensitive substring of the name or the class. A comparison naming no column or no number is left out and said in the footer
 .TP
 \fB+\fR, \fB\-\fR
 longer or shorter refresh interval

@@ -1,10 +1,14 @@
 //! The table's filter: what the user typed after `/`, read as words that
 //! must all match. A word is an address prefix (`10.20.0.0/24`,
 //! `fd00:1234::/32`), `<fair` (below fair share: ratio under 1) or
-//! `>fair` (above it), or else a case-insensitive substring of the name
-//! or the class. Parsing is by `std::net` (addresses) and a bit mask; a
-//! word that is not a valid prefix (`customers/10.2.0.1`, `10.0.0.0/40`)
-//! is a substring like any other, so nothing typed is ever refused.
+//! `>fair` (above it), a comparison of a column with a number
+//! (`ratio<0.6`, `wait99>20ms`, `share>=10%`, `conn>4`: see [`FIELDS`]),
+//! or else a case-insensitive substring of the name or the class.
+//! Parsing is by `std::net` (addresses) and a bit mask; a word that is not
+//! a valid prefix (`customers/10.2.0.1`, `10.0.0.0/40`) is a substring like
+//! any other. A word that reads as a comparison but names no column or no
+//! number is left out of the match and said back ([`Filter::problems`]),
+//! never silently matching nothing.
 
 use std::net::IpAddr;
 
@@ -18,29 +22,161 @@ enum Term {
     Prefix(IpAddr, u8),
     BelowFair,
     AboveFair,
+    /// A column's value (as the table shows it) against a number.
+    Compare(Field, Op, f64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+}
+
+/// What a comparison reads of an entity, in the table's units: shares in
+/// percent, waits in microseconds (typed with a unit, ms by default).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Field {
+    Ratio,
+    Share,
+    Fair,
+    Exec,
+    Wait50,
+    Wait99,
+    Conn,
+    Disp,
+}
+
+/// The columns a comparison may name, as the table titles them.
+pub const FIELDS: &str = "ratio, share, fair, exec, wait50, wait99, conn, disp";
+
+impl Field {
+    fn named(name: &str) -> Option<Field> {
+        Some(match name {
+            "ratio" => Field::Ratio,
+            "share" => Field::Share,
+            "fair" => Field::Fair,
+            "exec" => Field::Exec,
+            "wait50" => Field::Wait50,
+            "wait99" => Field::Wait99,
+            "conn" => Field::Conn,
+            "disp" | "disp/s" => Field::Disp,
+            _ => return None,
+        })
+    }
+
+    fn of(self, e: &EntityStats) -> Option<f64> {
+        Some(match self {
+            Field::Ratio => e.fairness?,
+            Field::Share => e.share * 100.0,
+            Field::Fair => e.fair_share * 100.0,
+            Field::Exec => e.exec_share * 100.0,
+            Field::Wait50 => e.wait_p50_us,
+            Field::Wait99 => e.wait_p99_us,
+            Field::Conn => e.connections as f64,
+            Field::Disp => e.dispatch_rate,
+        })
+    }
+
+    /// The number typed, in this field's unit.
+    fn value(self, text: &str) -> Option<f64> {
+        let number = |t: &str| t.parse::<f64>().ok().filter(|v| v.is_finite());
+        match self {
+            Field::Share | Field::Fair | Field::Exec => {
+                number(text.strip_suffix('%').unwrap_or(text))
+            }
+            Field::Wait50 | Field::Wait99 => {
+                let (n, scale) = if let Some(n) = text.strip_suffix("us") {
+                    (n, 1.0)
+                } else if let Some(n) = text.strip_suffix("ms") {
+                    (n, 1e3)
+                } else if let Some(n) = text.strip_suffix('s') {
+                    (n, 1e6)
+                } else {
+                    (text, 1e3)
+                };
+                number(n).map(|v| v * scale)
+            }
+            _ => number(text),
+        }
+    }
+}
+
+/// `word` as a comparison (`NAME OP NUMBER`): None when it does not read
+/// as one (no operator, or nothing before it), else the term or what is
+/// wrong with it.
+fn comparison(word: &str) -> Option<Result<Term, String>> {
+    let at = word.find(['<', '>', '='])?;
+    let name = &word[..at];
+    if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let rest = &word[at..];
+    let (op, value) = [
+        ("<=", Op::Le),
+        (">=", Op::Ge),
+        ("<", Op::Lt),
+        (">", Op::Gt),
+        ("==", Op::Eq),
+        ("=", Op::Eq),
+    ]
+    .iter()
+    .find_map(|(s, op)| rest.strip_prefix(s).map(|v| (*op, v)))?;
+    let Some(field) = Field::named(name) else {
+        return Some(Err(format!("{word}: no column {name:?} (use {FIELDS})")));
+    };
+    Some(match field.value(value) {
+        Some(v) => Ok(Term::Compare(field, op, v)),
+        None => Err(format!(
+            "{word}: {value:?} is not a number{}",
+            match field {
+                Field::Wait50 | Field::Wait99 => " (e.g. 20ms, 850us, 1.5s)",
+                Field::Share | Field::Fair | Field::Exec => " (a percentage, e.g. 10 or 10%)",
+                _ => "",
+            }
+        )),
+    })
 }
 
 /// A parsed filter; the empty filter matches everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
     terms: Vec<Term>,
+    /// Words read as comparisons that could not be understood.
+    problems: Vec<String>,
 }
 
 impl Filter {
     pub fn parse(text: &str) -> Filter {
-        let terms = text
-            .split_whitespace()
-            .map(|w| match w.to_ascii_lowercase().as_str() {
+        let mut f = Filter::default();
+        for w in text.split_whitespace() {
+            let lower = w.to_ascii_lowercase();
+            let term = match lower.as_str() {
                 "<fair" => Term::BelowFair,
                 ">fair" => Term::AboveFair,
-                _ => prefix(w).unwrap_or_else(|| Term::Substring(w.to_lowercase())),
-            })
-            .collect();
-        Filter { terms }
+                l => match comparison(l) {
+                    Some(Ok(t)) => t,
+                    Some(Err(why)) => {
+                        f.problems.push(why);
+                        continue;
+                    }
+                    None => prefix(w).unwrap_or_else(|| Term::Substring(w.to_lowercase())),
+                },
+            };
+            f.terms.push(term);
+        }
+        f
     }
 
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+
+    /// What was typed but not understood (left out of the match).
+    pub fn problems(&self) -> &[String] {
+        &self.problems
     }
 
     pub fn matches(&self, e: &EntityStats) -> bool {
@@ -51,6 +187,13 @@ impl Filter {
             Term::Prefix(net, len) => address_of(&e.name).is_some_and(|a| within(a, *net, *len)),
             Term::BelowFair => e.fairness.is_some_and(|r| r < 1.0),
             Term::AboveFair => e.fairness.is_some_and(|r| r > 1.0),
+            Term::Compare(field, op, v) => field.of(e).is_some_and(|x| match op {
+                Op::Lt => x < *v,
+                Op::Le => x <= *v,
+                Op::Gt => x > *v,
+                Op::Ge => x >= *v,
+                Op::Eq => (x - v).abs() < 1e-9,
+            }),
         })
     }
 }
@@ -158,5 +301,58 @@ mod tests {
         assert_eq!(names("10.20.0.0/33"), Vec::<&str>::new());
         assert_eq!(names("MAPPED"), ["::ffff:10.20.0.7"]);
         assert_eq!(names("").len(), rows.len());
+    }
+
+    #[test]
+    fn comparisons_match_the_columns_as_shown() {
+        let mut a = e("10.0.0.2", "a", Some(0.22));
+        a.share = 0.111;
+        a.wait_p99_us = 18_000.0;
+        a.connections = 2;
+        let mut b = e("10.0.0.3", "b", Some(1.78));
+        b.share = 0.889;
+        b.wait_p99_us = 31_000.0;
+        b.connections = 16;
+        let rows = [a, b, e("idle", "c", None)];
+        let names = |f: &str| -> Vec<&str> {
+            let f = Filter::parse(f);
+            assert!(f.problems().is_empty(), "{:?}", f.problems());
+            rows.iter()
+                .filter(|r| f.matches(r))
+                .map(|r| r.name.as_str())
+                .collect()
+        };
+        assert_eq!(names("ratio<0.6"), ["10.0.0.2"]);
+        assert_eq!(names("RATIO>=1"), ["10.0.0.3"]);
+        assert_eq!(names("wait99>20ms"), ["10.0.0.3"]);
+        assert_eq!(names("wait99>20"), ["10.0.0.3"], "ms by default");
+        assert_eq!(names("wait99<0.02s"), ["10.0.0.2", "idle"]);
+        assert_eq!(names("share>50%"), ["10.0.0.3"]);
+        assert_eq!(names("share<=11.1"), ["10.0.0.2", "idle"]);
+        assert_eq!(names("conn=16"), ["10.0.0.3"]);
+        assert_eq!(names("conn>1 ratio<1"), ["10.0.0.2"]);
+    }
+
+    #[test]
+    fn what_is_not_understood_is_said_and_left_out() {
+        let f = Filter::parse("10.0 rate<3 wait99>soon");
+        assert_eq!(f.problems().len(), 2, "{:?}", f.problems());
+        assert!(
+            f.problems()[0].starts_with("rate<3: no column \"rate\""),
+            "{:?}",
+            f.problems()
+        );
+        assert!(
+            f.problems()[1].contains("\"soon\" is not a number (e.g. 20ms"),
+            "{:?}",
+            f.problems()
+        );
+        // The rest still filters.
+        assert!(f.matches(&e("10.0.0.2", "a", None)));
+        assert!(!f.matches(&e("192.168.0.1", "a", None)));
+        // Not comparisons: prefixes, substrings, <fair.
+        for w in ["<fair", "10.0.0.0/8", "customers/10.2.0.1", "movers"] {
+            assert!(Filter::parse(w).problems().is_empty(), "{w}");
+        }
     }
 }

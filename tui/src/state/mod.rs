@@ -76,6 +76,9 @@ pub struct State {
     pub filter: String,
     /// Some while the user is typing a filter.
     pub filter_input: Option<String>,
+    /// Words of the filter in effect that were not understood, each with
+    /// why (the footer says them).
+    pub filter_problems: Vec<String>,
     pub screen: Screen,
     pub show_help: bool,
     /// Some while the sort menu (F6) is open: the column under its cursor
@@ -143,6 +146,7 @@ impl State {
             descending: true,
             filter: String::new(),
             filter_input: None,
+            filter_problems: Vec::new(),
             screen: Screen::Table,
             show_help: false,
             sort_menu: None,
@@ -226,6 +230,7 @@ impl State {
         };
         let list = s.entities(self.group);
         let filter = Filter::parse(self.active_filter());
+        self.filter_problems = filter.problems().to_vec();
         self.rows.clear();
         self.rows.extend(
             list.iter()

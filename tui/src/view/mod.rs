@@ -54,15 +54,24 @@ pub fn draw(f: &mut Frame, state: &mut State) {
 }
 
 fn footer(f: &mut Frame, area: Rect, state: &State) {
+    // Words of the filter that were not understood (left out of it).
+    let problems = (!state.filter_problems.is_empty())
+        .then(|| format!("not understood: {}", state.filter_problems.join("; ")));
     let line = if let Some(input) = &state.filter_input {
-        Line::from(vec![
+        let mut l = Line::from(vec![
             Span::styled("filter: ", styles::key()),
             Span::raw(input.clone()),
             Span::styled("_", styles::dim()),
-            Span::styled("  (Enter keeps, Esc clears)", styles::dim()),
-        ])
+        ]);
+        match problems {
+            Some(p) => l.push_span(Span::styled(format!("  {p}"), styles::warn())),
+            None => l.push_span(Span::styled("  (Enter keeps, Esc clears)", styles::dim())),
+        }
+        l
     } else if let Some(m) = &state.message {
         Line::styled(m.clone(), styles::warn())
+    } else if let Some(p) = problems {
+        Line::styled(format!("filter {p} (/ edits, Esc clears)"), styles::warn())
     } else {
         // In order of priority: what does not fit is left out whole.
         let keys: &[(&str, &str)] = match state.screen {
