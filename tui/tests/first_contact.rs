@@ -76,6 +76,11 @@ fn the_first_screen_shows_an_unfair_share_and_its_cause() {
         // The first screen with data, whenever it comes.
         let s = t.wait_for("the first table", |s| !ratios(s).is_empty());
         assert!(s.contains("DEMO DATA"), "{tag}: the demo, said so:\n{s}");
+        // The banner whole, wrapped if need be: its last words are there.
+        assert!(
+            s.contains("`nfsdtop doctor` says what to do") && !s.contains("NOT THIS HOST…"),
+            "{tag}: the banner cut:\n{s}"
+        );
         let below: Vec<_> = ratios(&s).into_iter().filter(|(_, r)| *r < 0.5).collect();
         assert!(!below.is_empty(), "{tag}: a row below 0.5:\n{s}");
         let (name, _) = &below[0];

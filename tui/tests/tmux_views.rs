@@ -583,7 +583,7 @@ fn help_says_what_each_header_figure_covers_whole_at_80x24() {
     }
     for end in [
         "or click a title│",
-        "10.0.0.0/24, <fair  │",
+        "10.0.0.0/24, <fair, ratio<0.6    │",
         "seek back, on 10 s  │",
         "other RPC services      │",
         "(% of the threads)",

@@ -72,9 +72,14 @@ impl Session {
                                 policy: None,
                             };
                             let source = demo.open().context("cannot open the built-in demo")?;
+                            // The first words of why (the whole of it, with
+                            // what to do, is `nfsdtop doctor`'s): a banner
+                            // that reads whole on an 80-column screen.
+                            let top = e.to_string();
+                            let why = top.split(": ").next().unwrap_or(&top);
                             let notice = format!(
-                                "DEMO DATA, NOT THIS HOST: no live nfsd ({e:#}): showing the \
-                                 built-in demo"
+                                "DEMO DATA, NOT THIS HOST: no live nfsd ({why}): showing the \
+                                 built-in demo; `nfsdtop doctor` says what to do"
                             );
                             (demo, source, Some(notice))
                         }

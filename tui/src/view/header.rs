@@ -19,11 +19,22 @@ use crate::warnings::fmt_us;
 /// Warning lines shown at most (the rest are behind `w`).
 const MAX_WARNING_LINES: usize = 2;
 
-pub fn height(state: &State) -> u16 {
+/// Lines the notice (e.g. "DEMO DATA, NOT THIS HOST") may take: wrapped
+/// whole rather than cut, short of crowding out the table.
+const MAX_NOTICE_LINES: usize = 3;
+
+/// The notice's lines at `width`.
+fn notice_lines(state: &State, width: u16) -> Vec<String> {
+    state.notice.as_deref().map_or_else(Vec::new, |n| {
+        super::parts::wrap(n, width as usize, MAX_NOTICE_LINES)
+    })
+}
+
+pub fn height(state: &State, width: u16) -> u16 {
     2 + state.snapshot().is_some() as u16
         + link_line(&state.link()) as u16
-        + state.notice.is_some() as u16
         + behind(state).is_some() as u16
+        + notice_lines(state, width).len() as u16
         + state.warnings.len().min(MAX_WARNING_LINES) as u16
 }
 
@@ -133,12 +144,11 @@ pub fn draw(f: &mut Frame, area: Rect, state: &State) {
         p.text(1, true, ": ", why.to_string(), styles::bad());
         lines.push(p.line(area.width));
     }
-    if let Some(n) = &state.notice {
-        // E.g. "DEMO DATA, NOT THIS HOST": meant to be impossible to miss.
-        let loud = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
-        let mut p = Parts::new(gap());
-        p.text(0, false, "", n.clone(), loud);
-        lines.push(p.line(area.width));
+    // E.g. "DEMO DATA, NOT THIS HOST": meant to be impossible to miss,
+    // so wrapped whole rather than cut.
+    let loud = styles::warn().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+    for l in notice_lines(state, area.width) {
+        lines.push(Line::styled(l, loud));
     }
     let more = state.warnings.len().saturating_sub(MAX_WARNING_LINES);
     for (i, w) in state.warnings.iter().take(MAX_WARNING_LINES).enumerate() {

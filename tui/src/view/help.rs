@@ -27,10 +27,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "g / v",
         "group by peer or by class / workload or fairness view",
     ),
-    (
-        "/",
-        "filter: words all matching: text, 10.0.0.0/24, <fair, ratio<0.6, wait99>20ms",
-    ),
+    ("/", "filter: all of text, 10.0.0.0/24, <fair, ratio<0.6"),
     ("Enter, Esc", "drill into the selection / back"),
     (
         "up/down, j/k",

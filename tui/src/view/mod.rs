@@ -30,7 +30,7 @@ pub fn draw(f: &mut Frame, state: &mut State) {
         return;
     }
     let [head, body, foot] = Layout::vertical([
-        Constraint::Length(header::height(state)),
+        Constraint::Length(header::height(state, area.width)),
         Constraint::Fill(1),
         Constraint::Length(1),
     ])

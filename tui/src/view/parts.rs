@@ -173,6 +173,42 @@ fn fit_words(text: &str, cols: usize) -> (String, usize) {
     (out, w)
 }
 
+/// `text` in lines of at most `cols` columns, broken between words (a
+/// word longer than a line is cut), at most `max` lines: where more would
+/// be needed the last one ends in [`MORE`].
+pub fn wrap(text: &str, cols: usize, max: usize) -> Vec<String> {
+    let w = |s: &str| Span::raw(s).width();
+    let cols = cols.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let fits = cur.is_empty() || w(&cur) + 1 + w(word) <= cols;
+        if !fits {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    let cut = lines.len() > max;
+    lines.truncate(max);
+    for l in &mut lines {
+        if w(l) > cols {
+            *l = l.chars().take(cols).collect();
+        }
+    }
+    if cut {
+        if let Some(last) = lines.last_mut() {
+            *last = fit_words(&format!("{last} {MORE}"), cols).0;
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +245,15 @@ mod tests {
         assert_eq!(text(&sample().line(29)), "name | every 1s | demo");
         assert_eq!(text(&sample().line(15)), "name | every 1s");
         assert_eq!(text(&sample().line(3)), "name", "the first stays");
+    }
+
+    #[test]
+    fn wrapped_text_breaks_between_words_within_its_lines() {
+        assert_eq!(wrap("ab cd ef", 5, 3), ["ab cd", "ef"]);
+        assert_eq!(wrap("ab cd ef gh", 5, 2), ["ab cd", "ef gh"]);
+        assert_eq!(wrap("ab cd ef gh ij", 5, 2), ["ab cd", "ef…"]);
+        assert_eq!(wrap("abcdefgh", 4, 2), ["abcd"]);
+        assert!(wrap("", 10, 2).is_empty());
     }
 
     #[test]

@@ -71,13 +71,33 @@ pub fn lines(services: &[ServiceView]) -> Vec<Line<'static>> {
     out
 }
 
+/// Each line wider than `cols` broken between words into lines that fit
+/// (in the style of its last span).
+fn wrapped(lines: Vec<Line<'static>>, cols: usize) -> Vec<Line<'static>> {
+    let mut out = Vec::with_capacity(lines.len());
+    for l in lines {
+        if l.width() <= cols {
+            out.push(l);
+            continue;
+        }
+        let style = l.spans.last().map(|s| s.style).unwrap_or_default();
+        let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+        for part in super::parts::wrap(&text, cols, usize::MAX) {
+            out.push(Line::styled(part, style));
+        }
+    }
+    out
+}
+
 pub fn draw_services(f: &mut Frame, area: Rect, state: &State) {
     let services = state
         .snapshot()
         .map(|s| s.server.services.as_slice())
         .unwrap_or(&[]);
-    let all = lines(services);
-    let r = centered(area, area.width.saturating_sub(4).min(90), area.height);
+    let width = area.width.saturating_sub(4).min(90);
+    // Wrapped to the panel, so a narrow terminal cuts no line.
+    let all = wrapped(lines(services), width.saturating_sub(2) as usize);
+    let r = centered(area, width, area.height);
     let h = (all.len() as u16 + 2)
         .min(area.height.saturating_sub(2))
         .max(3);
@@ -86,7 +106,7 @@ pub fn draw_services(f: &mut Frame, area: Rect, state: &State) {
     // Not scrolled: what does not fit is said, and is in the JSON.
     let title = if all.len() > fit {
         format!(
-            " other RPC services: first {fit} of {} lines (--format json has all; Esc closes) ",
+            " other RPC services: {fit} of {} lines (all in --format json; Esc) ",
             all.len()
         )
     } else {

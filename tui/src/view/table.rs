@@ -145,7 +145,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
         };
         let header = header_row(state, &cols);
         f.render_widget(
-            Table::new(Vec::<Row>::new(), widths(&cols)).header(header),
+            Table::new(Vec::<Row>::new(), widths(inner, &cols)).header(header),
             inner,
         );
         if inner.height > 1 {
@@ -191,27 +191,40 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
             Row::new(cells).style(style)
         })
         .collect();
-    let table = Table::new(rows, widths(&cols))
+    let table = Table::new(rows, widths(inner, &cols))
         .header(header_row(state, &cols))
         .column_spacing(1);
     f.render_widget(table, inner);
 }
 
-/// Where each column's cells are: the fixed widths as given, one space
-/// between columns, the name column taking the rest (as the table lays
-/// them out).
-fn geometry(inner: Rect, cols: &[Column]) -> Geometry {
+/// The widest the NAME column gets: room for an IPv6 address, a per-peer
+/// class and a client's name beside it. On a wide terminal the rest of
+/// the width stays empty at the right, so the numbers sit next to the
+/// names they belong to rather than at the far edge.
+pub const NAME_MAX: u16 = 56;
+
+/// The NAME column's width: what the other columns leave, at most
+/// [`NAME_MAX`].
+fn name_width(inner: Rect, cols: &[Column]) -> u16 {
     let fixed: u16 = cols
         .iter()
         .filter(|c| **c != Column::Name)
         .map(|c| c.width() + 1)
         .sum();
+    inner.width.saturating_sub(fixed).min(NAME_MAX)
+}
+
+/// Where each column's cells are: the fixed widths as given, one space
+/// between columns, the name column as [`name_width`] (as the table lays
+/// them out).
+fn geometry(inner: Rect, cols: &[Column]) -> Geometry {
+    let name = name_width(inner, cols);
     let mut x = inner.x;
     let columns = cols
         .iter()
         .map(|c| {
             let w = match c {
-                Column::Name => inner.width.saturating_sub(fixed),
+                Column::Name => name,
                 _ => c.width(),
             };
             let at = (*c, x, x.saturating_add(w));
@@ -226,10 +239,11 @@ fn geometry(inner: Rect, cols: &[Column]) -> Geometry {
     }
 }
 
-fn widths(cols: &[Column]) -> Vec<Constraint> {
+fn widths(inner: Rect, cols: &[Column]) -> Vec<Constraint> {
+    let name = name_width(inner, cols);
     cols.iter()
         .map(|c| match c {
-            Column::Name => Constraint::Fill(1),
+            Column::Name => Constraint::Length(name),
             _ => Constraint::Length(c.width()),
         })
         .collect()

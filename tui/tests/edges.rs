@@ -1,0 +1,71 @@
+//! The TUI at the edges of its terminal: on a wide one the NAME column
+//! stops growing (the numbers stay by their names); on an 80-column one
+//! the R panel's lines wrap rather than being cut. (The demo banner at 80
+//! columns: tests/first_contact.rs, on the real binary.)
+
+use std::time::Duration;
+
+use crossterm::event::KeyCode;
+use nfsdtop::state::State;
+use nfsdtop::view::table::NAME_MAX;
+use nfsdtop_agent::aggregate::{Aggregator, Limits};
+use nfsdtop_agent::model::SourceInfo;
+
+mod common;
+
+use common::screen::{demo_snapshots, key, lines};
+
+fn seed_k16() -> State {
+    let agg = Aggregator::new(Default::default(), Limits::default());
+    let snaps = demo_snapshots("seed-k16", agg, |a, now, t| {
+        a.snapshot(now, t, &SourceInfo::default())
+    });
+    let mut st = State::new(Duration::from_secs(2), None);
+    for s in snaps {
+        st.on_snapshot(Box::new(s));
+    }
+    st
+}
+
+#[test]
+fn the_name_column_stops_growing_on_a_wide_terminal() {
+    let mut st = seed_k16();
+    for width in [200u16, 300] {
+        let screen = lines(&mut st, width, 30);
+        let head = screen
+            .iter()
+            .find(|l| l.contains("  NAME "))
+            .expect("the table's header");
+        let class = head.find("CLASS").expect("CLASS column") as u16;
+        assert!(
+            class <= NAME_MAX + 1,
+            "{width} columns: CLASS at {class}, NAME capped at {NAME_MAX}:\n{head}"
+        );
+        // Nothing is left out for it: the last column is there.
+        assert!(head.contains("EXEC"), "{head}");
+    }
+    // Narrow, NAME takes what is left (here less than the cap).
+    let screen = lines(&mut st, 80, 30);
+    let head = screen.iter().find(|l| l.contains("  NAME ")).unwrap();
+    assert!(head.find("CLASS").unwrap() < NAME_MAX as usize, "{head}");
+}
+
+#[test]
+fn the_services_panel_wraps_at_80_columns() {
+    let mut st = seed_k16();
+    key(&mut st, KeyCode::Char('R'));
+    let screen = lines(&mut st, 80, 24).join("\n");
+    let text: String = screen
+        .lines()
+        .filter(|l| l.contains('│'))
+        .map(|l| l.trim_matches(|c: char| c == ' ' || c == '│').to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains(
+            "no other RPC service dispatched: lockd and the NFS callback service show here \
+             when they do"
+        ),
+        "{screen}"
+    );
+}
