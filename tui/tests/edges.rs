@@ -69,3 +69,43 @@ fn the_services_panel_wraps_at_80_columns() {
         "{screen}"
     );
 }
+
+/// The drill-down chart's legend is its title, each name in its line's
+/// colour, at any size; no legend box is drawn over the lines.
+#[test]
+fn the_drill_down_chart_has_a_legend_that_covers_no_line() {
+    use nfsdtop::view::styles::{FAIR, SHARE};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    for (w, h) in [(80u16, 24u16), (120, 40), (200, 50)] {
+        let mut st = seed_k16();
+        common::screen::open_detail(&mut st, "10.0.0.2");
+        let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+        term.draw(|f| nfsdtop::view::draw(f, &mut st)).unwrap();
+        let b = term.backend().buffer().clone();
+        let rows: Vec<String> = (0..h)
+            .map(|y| (0..w).map(|x| b[(x, y)].symbol()).collect())
+            .collect();
+        let (y, line) = rows
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.contains(" share vs fair share, last "))
+            .unwrap_or_else(|| panic!("{w}x{h}: no legend:\n{}", rows.join("\n")));
+        let x = line[..line.find(" share vs").unwrap()].chars().count() as u16 + 1;
+        assert_eq!(b[(x, y as u16)].fg, SHARE, "{w}x{h}: 'share' in its colour");
+        assert_eq!(
+            b[(x + 9, y as u16)].fg,
+            FAIR,
+            "{w}x{h}: 'fair share' in its colour"
+        );
+        // No box of ratatui's legend below the title (its names, boxed).
+        let boxed = rows[y + 1..]
+            .iter()
+            .any(|l| l.contains("│share") || l.contains("│fair share"));
+        assert!(
+            !boxed,
+            "{w}x{h}: a legend box over the chart:\n{}",
+            rows.join("\n")
+        );
+    }
+}

@@ -470,16 +470,22 @@ fn draw_chart(f: &mut Frame, area: Rect, state: &State, kind: EntityKind, name: 
             .map(|s| s.interval_s)
             .filter(|i| i.is_finite() && *i > 0.0)
             .unwrap_or(state.interval.as_secs_f64());
+    // The legend is the title, each name in its line's colour: always
+    // there, at any size, and never a box drawn over the lines.
+    let legend = Line::from(vec![
+        Span::raw(" "),
+        Span::styled("share", styles::title().fg(styles::SHARE)),
+        Span::styled(" vs ", styles::title()),
+        Span::styled("fair share", styles::title().fg(styles::FAIR)),
+        Span::styled(format!(", last {} snapshots ", pts.len()), styles::title()),
+    ]);
     let chart = Chart::new(datasets)
-        .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
+        .legend_position(None)
         .block(
             Block::new()
                 .borders(Borders::TOP)
                 .border_style(styles::dim())
-                .title(Span::styled(
-                    format!(" share vs fair share, last {} snapshots ", pts.len()),
-                    styles::title(),
-                )),
+                .title(legend),
         )
         .x_axis(
             Axis::default()
