@@ -327,7 +327,7 @@ fn remote_agent_streams_then_closes_and_the_ui_says_reconnecting() {
         s.contains("reconnecting (attempt") && row_of(s, "10.0.0.2").is_some()
     });
     assert!(
-        s.contains(&format!("remote: http://127.0.0.1:{port}")),
+        s.contains(&format!("remote demo: http://127.0.0.1:{port}")),
         "{s}"
     );
     let row = s.lines().find(|l| l.starts_with("  10.0.0.2 ")).unwrap();
@@ -356,7 +356,7 @@ fn remote_ui_never_shows_the_password_and_redacts_addresses() {
         s.contains("reconnecting (attempt") && s.contains("  anon-")
     });
     assert!(
-        s.contains(&format!("remote: http://127.0.0.1:{port}")),
+        s.contains(&format!("remote demo: http://127.0.0.1:{port}")),
         "{s}"
     );
     assert!(

@@ -4,7 +4,22 @@
 
 use std::time::Duration;
 
+use nfsdtop_agent::model::{SourceInfo, SourceKind};
+
 use super::State;
+
+/// What the agent behind a remote source serves ("demo", "replay" or
+/// "live"), from the detail `nfsdtop --connect` gives its snapshots: "URL
+/// (KIND DETAIL)" (a URL as shown has no spaces). None for a local source
+/// or an agent that does not say.
+pub fn served_kind(src: &SourceInfo) -> Option<&str> {
+    if src.kind != SourceKind::Remote {
+        return None;
+    }
+    let (_, inner) = src.detail.split_once(" (")?;
+    let word = inner.split([' ', ')']).next()?;
+    ["demo", "replay", "live"].into_iter().find(|k| *k == word)
+}
 
 /// How a remote source's link is doing (local sources have none).
 #[derive(Clone, Debug, PartialEq)]

@@ -25,7 +25,7 @@ pub use columns::{Column, View};
 pub use filter::Filter;
 pub use history::History;
 pub use input::Geometry;
-pub use link::{LinkLabel, RemoteStatus};
+pub use link::{served_kind, LinkLabel, RemoteStatus};
 
 use crate::warnings::{self, Lint, Steady, Warning};
 

@@ -13,7 +13,7 @@ use nfsdtop_agent::model::{EntityKind, ServerView};
 
 use super::parts::Parts;
 use super::styles;
-use crate::state::{LinkLabel, State};
+use crate::state::{served_kind, LinkLabel, State};
 use crate::warnings::fmt_us;
 
 /// Warning lines shown at most (the rest are behind `w`).
@@ -212,7 +212,13 @@ fn title_line(state: &State, link: &LinkLabel) -> Parts {
     }
     let kernel = format!("kernel {} ({})", src.kernel, src.generation);
     p.push(5, vec![Span::raw(kernel)]);
-    p.push(2, vec![Span::styled(src.kind.as_str(), styles::title())]);
+    // A remote agent serving a demo or a replay says so as loudly as a
+    // local one would: its numbers are not a live server's.
+    let kind = match served_kind(src) {
+        Some(k @ ("demo" | "replay")) => Span::styled(format!("remote {k}"), badge),
+        _ => Span::styled(src.kind.as_str(), styles::title()),
+    };
+    p.push(2, vec![kind]);
     if !src.detail.is_empty() {
         p.text(6, true, ": ", src.detail.clone(), Style::default());
     }
@@ -340,6 +346,30 @@ pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_demo_or_replay_says_so_at_80_columns() {
+        use nfsdtop_agent::model::{Snapshot, SourceInfo, SourceKind};
+        for (inner, want) in [
+            ("demo seed-k16 policy=flat", "remote demo"),
+            ("replay x.nfsdrec", "remote replay"),
+            ("live 6.12", "remote"),
+        ] {
+            let mut st = State::new(Duration::from_secs(1), None);
+            st.on_snapshot(Box::new(Snapshot {
+                source: SourceInfo {
+                    kind: SourceKind::Remote,
+                    detail: format!("https://nfs1.example.org:9847 ({inner})"),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }));
+            let l = title_line(&st, &LinkLabel::Ok).line(80);
+            let text: String = l.spans.iter().map(|s| s.content.to_string()).collect();
+            assert!(text.contains(&format!("| {want}")), "{inner}: {text}");
+            assert!(!text.contains("nfs1"), "the detail went first: {text}");
+        }
+    }
 
     #[test]
     fn clock_is_utc_time_of_day() {
