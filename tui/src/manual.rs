@@ -33,6 +33,9 @@ sort by the first ... tenth column of the view in display order (fairness: NAME,
 F6, \fBo\fR
 the sort menu: every column with its digit, the one sorted by marked; up/down and Enter pick one (again: reverse), a digit picks at once, Esc closes
 .TP
+\fBc\fR
+the column chooser: every column of the view, marked where shown; up/down move, space or Enter shows or hides the one under the cursor (NAME always stays), Esc closes. Hidden columns are left out before the width decides what else to drop, and are remembered (see FILES)
+.TP
 \fBs\fR, \fBS\fR
 next sort column; reverse the sort direction. Rows sort on the values as shown (8.3% and 8.3% are equal), ties by name (addresses by value: 10.0.0.2 before 10.0.0.10), so near\-equal rows keep their places from one refresh to the next; the selection stays on its entity
 .TP

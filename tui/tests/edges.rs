@@ -109,3 +109,31 @@ fn the_drill_down_chart_has_a_legend_that_covers_no_line() {
         );
     }
 }
+
+/// The column chooser (`c`): a column hidden there leaves the table, and
+/// the room it frees goes to a column the width had dropped.
+#[test]
+fn the_column_chooser_hides_a_column_and_frees_its_room() {
+    let mut st = seed_k16();
+    let head = |st: &mut State| -> String {
+        lines(st, 80, 24)
+            .into_iter()
+            .find(|l| l.contains("  NAME "))
+            .unwrap()
+    };
+    let before = head(&mut st);
+    assert!(before.contains("WAIT99") && !before.contains("EXEC"), "{before}");
+    key(&mut st, KeyCode::Char('c'));
+    let menu = lines(&mut st, 80, 24).join("\n");
+    assert!(menu.contains("[x] WAIT99"), "{menu}");
+    // CLASS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99: the 8th.
+    for _ in 0..7 {
+        key(&mut st, KeyCode::Down);
+    }
+    key(&mut st, KeyCode::Char(' '));
+    assert!(lines(&mut st, 80, 24).join("\n").contains("[ ] WAIT99"));
+    key(&mut st, KeyCode::Esc);
+    let after = head(&mut st);
+    assert!(!after.contains("WAIT99"), "{after}");
+    assert!(after.contains("RATIO") && after.contains("WAIT50"), "{after}");
+}

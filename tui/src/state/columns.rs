@@ -348,8 +348,15 @@ impl View {
 /// The columns of `view` that fit in `width` cells (one space between
 /// columns), dropping low-priority ones first. `show_class` is false
 /// when the rows are classes (their class is their name); `whatif` adds
-/// the what-if columns (to the fairness view: they predict its numbers).
-pub fn fitting(width: u16, show_class: bool, whatif: bool, view: View) -> Vec<Column> {
+/// the what-if columns (to the fairness view: they predict its numbers);
+/// `hidden` are left out first (the column chooser's; NAME never is).
+pub fn fitting(
+    width: u16,
+    show_class: bool,
+    whatif: bool,
+    view: View,
+    hidden: &[Column],
+) -> Vec<Column> {
     let extra = if whatif && view == View::Fairness {
         &Column::WHATIF[..]
     } else {
@@ -360,6 +367,7 @@ pub fn fitting(width: u16, show_class: bool, whatif: bool, view: View) -> Vec<Co
         .columns()
         .iter()
         .chain(extra)
+        .filter(|c| **c == Column::Name || !hidden.contains(c))
         .map(|c| match c {
             Column::Class if !show_class => Column::Peers,
             c => *c,
@@ -382,7 +390,7 @@ mod tests {
 
     #[test]
     fn eighty_columns_keep_the_essentials() {
-        let c = fitting(80, true, false, View::Fairness);
+        let c = fitting(80, true, false, View::Fairness, &[]);
         assert!(c.contains(&Column::Class), "{c:?}");
         for want in [
             Column::Name,
@@ -393,15 +401,18 @@ mod tests {
         ] {
             assert!(c.contains(&want), "{want:?} dropped at 80 columns");
         }
-        assert_eq!(fitting(200, true, false, View::Fairness).len(), 10);
-        assert!(!fitting(200, false, false, View::Fairness).contains(&Column::Class));
-        assert_eq!(fitting(200, false, false, View::Fairness)[1], Column::Peers);
-        assert!(fitting(80, false, false, View::Fairness).contains(&Column::Peers));
+        assert_eq!(fitting(200, true, false, View::Fairness, &[]).len(), 10);
+        assert!(!fitting(200, false, false, View::Fairness, &[]).contains(&Column::Class));
+        assert_eq!(
+            fitting(200, false, false, View::Fairness, &[])[1],
+            Column::Peers
+        );
+        assert!(fitting(80, false, false, View::Fairness, &[]).contains(&Column::Peers));
         // Very narrow: still something to show, never a panic.
-        assert!(fitting(10, true, false, View::Fairness).contains(&Column::Name));
+        assert!(fitting(10, true, false, View::Fairness, &[]).contains(&Column::Name));
         // What-if columns: all of them when wide, the share even at 80.
-        assert_eq!(fitting(200, true, true, View::Fairness).len(), 13);
-        assert!(fitting(80, true, true, View::Fairness).contains(&Column::WhatifShare));
+        assert_eq!(fitting(200, true, true, View::Fairness, &[]).len(), 13);
+        assert!(fitting(80, true, true, View::Fairness, &[]).contains(&Column::WhatifShare));
     }
 
     fn peer(name: &str, share: f64) -> EntityStats {
@@ -522,7 +533,7 @@ mod tests {
     fn the_workload_view_fits_eighty_columns() {
         let w = View::Workload;
         for show_class in [true, false] {
-            let c = fitting(80, show_class, true, w);
+            let c = fitting(80, show_class, true, w, &[]);
             for want in [
                 Column::Name,
                 Column::Ops,
@@ -538,10 +549,10 @@ mod tests {
             let cells: u32 = c.iter().map(|c| u32::from(c.width()) + 1).sum::<u32>() - 1;
             assert!(cells <= 80, "{cells}: {c:?}");
         }
-        assert_eq!(fitting(200, true, false, w), Column::WORKLOAD);
-        let f = fitting(200, true, false, View::Fairness);
+        assert_eq!(fitting(200, true, false, w, &[]), Column::WORKLOAD);
+        let f = fitting(200, true, false, View::Fairness, &[]);
         assert!(!f.contains(&Column::Ops) && !f.contains(&Column::BytesOut));
-        assert!(fitting(10, true, false, w).contains(&Column::Name));
+        assert!(fitting(10, true, false, w, &[]).contains(&Column::Name));
     }
 
     /// Byte rates sort as shown: equal text is equal, more never sorts

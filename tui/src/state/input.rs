@@ -57,6 +57,9 @@ impl State {
             return Action::Redraw;
         }
         let peers = self.group == EntityKind::Peer;
+        if let Some(at) = self.column_menu {
+            return self.on_column_menu_key(key, at);
+        }
         if let Some(at) = self.sort_menu {
             let all = self.view.columns();
             let n = all.len();
@@ -151,6 +154,10 @@ impl State {
             }
             KeyCode::Char('.' | 'n' | '<' | '>') | KeyCode::Left | KeyCode::Right => {
                 self.message = Some("step, seek and speed are for a demo or a replay".into());
+            }
+            KeyCode::Char('c') => {
+                self.screen = Screen::Table;
+                self.column_menu = Some(0);
             }
             KeyCode::F(6) | KeyCode::Char('o') => {
                 let i = self
@@ -253,6 +260,7 @@ impl State {
             && !self.show_warnings
             && !self.show_services
             && self.sort_menu.is_none()
+            && self.column_menu.is_none()
             && self.filter_input.is_none();
         let Some(g) = self.geometry.as_ref().filter(|_| on_table) else {
             return Action::None;

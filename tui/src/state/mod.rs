@@ -8,6 +8,7 @@
 //! filtered rows and one run of the lints; drawing then touches only the
 //! rows on screen (10,000 peers stay cheap).
 
+mod chooser;
 pub mod columns;
 pub mod filter;
 pub mod history;
@@ -84,6 +85,11 @@ pub struct State {
     /// Some while the sort menu (F6) is open: the column under its cursor
     /// (an index into the view's columns).
     pub sort_menu: Option<usize>,
+    /// Some while the column chooser (`c`) is open: its cursor (an index
+    /// into [`State::choosable`]).
+    pub column_menu: Option<usize>,
+    /// Columns the chooser hid.
+    pub hidden: Vec<Column>,
     pub show_warnings: bool,
     /// The other RPC services' panel (`R`).
     pub show_services: bool,
@@ -150,6 +156,8 @@ impl State {
             screen: Screen::Table,
             show_help: false,
             sort_menu: None,
+            column_menu: None,
+            hidden: Vec::new(),
             show_warnings: false,
             show_services: false,
             paused: false,

@@ -22,7 +22,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "1-9, 0",
         "sort by column 1-10 (again: reverse), or click a title",
     ),
-    ("s / S", "next sort column / reverse; F6 or o: a sort menu"),
+    ("s / S", "next sort / reverse; F6, o: sort menu; c: columns"),
     (
         "g / v",
         "group by peer or by class / workload or fairness view",
@@ -118,6 +118,34 @@ pub fn draw_sort_menu(f: &mut Frame, area: Rect, state: &State, at: usize) {
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" sort by (Enter) ")),
+        r,
+    );
+}
+
+/// The column chooser: each column of the view, `x` where shown, the one
+/// under the cursor highlighted.
+pub fn draw_column_menu(f: &mut Frame, area: Rect, state: &State, at: usize) {
+    let peers = state.group == nfsdtop_agent::model::EntityKind::Peer;
+    let lines: Vec<Line> = state
+        .choosable()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mark = if state.is_hidden(*c) { " " } else { "x" };
+            let shown = c.for_table(peers);
+            let text = format!(" [{mark}] {:<8} {}", shown.title(), shown.label());
+            let style = if i == at {
+                styles::selected()
+            } else {
+                Style::default()
+            };
+            Line::styled(text, style)
+        })
+        .collect();
+    let r = centered(area, 36, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" columns (space, Esc) ")),
         r,
     );
 }

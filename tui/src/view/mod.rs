@@ -42,7 +42,9 @@ pub fn draw(f: &mut Frame, state: &mut State) {
         Screen::Detail { .. } => detail::draw(f, body, state),
     }
     footer(f, foot, state);
-    if let Some(at) = state.sort_menu {
+    if let Some(at) = state.column_menu {
+        help::draw_column_menu(f, area, state, at);
+    } else if let Some(at) = state.sort_menu {
         help::draw_sort_menu(f, area, state, at);
     } else if state.show_help {
         help::draw_help(f, area);

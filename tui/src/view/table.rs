@@ -130,6 +130,7 @@ pub fn draw(f: &mut Frame, area: Rect, state: &mut State) {
         state.group == EntityKind::Peer,
         state.whatif.is_some(),
         state.view,
+        &state.hidden,
     );
     let body_height = inner.height.saturating_sub(1) as usize;
     state.fit(body_height);
