@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use nfsdtop::prefs::{self, Prefs};
 use nfsdtop::state::{Action, RemoteStatus, State};
 use nfsdtop::view;
 use nfsdtop_agent::pipeline::Control;
@@ -54,12 +55,25 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     if !io::stdout().is_terminal() {
         anyhow::bail!("the interactive UI needs a terminal: use -b for batch output");
     }
-    let interval = Duration::from_secs_f64(args.delay);
+    // The preferences first: they may set the interval the source runs at.
+    // A file that cannot be used is left alone (not saved over) and said.
+    let mut state = State::new(Duration::from_secs_f64(args.delay()), None);
+    state.group = args.group().into();
+    let mut save_to = prefs::path();
+    let mut problem = None;
+    match save_to.as_deref().map(prefs::load) {
+        Some(Ok(Some(p))) => p.apply(&mut state, args.group.is_some(), args.delay.is_some()),
+        Some(Err(e)) => {
+            problem = Some(format!("preferences ignored: {e}"));
+            save_to = None;
+        }
+        Some(Ok(None)) | None => {}
+    }
     // Open the source before touching the terminal, so errors print plainly.
     // (`--format`, output meant for a program, needs -b: never here.)
-    let conn = conn::connect(&args.source, interval, Viewer::Interactive)?;
-    let mut state = State::new(interval, conn.notice.clone());
-    state.group = args.group.into();
+    let conn = conn::connect(&args.source, state.interval, Viewer::Interactive)?;
+    state.notice = conn.notice.clone();
+    state.message = problem;
     state.top = args.top;
     if let Some(policy) = args.whatif {
         state.whatif = Some(crate::whatif::replay_columns(&args.source, policy)?);
@@ -97,6 +111,14 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     ratatui::restore();
     let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
     conn.join();
+    if let Some(path) = save_to.filter(|_| end.is_ok()) {
+        if let Err(e) = Prefs::of(&state).save(&path) {
+            out::warn(format_args!(
+                "cannot keep the preferences in {}: {e}",
+                path.display()
+            ));
+        }
+    }
     if let Some(Err(e)) = &state.ended {
         out::warn(format_args!("the source stopped: {e}"));
     }

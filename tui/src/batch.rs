@@ -17,13 +17,13 @@ use crate::out;
 pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     let conn = conn::connect(
         &args.source,
-        Duration::from_secs_f64(args.delay),
+        Duration::from_secs_f64(args.delay()),
         Viewer::Batch,
     )?;
     if let Some(n) = &conn.notice {
         out::warn(n);
     }
-    let group: EntityKind = args.group.into();
+    let group: EntityKind = args.group().into();
     let format: Format = args.format.into();
     let write = |text: &str| -> anyhow::Result<()> {
         out::stdout(text.as_bytes())

@@ -93,15 +93,15 @@ pub struct ViewArgs {
     /// Number of snapshots to print in batch mode (default: until interrupted).
     #[arg(short = 'n', long, value_name = "N", value_parser = parse_iterations, requires = "batch")]
     pub iterations: Option<u64>,
-    /// Seconds between snapshots.
-    #[arg(short = 'd', long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_delay)]
-    pub delay: f64,
+    /// Seconds between snapshots [default: 1, or the interactive UI's remembered one].
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = parse_delay)]
+    pub delay: Option<f64>,
     /// Batch output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, requires = "batch")]
     pub format: OutputFormat,
-    /// Show peers or classes.
-    #[arg(long, value_enum, default_value_t = Group::Peer)]
-    pub group: Group,
+    /// Show peers or classes [default: peer, or the interactive UI's remembered grouping].
+    #[arg(long, value_enum)]
+    pub group: Option<Group>,
     /// Show at most N entities.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
@@ -111,6 +111,18 @@ pub struct ViewArgs {
     /// Replay only: add columns predicting each entity's share, ratio and wait p99 under this policy (see `nfsdtop whatif`).
     #[arg(long, value_name = "POLICY", value_parser = PolicyParser, requires = "replay", conflicts_with_all = ["batch", "demo", "connect"])]
     pub whatif: Option<Policy>,
+}
+
+impl ViewArgs {
+    /// `-d`, or its default.
+    pub fn delay(&self) -> f64 {
+        self.delay.unwrap_or(1.0)
+    }
+
+    /// `--group`, or its default.
+    pub fn group(&self) -> Group {
+        self.group.unwrap_or(Group::Peer)
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -4,6 +4,7 @@
 //! terminal and a connection; the render tests and the frame-time
 //! benchmark drive them on ratatui's `TestBackend`.
 
+pub mod prefs;
 pub mod state;
 pub mod view;
 pub mod warnings;

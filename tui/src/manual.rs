@@ -176,6 +176,10 @@ an error, explained on standard error (no nfsd where one is required, missing pr
 .TP
 2
 invalid command\-line usage
+.SH FILES
+.TP
+\fI$XDG_CONFIG_HOME/nfsdtop/prefs.toml\fR (else \fI~/.config/nfsdtop/prefs.toml\fR)
+the interactive UI's preferences, written when it quits and read when it starts: \fBsort\fR (a column's title in lower case), \fBdescending\fR, \fBgroup\fR (peer or class), \fBview\fR (fairness or workload), \fBhidden\fR (columns), \fBinterval\fR (seconds). \fB\-\-group\fR and \fB\-d\fR given on the command line win. A file that cannot be used is ignored with a warning naming its line, and left as it is
 .SH SEE ALSO
 nfsdtop\-record(1), nfsdtop\-doctor(1), nfsdtopd(8)
 "#;
@@ -229,10 +233,13 @@ the same for a script
 .SH EXIT STATUS
 .TP
 0
-the report was printed (whatever it says)
+the report was printed, and the live source can start here
+.TP
+3
+the report was printed, and the live source cannot start here (its problems say why, each with what to do)
 .TP
 1
-an error, explained on standard error
+an error, explained on standard error (the report could not be made or written)
 .TP
 2
 invalid command\-line usage

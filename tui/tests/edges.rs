@@ -122,7 +122,10 @@ fn the_column_chooser_hides_a_column_and_frees_its_room() {
             .unwrap()
     };
     let before = head(&mut st);
-    assert!(before.contains("WAIT99") && !before.contains("EXEC"), "{before}");
+    assert!(
+        before.contains("WAIT99") && !before.contains("EXEC"),
+        "{before}"
+    );
     key(&mut st, KeyCode::Char('c'));
     let menu = lines(&mut st, 80, 24).join("\n");
     assert!(menu.contains("[x] WAIT99"), "{menu}");
@@ -135,5 +138,8 @@ fn the_column_chooser_hides_a_column_and_frees_its_room() {
     key(&mut st, KeyCode::Esc);
     let after = head(&mut st);
     assert!(!after.contains("WAIT99"), "{after}");
-    assert!(after.contains("RATIO") && after.contains("WAIT50"), "{after}");
+    assert!(
+        after.contains("RATIO") && after.contains("WAIT50"),
+        "{after}"
+    );
 }

@@ -11,9 +11,12 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_nfsdtop");
 /// Generous: a debug build on a busy two-core machine.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A private tmux server (its own socket), killed on drop.
+/// A private tmux server (its own socket), killed on drop. nfsdtop runs
+/// with `XDG_CONFIG_HOME` in a directory of its own (removed on drop), so
+/// no test reads or writes the user's preferences, nor another test's.
 pub struct Tmux {
     socket: String,
+    pub config: std::path::PathBuf,
 }
 
 impl Tmux {
@@ -23,8 +26,13 @@ impl Tmux {
             probe.as_ref().is_ok_and(|o| o.status.success()),
             "tmux is needed for this test: run scripts/setup.sh (or apt-get install tmux)"
         );
+        let config =
+            std::env::temp_dir().join(format!("nfsdtop-e2e-config-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&config);
+        std::fs::create_dir_all(&config).expect("a config directory for the test");
         Tmux {
             socket: format!("nfsdtop-e2e-{}-{tag}", std::process::id()),
+            config,
         }
     }
 
@@ -57,8 +65,9 @@ impl Tmux {
     /// The same in a `cols`x`rows` session.
     pub fn start_sized(&self, cols: u16, rows: u16, env: &str, args: &str) {
         let script = format!(
-            "printf 'PRE-RUN-MARKER\\n'; {env} LANG=C.UTF-8 LC_ALL=C.UTF-8 '{BIN}' {args}; \
-             printf 'EXIT-STATUS=%s\\n' $?; exec cat"
+            "printf 'PRE-RUN-MARKER\\n'; XDG_CONFIG_HOME='{}' {env} LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+             '{BIN}' {args}; printf 'EXIT-STATUS=%s\\n' $?; exec cat",
+            self.config.display()
         );
         self.run(&[
             "new-session",
@@ -142,6 +151,7 @@ impl Drop for Tmux {
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .output();
+        let _ = std::fs::remove_dir_all(&self.config);
     }
 }
 
