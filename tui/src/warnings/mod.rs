@@ -240,7 +240,9 @@ pub struct TopOffender {
 
 impl Default for TopOffender {
     fn default() -> Self {
-        TopOffender { min_ratio: 1.25 }
+        TopOffender {
+            min_ratio: steady::OFFENDER_RATIO,
+        }
     }
 }
 
@@ -251,11 +253,20 @@ impl Lint for TopOffender {
     fn severity(&self) -> Severity {
         Severity::Info
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind, _: &Steady) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, steady: &Steady) -> Vec<Hit> {
         let list = s.entities(kind);
         top_offender(list)
             .map(|i| &list[i])
-            .filter(|e| e.fairness.is_some_and(|r| r >= self.min_ratio))
+            // Held by `steady` from the refresh it reaches the threshold
+            // (a ratio wobbling around it is named once); another
+            // threshold than the steady one is judged as it comes.
+            .filter(|e| {
+                if self.min_ratio == steady::OFFENDER_RATIO {
+                    steady.offending(e)
+                } else {
+                    e.fairness.is_some_and(|r| r >= self.min_ratio)
+                }
+            })
             .map(|e| Hit {
                 name: e.name.clone(),
                 value: e.fairness.unwrap_or(0.0),
@@ -288,7 +299,9 @@ pub struct HighWait {
 
 impl Default for HighWait {
     fn default() -> Self {
-        HighWait { p99_us: 100_000.0 }
+        HighWait {
+            p99_us: steady::SLOW_P99_US,
+        }
     }
 }
 
@@ -299,11 +312,17 @@ impl Lint for HighWait {
     fn severity(&self) -> Severity {
         Severity::Warn
     }
-    fn check(&self, s: &Snapshot, kind: EntityKind, _: &Steady) -> Vec<Hit> {
+    fn check(&self, s: &Snapshot, kind: EntityKind, steady: &Steady) -> Vec<Hit> {
         let mut hits: Vec<Hit> = s
             .entities(kind)
             .iter()
-            .filter(|e| e.wait_p99_us >= self.p99_us)
+            .filter(|e| {
+                if self.p99_us == steady::SLOW_P99_US {
+                    steady.slow(e)
+                } else {
+                    e.wait_p99_us >= self.p99_us
+                }
+            })
             .map(|e| Hit {
                 name: e.name.clone(),
                 value: e.wait_p99_us,

@@ -6,6 +6,11 @@
 //! [`STREAK`] snapshots in a row, and a level is left only once the ratio
 //! is clearly back ([`LEAVE`]).
 //!
+//! The same holds for the two lints above a threshold: a top offender
+//! (ratio [`OFFENDER_RATIO`]) and a high p99 wait ([`SLOW_P99_US`]) are
+//! named from the refresh their value reaches the threshold until it is
+//! clearly back under it (below threshold / [`LEAVE`]).
+//!
 //! Only new snapshots move the levels: re-sorting, filtering or changing
 //! the grouping shows the same levels again.
 
@@ -30,8 +35,27 @@ pub const STREAK: u8 = 2;
 /// A level is left once the ratio is at least threshold × LEAVE.
 pub const LEAVE: f64 = 1.1;
 
+/// A top offender worth a warning takes at least this many times its
+/// fair share.
+pub const OFFENDER_RATIO: f64 = 1.25;
+/// A p99 queue wait worth a warning, in microseconds.
+pub const SLOW_P99_US: f64 = 100_000.0;
+
+/// Above `t` from the moment `v` reaches it until it is under t / LEAVE.
+fn above(was: bool, v: f64, t: f64) -> bool {
+    if was {
+        v >= t / LEAVE
+    } else {
+        v >= t
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Mark {
+    /// Held above [`OFFENDER_RATIO`].
+    offending: bool,
+    /// Held above [`SLOW_P99_US`].
+    slow: bool,
     level: u8,
     /// Snapshots in a row whose ratio was worse than `level`.
     streak: u8,
@@ -49,30 +73,22 @@ impl Mark {
             level_of(r, 1.0),
             level_of(r, LEAVE),
         );
-        if sure > self.level {
+        let (level, streak) = if sure > self.level {
             // Already on its way to the level beyond, this counts.
-            return Mark {
-                level: sure,
-                streak: u8::from(raw > sure),
-            };
-        }
-        if raw > self.level {
-            let streak = self.streak.saturating_add(1);
-            return if streak >= STREAK {
-                Mark {
-                    level: raw,
-                    streak: 0,
-                }
-            } else {
-                Mark {
-                    level: self.level,
-                    streak,
-                }
-            };
-        }
+            (sure, u8::from(raw > sure))
+        } else if raw > self.level {
+            match self.streak.saturating_add(1) {
+                s if s >= STREAK => (raw, 0),
+                s => (self.level, s),
+            }
+        } else {
+            (self.level.min(unless_clear), 0)
+        };
         Mark {
-            level: self.level.min(unless_clear),
-            streak: 0,
+            level,
+            streak,
+            offending: above(self.offending, r, OFFENDER_RATIO),
+            ..self
         }
     }
 }
@@ -100,11 +116,15 @@ impl Steady {
         for kind in [EntityKind::Peer, EntityKind::Class] {
             for e in s.entities(kind) {
                 let key = (kind == EntityKind::Class, e.name.clone(), e.netns);
-                let Some(r) = judged_ratio(e) else {
-                    continue;
-                };
                 let was = self.marks.get(&key).copied().unwrap_or_default();
-                let m = was.next(r);
+                let mut m = match judged_ratio(e) {
+                    Some(r) => was.next(r),
+                    None => Mark {
+                        slow: was.slow,
+                        ..Mark::default()
+                    },
+                };
+                m.slow = above(was.slow, e.wait_p99_us, SLOW_P99_US);
                 if m != Mark::default() {
                     next.insert(key, m);
                 }
@@ -113,12 +133,27 @@ impl Steady {
         self.marks = next;
     }
 
+    fn mark(&self, e: &EntityStats) -> Mark {
+        self.marks
+            .get(&(e.kind == EntityKind::Class, e.name.clone(), e.netns))
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The entity's steady level: 0 fair enough, 1 under its share, 2
     /// below half of it.
     pub fn level(&self, e: &EntityStats) -> u8 {
-        self.marks
-            .get(&(e.kind == EntityKind::Class, e.name.clone(), e.netns))
-            .map_or(0, |m| m.level)
+        self.mark(e).level
+    }
+
+    /// Held above [`OFFENDER_RATIO`] times its fair share.
+    pub fn offending(&self, e: &EntityStats) -> bool {
+        self.mark(e).offending
+    }
+
+    /// Held above [`SLOW_P99_US`] of p99 wait.
+    pub fn slow(&self, e: &EntityStats) -> bool {
+        self.mark(e).slow
     }
 
     pub fn clear(&mut self) {
@@ -159,6 +194,28 @@ mod tests {
         assert_eq!(walk(&[0.22, 0.53, 0.56]), vec![2, 2, 1]);
         assert_eq!(walk(&[0.22, 1.0]), vec![2, 0]);
         assert_eq!(walk(&[1.0, 0.95, 0.89, 0.89]), vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn an_offender_or_a_wait_near_its_threshold_is_named_once() {
+        let mut m = Mark::default();
+        let offending: Vec<bool> = [1.26, 1.24, 1.26, 1.2, 1.26, 1.1, 1.2]
+            .iter()
+            .map(|r| {
+                m = m.next(*r);
+                m.offending
+            })
+            .collect();
+        assert_eq!(offending, [true, true, true, true, true, false, false]);
+        let mut slow = false;
+        let waits: Vec<bool> = [99e3, 101e3, 95e3, 101e3, 80e3]
+            .iter()
+            .map(|w| {
+                slow = above(slow, *w, SLOW_P99_US);
+                slow
+            })
+            .collect();
+        assert_eq!(waits, [false, true, true, true, false]);
     }
 
     #[test]
