@@ -65,7 +65,9 @@ pub enum Command {
 #[command(mut_arg("policy", |a| a.requires("demo")))]
 // The UI's `--demo` alone opens the scenario whose first screen tells the
 // story (nfsdtopd keeps its own default).
-#[command(mut_arg("demo", |a| a.default_missing_value(nfsdtop_agent::session::FIRST_SCENARIO)))]
+#[command(mut_arg("demo", |a| a
+    .default_missing_value(nfsdtop_agent::session::FIRST_SCENARIO)
+    .help("Watch the built-in simulated server: seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file; alone, seed-k16 (2 connections against 16 under the flat queue)")))]
 pub struct SourceArgs {
     #[command(flatten)]
     pub local: nfsdtop_agent::session::SourceArgs,

@@ -99,6 +99,30 @@ fn the_first_screen_shows_an_unfair_share_and_its_cause() {
     }
 }
 
+/// Literally no arguments, where this host has no nfsd (no sunrpc
+/// module): the same first screen. (Elsewhere the test above stands in,
+/// with a tracefs that has no nfsd.)
+#[test]
+fn with_no_arguments_at_all_on_a_host_without_nfsd() {
+    if std::path::Path::new("/sys/module/sunrpc").exists() {
+        // Not a missing precondition (NFSDTOP_REQUIRE_BPF has no say):
+        // an NFS server is simply not the host this test is about.
+        println!("not run: this host has the sunrpc module, so nfsd may be here");
+        return;
+    }
+    let t = Tmux::new("first-bare");
+    t.start_sized(80, 24, "", "");
+    let s = t.wait_for("the first table", |s| !ratios(s).is_empty());
+    assert!(s.contains("DEMO DATA"), "{s}");
+    assert!(ratios(&s).iter().any(|(_, r)| *r < 0.5), "{s}");
+    assert!(
+        warning_lines(&s)
+            .iter()
+            .any(|w| w.contains("2 connections against 16")),
+        "{s}"
+    );
+}
+
 #[test]
 fn a_ratio_near_a_threshold_does_not_make_warnings_flicker() {
     let t = Tmux::new("flicker");
