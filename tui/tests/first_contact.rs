@@ -91,10 +91,10 @@ fn the_first_screen_shows_an_unfair_share_and_its_cause() {
                 .any(|w| w.contains(name.as_str()) && w.contains("2 connections against 16")),
             "{tag}: a warning naming {name} and its cause on the first screen:\n{s}"
         );
-        // Source time, not the wall clock: the screen is that of the
-        // first refreshes (at 1 s a refresh), well within 3 s.
-        let at = position(&s).expect("the demo's position");
-        assert!(at <= 3.0, "{tag}: first screen at {at}s:\n{s}");
+        // Whenever this first capture comes (machine load decides), it
+        // already carries the warning; that the first refresh (1 s of
+        // source time) does is the_first_refresh_of_the_first_scenario_...
+        assert!(position(&s).is_some(), "{tag}: the demo's position:\n{s}");
         let _ = std::fs::remove_dir_all(&tracefs);
     }
 }
