@@ -119,7 +119,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         cfg.top_k_classes,
         cfg.unfair_ratio,
     )));
-    let unfair = crate::unfair::UnfairSource(metrics_state.clone());
+    let unfair = crate::unfair::UnfairSource::new(metrics_state.clone(), cfg.unfair_ratio);
     let registry = metrics::registry(metrics_state.clone());
     let (metrics_tx, metrics_rx) = watch::channel(Arc::new(metrics::Exposition::new(
         metrics::encode_openmetrics(&registry),

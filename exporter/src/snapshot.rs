@@ -3,12 +3,19 @@
 //! Each view of a snapshot (`group`, `top`) is encoded at most once per
 //! interval, on first demand, and every snapshot response and stream client
 //! of that interval shares the bytes: eight clients asking for the same
-//! 100,000 peers cost one encoding, not eight. Large encodings run one at a
+//! 100,000 peers cost one encoding, not eight. Views are normalised first
+//! (every `top` at or above the entity count is one view), and at most
+//! [`MAX_SHARED_VIEWS`] distinct views are encoded per interval: a client
+//! cycling through `top=1..N` gets a 503 saying the agent is overloaded
+//! rather than an encoding each. Large encodings run one at a
 //! time on a blocking thread, so however many clients ask, they take at
 //! most one core from the pipeline (whose snapshots /healthz watches) and
 //! never block the async workers that answer /metrics; small views (a
 //! class table, a top 10) have a one-at-a-time lane of their own, so they
-//! never wait behind a large one. A client waiting for its
+//! never wait behind a large one, and so has the full view (what
+//! `nfsdtop --connect` reads), so that clients asking for many other
+//! views cannot starve it; the lane of the other large views rests after
+//! each encoding twice as long as it took (a third of a core at most). A client waiting for its
 //! turn holds no snapshot: when the turn comes it gets the encoding made
 //! meanwhile, or the latest snapshot's.
 //!
@@ -17,9 +24,9 @@
 //! a 503 (and a stream skips the snapshot) rather than the daemon growing
 //! by an encoding per waiting client.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -34,10 +41,16 @@ use tokio::sync::Semaphore;
 use crate::body_budget::{BodyBudget, Budgeted, OverBudget, DEFAULT_BUDGET_MIB, MIB};
 use crate::server::{json_error, AppState, Latest};
 
-/// Views of one snapshot that get a shared encoding; a client asking for
-/// yet another (`top` takes many values) gets one made for it alone, so a
-/// client cycling through `top=1..N` cannot pile encodings up.
+/// Distinct views of one snapshot that are encoded (and shared); a client
+/// asking for yet another in the same interval gets a 503 (`top` takes
+/// many values: without a bound a client cycling through them would keep
+/// the encoder busy for ever).
 pub const MAX_SHARED_VIEWS: usize = 16;
+
+/// Of those, views of more than [`SMALL_VIEW`] entities besides the full
+/// one: each costs about as much as the full view (0.2 s for 20,000
+/// peers), so sixteen a second would keep the large lane busy for ever.
+pub const MAX_LARGE_VIEWS: usize = 4;
 
 type Cell = Arc<OnceLock<Bytes>>;
 
@@ -50,7 +63,17 @@ pub struct Published {
     pub at: Instant,
     /// Tells snapshots apart (a stream sends each one once).
     pub seq: u64,
-    encodings: Mutex<Vec<(View, Cell)>>,
+    encodings: Mutex<Encodings>,
+}
+
+/// The encodings of one snapshot's views, and which views were admitted
+/// (kept when the encodings are let go for the budget, so that letting
+/// them go does not admit more views).
+#[derive(Debug, Default)]
+struct Encodings {
+    cells: Vec<(View, Cell)>,
+    /// Each view admitted, and whether it is a large one.
+    admitted: Vec<(View, bool)>,
 }
 
 /// A view of one snapshot, as JSON.
@@ -67,20 +90,28 @@ impl Published {
             snapshot,
             at: Instant::now(),
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
-            encodings: Mutex::new(Vec::new()),
+            encodings: Mutex::new(Encodings::default()),
         }
     }
 
-    fn cell(&self, view: View) -> Cell {
+    /// The cell of `view`, or None when [`MAX_SHARED_VIEWS`] others (or
+    /// [`MAX_LARGE_VIEWS`] other large ones) have been admitted already.
+    fn cell(&self, view: View) -> Option<Cell> {
         let mut enc = self.encodings.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, c)) = enc.iter().find(|(v, _)| *v == view) {
-            return c.clone();
+        if let Some((_, c)) = enc.cells.iter().find(|(v, _)| *v == view) {
+            return Some(c.clone());
+        }
+        if !enc.admitted.iter().any(|(v, _)| *v == view) {
+            let large = !view.is_full() && view.entities(&self.snapshot) > SMALL_VIEW;
+            let larges = enc.admitted.iter().filter(|(_, l)| *l).count();
+            if enc.admitted.len() >= MAX_SHARED_VIEWS || (large && larges >= MAX_LARGE_VIEWS) {
+                return None;
+            }
+            enc.admitted.push((view, large));
         }
         let c = Cell::default();
-        if enc.len() < MAX_SHARED_VIEWS {
-            enc.push((view, c.clone()));
-        }
-        c
+        enc.cells.push((view, c.clone()));
+        Some(c)
     }
 }
 
@@ -98,6 +129,11 @@ pub struct Encoder {
     /// must not wait behind full encodings of 20,000 peers (seconds each
     /// in a debug build, so behind them it would wait for ever).
     small_permits: Arc<Semaphore>,
+    /// The full view in a lane of its own: many other large views asked
+    /// for at once must not make it wait behind each of them.
+    full_permits: Arc<Semaphore>,
+    /// Requests waiting for the large lane.
+    large_waiting: Arc<AtomicUsize>,
     newest: Mutex<Vec<(View, Encoded)>>,
     /// What all the encodings may hold at once.
     budget: Arc<BodyBudget>,
@@ -114,6 +150,8 @@ impl Default for Encoder {
 pub enum EncodeError {
     /// It would not fit in the budget beside the encodings held now.
     Busy(OverBudget),
+    /// [`MAX_SHARED_VIEWS`] other views were encoded this interval.
+    TooManyViews,
     Failed(String),
 }
 
@@ -123,6 +161,8 @@ impl Encoder {
         Encoder {
             permits: Arc::new(Semaphore::new(1)),
             small_permits: Arc::new(Semaphore::new(1)),
+            full_permits: Arc::new(Semaphore::new(1)),
+            large_waiting: Arc::new(AtomicUsize::new(0)),
             newest: Mutex::new(Vec::new()),
             budget: BodyBudget::new(budget),
         }
@@ -146,6 +186,7 @@ impl Encoder {
             p.encodings
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
+                .cells
                 .clear();
             Budgeted::with_capacity(&self.budget, guess)
         })
@@ -179,23 +220,36 @@ impl Encoder {
         latest: &Latest,
         view: View,
     ) -> Option<Result<Encoded, EncodeError>> {
-        let (first, first_seq, small) = {
+        let (first, first_seq, view, small) = {
             let p = latest.borrow().clone()?;
-            let cell = p.cell(view);
+            let view = view.normalised(&p.snapshot);
+            let Some(cell) = p.cell(view) else {
+                return Some(Err(EncodeError::TooManyViews));
+            };
             if let Some(b) = cell.get() {
                 return Some(Ok(Encoded {
                     json: b.clone(),
                     seq: p.seq,
                 }));
             }
-            (cell, p.seq, view.entities(&p.snapshot) <= SMALL_VIEW)
+            (cell, p.seq, view, view.entities(&p.snapshot) <= SMALL_VIEW)
         };
-        let lane = if small {
+        let lane = if view.is_full() {
+            &self.full_permits
+        } else if small {
             &self.small_permits
         } else {
             &self.permits
         };
-        let permit = match lane.clone().acquire_owned().await {
+        // At most MAX_LARGE_VIEWS wait for the large lane: more would wait
+        // for ever (it admits fewer a second than a snapshot may).
+        let waiting = std::ptr::eq(lane, &self.permits).then(|| Waiting::on(&self.large_waiting));
+        if waiting.as_ref().is_some_and(|w| w.0.is_none()) {
+            return Some(Err(EncodeError::TooManyViews));
+        }
+        let acquired = lane.clone().acquire_owned().await;
+        drop(waiting);
+        let permit = match acquired {
             Ok(p) => p,
             Err(e) => {
                 return Some(Err(EncodeError::Failed(format!(
@@ -215,7 +269,12 @@ impl Encoder {
         }
         let p = latest.borrow().clone()?;
         let seq = p.seq;
-        if let Some(b) = p.cell(view).get() {
+        // Normalised against the snapshot it will be made of.
+        let view = view.normalised(&p.snapshot);
+        let Some(cell) = p.cell(view) else {
+            return Some(Err(EncodeError::TooManyViews));
+        };
+        if let Some(b) = cell.get() {
             return Some(Ok(Encoded {
                 json: b.clone(),
                 seq,
@@ -226,26 +285,63 @@ impl Encoder {
             Ok(b) => b,
             Err(o) => return Some(Err(EncodeError::Busy(o))),
         };
-        let cell = p.cell(view);
         let me = self.clone();
         // The permit goes with the work: a client that hangs up meanwhile
         // does not let a second encoding start beside this one.
+        let rests = !view.is_full() && !small;
         let made = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let json = view.render_into(&p.snapshot, buf)?;
-            // Set only here, under the lane's permit: unset before.
-            let json = cell.get_or_init(|| json).clone();
-            let e = Encoded { json, seq };
-            me.made(view, &e);
-            Ok(e)
+            let started = Instant::now();
+            let r = view.render_into(&p.snapshot, buf).map(|json| {
+                // Set only here, under the lane's permit: unset before.
+                let json = cell.get_or_init(|| json).clone();
+                let e = Encoded { json, seq };
+                me.made(view, &e);
+                e
+            });
+            (r, permit, started.elapsed())
         })
         .await;
         Some(match made {
-            Ok(r) => r.map_err(EncodeError::Busy),
+            Ok((r, permit, took)) => {
+                if rests {
+                    // The large lane rests twice as long as it worked:
+                    // clients asking for many distinct large views take a
+                    // third of a core at most, and the full view and the
+                    // pipeline keep the rest.
+                    tokio::spawn(async move {
+                        tokio::time::sleep((took * 2).min(MAX_REST)).await;
+                        drop(permit);
+                    });
+                }
+                r.map_err(EncodeError::Busy)
+            }
             Err(e) => Err(EncodeError::Failed(format!(
                 "encoding the snapshot failed: {e}"
             ))),
         })
+    }
+}
+
+/// One of the requests waiting for the large lane, counted while it waits
+/// (also when its client hangs up meanwhile); None past the bound.
+struct Waiting(Option<Arc<AtomicUsize>>);
+
+impl Waiting {
+    fn on(count: &Arc<AtomicUsize>) -> Waiting {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        if n >= MAX_LARGE_VIEWS {
+            count.fetch_sub(1, Ordering::SeqCst);
+            return Waiting(None);
+        }
+        Waiting(Some(count.clone()))
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(c) = &self.0 {
+            c.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -257,6 +353,10 @@ pub struct View {
 }
 
 pub const MAX_TOP: usize = 1_000_000;
+
+/// The longest the large lane rests after an encoding (see
+/// [`Encoder::encoded`]).
+const MAX_REST: Duration = Duration::from_secs(2);
 
 /// Views of at most this many entities are encoded in the small lane.
 pub const SMALL_VIEW: usize = 1_000;
@@ -342,6 +442,22 @@ impl View {
 
     pub fn is_full(&self) -> bool {
         *self == View::default()
+    }
+
+    /// The one view that stands for all that show the same: every `top` at
+    /// or above the number of entities shown is `top=MAX_TOP` (all of
+    /// them, sorted as a top is), so `top=20001`, `top=20002`... of 20,000
+    /// peers share one encoding.
+    pub fn normalised(self, s: &Snapshot) -> View {
+        let most = |kind: EntityKind, n: usize| if self.shows(kind) { n } else { 0 };
+        let n = most(EntityKind::Peer, s.peers.len()).max(most(EntityKind::Class, s.classes.len()));
+        match self.top {
+            Some(t) if t >= n => View {
+                top: Some(MAX_TOP),
+                ..self
+            },
+            _ => self,
+        }
     }
 
     fn pick<'a>(&self, kind: EntityKind, list: &'a [EntityStats]) -> Vec<&'a EntityStats> {
@@ -457,6 +573,7 @@ pub async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response
         )
             .into_response(),
         Some(Err(EncodeError::Busy(o))) => busy(o),
+        Some(Err(EncodeError::TooManyViews)) => too_many_views(&views_bound()),
         Some(Err(EncodeError::Failed(e))) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
@@ -480,6 +597,36 @@ try again shortly, ask for less (top=N, group=peer|class), or raise \
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     r
+}
+
+/// The 503 of one distinct view too many in an interval: the agent is
+/// overloaded by clients asking for many views, and what to do.
+pub fn too_many_views(bound: &str) -> Response {
+    let mut r = json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        too_many_views_message(bound),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// What the agent says of a view past `bound` (the views it encodes
+/// per snapshot).
+pub fn too_many_views_message(bound: &str) -> String {
+    format!(
+        "the agent is overloaded: it encodes at most {bound} per snapshot, and this one \
+is past them; try again at the next interval, or ask for a view others ask for (the full \
+snapshot, a common top=N)"
+    )
+}
+
+/// The bound on the snapshot views, in words.
+pub fn views_bound() -> String {
+    format!(
+        "{MAX_SHARED_VIEWS} distinct views (group, top), {MAX_LARGE_VIEWS} of them of more than \
+{SMALL_VIEW} entities besides the full one"
+    )
 }
 
 #[cfg(test)]

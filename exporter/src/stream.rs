@@ -38,7 +38,9 @@ use crate::conn_io::ConnCloser;
 use crate::log::log;
 use crate::ratelog::RateLog;
 use crate::server::{json_error, AppState, Latest};
-use crate::snapshot::{view_of, EncodeError, Encoder, Params, View};
+use crate::snapshot::{
+    too_many_views_message, view_of, views_bound, EncodeError, Encoder, Params, View,
+};
 
 pub const DEFAULT_MAX_STREAMS: usize = 64;
 pub const MAX_MAX_STREAMS: usize = 100_000;
@@ -303,6 +305,13 @@ MiB held; [http] response_memory_mib)",
                     BUSY_LOG.log(|| format!("/api/v1/stream: a snapshot skipped: {why}"));
                     // The client is told too, so that it can say why no
                     // snapshot comes (the link itself is fine).
+                    return Some(Ok(Bytes::from(format!(
+                        "event: skipped\ndata: the agent skipped a snapshot: {why}\n\n"
+                    ))));
+                }
+                Some(Err(EncodeError::TooManyViews)) => {
+                    let why = too_many_views_message(&views_bound());
+                    BUSY_LOG.log(|| format!("/api/v1/stream: a snapshot skipped: {why}"));
                     return Some(Ok(Bytes::from(format!(
                         "event: skipped\ndata: the agent skipped a snapshot: {why}\n\n"
                     ))));

@@ -5,23 +5,100 @@
 //! `GET /api/v1/unfair[?group=peer|class][&below=R]`; R defaults to the
 //! daemon's `--unfair-ratio`. The ratio is the smoothed one the labels are
 //! chosen by ([`crate::fold::Smooth`]), not one interval's.
+//!
+//! Served like the snapshot views ([`crate::snapshot`]): each query is
+//! encoded at most once per snapshot and every response of that interval
+//! shares the bytes, charged to the same response budget (past it, a 503);
+//! at most [`MAX_UNFAIR_VIEWS`] distinct queries are encoded per interval
+//! (then a 503 saying the agent is overloaded). Encodings run one at a
+//! time on a blocking thread: the metrics state the pipeline updates is
+//! locked only there, only while the rows are picked (not while they are
+//! written out), so neither the pipeline nor an async worker waits on a
+//! client's JSON.
 
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use nfsdtop_agent::model::{EntityKind, Schema, Snapshot};
 use serde::Serialize;
+use tokio::sync::Semaphore;
 
+use crate::body_budget::{Budgeted, OverBudget};
 use crate::fold::SMOOTH_SECONDS;
 use crate::metrics::MetricsState;
 use crate::server::{json_error, AppState};
+use crate::snapshot::{busy, no_snapshot, too_many_views};
 
-/// What the handler reads: the metrics state the pipeline updates.
+/// Distinct queries (`group`, `below`) encoded per snapshot; more in one
+/// interval get a 503 instead of an encoding each.
+pub const MAX_UNFAIR_VIEWS: usize = 8;
+
+/// What the handler reads: the metrics state the pipeline updates, and the
+/// encodings of the latest snapshot's queries.
 #[derive(Clone, Debug)]
-pub struct UnfairSource(pub Arc<Mutex<MetricsState>>);
+pub struct UnfairSource {
+    state: Arc<Mutex<MetricsState>>,
+    /// The daemon's `--unfair-ratio` (fixed for its life): read without
+    /// the lock.
+    default_below: f64,
+    made: Arc<Made>,
+}
+
+/// A query, as a key: its group and its threshold's bits.
+type Key = (Option<EntityKind>, u64);
+
+/// The encodings made, all of one snapshot, and the one-at-a-time lane.
+#[derive(Debug)]
+struct Made {
+    lane: Arc<Semaphore>,
+    /// (snapshot seq, query, JSON): only the newest snapshot's are kept.
+    views: Mutex<Vec<(u64, Key, Bytes)>>,
+}
+
+impl Made {
+    fn find(&self, key: Key, seq: u64) -> Option<Bytes> {
+        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        views
+            .iter()
+            .find(|(s, k, _)| *k == key && *s >= seq)
+            .map(|(_, _, b)| b.clone())
+    }
+
+    /// Distinct queries encoded for snapshot `seq`.
+    fn count(&self, seq: u64) -> usize {
+        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        views.iter().filter(|(s, _, _)| *s == seq).count()
+    }
+
+    /// Keep `json` as `key`'s of `seq`; older snapshots' go (their bytes
+    /// are charged to the budget and no one will ask for them again).
+    fn keep(&self, seq: u64, key: Key, json: Bytes) {
+        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        views.retain(|(s, k, _)| *s >= seq && *k != key);
+        views.push((seq, key, json));
+    }
+
+    fn clear(&self) {
+        self.views.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+impl UnfairSource {
+    pub fn new(state: Arc<Mutex<MetricsState>>, default_below: f64) -> UnfairSource {
+        UnfairSource {
+            state,
+            default_below,
+            made: Arc::new(Made {
+                lane: Arc::new(Semaphore::new(1)),
+                views: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
 
 /// One entity below the threshold.
 #[derive(Serialize, Debug, PartialEq)]
@@ -130,6 +207,66 @@ pub fn rows(m: &MetricsState, s: &Snapshot, kind: EntityKind, below: f64) -> Vec
 
 type Params = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
 
+/// The unfair list of snapshot `s` as JSON, within the budget: the rows
+/// are picked under the metrics lock, which is let go before they are
+/// written out. Blocking: call it off the async workers.
+fn encode(
+    src: &UnfairSource,
+    s: &Snapshot,
+    group: Option<EntityKind>,
+    below: f64,
+    buffer: impl Fn(usize) -> Result<Budgeted, OverBudget>,
+) -> Result<Bytes, OverBudget> {
+    let want = |k: EntityKind| group.is_none_or(|g| g == k);
+    let (peers, classes) = {
+        let m = src.state.lock().unwrap_or_else(|p| p.into_inner());
+        let pick = |k: EntityKind| {
+            if want(k) {
+                rows(&m, s, k, below)
+            } else {
+                Vec::new()
+            }
+        };
+        (pick(EntityKind::Peer), pick(EntityKind::Class))
+    };
+    let u = Unfair {
+        schema: Schema::default(),
+        time: s.time,
+        below,
+        window_seconds: SMOOTH_SECONDS,
+        counts: Counts {
+            peers: peers.len(),
+            classes: classes.len(),
+        },
+        peers,
+        classes,
+    };
+    // About the JSON of a row with a short name, and then some.
+    let guess = (u.peers.len() + u.classes.len()) * 320 + 1024;
+    let mut out = buffer(guess)?;
+    match serde_json::to_writer(&mut out, &u) {
+        Ok(()) => Ok(out.finish()),
+        Err(e) => match out.over {
+            Some(o) => Err(o),
+            None => Ok(Bytes::from(
+                serde_json::json!({ "error": format!("cannot serialise the list: {e}") })
+                    .to_string(),
+            )),
+        },
+    }
+}
+
+fn json(body: Bytes) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 pub async fn handler(
     State(st): State<AppState>,
     src: Option<Extension<UnfairSource>>,
@@ -150,57 +287,52 @@ pub async fn handler(
             )
         }
     };
-    let default_below = src
-        .0
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unfair_below();
-    let (group, below) = match parse(&params, default_below) {
+    let (group, below) = match parse(&params, src.default_below) {
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    let Some(p) = st.latest.borrow().clone() else {
-        return json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no snapshot yet: the pipeline has not produced one",
-        );
+    let key = (group, below.to_bits());
+    let Some(first) = st.latest.borrow().as_ref().map(|p| p.seq) else {
+        return no_snapshot();
     };
-    let body = tokio::task::spawn_blocking(move || {
-        let m = src.0.lock().unwrap_or_else(|p| p.into_inner());
-        let s = &p.snapshot;
-        let want = |k: EntityKind| group.is_none_or(|g| g == k);
-        let pick = |k: EntityKind| {
-            if want(k) {
-                rows(&m, s, k, below)
-            } else {
-                Vec::new()
-            }
+    if let Some(b) = src.made.find(key, first) {
+        return json(b);
+    }
+    let permit = match src.made.lane.clone().acquire_owned().await {
+        Ok(p) => p,
+        Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    // Made by the request before us, while we waited.
+    if let Some(b) = src.made.find(key, first) {
+        return json(b);
+    }
+    let Some(p) = st.latest.borrow().clone() else {
+        return no_snapshot();
+    };
+    if src.made.count(p.seq) >= MAX_UNFAIR_VIEWS {
+        return too_many_views(&format!(
+            "{MAX_UNFAIR_VIEWS} distinct /api/v1/unfair queries (group, below)"
+        ));
+    }
+    let budget = st.encoder.budget().clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let buffer = |guess: usize| {
+            Budgeted::with_capacity(&budget, guess).or_else(|_| {
+                // What clients hold goes before what might spare a later
+                // encoding.
+                src.made.clear();
+                Budgeted::with_capacity(&budget, guess)
+            })
         };
-        let (peers, classes) = (pick(EntityKind::Peer), pick(EntityKind::Class));
-        let u = Unfair {
-            schema: Schema::default(),
-            time: s.time,
-            below,
-            window_seconds: SMOOTH_SECONDS,
-            counts: Counts {
-                peers: peers.len(),
-                classes: classes.len(),
-            },
-            peers,
-            classes,
-        };
-        serde_json::to_string(&u).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        let json = encode(&src, &p.snapshot, group, below, buffer)?;
+        src.made.keep(p.seq, key, json.clone());
+        Ok(json)
     })
     .await;
-    match body {
-        Ok(b) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            b,
-        )
-            .into_response(),
+    match made {
+        Ok(Ok(b)) => json(b),
+        Ok(Err(o)) => busy(o),
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

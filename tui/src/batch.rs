@@ -189,7 +189,8 @@ impl Patience {
         }
         anyhow::anyhow!(
             "giving up on {url}: connected, but no snapshot for {}s (its source has ended or \
-             stalled: see the agent's /healthz and log); --give-up-after SECS waits longer",
+             stalled, or the agent is overloaded: see the agent's /healthz and log); \
+             --give-up-after SECS waits longer",
             secs(self.quiet_limit())
         )
     }
@@ -246,7 +247,11 @@ mod tests {
             "{e}"
         );
         p.snapshot(1.0);
-        assert!(p.giving_up().to_string().contains("ended or stalled"));
+        let e = p.giving_up().to_string();
+        assert!(
+            e.contains("ended or stalled, or the agent is overloaded"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -92,34 +92,94 @@ async fn one_encoding_per_view_is_shared() {
         ..View::default()
     };
     assert_ne!(a.as_ptr(), get(top1).await.as_ptr());
-    // Past the shared views, a snapshot keeps no more cells.
-    for n in 2..=(MAX_SHARED_VIEWS + 1) {
-        get(View {
+    // Every top at or above the entity count is one view: one encoding.
+    let all = get(View {
+        top: Some(2),
+        ..View::default()
+    })
+    .await;
+    for n in [3, 20_001, MAX_TOP] {
+        let again = get(View {
             top: Some(n),
             ..View::default()
         })
         .await;
+        assert_eq!(all.as_ptr(), again.as_ptr(), "top={n}");
     }
     let last = View {
-        top: Some(1000),
+        top: Some(MAX_TOP),
         ..View::default()
     };
-    assert_eq!(get(last).await, get(last).await);
     let p = rx.borrow().clone().unwrap();
-    assert_eq!(p.encodings.lock().unwrap().len(), MAX_SHARED_VIEWS);
-    // The encoder remembers the newest of each view, as many views.
+    // The encoder remembers the newest of each view.
     assert!(enc.newest(last, p.seq).is_some());
     assert!(
         enc.newest(last, p.seq + 1).is_none(),
         "not older than asked"
     );
-    assert_eq!(enc.newest.lock().unwrap().len(), MAX_SHARED_VIEWS);
     // A new snapshot: a new encoding, told apart by its seq.
     let first = enc.encoded(&rx, full).await.unwrap().unwrap();
     tx.send_replace(Some(Arc::new(Published::new(snap()))));
     let second = enc.encoded(&rx, full).await.unwrap().unwrap();
     assert!(second.seq > first.seq);
     assert_ne!(first.json.as_ptr(), second.json.as_ptr());
+}
+
+/// Distinct views past [`MAX_SHARED_VIEWS`] in one interval are refused
+/// (a 503 saying the agent is overloaded), not encoded one by one; the
+/// views admitted are still served, and the next snapshot admits anew.
+#[tokio::test]
+async fn distinct_views_past_the_bound_are_refused_until_the_next_snapshot() {
+    let big = || peers(MAX_SHARED_VIEWS + 10);
+    let (tx, rx) = tokio::sync::watch::channel(Some(Arc::new(Published::new(big()))));
+    let enc = Arc::new(Encoder::default());
+    for n in 1..=MAX_SHARED_VIEWS {
+        let r = enc.encoded(&rx, top(n)).await.unwrap();
+        assert!(r.is_ok(), "top={n}");
+    }
+    let over = enc.encoded(&rx, top(MAX_SHARED_VIEWS + 1)).await.unwrap();
+    assert!(matches!(over, Err(EncodeError::TooManyViews)), "{over:?}");
+    assert!(enc.encoded(&rx, top(1)).await.unwrap().is_ok(), "admitted");
+    let r = too_many_views(&views_bound());
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("the agent is overloaded"), "{body}");
+    tx.send_replace(Some(Arc::new(Published::new(big()))));
+    let next = enc.encoded(&rx, top(MAX_SHARED_VIEWS + 1)).await.unwrap();
+    assert!(next.is_ok(), "a new interval: {next:?}");
+}
+
+/// Large views (more than [`SMALL_VIEW`] entities) each cost about as
+/// much as the full one: at most [`MAX_LARGE_VIEWS`] a snapshot, and the
+/// full view is always admitted, in a lane of its own.
+#[tokio::test]
+async fn large_distinct_views_are_bounded_more_and_never_bar_the_full_view() {
+    let (_tx, rx) =
+        tokio::sync::watch::channel(Some(Arc::new(Published::new(peers(SMALL_VIEW + 100)))));
+    let enc = Arc::new(Encoder::default());
+    for n in 0..MAX_LARGE_VIEWS {
+        let r = enc.encoded(&rx, top(SMALL_VIEW + 1 + n)).await.unwrap();
+        assert!(r.is_ok(), "large view {n}");
+    }
+    let over = enc.encoded(&rx, top(SMALL_VIEW + 50)).await.unwrap();
+    assert!(matches!(over, Err(EncodeError::TooManyViews)), "{over:?}");
+    assert!(
+        enc.encoded(&rx, top(10)).await.unwrap().is_ok(),
+        "a small one"
+    );
+    // Held lanes for the others: the full view does not wait for them.
+    // (Once its rest after the last encoding is over.)
+    let _large = enc.permits.clone().acquire_owned().await.unwrap();
+    let _small = enc.small_permits.clone().try_acquire_owned().unwrap();
+    let full = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        enc.encoded(&rx, View::default()),
+    )
+    .await
+    .expect("the full view waited behind the other lanes");
+    assert!(full.unwrap().is_ok());
 }
 
 /// A snapshot of `n` peers.
@@ -146,7 +206,7 @@ fn top(n: usize) -> View {
 #[tokio::test]
 async fn encodings_held_by_unread_responses_stay_within_the_budget() {
     let s = peers(2_000);
-    let one = top(2_000).render(&s).len();
+    let one = top(1_998).render(&s).len();
     // Room for two encodings of the whole list, not three.
     let limit = one * 5 / 2;
     let enc = Arc::new(Encoder::new(limit));
@@ -156,12 +216,14 @@ async fn encodings_held_by_unread_responses_stay_within_the_budget() {
     let mut held = Vec::new();
     let mut refused = 0;
     for i in 0..40 {
-        match enc.encoded(&rx, top(MAX_TOP - i)).await.unwrap() {
+        // Distinct views (below the entity count, which is one view).
+        match enc.encoded(&rx, top(1_999 - i)).await.unwrap() {
             Ok(e) => held.push(e),
             Err(EncodeError::Busy(o)) => {
                 assert_eq!(o.limit, limit);
                 refused += 1;
             }
+            Err(EncodeError::TooManyViews) => refused += 1,
             Err(EncodeError::Failed(e)) => panic!("{e}"),
         }
         let used = enc.budget().used();
@@ -173,7 +235,7 @@ async fn encodings_held_by_unread_responses_stay_within_the_budget() {
     // Once their clients have read them, the budget is free again.
     held.clear();
     assert_eq!(enc.budget().used(), 0, "no cache keeps what was refused");
-    let e = enc.encoded(&rx, top(7)).await.unwrap().unwrap();
+    let e = enc.encoded(&rx, top(1_999)).await.unwrap().unwrap();
     assert_eq!(enc.budget().used(), e.json.len());
 }
 
@@ -202,9 +264,9 @@ async fn a_view_past_the_budget_is_a_503_saying_what_to_do() {
         app.clone().oneshot(req)
     };
     // Its body not read: it holds the encoding.
-    let unread = get(900_000).await.unwrap();
+    let unread = get(1_999).await.unwrap();
     assert_eq!(unread.status(), StatusCode::OK);
-    let r = get(899_999).await.unwrap();
+    let r = get(1_998).await.unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.headers()[header::RETRY_AFTER], "5");
     let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
