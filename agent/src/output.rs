@@ -10,6 +10,7 @@ use crate::model::{
     ClientName, EntityKind, EntityStats, Operations, Procedures, Schema, ServerView, Snapshot,
     SourceInfo, Tracepoint,
 };
+use crate::text::displayable;
 use crate::units::fmt_byte_rate;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,8 +324,8 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         o,
         "nfsdtop - {} {} ({}) wait source: {} - interval {:.2}s",
         s.source.kind.as_str(),
-        s.source.detail,
-        s.source.generation,
+        displayable(&s.source.detail),
+        displayable(&s.source.generation),
         s.source.wait_source.as_str(),
         s.interval_s
     );
@@ -339,17 +340,20 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         t.events_lost
     );
     let first = group.as_str().to_uppercase();
-    let wide = |title: &str, f: &dyn Fn(&EntityStats) -> usize| {
-        rows.iter()
-            .map(|e| f(e))
-            .max()
-            .unwrap_or(0)
-            .max(title.len())
-    };
-    let nw = wide(&first, &|e| e.name.chars().count());
+    // Every name as a terminal can draw it (crate::text).
+    let names: Vec<String> = rows.iter().map(|e| displayable(&e.name)).collect();
+    let nw = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(first.len());
     // Peers: their class; classes: how many peers they hold.
     let (second, cells): (&str, Vec<String>) = match group {
-        EntityKind::Peer => ("CLASS", rows.iter().map(|e| e.class.clone()).collect()),
+        EntityKind::Peer => (
+            "CLASS",
+            rows.iter().map(|e| displayable(&e.class)).collect(),
+        ),
         EntityKind::Class => {
             let counts: std::collections::HashMap<&str, u32> = s
                 .classes
@@ -375,7 +379,7 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
     // Peers' client names (or host names), last and only where a shown
     // peer has one: the other columns keep their places.
     let labels: Vec<String> = match group {
-        EntityKind::Peer => rows.iter().map(|e| client_label(e)).collect(),
+        EntityKind::Peer => rows.iter().map(|e| displayable(&client_label(e))).collect(),
         EntityKind::Class => Vec::new(),
     };
     let named = labels.iter().any(|l| !l.is_empty());
@@ -399,15 +403,14 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         "OUT/S",
         if named { " CLIENT" } else { "" }
     );
-    for (i, (e, c)) in rows.iter().zip(&cells).enumerate() {
+    for (i, ((e, c), name)) in rows.iter().zip(&cells).zip(&names).enumerate() {
         let c = match group {
             EntityKind::Peer => format!("{c:<cw$}"),
             EntityKind::Class => format!("{c:>cw$}"),
         };
         let _ = writeln!(
             o,
-            "{:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
-            e.name,
+            "{name:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
             e.connections,
             per_second(e.dispatch_rate),
             pct(e.share),
@@ -451,11 +454,21 @@ fn per_second(x: f64) -> String {
 /// (`--resolve`), empty where unknown and for classes.
 pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,client_names,hostname";
 
+/// A text cell: shown as a terminal or spreadsheet can ([`displayable`]),
+/// and never read as a formula. As OWASP recommends against CSV
+/// injection, a cell beginning with `=`, `+`, `-`, `@`, tab or carriage
+/// return is prefixed with `'` and quoted, so that a spreadsheet shows it
+/// as text instead of evaluating it (a client chooses its NFSv4 name, a
+/// PTR record its host name). Quotes inside are doubled.
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    let s = displayable(s);
+    let formula = s.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if formula {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_string()
+        s
     }
 }
 

@@ -150,3 +150,64 @@ fn a_renamed_field_fails_to_read_instead_of_reading_as_zero() {
         assert!(err.to_string().contains("missing field"), "{err}");
     }
 }
+
+/// OWASP's CSV injection: a text cell a spreadsheet would read as a
+/// formula is prefixed with `'` and quoted; other cells are as they were.
+#[test]
+fn csv_cells_that_would_be_formulas_are_neutralised() {
+    let mut s = snapshot();
+    for (hostile, cell) in [
+        ("=cmd|' /C calc'!A0", "\"'=cmd|' /C calc'!A0\""),
+        ("+1+1", "\"'+1+1\""),
+        ("-2+3", "\"'-2+3\""),
+        ("@SUM(A1)", "\"'@SUM(A1)\""),
+        (
+            "=HYPERLINK(\"x\",\"y\")",
+            "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\"",
+        ),
+        ("lab-1", "lab-1"),
+    ] {
+        s.peers[0].class = hostile.into();
+        s.peers[0].hostname = Some(hostile.into());
+        let csv = csv_rows(&s, EntityKind::Peer, None);
+        let row = csv.lines().next().unwrap();
+        assert!(
+            row.contains(&format!(",{cell},8,")),
+            "class {hostile:?}: {row}"
+        );
+        assert!(
+            row.ends_with(&format!(",,{cell}")),
+            "host {hostile:?}: {row}"
+        );
+    }
+    // A tab or carriage return first is no formula either: shown as `?`.
+    s.peers[0].class = "\t=1".into();
+    let csv = csv_rows(&s, EntityKind::Peer, None);
+    assert!(csv.contains(",?=1,8,"), "{csv}");
+}
+
+/// A name with a line separator, a soft hyphen or a bidi override is
+/// shown with `?` in the text and the CSV (one line, one cell a name),
+/// and the columns after it stay in place; the JSON keeps it as given.
+#[test]
+fn names_that_would_garble_a_terminal_are_shown_with_question_marks() {
+    let mut s = snapshot();
+    let plain = text_block(&s, EntityKind::Peer, None);
+    s.peers[0].client_names = vec![ClientName {
+        name: "Linux NFSv4.2 AB\u{2028}\u{2028}CD\u{00AD}\u{202E}".into(),
+        minor_version: Some(2),
+        implementation: None,
+    }];
+    s.peers[0].class = "de\u{202E}fault".into();
+    let text = text_block(&s, EntityKind::Peer, None);
+    assert_eq!(text.lines().count(), plain.lines().count(), "{text}");
+    let row = text.lines().nth(3).unwrap();
+    assert!(row.ends_with(" AB??CD??"), "{row}");
+    assert!(row.starts_with("10.0.0.2 de?fault "), "{row}");
+    let csv = csv_rows(&s, EntityKind::Peer, None);
+    assert!(csv.contains(",de?fault,"), "{csv}");
+    assert!(csv.contains(",Linux NFSv4.2 AB??CD??,"), "{csv}");
+    assert!(!text.contains(['\u{2028}', '\u{00AD}', '\u{202E}']));
+    let json = json_line(&s, EntityKind::Peer, None);
+    assert!(json.contains("AB\u{2028}\u{2028}CD"), "{json}");
+}

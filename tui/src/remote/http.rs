@@ -213,7 +213,7 @@ async fn body_start(resp: Response<Incoming>) -> String {
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     // An error page is the agent's (or anything's on the way) to write:
     // no escape of it reaches the operator's terminal.
-    super::sanitize::without_controls(&one_line.chars().take(120).collect::<String>())
+    super::sanitize::displayable(&one_line.chars().take(120).collect::<String>())
 }
 
 fn tls_error(authority: &str, e: std::io::Error) -> Failure {

@@ -186,7 +186,7 @@ async fn stream_once(
             if e.name == "skipped" {
                 let status = RemoteStatus::Skipping {
                     url: display.to_string(),
-                    reason: sanitize::without_controls(&e.data),
+                    reason: sanitize::displayable(&e.data),
                 };
                 if utx.send(Update::Status(status)).is_err() {
                     return Ok(StreamEnd::Stop);
@@ -198,7 +198,7 @@ async fn stream_once(
             }
             let mut snap: Snapshot = serde_json::from_str(&e.data).map_err(|err| {
                 // serde quotes what it could not take, escapes and all.
-                let err = sanitize::without_controls(&err.to_string());
+                let err = sanitize::displayable(&err.to_string());
                 Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
             })?;
             // Fields are only ever added within a schema: an older one reads

@@ -1,55 +1,20 @@
-//! Text in snapshots made elsewhere (`--connect`) made safe to draw: every
-//! control character (C0, DEL, C1: ESC, BEL, CSI...) becomes `?`. A
-//! remote agent, or anything between it and the TUI on plain http, could
-//! otherwise send escape sequences that retitle, clear or recolour the
-//! operator's terminal through a peer, class, client or host name. The
-//! local agent cleans names it reads itself (`nfsdtop_agent::clients`);
-//! this does the same for everything a remote snapshot carries as text.
+//! Text in snapshots made safe to draw: every character
+//! [`nfsdtop_agent::text::displayable`] replaces (controls such as ESC,
+//! bidi and other format characters, separators, characters drawn at
+//! another width than ratatui counts) becomes `?`. A remote agent, or
+//! anything between it and the TUI on plain http, could otherwise send
+//! escape sequences that retitle, clear or recolour the operator's
+//! terminal through a peer, class, client or host name; and a name a
+//! client chose (its NFSv4 owner, its PTR record) could shift the
+//! table's cells. Every snapshot the TUI shows, local or remote, passes
+//! here (`nfsdtop::state::State::on_snapshot`).
 
-use nfsdtop_agent::model::Snapshot;
-pub use nfsdtop_agent::text::without_controls;
-
-fn clean(text: &mut String) {
-    if text.chars().any(char::is_control) {
-        *text = without_controls(text);
-    }
-}
-
-pub fn snapshot(s: &mut Snapshot) {
-    let src = &mut s.source;
-    for t in [
-        &mut src.kernel,
-        &mut src.generation,
-        &mut src.detail,
-        &mut src.host,
-    ] {
-        clean(t);
-    }
-    for b in &mut s.totals.bpf {
-        clean(&mut b.program);
-    }
-    for e in s.peers.iter_mut().chain(s.classes.iter_mut()) {
-        clean(&mut e.name);
-        clean(&mut e.class);
-        for t in &mut e.transports {
-            clean(&mut t.client);
-            clean(&mut t.server);
-        }
-        for c in &mut e.client_names {
-            clean(&mut c.name);
-            if let Some(i) = &mut c.implementation {
-                clean(i);
-            }
-        }
-        if let Some(h) = &mut e.hostname {
-            clean(h);
-        }
-    }
-}
+pub use nfsdtop_agent::text::{displayable, displayable_snapshot as snapshot};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfsdtop_agent::model::Snapshot;
     use nfsdtop_agent::model::{ClientName, EntityStats};
 
     #[test]

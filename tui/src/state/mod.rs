@@ -196,7 +196,10 @@ impl State {
     // ---- data in ----
 
     /// A new snapshot: recorded in the history at once; shown unless paused.
-    pub fn on_snapshot(&mut self, s: Box<Snapshot>) {
+    pub fn on_snapshot(&mut self, mut s: Box<Snapshot>) {
+        // Names as the terminal can draw them, before anything keeps them
+        // (a no-op pass for clean text).
+        nfsdtop_agent::text::displayable_snapshot(&mut s);
         self.snapshots_received += 1;
         self.last_snapshot_at = Some(self.now);
         let seq = self.history.record(&s);

@@ -163,7 +163,7 @@ impl Header {
                     .map_err(|_| err(format!("{what} is not valid UTF-8")))
             };
             // What is shown as one line (the file may come from anyone).
-            let line = |what: &str| text(what).map(|t| crate::text::without_controls(&t));
+            let line = |what: &str| text(what).map(|t| crate::text::displayable(&t));
             let fixed_u64 = |what: &str| {
                 <[u8; 8]>::try_from(value)
                     .map(u64::from_le_bytes)
