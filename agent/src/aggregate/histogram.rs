@@ -204,6 +204,10 @@ impl Serialize for WaitHistogram {
 impl<'de> Deserialize<'de> for WaitHistogram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let sparse: Vec<(usize, u64)> = Vec::deserialize(d)?;
+        if sparse.len() > SPARSE_MAX {
+            // Dense: 1 KiB in memory from as little as 50 bytes of JSON.
+            crate::model::bounds::take::<D::Error>(crate::model::bounds::What::DenseHistogram)?;
+        }
         let mut h = WaitHistogram::default();
         for (i, c) in sparse {
             if i >= BUCKETS {

@@ -1,5 +1,6 @@
 //! The data model shared by every stage: events in, snapshots out.
 
+pub mod bounds;
 mod event;
 mod operations;
 mod procedures;

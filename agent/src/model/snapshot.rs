@@ -268,7 +268,11 @@ pub struct EntityStats {
     /// classes (the exporter's per-class histogram).
     #[serde(default)]
     pub wait_histogram: WaitHistogram,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::bounds::transports"
+    )]
     pub transports: Vec<TransportStats>,
     /// Peers only: the NFSv4 clients the server knows at this address
     /// (`/proc/fs/nfsd/clients`), sorted; empty (absent in JSON) where
@@ -305,7 +309,9 @@ pub struct Snapshot {
     pub interval_s: f64,
     pub source: SourceInfo,
     pub totals: Totals,
+    #[serde(deserialize_with = "super::bounds::entities")]
     pub peers: Vec<EntityStats>,
+    #[serde(deserialize_with = "super::bounds::entities")]
     pub classes: Vec<EntityStats>,
     /// nfsd's threads and how busy they were (see `crate::server`).
     #[serde(default)]

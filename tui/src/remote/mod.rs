@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 use nfsdtop::state::RemoteStatus;
-use nfsdtop_agent::model::{Snapshot, SourceKind};
+use nfsdtop_agent::model::{bounds, Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::Control;
 use nfsdtop_agent::redact::Redactor;
 
@@ -196,10 +196,15 @@ async fn stream_once(
             if !(e.name.is_empty() || e.name == "snapshot") {
                 continue;
             }
-            let mut snap: Snapshot = serde_json::from_str(&e.data).map_err(|err| {
-                // serde quotes what it could not take, escapes and all.
-                let err = sanitize::displayable(&err.to_string());
-                Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
+            let parsed =
+                bounds::read_bounded(bounds::REMOTE, || serde_json::from_str::<Snapshot>(&e.data));
+            let mut snap: Snapshot = parsed.map_err(|err| match bounds::past() {
+                Some(what) => Failure::Retry(past_bounds(what)),
+                None => {
+                    // serde quotes what it could not take, escapes and all.
+                    let err = sanitize::displayable(&err.to_string());
+                    Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
+                }
             })?;
             // Fields are only ever added within a schema: an older one reads
             // fine, a newer one may mean something this build misreads.
@@ -222,6 +227,22 @@ async fn stream_once(
             }
         }
     }
+}
+
+/// Why a snapshot past [`bounds::REMOTE`] was refused, and what that
+/// means.
+fn past_bounds(what: &str) -> String {
+    let b = bounds::REMOTE;
+    format!(
+        "a snapshot from the agent holds more {what} than nfsdtop --connect takes (at most \
+{} peers and classes, {} transports, {} histograms of more than 8 buckets, {} MiB an \
+event; docs/json.md); refused, as reading it could take gigabytes: is the agent nfsdtopd, \
+and is it the one you meant?",
+        b.entities,
+        b.transports,
+        b.dense_histograms,
+        sse::MAX_EVENT >> 20
+    )
 }
 
 /// Say where a remote snapshot came from, keeping what the agent said.

@@ -436,3 +436,54 @@ fn a_newer_schema_ends_the_source_saying_so() {
     );
     server.join().unwrap();
 }
+
+/// A snapshot past what `--connect` takes (here: more histograms of more
+/// than 8 buckets than [`bounds::REMOTE`] allows, 50 bytes of JSON each
+/// but 1 KiB in memory) is refused while it is read, with the bounds.
+#[test]
+fn a_snapshot_past_the_remote_bounds_is_refused_saying_which() {
+    let n = bounds::REMOTE.dense_histograms + 1;
+    let peer = "{\"name\":\"p\",\"kind\":\"peer\",\"class\":\"c\",\"dispatches\":0,\
+\"dispatch_rate\":0,\"share\":0,\"entitled\":0,\"wait_p50_us\":0,\"wait_p99_us\":0,\
+\"exec_share\":0,\"connections\":0,\"wait_histogram\":[[0,1],[1,1],[2,1],[3,1],[4,1],\
+[5,1],[6,1],[7,1],[8,1]]}";
+    let mut snap = serde_json::to_value(snapshot(1)).unwrap();
+    snap["peers"] = serde_json::Value::Array(Vec::new());
+    let json = snap.to_string();
+    let (head, tail) = json.split_once("\"peers\":[]").unwrap();
+    let mut body = format!("event: snapshot\ndata: {head}\"peers\":[");
+    for i in 0..n {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(peer);
+    }
+    body.push_str(&format!("]{tail}\n\n"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+    });
+    let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
+    let error = loop {
+        match next(&conn.updates) {
+            Update::Status(RemoteStatus::Reconnecting { error, .. }) => break error,
+            Update::Snapshot(_) => panic!("the snapshot past the bounds was taken"),
+            _ => {}
+        }
+    };
+    assert!(
+        error.contains("holds more histograms of more than 8 buckets than nfsdtop --connect takes"),
+        "{error}"
+    );
+    assert!(error.contains("131072 histograms"), "{error}");
+    server.join().unwrap();
+}
