@@ -101,6 +101,15 @@ fn reserved_name(class: &str) -> Option<String> {
              address, so the two would merge; name the class differently (e.g. host-{class})"
         ));
     }
+    if class.starts_with('(') && class.ends_with(')') {
+        // `(listener)`, `(other)`, `(none)`...: the form of every
+        // pseudo-entity nfsdtop shows, now or later.
+        return Some(format!(
+            "class name {class:?} is in parentheses, the form nfsdtop's pseudo-entities \
+             ((listener), (other)...) are shown in, so the two would merge; name the class \
+             differently"
+        ));
+    }
     if class == OTHER_CLASS {
         return Some(format!(
             "class name {class:?} is reserved: the exporter sums the peers and classes beyond \
@@ -424,6 +433,9 @@ mod tests {
             ("10.1.0.0/24 10.2.0.1\n", "is an address"),
             ("fd00::/8 fd00::1\n", "is an address"),
             ("10.0.0.0/8 other\n", "reserved"),
+            ("10.0.0.0/8 (listener)\n", "pseudo-entities"),
+            ("10.0.0.0/8 (other)\n", "pseudo-entities"),
+            ("10.0.0.0/8 (none)\n", "pseudo-entities"),
             ("10.0.0.0/8 anon-0123456789ab\n", "pseudonym"),
             ("10.0.0.0/8 class-7\n", "kernel's class words"),
             ("10.0.0.0/8 anonymous\n", "kernel's class words"),
