@@ -226,7 +226,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
         }
     }
     // Finish the file whatever happened, so that what was recorded replays.
-    let (summary, result) = match (writer.finish_file(), result) {
+    let (summary, result) = match (writer.finish_file_at(&args.output), result) {
         (Ok(summary), result) => (summary, result),
         // Where writing failed already (a full disk, a reader gone), the
         // end fails too: say the first failure, and what the file holds.
@@ -236,6 +236,13 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
                  finished: the file holds at most those, without its end",
                 args.output.display()
             )))
+        }
+        // Its file gone: nothing holds what was recorded.
+        (Err(gone), _) if gone.kind() == std::io::ErrorKind::NotFound => {
+            return Err(anyhow::anyhow!(
+                "recording to {} failed after {written} events: {gone}",
+                args.output.display()
+            ))
         }
         (Err(end), Ok(_)) => {
             return Err(anyhow::Error::new(end).context(format!(

@@ -96,6 +96,50 @@ impl Writer<BufWriter<File>> {
         }
         Ok(summary)
     }
+
+    /// [`Writer::finish_file`], then make sure `path` still names the file
+    /// written: a recording whose file (or directory) was deleted, or
+    /// replaced, while it was being written is lost, and saying
+    /// "recorded N events to PATH" would be a lie.
+    pub fn finish_file_at(self, path: &Path) -> io::Result<Summary> {
+        let (w, summary) = self.finish()?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        let written = f.metadata()?;
+        match f.sync_all() {
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput && !written.is_file() => {}
+            r => r?,
+        }
+        if written.is_file() {
+            still_named(path, &written)?;
+        }
+        Ok(summary)
+    }
+}
+
+/// Whether `path` still names the file whose metadata is `written`.
+fn still_named(path: &Path, written: &std::fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // NotFound: the caller tells it from a failure to write the end.
+    let gone = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{what} while recording, so the recording is lost: record to a file and \
+             directory nothing else removes (e.g. not one a cleaner empties)"
+            ),
+        )
+    };
+    if written.nlink() == 0 {
+        return Err(gone("the file was deleted (or its directory)"));
+    }
+    match std::fs::metadata(path) {
+        Ok(now) if now.dev() == written.dev() && now.ino() == written.ino() => Ok(()),
+        Ok(_) => Err(gone("the path was given to another file")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(gone("the file was moved away (or its directory)"))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A FIFO opened for writing, or an error at once if nothing reads it
