@@ -20,6 +20,14 @@ use axum::body::{Body, Bytes, HttpBody};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
+/// The 431's message (hyper's and the router's: [`crate::server`]).
+pub fn head_too_large() -> String {
+    format!(
+        "request head too large: at most 100 headers and {} KiB",
+        crate::listener::MAX_HEAD / 1024
+    )
+}
+
 /// What the listener and the connection's task share about it.
 #[derive(Debug)]
 pub struct ConnShared {
@@ -320,13 +328,7 @@ pub fn json_for_hyper_error(buf: &[u8]) -> Option<Vec<u8>> {
             "bad request: the request line or a header could not be parsed as HTTP/1.1".into(),
         ),
         "414" => ("URI Too Long", "URI too long: at most 65534 bytes".into()),
-        "431" => (
-            "Request Header Fields Too Large",
-            format!(
-                "request head too large: at most 100 headers and {} KiB",
-                crate::listener::MAX_HEAD / 1024
-            ),
-        ),
+        "431" => ("Request Header Fields Too Large", head_too_large()),
         _ => ("Client Error", "the request could not be handled".into()),
     };
     let body = serde_json::json!({ "error": msg }).to_string();

@@ -78,7 +78,37 @@ pub fn router(state: AppState) -> Router {
             state.auth.clone(),
             crate::auth::layer,
         ))
+        .layer(middleware::from_fn(head_bound))
         .with_state(state)
+}
+
+/// The bytes of a request's head, as sent: request line, headers, blank
+/// line.
+fn head_size(req: &Request) -> usize {
+    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    req.method().as_str().len() + 1 + target + 11 + headers + 2
+}
+
+/// Heads over [`crate::listener::MAX_HEAD`] get the 431 hyper gives past
+/// its read buffer. hyper checks its buffer only after each read, so a head
+/// up to a read's worth larger reaches the router; it is refused here, so
+/// that the bound the 431 states holds whatever the reads.
+async fn head_bound(req: Request, next: middleware::Next) -> Response {
+    if head_size(&req) > crate::listener::MAX_HEAD {
+        let mut r = json_error(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            crate::conn_io::head_too_large(),
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    next.run(req).await
 }
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -296,6 +296,14 @@ fn config_errors_name_file_line_and_column() {
             "bcrypt",
         ),
         ("c8.toml", "interval = 0.0\n", ":1:12:", "interval"),
+        // The parser's message is two lines ("invalid array", "expected
+        // `]`"): said as one.
+        (
+            "c9.toml",
+            "top_k = 3\nlisten = [\n",
+            ":3:1:",
+            "invalid array; expected `]`",
+        ),
     ];
     for (name, text, at, needle) in cases {
         let path = write(dir.path(), name, text);
@@ -306,6 +314,11 @@ fn config_errors_name_file_line_and_column() {
             "{name}: want {path}{at} in {err:?}"
         );
         assert!(err.contains(needle), "{name}: want {needle:?} in {err:?}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{name}: one line: {err:?}"
+        );
     }
     let (code, err) = run_to_exit(&["--config", "/nonexistent/nfsdtopd.toml"]);
     assert_eq!(code, 1);

@@ -169,7 +169,17 @@ fn hyper_level_errors_are_json() {
         "a".repeat(200_000)
     );
     let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    // Over the 80 KiB the 431 states, by less than a read of hyper's.
+    let just_over = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: {}\r\n\r\n",
+        "a".repeat(90_000)
+    );
     for (raw, status, needle) in [
+        (
+            just_over.into_bytes(),
+            431,
+            "at most 100 headers and 80 KiB",
+        ),
         (
             b"\x00\x01GARBAGE\r\n\r\n".to_vec(),
             400,
@@ -185,6 +195,13 @@ fn hyper_level_errors_are_json() {
         let msg = r.json()["error"].as_str().unwrap().to_string();
         assert!(msg.contains(needle), "{msg}");
     }
+    // Within it: served.
+    let within = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-A: {}\r\n\r\n",
+        "a".repeat(80 * 1024 - 200)
+    );
+    let r = parse_response(&request(d.addr, within.as_bytes(), Duration::from_secs(10)).unwrap());
+    assert_ne!(r.status, 431, "{r:?}");
 }
 
 #[test]

@@ -197,6 +197,16 @@ fn bad_scenario_file_names_file_and_line() {
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(e.contains(&format!("{path}:4")), "{e}");
+    // A syntax error too is one line (the parser's message has two).
+    std::fs::write(&path, "name = \"x\"\nthreads = [\n").unwrap();
+    let o = nfsdtop(&["--demo", &path, "-b", "-n", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{path}:3: invalid array; expected `]`")),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e:?}");
     let _ = std::fs::remove_file(&path);
 }
 

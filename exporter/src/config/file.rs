@@ -118,7 +118,7 @@ impl Config {
                     Some(span) => o.at(span.start),
                     None => path.display().to_string(),
                 };
-                bail!("{at}: {}", e.message().trim_end());
+                bail!("{at}: {}", nfsdtop_agent::text::one_line(e.message()));
             }
         };
         if let Some(l) = &f.listen {

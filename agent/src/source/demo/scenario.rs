@@ -299,7 +299,7 @@ impl Scenario {
                     format!(":{line}")
                 })
                 .unwrap_or_default();
-            anyhow::anyhow!("{origin}{pos}: {}", e.message())
+            anyhow::anyhow!("{origin}{pos}: {}", crate::text::one_line(e.message()))
         })?;
         if let Err(e) = s.check() {
             let at = line_of(text, e.client, e.key)
