@@ -70,6 +70,11 @@ pub fn replay_columns(source: &SourceArgs, policy: Policy) -> anyhow::Result<Wha
         .ok_or_else(|| anyhow::anyhow!("the what-if report has no {policy} prediction"))
 }
 
+/// One stage of the fit, on stderr.
+fn progress(what: &str) {
+    crate::out::warn(format_args!("whatif: {what}..."));
+}
+
 pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {
     let mut opts = Options {
         policies: args.policy.clone(),
@@ -80,6 +85,11 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<()> {
     };
     if args.no_calibrate {
         opts.calibrate_above_points = f64::INFINITY;
+    }
+    // Where someone watches: a crafted recording takes minutes (README,
+    // "what-if"). Not into a log or a pipe, which want the report alone.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        opts.progress = Some(progress);
     }
     let r = whatif::run_file(&args.file, &opts)?;
     let text = match args.format {

@@ -65,6 +65,9 @@ pub struct Options {
     /// than this (points; [`calibrate::CALIBRATE_ABOVE_POINTS`]): infinite
     /// keeps the model as fitted, below 0 calibrates every round.
     pub calibrate_above_points: f64,
+    /// Told each stage as it starts (reading, calibrating, each policy's
+    /// simulation): a crafted or large recording takes minutes.
+    pub progress: Option<fn(&str)>,
 }
 
 impl Default for Options {
@@ -75,6 +78,7 @@ impl Default for Options {
             threads: None,
             seed: 1,
             calibrate_above_points: calibrate::CALIBRATE_ABOVE_POINTS,
+            progress: None,
         }
     }
 }
@@ -208,6 +212,12 @@ pub struct Report {
 
 /// Fit the recording at `path` and predict each policy of `opts`.
 pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
+    let say = |what: &str| {
+        if let Some(p) = opts.progress {
+            p(what)
+        }
+    };
+    say(&format!("reading and fitting {}", path.display()));
     let mut reader =
         Reader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let header = reader.header().clone();
@@ -321,18 +331,29 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         (None, Some(n)) if n > 0 => (n, "recorded".to_string()),
         _ if fit.peak_in_service > 0 => {
             let n = fit.peak_in_service;
+            // A header of 0 threads says something: nfsd was stopped (or
+            // being restarted) when the recording began.
+            let said = if header.nfsd.threads == Some(0) {
+                "the recording says nfsd had 0 threads when it began (nfsd stopped or \
+                 restarting then)"
+            } else {
+                "the recording does not say (written before nfsdtop recorded nfsd's threads)"
+            };
             let why = format!(
-                "assumed {n}: the recording does not say (written before nfsdtop recorded \
-                 nfsd's threads); {n} is the most requests seen in service at once; \
+                "assumed {n}: {said}; {n} is the most requests seen in service at once; \
                  pass --threads N if the server had more"
             );
             notes.push(format!("threads {why}"));
             (n, why)
         }
         _ => anyhow::bail!(
-            "{} does not record nfsd's thread count and shows no request in service: \
-             pass --threads N",
-            path.display()
+            "{} {} and shows no request in service: pass --threads N",
+            path.display(),
+            if header.nfsd.threads == Some(0) {
+                "says nfsd had 0 threads"
+            } else {
+                "does not record nfsd's thread count"
+            }
         ),
     };
     if threads == 0 || threads > 65_536 {
@@ -374,14 +395,10 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let recorded_policy = recorded_policy(&header.source_kind, &header.source_detail, &mut notes);
 
-    // As long as the recording, from MIN_HORIZON_NS to MAX_HORIZON_NS,
-    // and short enough that the recorded rate (doubled, for policies that
-    // serve more) stays within the simulator's dispatch budget.
-    let rate = fit.dispatches as f64 / (span_ns as f64 / 1e9);
-    let budget_ns = (run::MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
-    let horizon_ns = span_ns
-        .clamp(MIN_HORIZON_NS, MAX_HORIZON_NS)
-        .min(budget_ns.max(1_000_000_000));
+    let (horizon_ns, short) = run::horizon(span_ns, fit.dispatches);
+    if let Some(note) = short {
+        notes.push(note);
+    }
     let warmup_ns = (horizon_ns / 10).clamp(500_000_000, 10_000_000_000);
     let params = |policy| run::RunParams {
         threads,
@@ -392,6 +409,12 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         max_dispatches: run::MAX_SIM_DISPATCHES,
         nfsd_ports: header.nfsd.ports,
     };
+    say(&format!(
+        "{} transports fitted; calibrating (up to {} simulations of {:.0} s)",
+        fit.transports.len(),
+        calibrate::MAX_ROUNDS,
+        horizon_ns as f64 / 1e9
+    ));
     let (fitted, calibration) = calibrate::calibrate(
         &mut fit,
         &measured,
@@ -410,10 +433,15 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     }
     let clients = run::clients(&fit);
     let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
-    for &p in &opts.policies {
+    for (i, &p) in opts.policies.iter().enumerate() {
         if runs.iter().any(|(q, _)| *q == p) {
             continue;
         }
+        say(&format!(
+            "simulating {p} ({} of {})",
+            i + 1,
+            opts.policies.len()
+        ));
         let snap = if p == recorded_policy {
             fitted.clone()
         } else {

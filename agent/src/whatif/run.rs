@@ -14,6 +14,30 @@ use super::fit::{Fit, FittedDemand};
 /// here, and its snapshot's interval says how far it got.
 pub const MAX_SIM_DISPATCHES: u64 = 20_000_000;
 
+/// Simulated time per policy for a recording of `span_ns` holding
+/// `dispatches`: as long as the recording, from [`super::MIN_HORIZON_NS`] to
+/// [`super::MAX_HORIZON_NS`], and short enough that the recorded rate (doubled,
+/// for policies that serve more) stays within the simulator's dispatch
+/// budget ([`MAX_SIM_DISPATCHES`]), down to a second. With a note
+/// when the budget cuts it below the minute.
+pub fn horizon(span_ns: u64, dispatches: u64) -> (u64, Option<String>) {
+    let rate = dispatches as f64 / (span_ns.max(1) as f64 / 1e9);
+    let budget_ns = (MAX_SIM_DISPATCHES as f64 / (2.0 * rate.max(1.0)) * 1e9) as u64;
+    let wanted = span_ns.clamp(super::MIN_HORIZON_NS, super::MAX_HORIZON_NS);
+    let horizon_ns = wanted.min(budget_ns.max(1_000_000_000));
+    let note = (horizon_ns < super::MIN_HORIZON_NS).then(|| {
+        format!(
+            "{:.1} s simulated per policy, not the least {} s: at {rate:.0} dispatches/s \
+             (doubled for policies that serve more) a longer run would pass the simulator's \
+             {} dispatches; its shares move more from one seed to the next",
+            horizon_ns as f64 / 1e9,
+            super::MIN_HORIZON_NS / 1_000_000_000,
+            MAX_SIM_DISPATCHES
+        )
+    });
+    (horizon_ns, note)
+}
+
 /// How one policy is simulated.
 #[derive(Clone, Debug)]
 pub struct RunParams {

@@ -379,3 +379,66 @@ fn calibration_does_not_hide_a_wrong_thread_count_or_policy() {
     let why = r.fit.reason.clone().unwrap_or_default();
     assert!(why.contains("fairness ratio"), "{why} {:?}", r.fit);
 }
+
+/// A header saying nfsd had 0 threads (stopped when the recording began)
+/// is reported as saying so, not as a header that says nothing.
+#[test]
+fn a_header_of_zero_threads_is_reported_as_such() {
+    let opts = Options {
+        policies: vec![Policy::RrPeer],
+        ..Options::default()
+    };
+    let r = whatif_of_live_with("zero-threads", &events(Policy::Flat, 20), 0, opts);
+    let from = &r.recording.threads_from;
+    assert!(from.contains("says nfsd had 0 threads"), "{from}");
+    assert!(!from.contains("does not say"), "{from}");
+    assert!(r.recording.threads > 0, "assumed from the recording");
+}
+
+/// Simulated time: at least a minute, unless the recorded rate would take
+/// the run past the simulator's dispatch budget; then shorter, and said.
+#[test]
+fn a_horizon_cut_by_the_dispatch_budget_is_said() {
+    let (h, note) = super::run::horizon(10_000_000_000, 16_000);
+    assert_eq!(
+        (h, note),
+        (super::MIN_HORIZON_NS, None),
+        "a slow 10 s recording"
+    );
+    let (h, note) = super::run::horizon(300_000_000_000, 300_000);
+    assert_eq!((h, note), (super::MAX_HORIZON_NS, None), "a long one");
+    // 333,333 dispatches/s: 20 M / (2 x 333,333) = 30 s.
+    let (h, note) = super::run::horizon(10_000_000_000, 3_333_333);
+    assert!((h as f64 / 1e9 - 30.0).abs() < 0.1, "{h}");
+    let note = note.expect("a note when cut below the minute");
+    assert!(
+        note.starts_with("30.0 s simulated per policy, not the least 60 s"),
+        "{note}"
+    );
+}
+
+/// Each stage is told as it starts: reading, calibrating, each policy.
+#[test]
+fn progress_is_told_each_stage() {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    fn note(what: &str) {
+        SAID.lock().unwrap().push(what.to_string());
+    }
+    let opts = Options {
+        policies: vec![Policy::Flat, Policy::RrPeer],
+        progress: Some(note),
+        ..Options::default()
+    };
+    whatif_of_live_with("progress", &events(Policy::Flat, 20), 8, opts);
+    let said = SAID.lock().unwrap().clone();
+    assert!(said[0].starts_with("reading and fitting "), "{said:?}");
+    assert!(
+        said[1].contains("transports fitted; calibrating (up to 12 simulations of 60 s)"),
+        "{said:?}"
+    );
+    assert_eq!(
+        &said[2..],
+        ["simulating flat (1 of 2)", "simulating rr-peer (2 of 2)"],
+        "{said:?}"
+    );
+}
