@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{Numbers, Report, Row};
+use crate::text::displayable;
 
 pub fn json(r: &Report) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
@@ -55,9 +56,11 @@ fn calibrated(r: &Report) -> String {
 /// at 100 columns whatever the number of policies. A fit off by more than
 /// the tolerance is marked `!`, the predictions it makes doubtful `?`.
 fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
-    let name_w = rows
+    // Names as a terminal can draw them (crate::text).
+    let names: Vec<String> = rows.iter().map(|x| displayable(&x.name)).collect();
+    let name_w = names
         .iter()
-        .map(|x| x.name.len())
+        .map(|n| n.chars().count())
         .max()
         .unwrap_or(4)
         .max(what.len());
@@ -68,12 +71,12 @@ fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
     );
     // The recording's own policy is the fit line already.
     let fit = format!("{} (fit)", r.fit.policy);
-    for x in rows {
+    for (x, name) in rows.iter().zip(&names) {
         let mut line = |name: &str, policy: &str, numbers: String, tail: String| {
             let l = format!("{name:name_w$}  {policy:POLICY$} {numbers}{tail}");
             let _ = writeln!(out, "{}", l.trim_end());
         };
-        line(&x.name, "measured", group(&x.measured), String::new());
+        line(name, "measured", group(&x.measured), String::new());
         let mark = if x.fit_ok { "" } else { "!" };
         let err = format!(" {:>+7.1}{mark}", x.fit_error_points);
         line("", &fit, group(&x.fit), err);
@@ -136,19 +139,20 @@ pub fn text(r: &Report) -> String {
             "WARNING: the model does not reproduce this recording under {}: {}. Predictions \
              for clients marked '?' are not to be trusted; see the book's What if chapter (Limits).{}",
             r.fit.policy,
-            r.fit.reason.as_deref().unwrap_or("it misses a client"),
+            displayable(r.fit.reason.as_deref().unwrap_or("it misses a client")),
             calibrated(r)
         );
     }
     for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
+        let _ = writeln!(out, "note: {}", displayable(n));
     }
     out.push('\n');
     table(&mut out, "PEER", &r.peers, r);
-    let w = r.peers.iter().map(|p| p.name.len()).max().unwrap_or(4);
+    let names: Vec<String> = r.peers.iter().map(|p| displayable(&p.name)).collect();
+    let w = names.iter().map(|n| n.chars().count()).max().unwrap_or(4);
     out.push_str("\nthe model per peer (its transports):\n");
-    for p in &r.peers {
-        let _ = writeln!(out, "  {:w$}  {}", p.name, p.demand);
+    for (p, name) in r.peers.iter().zip(&names) {
+        let _ = writeln!(out, "  {name:w$}  {}", p.demand);
     }
     // Without a class map every peer is its own class: nothing to add.
     if r.classes.len() != r.peers.len()
@@ -300,5 +304,22 @@ mod tests {
             serde_json::from_str(&json(&report(vec![row("a", 0.3, 0.31)]))).unwrap();
         assert_eq!(j["peers"][0]["predicted"][0]["policy"], "rr-peer");
         assert_eq!(j["peers"][0]["predicted"][0]["share"], 0.5);
+    }
+
+    /// A recorded class name or client name that would garble a terminal
+    /// is shown with `?`, its columns in place; the JSON keeps it.
+    #[test]
+    fn names_are_shown_as_a_terminal_can_draw_them() {
+        let evil = "lab\u{202E}\u{2028}x";
+        let t = text(&report(vec![
+            row(evil, 0.30, 0.31),
+            row("10.0.0.3", 0.70, 0.69),
+        ]));
+        assert!(!t.contains(['\u{202E}', '\u{2028}']), "{t}");
+        let line = t.lines().find(|l| l.starts_with("lab??x")).unwrap();
+        let other = t.lines().find(|l| l.starts_with("10.0.0.3")).unwrap();
+        assert_eq!(line.find("measured"), other.find("measured"), "{t}");
+        assert!(line.contains("measured"), "{t}");
+        assert!(json(&report(vec![row(evil, 0.3, 0.31)])).contains('\u{202E}'));
     }
 }
