@@ -109,3 +109,42 @@ fn bad_queries_get_a_json_400() {
         );
     }
 }
+
+/// Each query is encoded once per snapshot and shared; past 8 distinct
+/// queries (`below`) in one interval the agent says it is overloaded
+/// (a 503 with Retry-After) instead of encoding each, and the queries it
+/// took are still answered.
+#[test]
+fn distinct_queries_past_the_bound_are_refused_as_overload() {
+    let d = Daemon::start(&[
+        "--demo",
+        "seed-k16",
+        "--policy",
+        "flat",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "5",
+    ]);
+    d.wait_for("an unfair list", 30, |d| {
+        (d.get("/api/v1/unfair").status == 200).then_some(())
+    });
+    // 20 distinct queries in one 5 s interval, or 10 in one of two.
+    let answers: Vec<_> = (0..20)
+        .map(|i| d.get(&format!("/api/v1/unfair?below=0.{}", 11 + i)))
+        .collect();
+    let refused: Vec<_> = answers.iter().filter(|r| r.status == 503).collect();
+    assert!(
+        answers.iter().all(|r| r.status == 200 || r.status == 503),
+        "{answers:?}"
+    );
+    let r = refused.first().expect("a query past the bound was refused");
+    assert!(
+        r.body.contains("the agent is overloaded") && r.body.contains("8 distinct"),
+        "{r:?}"
+    );
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // (The query that found the list may have been one of the 8.)
+    let ok = answers.iter().filter(|r| r.status == 200).count();
+    assert!(ok >= 7, "{ok} answered");
+}
