@@ -24,7 +24,7 @@
 //! a 503 (and a stream skips the snapshot) rather than the daemon growing
 //! by an encoding per waiting client.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,15 @@ impl Published {
         }
     }
 
+    /// The encoding of `view`, if it has been made.
+    fn made(&self, view: View) -> Option<Bytes> {
+        let enc = self.encodings.lock().unwrap_or_else(|p| p.into_inner());
+        enc.cells
+            .iter()
+            .find(|(v, _)| *v == view)
+            .and_then(|(_, c)| c.get().cloned())
+    }
+
     /// The cell of `view`, or None when [`MAX_SHARED_VIEWS`] others (or
     /// [`MAX_LARGE_VIEWS`] other large ones) have been admitted already.
     fn cell(&self, view: View) -> Option<Cell> {
@@ -132,8 +141,8 @@ pub struct Encoder {
     /// The full view in a lane of its own: many other large views asked
     /// for at once must not make it wait behind each of them.
     full_permits: Arc<Semaphore>,
-    /// Requests waiting for the large lane.
-    large_waiting: Arc<AtomicUsize>,
+    /// The views waiting for the large lane, and how many requests each.
+    large_waiting: Arc<Mutex<Vec<(View, usize)>>>,
     newest: Mutex<Vec<(View, Encoded)>>,
     /// What all the encodings may hold at once.
     budget: Arc<BodyBudget>,
@@ -162,7 +171,7 @@ impl Encoder {
             permits: Arc::new(Semaphore::new(1)),
             small_permits: Arc::new(Semaphore::new(1)),
             full_permits: Arc::new(Semaphore::new(1)),
-            large_waiting: Arc::new(AtomicUsize::new(0)),
+            large_waiting: Arc::default(),
             newest: Mutex::new(Vec::new()),
             budget: BodyBudget::new(budget),
         }
@@ -220,19 +229,31 @@ impl Encoder {
         latest: &Latest,
         view: View,
     ) -> Option<Result<Encoded, EncodeError>> {
-        let (first, first_seq, view, small) = {
+        let (first, first_seq, view, small, waiting) = {
             let p = latest.borrow().clone()?;
             let view = view.normalised(&p.snapshot);
-            let Some(cell) = p.cell(view) else {
-                return Some(Err(EncodeError::TooManyViews));
-            };
-            if let Some(b) = cell.get() {
+            if let Some(b) = p.made(view) {
                 return Some(Ok(Encoded {
-                    json: b.clone(),
+                    json: b,
                     seq: p.seq,
                 }));
             }
-            (cell, p.seq, view, view.entities(&p.snapshot) <= SMALL_VIEW)
+            let small = view.entities(&p.snapshot) <= SMALL_VIEW;
+            // At most MAX_LARGE_VIEWS distinct views wait for the large
+            // lane (see Waiting), checked before the view takes one of
+            // the snapshot's places.
+            let waiting = if !view.is_full() && !small {
+                match Waiting::on(&self.large_waiting, view) {
+                    Some(w) => Some(w),
+                    None => return Some(Err(EncodeError::TooManyViews)),
+                }
+            } else {
+                None
+            };
+            let Some(cell) = p.cell(view) else {
+                return Some(Err(EncodeError::TooManyViews));
+            };
+            (cell, p.seq, view, small, waiting)
         };
         let lane = if view.is_full() {
             &self.full_permits
@@ -241,12 +262,6 @@ impl Encoder {
         } else {
             &self.permits
         };
-        // At most MAX_LARGE_VIEWS wait for the large lane: more would wait
-        // for ever (it admits fewer a second than a snapshot may).
-        let waiting = std::ptr::eq(lane, &self.permits).then(|| Waiting::on(&self.large_waiting));
-        if waiting.as_ref().is_some_and(|w| w.0.is_none()) {
-            return Some(Err(EncodeError::TooManyViews));
-        }
         let acquired = lane.clone().acquire_owned().await;
         drop(waiting);
         let permit = match acquired {
@@ -319,29 +334,6 @@ impl Encoder {
                 "encoding the snapshot failed: {e}"
             ))),
         })
-    }
-}
-
-/// One of the requests waiting for the large lane, counted while it waits
-/// (also when its client hangs up meanwhile); None past the bound.
-struct Waiting(Option<Arc<AtomicUsize>>);
-
-impl Waiting {
-    fn on(count: &Arc<AtomicUsize>) -> Waiting {
-        let n = count.fetch_add(1, Ordering::SeqCst);
-        if n >= MAX_LARGE_VIEWS {
-            count.fetch_sub(1, Ordering::SeqCst);
-            return Waiting(None);
-        }
-        Waiting(Some(count.clone()))
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if let Some(c) = &self.0 {
-            c.fetch_sub(1, Ordering::SeqCst);
-        }
     }
 }
 
@@ -578,56 +570,9 @@ pub async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response
     }
 }
 
-/// The 503 of a view that does not fit in the budget: what is full, and
-/// what to do.
-pub fn busy(o: OverBudget) -> Response {
-    let mib = |b: usize| b.div_ceil(MIB);
-    let mut r = json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!(
-            "too many snapshot responses held at once: the JSON not yet read by their \
-clients holds {} MiB of the {} MiB response budget and this one needs about {} MiB more; \
-try again shortly, ask for less (top=N, group=peer|class), or raise \
-[http] response_memory_mib",
-            mib(o.used),
-            mib(o.limit),
-            mib(o.needed)
-        ),
-    );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-    r
-}
-
-/// The 503 of one distinct view too many in an interval: the agent is
-/// overloaded by clients asking for many views, and what to do.
-pub fn too_many_views(bound: &str) -> Response {
-    let mut r = json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        too_many_views_message(bound),
-    );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
-}
-
-/// What the agent says of a view past `bound` (the views it encodes
-/// per snapshot).
-pub fn too_many_views_message(bound: &str) -> String {
-    format!(
-        "the agent is overloaded: it encodes at most {bound} per snapshot, and this one \
-is past them; try again at the next interval, or ask for a view others ask for (the full \
-snapshot, a common top=N)"
-    )
-}
-
-/// The bound on the snapshot views, in words.
-pub fn views_bound() -> String {
-    format!(
-        "{MAX_SHARED_VIEWS} distinct views (group, top), {MAX_LARGE_VIEWS} of them of more than \
-{SMALL_VIEW} entities besides the full one"
-    )
-}
+mod overload;
+use overload::Waiting;
+pub use overload::{busy, too_many_views, too_many_views_message, views_bound};
 
 #[cfg(test)]
 mod tests;

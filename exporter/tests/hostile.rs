@@ -128,19 +128,22 @@ fn nfsdtop_bin() -> PathBuf {
     bin
 }
 
-/// The slowest of 8 full snapshots fetched over about 3 intervals: the
+/// The mean time of 8 full snapshots fetched over about 3 intervals (the
 /// first of each interval waits for its encoding, so this is the time to
-/// a fresh snapshot, not only to a cached one.
-fn slowest_full_snapshot(addr: SocketAddr) -> Duration {
-    let mut slowest = Duration::ZERO;
+/// fresh snapshots, not only to cached ones), and the slowest. The mean,
+/// not the slowest, is compared: one request slowed by a neighbour on a
+/// busy machine moves it less.
+fn full_snapshot_times(addr: SocketAddr) -> (Duration, Duration) {
+    let (mut total, mut slowest) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..8 {
         let (status, took) = timed(addr, "/api/v1/snapshot");
         assert_eq!(status, 200, "the full snapshot");
+        total += took;
         slowest = slowest.max(took);
         // Pacing, so that the 8 span several snapshots.
         std::thread::sleep(Duration::from_millis(400));
     }
-    slowest
+    (total / 8, slowest)
 }
 
 const PEERS: usize = 5_000;
@@ -185,7 +188,7 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("nfsdtop --connect");
-    let unloaded = slowest_full_snapshot(addr);
+    let (unloaded, unloaded_max) = full_snapshot_times(addr);
     let stop = Arc::new(AtomicBool::new(false));
     // LOOPS clients asking for a new view each time, as fast as answered:
     // tops below the peer count (each a view of its own) and above it (all
@@ -219,12 +222,15 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
             })
         })
         .collect();
-    let loaded = slowest_full_snapshot(addr);
+    let (loaded, loaded_max) = full_snapshot_times(addr);
     let out = client.wait_with_output().expect("nfsdtop --connect");
     stop.store(true, Ordering::Relaxed);
     let overloaded = common::http(addr, "GET", "/api/v1/snapshot?top=1001", &[]);
     let counts: Vec<(u32, u32)> = loops.into_iter().map(|l| l.join().unwrap()).collect();
-    println!("full snapshot: {unloaded:?} unloaded, {loaded:?} loaded; loops (ok, 503) {counts:?}");
+    println!(
+        "full snapshot: {unloaded:?} unloaded (slowest {unloaded_max:?}), {loaded:?} loaded \
+(slowest {loaded_max:?}); loops (ok, 503) {counts:?}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "nfsdtop --connect -b: {stderr}");
     let lines = String::from_utf8_lossy(&out.stdout).lines().count();
@@ -241,6 +247,6 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
     }
     assert!(
         loaded <= unloaded * 3,
-        "a full snapshot took {loaded:?} beside the distinct views, {unloaded:?} alone"
+        "a full snapshot took {loaded:?} on average beside the distinct views, {unloaded:?} alone"
     );
 }

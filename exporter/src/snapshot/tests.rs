@@ -182,6 +182,54 @@ async fn large_distinct_views_are_bounded_more_and_never_bar_the_full_view() {
     assert!(full.unwrap().is_ok());
 }
 
+/// Any number of requests for one large view may wait for the lane (they
+/// will share its encoding); past [`MAX_LARGE_VIEWS`] distinct views
+/// waiting, a new one is refused at once rather than queued for ever.
+#[tokio::test]
+async fn requests_wait_for_the_large_lane_per_view_and_few_views_wait() {
+    let big = || Some(Arc::new(Published::new(peers(SMALL_VIEW + 100))));
+    let (tx, rx) = tokio::sync::watch::channel(big());
+    let enc = Arc::new(Encoder::default());
+    let busy = enc.permits.clone().try_acquire_owned().unwrap();
+    let mut waiting = Vec::new();
+    for n in 0..MAX_LARGE_VIEWS {
+        for _ in 0..3 {
+            let (enc, rx) = (enc.clone(), rx.clone());
+            waiting.push(tokio::spawn(async move {
+                enc.encoded(&rx, top(SMALL_VIEW + 1 + n)).await
+            }));
+        }
+    }
+    // Until every one of them waits (a bounded turn of the runtime each).
+    for _ in 0..1000 {
+        let w = enc
+            .large_waiting
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, k)| k)
+            .sum::<usize>();
+        if w == 3 * MAX_LARGE_VIEWS {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(enc.large_waiting.lock().unwrap().len(), MAX_LARGE_VIEWS);
+    // A new snapshot admits a fifth distinct view, but it would wait
+    // behind four others: refused at once.
+    tx.send_replace(big());
+    let refused = enc.encoded(&rx, top(SMALL_VIEW + 50)).await.unwrap();
+    assert!(
+        matches!(refused, Err(EncodeError::TooManyViews)),
+        "{refused:?}"
+    );
+    drop(busy);
+    for w in waiting {
+        assert!(w.await.unwrap().unwrap().is_ok());
+    }
+    assert!(enc.large_waiting.lock().unwrap().is_empty());
+}
+
 /// A snapshot of `n` peers.
 fn peers(n: usize) -> Snapshot {
     let mut s = snap();
