@@ -113,7 +113,12 @@ impl Published {
         if !enc.admitted.iter().any(|(v, _)| *v == view) {
             let large = !view.is_full() && view.entities(&self.snapshot) > SMALL_VIEW;
             let larges = enc.admitted.iter().filter(|(_, l)| *l).count();
-            if enc.admitted.len() >= MAX_SHARED_VIEWS || (large && larges >= MAX_LARGE_VIEWS) {
+            // The full view (what nfsdtop --connect reads) always has a
+            // place: clients asking for other views cannot take it.
+            let full = view.is_full();
+            if !full
+                && (enc.admitted.len() >= MAX_SHARED_VIEWS || (large && larges >= MAX_LARGE_VIEWS))
+            {
                 return None;
             }
             enc.admitted.push((view, large));

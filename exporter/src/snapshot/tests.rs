@@ -140,6 +140,8 @@ async fn distinct_views_past_the_bound_are_refused_until_the_next_snapshot() {
     let over = enc.encoded(&rx, top(MAX_SHARED_VIEWS + 1)).await.unwrap();
     assert!(matches!(over, Err(EncodeError::TooManyViews)), "{over:?}");
     assert!(enc.encoded(&rx, top(1)).await.unwrap().is_ok(), "admitted");
+    let full = enc.encoded(&rx, View::default()).await.unwrap();
+    assert!(full.is_ok(), "the full view always has a place: {full:?}");
     let r = too_many_views(&views_bound());
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.headers()[header::RETRY_AFTER], "1");
