@@ -25,8 +25,9 @@ use nfsdtop_agent::aggregate::Aggregator;
 use nfsdtop_agent::model::{Endpoint, Event};
 use nfsdtop_agent::source::live::btf::Arg;
 use nfsdtop_agent::source::live::decode::{self, KnownXprts, TraceFields};
+use nfsdtop_agent::source::live::intake::Intake;
 use nfsdtop_agent::source::live::raw::{self, KernelOffsets};
-use nfsdtop_agent::source::live::rebuild::{Intake, WINDOW_NS};
+use nfsdtop_agent::source::live::rebuild::WINDOW_NS;
 use nfsdtop_agent::source::live::{Layout, Tracepoints};
 use nfsdtop_common::{rawrec, Record, RecordView, Slot};
 

@@ -21,7 +21,8 @@ use nfsdtop_agent::aggregate::{Aggregator, Limits};
 use nfsdtop_agent::model::{Event, EventKind, Snapshot, SourceInfo, SourceKind};
 use nfsdtop_agent::pipeline::{Flow, Pipeline};
 use nfsdtop_agent::source::demo::{Policy, Scenario, Simulator};
-use nfsdtop_agent::source::live::rebuild::{Intake, Rebuild, WINDOW_NS};
+use nfsdtop_agent::source::live::intake::Intake;
+use nfsdtop_agent::source::live::rebuild::{Rebuild, WINDOW_NS};
 use nfsdtop_agent::source::{Poll, Source};
 
 /// `name` under `policy` for `secs` of simulated time: the full stream,

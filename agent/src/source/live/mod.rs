@@ -24,6 +24,7 @@ pub mod drain;
 pub mod error;
 pub mod format;
 pub mod host;
+pub mod intake;
 pub mod layout;
 pub mod loss;
 pub mod mapped;
@@ -168,7 +169,7 @@ pub struct LiveSource {
     pool_totals: Option<pools::PoolTotalsMap>,
     /// How far the kernel's records have been read and, without enqueue
     /// hooks, the decoded events held and reordered.
-    intake: rebuild::Intake,
+    intake: intake::Intake,
     decoded: Vec<Event>,
     /// NFSv4 operations counted (`--nfs4-ops`), or why they are not.
     nfs4ops: Option<Result<nfs4ops::Nfs4Ops, String>>,
@@ -250,7 +251,7 @@ impl LiveSource {
         };
         let counters = bpf::Counters::map(&ebpf)?;
         let drain = drain::Drain::start(&mut ebpf, opts.drain_period, opts.ring_bytes)?;
-        let intake = rebuild::Intake::new(dequeues_only, drain.caught_up_ns());
+        let intake = intake::Intake::new(dequeues_only, drain.caught_up_ns());
         let exec_totals = bpf::ExecTotalsMap::map(&ebpf);
         let (pool_totals, pools_note) = Self::fold_pools(&mut ebpf, opts, category)?;
         let mut attach = attach::Attachment::attach(
@@ -524,22 +525,7 @@ impl Source for LiveSource {
                 .collect();
             detail.push_str(&format!("; hits rescued: {}", rescued.join(", ")));
         }
-        if let Some(r) = self.intake.rebuild() {
-            let window = rebuild::WINDOW_NS / 1_000_000_000;
-            if r.late > 0 {
-                detail.push_str(&format!(
-                    "; {} enqueues released late (their transport was queued longer than the {window} s reorder window, so it counts as backlogged only from its release)",
-                    r.late
-                ));
-            }
-            if r.early > 0 {
-                detail.push_str(&format!(
-                    "; {} events released before the {window} s reorder window passed (more than {} were held at once)",
-                    r.early,
-                    rebuild::MAX_HELD
-                ));
-            }
-        }
+        self.intake.describe(&mut detail);
         SourceInfo {
             kind: SourceKind::Live,
             kernel: self.kernel.clone(),
