@@ -92,7 +92,7 @@ its dispatches / all dispatches, interval
 its fair share, interval: at every dispatch each of the n entities with work queued (backlogged) earns 1/n; FAIR is what it earned / all dispatches
 .TP
 \fBRATIO\fR
-dispatches / fair share, interval: 1.00 is its fair turn, 0.22 is 22% of it, above 1 more than its turn, \- when it was neither backlogged nor dispatched. Rows below 0.9 are yellow, below 0.5 red
+dispatches / fair share, interval: 1.00 is its fair turn, 0.22 is 22% of it, above 1 more than its turn, \- when it was neither backlogged nor dispatched. Rows below 0.9 are yellow, below 0.5 red: at once when clearly below (0.72, 0.4), else after two refreshes below, and back only once clearly above (0.99, 0.55), so a ratio near a threshold does not flicker
 .TP
 \fBWAIT50\fR, \fBWAIT99\fR
 median and 99th percentile of its queue wait (ready to taken by a thread), interval; the header says which wait is measured (the kernel's qtime on 6.16+, else nfsdtop's enqueue to dequeue)
