@@ -185,7 +185,7 @@ else echo "FAIL 06-book: $bad of $ran command lines of the docs failed (8 or mor
 
 # README: short, and the demo early.
 lines=$(wc -l < README.md)
-demo=$(grep -n -- '--demo' README.md | head -1 | cut -d: -f1)
+demo=$(grep -n -m 1 -- '--demo' README.md | cut -d: -f1)
 if [ "$lines" -lt 200 ] && [ -n "$demo" ] && [ "$demo" -le 40 ]; then
   echo "ok   README.md: $lines lines, --demo first on line $demo"
 else echo "FAIL 06-book: README.md has $lines lines (under 200 wanted), --demo first on line ${demo:-none} (40 at most)"; fails=1; fi
