@@ -23,7 +23,8 @@ TRACE_KB=65536         # ftrace buffer per CPU
 FAULTS=""              # space-separated fault scenarios (issue 4)
 AFTER_MAIN=""          # scenarios sourced after the main measurement (scenario-NAME.sh)
 SCENARIO=main          # main | wait (nfsdtop --wait started before nfsd)
-# name  family  nconnect  (client i gets 10.99.i.2 or fd99:i::2, server .1)
+# name:family:nconnect[:NFS version] (client i gets 10.99.i.2 or
+# fd99:i::2, server .1; NFSv3 where no version is given)
 CLIENTS="c1:4:1 c2:4:4 c3:6:8"
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
@@ -68,6 +69,10 @@ fi
 start_nfsd() {
   local spec files=""
   for spec in $CLIENTS; do files="$files ${spec%%:*}.dat"; done
+  for spec in $CLIENTS; do
+    IFS=: read -r _ _ _ vers <<<"$spec"
+    case "${vers:-3}" in 4*) NFSD_GRACE=15 ;; esac
+  done
   # shellcheck disable=SC2086
   nfsd_up "$NFSD_THREADS" $((FILE_MB * 8 + 64)) $files
 }
@@ -87,7 +92,8 @@ modprobe veth || fail "modprobe veth failed"
 i=0
 for spec in $CLIENTS; do
   i=$((i + 1))
-  IFS=: read -r name fam nconn <<<"$spec"
+  IFS=: read -r name fam nconn vers <<<"$spec"
+  vers=${vers:-3}
   ip netns add "$name" || fail "ip netns add $name"
   ip link add "h$i" type veth peer name "g$i" || fail "veth h$i"
   ip link set "g$i" netns "$name"
@@ -103,8 +109,8 @@ for spec in $CLIENTS; do
   ip link set "h$i" up
   ip -n "$name" link set lo up
   ip -n "$name" link set "g$i" up
-  summary "client.$name" "$caddr nconnect=$nconn"
-  eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto NCONN_$name=\$nconn"
+  summary "client.$name" "$caddr nconnect=$nconn vers=$vers"
+  eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto NCONN_$name=\$nconn VERS_$name=\$vers"
 done
 mark "client namespaces ready: $CLIENTS"
 
@@ -161,12 +167,12 @@ mount_clients() {
   local spec name
   for spec in $CLIENTS; do
     name=${spec%%:*}
-    eval "local s=\$SADDR_$name p=\$PROTO_$name n=\$NCONN_$name"
+    eval "local s=\$SADDR_$name p=\$PROTO_$name n=\$NCONN_$name v=\$VERS_$name"
     mkdir -p "/mnt/$name"
     # nsenter --net keeps the mount in the init mount namespace while the
     # NFS client's transports live in (and take addresses from) $name.
     timeout 120 nsenter --net="/run/netns/$name" \
-      mount -t nfs -o "vers=3,proto=$p,nolock,nconnect=$n" "$s:/export" "/mnt/$name" ||
+      mount -t nfs -o "vers=$v,proto=$p,nolock,nconnect=$n" "$s:/export" "/mnt/$name" ||
       fail "mount from $name failed"
   done
 }

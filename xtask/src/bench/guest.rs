@@ -130,6 +130,7 @@ pub(super) fn run_guest(
             modes.join(" ")
         ),
         nfsdtop,
+        daemon: None,
         output_bytes: 1 << 30,
         icount: icount_arg(),
         limits: Deadlines {

@@ -48,10 +48,11 @@ pub fn qemu_command(
         "-accel",
         &tcg_accel(),
         "-cpu",
-        // With -icount, TCG's cmpxchg16b (SLUB's fast path) was seen to
-        // double-fault the guest (QEMU 10.0): without cx16 SLUB takes its
-        // locked path, the same in every mode of a benchmark.
-        if icount.is_some() { "max,-cx16" } else { "max" },
+        // TCG's cmpxchg16b (SLUB's fast path) was seen to double-fault
+        // the guest with -icount (QEMU 10.0), and to corrupt SLUB's lists
+        // with sixteen busy NFS clients: without cx16 SLUB takes its
+        // locked path, in every run alike.
+        "max,-cx16",
         "-smp",
         "2",
         "-m",

@@ -34,6 +34,8 @@ pub struct Spec<'a> {
     /// run directory's name).
     pub config: String,
     pub nfsdtop: &'a Path,
+    /// nfsdtopd, for the scenarios that poll its HTTP API (`/vm/nfsdtopd`).
+    pub daemon: Option<&'a Path>,
     pub output_bytes: u64,
     /// `-icount` options, for a guest clock that counts instructions.
     pub icount: Option<String>,
@@ -83,16 +85,9 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
             .with_context(|| format!("copying scripts/vm/{from}"))?;
         set_exec(&input.join(to))?;
     }
-    // A stripped copy boots faster (smaller input disk to unpack).
-    let guest_bin = input.join("nfsdtop");
-    let stripped = Command::new("strip")
-        .arg("-o")
-        .arg(&guest_bin)
-        .arg(spec.nfsdtop)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !stripped {
-        fs::copy(spec.nfsdtop, &guest_bin)?;
+    let mut bins = vec![put_binary(spec.nfsdtop, &input.join("nfsdtop"))?];
+    if let Some(d) = spec.daemon {
+        bins.push(put_binary(d, &input.join("nfsdtopd"))?);
     }
     let run_id = run_dir.file_name().unwrap_or_default().to_string_lossy();
     fs::write(
@@ -101,7 +96,9 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
     )?;
     let in_disk = run_dir.join("input.img");
     make_input_disk(&input, &in_disk)?;
-    let _ = fs::remove_file(&guest_bin); // on the input disk now
+    for b in bins {
+        let _ = fs::remove_file(b); // on the input disk now
+    }
     let out_disk = run_dir.join("output.img");
     make_output_disk(&out_disk, spec.output_bytes)?;
 
@@ -115,18 +112,42 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
     Ok(times)
 }
 
+/// A stripped copy of `from` at `to` (it boots faster: a smaller input
+/// disk to unpack), or a plain copy where `strip` fails.
+fn put_binary(from: &Path, to: &Path) -> anyhow::Result<PathBuf> {
+    let stripped = Command::new("strip")
+        .arg("-o")
+        .arg(to)
+        .arg(from)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
+    }
+    Ok(to.to_path_buf())
+}
+
 /// `cargo build --release -p nfsdtop --bin nfsdtop`: the binary every guest runs.
 pub fn build_nfsdtop() -> anyhow::Result<PathBuf> {
+    build_release_bin("nfsdtop", "nfsdtop")
+}
+
+/// `cargo build --release -p nfsdtop-exporter --bin nfsdtopd`.
+pub fn build_nfsdtopd() -> anyhow::Result<PathBuf> {
+    build_release_bin("nfsdtop-exporter", "nfsdtopd")
+}
+
+fn build_release_bin(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
-    eprintln!("vm: cargo build --release -p nfsdtop");
+    eprintln!("vm: cargo build --release -p {package} --bin {bin}");
     let out = crate::cargo()
         .args([
             "build",
             "--release",
             "-p",
-            "nfsdtop",
+            package,
             "--bin",
-            "nfsdtop",
+            bin,
             "--message-format=json-render-diagnostics",
         ])
         .current_dir(root())
@@ -134,22 +155,22 @@ pub fn build_nfsdtop() -> anyhow::Result<PathBuf> {
         .output()
         .context("cannot run cargo build")?;
     if !out.status.success() {
-        bail!("cargo build --release -p nfsdtop failed ({})", out.status);
+        bail!("cargo build --release -p {package} failed ({})", out.status);
     }
     let mut exe = None;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "nfsdtop" {
+        if v["reason"] == "compiler-artifact" && v["target"]["name"] == bin {
             if let Some(p) = v["executable"].as_str() {
                 exe = Some(PathBuf::from(p));
             }
         }
     }
-    let exe = exe.ok_or_else(|| anyhow!("cargo build did not report the nfsdtop executable"))?;
+    let exe = exe.ok_or_else(|| anyhow!("cargo build did not report the {bin} executable"))?;
     eprintln!(
-        "vm: nfsdtop built in {:.0?}: {}",
+        "vm: {bin} built in {:.0?}: {}",
         started.elapsed(),
         exe.display()
     );

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::batch;
 use super::ftrace::{field, ftrace_losses, parse_trace};
 use super::report::Report;
-use super::{client_addr, num, CLIENTS};
+use super::{clients, num};
 
 /// this much over the flood. With `--max-peers 64 --max-transports 256`
 /// its tables hold at most ~72 entities and ~288 transports (well under
@@ -77,8 +77,8 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     // The flood ran while fio did: every real client was dispatched
     // between the flood's first and last dispatch (ftrace timestamps).
     let (window, during) = flood_overlap(&trace, &in_flood);
-    for (i, (name, fam, _)) in CLIENTS.iter().enumerate() {
-        let ip = client_addr(i, *fam);
+    for c in clients::from_summary(summary) {
+        let (name, ip) = (&c.name, c.ip);
         let n = during.get(&ip).copied().unwrap_or(0);
         rep.check(
             n > 0,
@@ -160,8 +160,8 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
                 Err(_) => {}
             }
         }
-        for (i, (name, fam, _)) in CLIENTS.iter().enumerate() {
-            let ip = client_addr(i, *fam);
+        for c in clients::from_summary(summary) {
+            let (name, ip) = (&c.name, c.ip);
             let n = peers.get(&ip).copied().unwrap_or(0);
             let f = ft.per_client.get(&ip).copied().unwrap_or(0);
             rep.check(

@@ -12,7 +12,7 @@ use super::batch::{run_detail, Line};
 use super::fairshare;
 use super::measure::{check_measurement, check_nfsdtop_run, Measured};
 use super::report::Report;
-use super::{client_addr, expected_wait_source, kernel_version, CLIENTS};
+use super::{clients, expected_wait_source, kernel_version};
 use crate::guest::fio_iops;
 
 pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Report) {
@@ -150,8 +150,9 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     // (a few hundred dispatches each under TCG) and are undefined in idle
     // ones; the cumulative ratio is what the run as a whole says about each
     // client, and the load keeps every client backlogged throughout.
+    let ran = clients::from_summary(summary);
     let ratio = |i: usize| {
-        let ip = client_addr(i, CLIENTS[i].1);
+        let ip = ran[i].ip;
         let (d, ent, _) = m.peers.get(&ip).copied().unwrap_or_default();
         (
             ip,
@@ -160,7 +161,8 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             if ent > 0.0 { d as f64 / ent } else { f64::NAN },
         )
     };
-    for (i, (name, _, nc)) in CLIENTS.iter().enumerate() {
+    for (i, c) in ran.iter().enumerate() {
+        let (name, nc) = (&c.name, c.nconnect);
         let (ip, d, ent, r) = ratio(i);
         let iops = fio_iops(&results.join(format!("fio-main-{name}.json")));
         rep.note(format!(
@@ -168,12 +170,12 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             iops.map(|x| format!("{x:.0}")).unwrap_or("?".into())
         ));
     }
-    let fewest = (0..CLIENTS.len())
-        .min_by_key(|&i| CLIENTS[i].2)
-        .unwrap_or(0);
-    let most = (0..CLIENTS.len())
-        .max_by_key(|&i| CLIENTS[i].2)
-        .unwrap_or(0);
+    if ran.is_empty() {
+        rep.check(false, "main: the run's summary names no client");
+        return;
+    }
+    let fewest = (0..ran.len()).min_by_key(|&i| ran[i].nconnect).unwrap_or(0);
+    let most = (0..ran.len()).max_by_key(|&i| ran[i].nconnect).unwrap_or(0);
     // Every ratio is checked against ftrace's records by the definition
     // (measure.rs). Which way the kernel leans is the kernel's: 6.1 and
     // 6.12 dispatch ready connections first in, first out, so the client
@@ -187,12 +189,12 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     let (ip, _, _, r) = ratio(fewest);
     let fewest_line = format!(
         "fewest connections ({ip}, nconnect={}): fairness {r:.3} < 1",
-        CLIENTS[fewest].2
+        ran[fewest].nconnect
     );
     let (ip, _, _, r_most) = ratio(most);
     let most_line = format!(
         "most connections ({ip}, nconnect={}): fairness {r_most:.3} > 1",
-        CLIENTS[most].2
+        ran[most].nconnect
     );
     if flat_favours_connections {
         rep.check(r < 1.0, fewest_line);

@@ -9,11 +9,11 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use super::batch::{self, Line};
+use super::clients;
 use super::fairshare;
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::report::Report;
 use super::tolerance;
-use super::{client_addr, CLIENTS};
 use super::{procedures, workload};
 
 /// What one measurement (nfsdtop and ftrace over the same load) gave.
@@ -71,8 +71,8 @@ pub fn check_nfsdtop_run(
             ft.total, ft.listener, ft.unparsed, ft.other_services, ft.enqueue
         ),
     );
-    for (i, (name, fam, _)) in CLIENTS.iter().enumerate() {
-        let ip = client_addr(i, *fam);
+    for c in clients::from_summary(summary) {
+        let (name, ip) = (&c.name, c.ip);
         let n = ft.per_client.get(&ip).copied().unwrap_or(0);
         rep.check(
             n > 0,
@@ -263,11 +263,11 @@ pub fn check_nfsdtop_run(
         }
         // The workload: requests exact, bytes within fio's data and a KiB
         // of headers a request, or null where not measured.
-        let clients: Vec<workload::ClientLoad> = CLIENTS
+        let ran = clients::from_summary(summary);
+        let clients: Vec<workload::ClientLoad> = ran
             .iter()
-            .enumerate()
-            .map(|(i, (name, fam, _))| {
-                let ip = client_addr(i, *fam);
+            .map(|c| {
+                let (name, ip) = (c.name.as_str(), c.ip);
                 workload::ClientLoad {
                     name,
                     ip,

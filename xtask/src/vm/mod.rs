@@ -9,12 +9,14 @@
 //! same sunrpc events, and checks nfsdtop against ftrace.
 
 mod batch;
+mod clients;
 mod fairshare;
 mod flood;
 mod ftrace;
 mod keepraw;
 mod kill;
 mod lagging;
+mod lagging_live;
 mod main_scenario;
 mod measure;
 mod names;
@@ -34,7 +36,6 @@ mod workload;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -45,10 +46,6 @@ use crate::guest::console::Deadlines;
 use crate::guest::image::{ensure_image, Suite};
 use crate::guest::{read_kv, run as guest_run};
 use report::Report;
-
-/// The NFS clients of every run: (netns name, IP family, nconnect). Client
-/// i (1-based) gets 10.99.i.2 or fd99:i::2 and mounts the server at .1.
-const CLIENTS: [(&str, u8, u32); 3] = [("c1", 4, 1), ("c2", 4, 4), ("c3", 6, 8)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum KernelSel {
@@ -80,11 +77,19 @@ pub struct TestArgs {
     /// them; repeat the flag for more than one).
     #[arg(long = "scenario", value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(AFTER_MAIN))]
     pub scenarios: Vec<String>,
+    /// How many NFS clients load the server: the default three (nconnect
+    /// 1, 4 and 8 over IPv6), then a mix of NFSv3 and NFSv4.2 with
+    /// nconnect 1 to 16 (up to 32; see xtask/src/vm/clients.rs).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u16).range(1..=clients::MAX_CLIENTS as i64))]
+    pub clients: u16,
 }
 
 /// The scenarios after the main measurement, in its boot, in this order
 /// (scripts/vm/scenario-NAME.sh, checked by vm/NAME.rs).
 const AFTER_MAIN: [&str; 5] = ["whatif", "pools", "names", "keepraw", "lagging"];
+/// Of them, those that poll nfsdtopd's HTTP API in the guest.
+const DAEMON_SCENARIOS: [&str; 1] = ["lagging"];
 
 impl TestArgs {
     /// What `cargo xtask test` runs: trixie, short load, no faults.
@@ -96,6 +101,7 @@ impl TestArgs {
             fio_secs: None,
             recheck: None,
             scenarios: Vec::new(),
+            clients: 3,
         }
     }
 }
@@ -115,11 +121,16 @@ struct RunConfig {
     /// (scripts/vm/scenario-NAME.sh).
     after_main: Vec<&'static str>,
     guest_timeout_s: u64,
+    clients: Vec<clients::Client>,
 }
 
 /// The guest run of `cfg`: guest-init.sh with its config and every
 /// fault and scenario script.
-fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_run::Spec<'a>> {
+fn guest_spec<'a>(
+    cfg: &RunConfig,
+    nfsdtop: &'a Path,
+    daemon: Option<&'a Path>,
+) -> anyhow::Result<guest_run::Spec<'a>> {
     let mut extra = vec![];
     for e in fs::read_dir(crate::root().join("scripts/vm"))? {
         let name = e?.file_name().to_string_lossy().to_string();
@@ -128,10 +139,6 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
         }
     }
     extra.sort();
-    let clients: Vec<String> = CLIENTS
-        .iter()
-        .map(|(n, fam, nc)| format!("{n}:{fam}:{nc}"))
-        .collect();
     let config = format!(
         "SCENARIO={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nAFTER_MAIN=\"{}\"\nCLIENTS=\"{}\"\n",
         if cfg.scenario == Scenario::Wait {
@@ -143,7 +150,7 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
         cfg.guest_timeout_s,
         cfg.faults.join(" "),
         cfg.after_main.join(" "),
-        clients.join(" "),
+        clients::guest_config(&cfg.clients),
     );
     Ok(guest_run::Spec {
         label: "vm",
@@ -151,6 +158,7 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
         extra,
         config,
         nfsdtop,
+        daemon,
         output_bytes: 2 << 30,
         icount: None,
         limits: Deadlines {
@@ -160,7 +168,12 @@ fn guest_spec<'a>(cfg: &RunConfig, nfsdtop: &'a Path) -> anyhow::Result<guest_ru
     })
 }
 
-fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Report> {
+fn run_one(
+    suite: Suite,
+    nfsdtop: &Path,
+    daemon: Option<&Path>,
+    cfg: &RunConfig,
+) -> anyhow::Result<Report> {
     let img = ensure_image(suite, false)?;
     let label = match cfg.scenario {
         Scenario::Main => "main",
@@ -178,7 +191,7 @@ fn run_one(suite: Suite, nfsdtop: &Path, cfg: &RunConfig) -> anyhow::Result<Repo
     // code-patching site in sched_clock_cpu at boot, and in
     // ktime_get_mono_fast_ns); one caused by nfsdtop would happen again.
     let mut retried = None;
-    let spec = guest_spec(cfg, nfsdtop)?;
+    let spec = guest_spec(cfg, nfsdtop, daemon)?;
     let times = match guest_run::run(&img, &spec, &run_dir) {
         Err(e) if format!("{e:#}").contains("guest kernel panicked") => {
             let first = run_dir.with_file_name(format!(
@@ -282,6 +295,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         // Bounds for a hung guest: a quick run takes 4-8 minutes under TCG,
         // more on a busy host (the whatif recorder may wait 5 minutes).
         guest_timeout_s: if args.quick { 900 } else { 1500 },
+        clients: clients::for_count(args.clients.into()),
     }];
     if !args.quick {
         configs.push(RunConfig {
@@ -290,6 +304,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
             faults: vec![],
             after_main: vec![],
             guest_timeout_s: 600,
+            clients: clients::for_count(args.clients.into()),
         });
     }
     if let Some(dir) = args.recheck {
@@ -320,10 +335,23 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         Some(p) => p,
         None => guest_run::build_nfsdtop()?,
     };
+    // nfsdtopd goes into the guest for the scenarios that poll its API:
+    // the one beside --nfsdtop's binary, or a build.
+    let daemon = if configs
+        .iter()
+        .any(|c| c.after_main.iter().any(|s| DAEMON_SCENARIOS.contains(s)))
+    {
+        match nfsdtop.with_file_name("nfsdtopd") {
+            d if d.is_file() => Some(d),
+            _ => Some(guest_run::build_nfsdtopd()?),
+        }
+    } else {
+        None
+    };
     let mut reports = vec![];
     for s in suites {
         for cfg in &configs {
-            let rep = run_one(s, &nfsdtop, cfg).unwrap_or_else(|e| Report {
+            let rep = run_one(s, &nfsdtop, daemon.as_deref(), cfg).unwrap_or_else(|e| Report {
                 lines: vec![format!("{}: the run failed", s.name())],
                 failures: vec![format!("{e:#}")],
             });
@@ -361,15 +389,6 @@ fn expected_wait_source(release: &str) -> &'static str {
     match kernel_version(release) {
         Some(v) if v >= (6, 16) => "qtime",
         _ => "enqueue-dequeue",
-    }
-}
-
-fn client_addr(i: usize, fam: u8) -> IpAddr {
-    let n = i + 1;
-    if fam == 6 {
-        format!("fd99:{n}::2").parse().expect("valid address")
-    } else {
-        format!("10.99.{n}.2").parse().expect("valid address")
     }
 }
 

@@ -12,11 +12,11 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use super::batch;
+use super::clients;
 use super::ftrace::{ftrace_losses, parse_trace};
 use super::operations;
 use super::procedures;
 use super::report::Report;
-use super::{client_addr, CLIENTS};
 
 /// One client of nfsd's list: its address, name and minor version, read
 /// here independently of the agent's parser (`address: "IP:PORT"` or
@@ -65,12 +65,16 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         rep.check(false, format!("names: {e}"));
         return;
     }
+    let Some(first) = clients::from_summary(summary).into_iter().next() else {
+        rep.check(false, "names: the run's summary names no client");
+        return;
+    };
     let mounted = summary.get("names.mounted").map(String::as_str);
     rep.check(
         mounted == Some("yes"),
-        format!("names: NFSv4.2 mount from {} ({mounted:?})", CLIENTS[0].0),
+        format!("names: NFSv4.2 mount from {} ({mounted:?})", first.name),
     );
-    let ip = client_addr(0, CLIENTS[0].1);
+    let ip = first.ip;
     let listed = parse(&fs::read_to_string(results.join("nfsd-clients.txt")).unwrap_or_default());
     let Some(truth) = listed.iter().find(|c| c.address == Some(ip)) else {
         rep.check(
@@ -110,7 +114,7 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
         ),
     );
     if let Some(last) = lines.last() {
-        check_procedures(results, last, ip, rep);
+        check_procedures(results, last, (&first.name, ip), rep);
         // Its last requests, folded in the kernel, are reported before
         // its close, not after it (which would bring its transport back).
         let left = (last.entities.iter())
@@ -125,7 +129,12 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
 
 /// The NFSv4.2 client's requests per procedure in nfsdtop's last line
 /// against ftrace's `proc=` and the kernel's `proc4` counters.
-fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Report) {
+fn check_procedures(
+    results: &Path,
+    last: &batch::Line,
+    (name, ip): (&str, IpAddr),
+    rep: &mut Report,
+) {
     let read = |f: &str| fs::read_to_string(results.join(f)).ok();
     let stats = read("ftrace-stats-names.txt").unwrap_or_default();
     let lost = ftrace_losses(&stats);
@@ -150,7 +159,7 @@ fn check_procedures(results: &Path, last: &batch::Line, ip: IpAddr, rep: &mut Re
         read("rpc-nfsd-after-names.txt"),
     );
     let rpc = before.as_deref().zip(after.as_deref());
-    let named = [(CLIENTS[0].0, ip)];
+    let named = [(name, ip)];
     for (ok, what) in procedures::check(&last.entities, counts, &ft.procs_per_client, &named, rpc) {
         rep.check(ok, format!("names: NFSv4.2: {what}"));
     }

@@ -3,8 +3,9 @@
 
 use std::net::IpAddr;
 
+use super::clients;
+use super::expected_wait_source;
 use super::ftrace::{ftrace_losses, parse_trace};
-use super::{client_addr, expected_wait_source};
 
 const TRACE: &str = "\
 # tracer: nop
@@ -70,7 +71,24 @@ fn wait_source_by_kernel() {
 }
 
 #[test]
-fn client_addresses() {
-    assert_eq!(client_addr(0, 4).to_string(), "10.99.1.2");
-    assert_eq!(client_addr(2, 6).to_string(), "fd99:3::2");
+fn client_addresses_and_their_way_back_from_the_summary() {
+    let three = clients::for_count(3);
+    let ips: Vec<String> = three.iter().map(|c| c.ip.to_string()).collect();
+    assert_eq!(ips, ["10.99.1.2", "10.99.2.2", "fd99:3::2"]);
+    assert_eq!(clients::guest_config(&three), "c1:4:1:3 c2:4:4:3 c3:6:8:3");
+    let many = clients::for_count(16);
+    assert_eq!(many.len(), 16);
+    assert!(many.iter().any(|c| c.vers == "4.2") && many.iter().any(|c| c.nconnect == 16));
+    // As the guest writes them (scripts/vm/guest-init.sh), in an order
+    // that is not the clients' (c10 sorts before c2).
+    let summary: std::collections::BTreeMap<String, String> = many
+        .iter()
+        .map(|c| {
+            (
+                format!("client.{}", c.name),
+                format!("{} nconnect={} vers={}", c.ip, c.nconnect, c.vers),
+            )
+        })
+        .collect();
+    assert_eq!(clients::from_summary(&summary), many);
 }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use nfsdtop_agent::whatif::{Numbers, Report as Whatif, Row};
 
+use super::clients;
 use super::report::Report;
-use super::{client_addr, CLIENTS};
 
 /// Points of share (percent of all dispatches) by which `flat` may miss a
 /// client's measured share (issue 23).
@@ -156,8 +156,8 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
     for n in &w.notes {
         rep.note(format!("whatif: note: {n}"));
     }
-    for (i, (name, fam, nc)) in CLIENTS.iter().enumerate() {
-        let ip = client_addr(i, *fam).to_string();
+    for c in clients::from_summary(summary) {
+        let (name, nc, ip) = (&c.name, c.nconnect, c.ip.to_string());
         let Some(row) = w.peers.iter().find(|p| p.name == ip) else {
             rep.check(false, format!("whatif: {name} {ip}: no row in the report"));
             continue;
