@@ -23,8 +23,11 @@ TRACE_KB=65536         # ftrace buffer per CPU
 FAULTS=""              # space-separated fault scenarios (issue 4)
 AFTER_MAIN=""          # scenarios sourced after the main measurement (scenario-NAME.sh)
 SCENARIO=main          # main | wait (nfsdtop --wait started before nfsd)
-# name:family:nconnect[:NFS version] (client i gets 10.99.i.2 or
-# fd99:i::2, server .1; NFSv3 where no version is given)
+NFSD_POOL_MODE=""      # sunrpc's pool_mode for nfsd (empty: the kernel's default)
+CLASS_MAP_B64=""       # a class map for every nfsdtop, base64 (empty: none)
+# name:family:nconnect[:NFS version:fio rw:bs:iodepth] (client i gets
+# 10.99.i.2 or fd99:i::2, server .1; NFSv3 randread 4k iodepth 16 where
+# not given)
 CLIENTS="c1:4:1 c2:4:4 c3:6:8"
 # shellcheck source=/dev/null
 [ -f /vm/config ] && . /vm/config
@@ -34,6 +37,11 @@ CLIENTS="c1:4:1 c2:4:4 c3:6:8"
 
 system_up
 mark "init started, kernel $(uname -r)"
+CLASS_ARGS=()
+if [ -n "$CLASS_MAP_B64" ]; then
+  echo "$CLASS_MAP_B64" | base64 -d >/tmp/class-map || fail "cannot decode the class map"
+  CLASS_ARGS=(--class-map /tmp/class-map)
+fi
 
 # --- nfsdtop helpers ----------------------------------------------------------
 have_nfsdtop() { [ -x "$NFSDTOP" ]; }
@@ -44,7 +52,7 @@ nfsdtop_line_or_gone() { [ "$(jsonl_lines "$1")" -ge "$2" ] || nfsdtop_gone; }
 nfsdtop_launch() {
   local file=$1
   shift
-  "$NFSDTOP" -b --format json -n "$NFSDTOP_MAX_N" -d 1 "$@" >"$file" 2>"${file%.jsonl}.err" &
+  "$NFSDTOP" -b --format json -n "$NFSDTOP_MAX_N" -d 1 "${CLASS_ARGS[@]}" "$@" >"$file" 2>"${file%.jsonl}.err" &
   NFSDTOP_PID=$!
 }
 bpf_progs() { bpftool prog show 2>/dev/null | grep -c '^[0-9][0-9]*:'; }
@@ -92,8 +100,8 @@ modprobe veth || fail "modprobe veth failed"
 i=0
 for spec in $CLIENTS; do
   i=$((i + 1))
-  IFS=: read -r name fam nconn vers <<<"$spec"
-  vers=${vers:-3}
+  IFS=: read -r name fam nconn vers rw bs depth <<<"$spec"
+  vers=${vers:-3} rw=${rw:-randread} bs=${bs:-4k} depth=${depth:-16}
   ip netns add "$name" || fail "ip netns add $name"
   ip link add "h$i" type veth peer name "g$i" || fail "veth h$i"
   ip link set "g$i" netns "$name"
@@ -109,8 +117,9 @@ for spec in $CLIENTS; do
   ip link set "h$i" up
   ip -n "$name" link set lo up
   ip -n "$name" link set "g$i" up
-  summary "client.$name" "$caddr nconnect=$nconn vers=$vers"
+  summary "client.$name" "$caddr nconnect=$nconn vers=$vers fio=$rw/$bs/$depth"
   eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto NCONN_$name=\$nconn VERS_$name=\$vers"
+  eval "FIO_$name=\"--rw=\$rw --bs=\$bs --iodepth=\$depth\""
 done
 mark "client namespaces ready: $CLIENTS"
 
@@ -232,12 +241,14 @@ no_nfs_conns() { [ "$(nfs_conns)" = 0 ]; }
 # their pids in FIO_PIDS. wait_fio: wait for them, 1 if any failed.
 # run_fio TAG: both.
 start_fio() {
-  local tag=$1 spec name
+  local tag=$1 spec name job
   FIO_PIDS=""
   for spec in $CLIENTS; do
     name=${spec%%:*}
+    eval "job=\$FIO_$name"
+    # shellcheck disable=SC2086
     timeout $((FIO_RUNTIME + 120)) fio --name="$name" --filename="/mnt/$name/$name.dat" \
-      --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth=16 \
+      $job --direct=1 --ioengine=libaio \
       --runtime="$FIO_RUNTIME" --time_based --size="${FILE_MB}M" \
       --output-format=json --output="$OUT/fio-$tag-$name.json" >/dev/null 2>"$OUT/fio-$tag-$name.err" &
     FIO_PIDS="$FIO_PIDS $!"

@@ -113,6 +113,10 @@ nfsd_up() {
     echo "$NFSD_GRACE" >/proc/fs/nfsd/nfsv4leasetime
     echo "$NFSD_GRACE" >/proc/fs/nfsd/nfsv4gracetime
   fi
+  # NFSD_POOL_MODE: sunrpc's thread pools for nfsd, set while no thread runs.
+  if [ -n "${NFSD_POOL_MODE:-}" ] && [ "$(cat /proc/fs/nfsd/threads 2>/dev/null)" = 0 ]; then
+    echo "$NFSD_POOL_MODE" >/sys/module/sunrpc/parameters/pool_mode || fail "cannot set pool_mode $NFSD_POOL_MODE"
+  fi
   echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
   pidof rpcbind >/dev/null || timeout 30 rpcbind -w || fail "rpcbind failed"
   timeout 30 exportfs -ra || fail "exportfs failed"

@@ -25,6 +25,36 @@ pub struct Client {
     pub nconnect: u32,
     /// The NFS version it mounts with ("3", "4.2").
     pub vers: String,
+    pub fio: Fio,
+}
+
+/// The client's fio job (O_DIRECT, libaio, on a file of its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fio {
+    pub rw: String,
+    pub bs: String,
+    pub iodepth: u32,
+}
+
+impl Default for Fio {
+    fn default() -> Fio {
+        Fio {
+            rw: "randread".into(),
+            bs: "4k".into(),
+            iodepth: 16,
+        }
+    }
+}
+
+/// Client `i` (1-based).
+pub fn make(i: usize, fam: u8, nconnect: u32, vers: &str, fio: Fio) -> Client {
+    Client {
+        name: format!("c{i}"),
+        ip: addr(i, fam),
+        nconnect,
+        vers: vers.into(),
+        fio,
+    }
 }
 
 /// The `n` clients of a run: today's three first, then a mix of NFSv3
@@ -42,12 +72,7 @@ pub fn for_count(n: usize) -> Vec<Client> {
                     if i % 2 == 0 { "4.2" } else { "3" },
                 ),
             };
-            Client {
-                name: format!("c{i}"),
-                ip: addr(i, fam),
-                nconnect,
-                vers: vers.into(),
-            }
+            make(i, fam, nconnect, vers, Fio::default())
         })
         .collect()
 }
@@ -61,20 +86,26 @@ fn addr(i: usize, fam: u8) -> IpAddr {
     s.parse().expect("a valid address")
 }
 
-/// The guest config's CLIENTS: `name:family:nconnect:vers` each.
+/// The guest config's CLIENTS: `name:family:nconnect:vers:rw:bs:iodepth`
+/// each.
 pub fn guest_config(clients: &[Client]) -> String {
     clients
         .iter()
         .map(|c| {
             let fam = if c.ip.is_ipv6() { 6 } else { 4 };
-            format!("{}:{fam}:{}:{}", c.name, c.nconnect, c.vers)
+            let f = &c.fio;
+            format!(
+                "{}:{fam}:{}:{}:{}:{}:{}",
+                c.name, c.nconnect, c.vers, f.rw, f.bs, f.iodepth
+            )
         })
         .collect::<Vec<_>>()
         .join(" ")
 }
 
 /// The clients the guest made, from its summary, in their order (c1, c2,
-/// ... c10). A run from before the summary said `vers` mounted NFSv3.
+/// ... c10). A run from before the summary said `vers` and `fio` mounted
+/// NFSv3 and ran the default job.
 pub fn from_summary(summary: &BTreeMap<String, String>) -> Vec<Client> {
     let mut out: Vec<(usize, Client)> = summary
         .iter()
@@ -88,12 +119,20 @@ pub fn from_summary(summary: &BTreeMap<String, String>) -> Vec<Client> {
                 ip,
                 nconnect: 1,
                 vers: "3".into(),
+                fio: Fio::default(),
             };
             for w in words {
                 if let Some(n) = w.strip_prefix("nconnect=") {
                     client.nconnect = n.parse().ok()?;
                 } else if let Some(v) = w.strip_prefix("vers=") {
                     client.vers = v.into();
+                } else if let Some(f) = w.strip_prefix("fio=") {
+                    let mut it = f.split('/');
+                    client.fio = Fio {
+                        rw: it.next()?.into(),
+                        bs: it.next()?.into(),
+                        iodepth: it.next()?.parse().ok()?,
+                    };
                 }
             }
             Some((index, client))

@@ -17,6 +17,7 @@ mod keepraw;
 mod kill;
 mod lagging;
 mod lagging_live;
+pub mod load;
 mod main_scenario;
 mod measure;
 mod names;
@@ -83,6 +84,10 @@ pub struct TestArgs {
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(u16).range(1..=clients::MAX_CLIENTS as i64))]
     pub clients: u16,
+    /// The load from a TOML file instead (clients, nfsd's threads and pool
+    /// mode, fio's seconds, a class map: see scripts/vm/loads/).
+    #[arg(long, value_name = "FILE", conflicts_with = "clients")]
+    pub load: Option<PathBuf>,
 }
 
 /// The scenarios after the main measurement, in its boot, in this order
@@ -102,6 +107,7 @@ impl TestArgs {
             recheck: None,
             scenarios: Vec::new(),
             clients: 3,
+            load: None,
         }
     }
 }
@@ -121,7 +127,7 @@ struct RunConfig {
     /// (scripts/vm/scenario-NAME.sh).
     after_main: Vec<&'static str>,
     guest_timeout_s: u64,
-    clients: Vec<clients::Client>,
+    load: load::Load,
 }
 
 /// The guest run of `cfg`: guest-init.sh with its config and every
@@ -147,11 +153,11 @@ fn guest_spec<'a>(
             "main"
         },
         cfg.fio_secs,
-        cfg.guest_timeout_s,
+        guest_timeout(cfg),
         cfg.faults.join(" "),
         cfg.after_main.join(" "),
-        clients::guest_config(&cfg.clients),
-    );
+        clients::guest_config(&cfg.load.clients),
+    ) + &load_config(&cfg.load);
     Ok(guest_run::Spec {
         label: "vm",
         script: "guest-init.sh",
@@ -163,9 +169,28 @@ fn guest_spec<'a>(
         icount: None,
         limits: Deadlines {
             boot: Some(Duration::from_secs(300)),
-            run: Duration::from_secs(cfg.guest_timeout_s + 120),
+            run: Duration::from_secs(guest_timeout(cfg) + 120),
         },
     })
+}
+
+/// The guest's own bound: the config's, and half a minute more for each
+/// client past three (namespaces, mounts and fio jobs each take their
+/// time under TCG, every load and scenario again).
+fn guest_timeout(cfg: &RunConfig) -> u64 {
+    cfg.guest_timeout_s + 30 * cfg.load.clients.len().saturating_sub(3) as u64
+}
+
+/// The load's nfsd and nfsdtop settings, as guest config lines.
+fn load_config(load: &load::Load) -> String {
+    use base64::Engine as _;
+    let encode = |m: &str| base64::engine::general_purpose::STANDARD.encode(m);
+    format!(
+        "NFSD_THREADS={}\nNFSD_POOL_MODE={}\nCLASS_MAP_B64={}\n",
+        load.nfsd_threads,
+        load.pool_mode.as_deref().unwrap_or(""),
+        load.class_map.as_deref().map(encode).unwrap_or_default()
+    )
 }
 
 fn run_one(
@@ -279,7 +304,21 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         KernelSel::Sid => vec![Suite::Sid],
         KernelSel::All => vec![Suite::Trixie, Suite::Bookworm, Suite::Sid],
     };
-    let fio_secs = args.fio_secs.unwrap_or(if args.quick { 4 } else { 8 });
+    let load = match &args.load {
+        Some(f) => load::read(f)?,
+        None => load::Load {
+            description: String::new(),
+            clients: clients::for_count(args.clients.into()),
+            nfsd_threads: load::DEFAULT_NFSD_THREADS,
+            pool_mode: None,
+            seconds: None,
+            class_map: None,
+        },
+    };
+    let fio_secs = args
+        .fio_secs
+        .or(load.seconds)
+        .unwrap_or(if args.quick { 4 } else { 8 });
     let mut configs = vec![RunConfig {
         scenario: Scenario::Main,
         fio_secs,
@@ -295,7 +334,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         // Bounds for a hung guest: a quick run takes 4-8 minutes under TCG,
         // more on a busy host (the whatif recorder may wait 5 minutes).
         guest_timeout_s: if args.quick { 900 } else { 1500 },
-        clients: clients::for_count(args.clients.into()),
+        load: load.clone(),
     }];
     if !args.quick {
         configs.push(RunConfig {
@@ -304,7 +343,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
             faults: vec![],
             after_main: vec![],
             guest_timeout_s: 600,
-            clients: clients::for_count(args.clients.into()),
+            load,
         });
     }
     if let Some(dir) = args.recheck {

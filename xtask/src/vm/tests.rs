@@ -75,7 +75,10 @@ fn client_addresses_and_their_way_back_from_the_summary() {
     let three = clients::for_count(3);
     let ips: Vec<String> = three.iter().map(|c| c.ip.to_string()).collect();
     assert_eq!(ips, ["10.99.1.2", "10.99.2.2", "fd99:3::2"]);
-    assert_eq!(clients::guest_config(&three), "c1:4:1:3 c2:4:4:3 c3:6:8:3");
+    assert_eq!(
+        clients::guest_config(&three),
+        "c1:4:1:3:randread:4k:16 c2:4:4:3:randread:4k:16 c3:6:8:3:randread:4k:16"
+    );
     let many = clients::for_count(16);
     assert_eq!(many.len(), 16);
     assert!(many.iter().any(|c| c.vers == "4.2") && many.iter().any(|c| c.nconnect == 16));
@@ -86,7 +89,10 @@ fn client_addresses_and_their_way_back_from_the_summary() {
         .map(|c| {
             (
                 format!("client.{}", c.name),
-                format!("{} nconnect={} vers={}", c.ip, c.nconnect, c.vers),
+                format!(
+                    "{} nconnect={} vers={} fio={}/{}/{}",
+                    c.ip, c.nconnect, c.vers, c.fio.rw, c.fio.bs, c.fio.iodepth
+                ),
             )
         })
         .collect();
