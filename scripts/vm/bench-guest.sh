@@ -22,6 +22,8 @@
 #           operations adds)
 #   keepraw nfsdtop --keep-raw-tracepoints (on 7.x, which can preempt raw
 #           programs: raw tracepoints without the default's rescue programs)
+#   against another nfsdtop binary (/vm/nfsdtop-against, `cargo xtask
+#           bench --against FILE`) run as nfsdtop is: a change's cost
 # Each nfsdtop run gives the agent's own CPU time (/proc/PID/stat) over
 # the fio run. The rounds run as users run nfsdtop: without the kernel's
 # BPF statistics (they cost every tracepoint hit two clock reads). The
@@ -117,7 +119,7 @@ fio_run() {
 # hooked | discard | noworkload | rawnoworkload | nfs4ops | keepraw); the others
 # than none and ftrace are nfsdtop with the flags below.
 one() {
-  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent=""
+  local tag=$1 mode=$2 f="$OUT/nfsdtop-$1.jsonl" c0 c1 t0 t1 extra="" stop_agent="" bin=$NFSDTOP
   summary "mode.$tag" "$mode"
   case $mode in
     classic) extra=--classic-tracepoints mode=nfsdtop ;;
@@ -127,11 +129,12 @@ one() {
     rawnoworkload) extra="--bench-stage no-workload --no-typed-program" mode=nfsdtop ;;
     nfs4ops) extra=--nfs4-ops mode=nfsdtop ;;
     keepraw) extra=--keep-raw-tracepoints mode=nfsdtop ;;
+    against) bin=/vm/nfsdtop-against mode=nfsdtop ;;
   esac
   case $mode in
     nfsdtop)
       # shellcheck disable=SC2086
-      "$NFSDTOP" -b --format json -n 100000 -d 1 $extra >"$f" 2>"$OUT/nfsdtop-$tag.err" &
+      "$bin" -b --format json -n 100000 -d 1 $extra >"$f" 2>"$OUT/nfsdtop-$tag.err" &
       NFSDTOP_PID=$!
       wait_until 180 "nfsdtop's first line" nfsdtop_ready "$f"
       if pid_gone "$NFSDTOP_PID"; then

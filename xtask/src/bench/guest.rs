@@ -111,6 +111,7 @@ pub(super) fn run_guest(
     modes: &[&str],
     events: &[&str],
     config: &str,
+    more_bins: &[(&'static str, &Path)],
 ) -> anyhow::Result<(PathBuf, String)> {
     let name = suite.name();
     let img = ensure_image(suite, false)?;
@@ -130,7 +131,7 @@ pub(super) fn run_guest(
             modes.join(" ")
         ),
         nfsdtop,
-        daemon: None,
+        more_bins: more_bins.to_vec(),
         output_bytes: 1 << 30,
         icount: icount_arg(),
         limits: Deadlines {
@@ -238,7 +239,8 @@ pub fn part(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
 /// records (program runs) per second during fio.
 fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(String, f64)> {
     let modes = guest.modes();
-    let (results, kernel) = run_guest(args, guest.suite, nfsdtop, &modes, &guest.events(), "")?;
+    let (results, kernel) =
+        run_guest(args, guest.suite, nfsdtop, &modes, &guest.events(), "", &[])?;
     let summary = read_kv(&results.join("summary.txt")).context("the guest wrote no summary")?;
     if let Some(e) = summary.get("error") {
         bail!("the guest failed: {e} (results in {})", results.display());

@@ -21,6 +21,7 @@
 //! `--quick` runs every part small (seconds, no VM) and only checks that
 //! the machinery works: non-zero rates, tables parsed.
 
+mod against;
 mod aggregator;
 mod daemon;
 mod frames;
@@ -79,8 +80,13 @@ pub struct BenchArgs {
     /// target/bench-workload.md).
     #[arg(long, conflicts_with_all = ["quick", "no_vm", "vm_only", "nfs4_ops_only"])]
     pub workload_view_only: bool,
-    /// The guest of `--workload-view-only`.
-    #[arg(long, value_enum, default_value_t = Suite::Trixie, requires = "workload_view_only")]
+    /// Only this tree's nfsdtop against another nfsdtop binary (built
+    /// from the tree before a change), from paired rounds in one guest
+    /// (`--suite`; default output target/bench-against.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["quick", "no_vm", "vm_only", "nfs4_ops_only", "workload_view_only"])]
+    pub against: Option<PathBuf>,
+    /// The guest of `--workload-view-only` and `--against`.
+    #[arg(long, value_enum, default_value_t = Suite::Trixie)]
     pub suite: Suite,
 }
 
@@ -96,6 +102,7 @@ impl BenchArgs {
             output: None,
             nfs4_ops_only: false,
             workload_view_only: false,
+            against: None,
             suite: Suite::Trixie,
         }
     }
@@ -111,6 +118,8 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         Some(("target/bench-nfs4ops.md", nfs4ops::section))
     } else if args.workload_view_only {
         Some(("target/bench-workload.md", workload::section))
+    } else if args.against.is_some() {
+        Some(("target/bench-against.md", against::section))
     } else {
         None
     };

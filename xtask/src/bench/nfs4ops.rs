@@ -24,7 +24,15 @@ fn operations_counted(jsonl: &Path) -> anyhow::Result<Option<u64>> {
 }
 
 pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
-    let (results, kernel) = run_guest(args, Suite::Trixie, nfsdtop, &MODES, &[], "NFS_VERS=4.2\n")?;
+    let (results, kernel) = run_guest(
+        args,
+        Suite::Trixie,
+        nfsdtop,
+        &MODES,
+        &[],
+        "NFS_VERS=4.2\n",
+        &[],
+    )?;
     let mut s = fill(text::GUEST, "nfs4ops-intro", &[("kernel", &kernel)])?;
     let Rounds { corr, .. } = rounds(&mut s, &results, &MODES, args.reps)?;
     // The stage did what it says: operations counted with the flag only.

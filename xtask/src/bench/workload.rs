@@ -110,7 +110,7 @@ pub(super) fn round_costs(nfsdtop: &[f64], noworkload: &[f64]) -> Vec<f64> {
 
 pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
     let suite = args.suite;
-    let (results, kernel) = run_guest(args, suite, nfsdtop, &MODES, &[], "")?;
+    let (results, kernel) = run_guest(args, suite, nfsdtop, &MODES, &[], "", &[])?;
     let mut s = fill(
         text::GUEST,
         "paired-intro",

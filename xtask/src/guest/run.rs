@@ -34,8 +34,9 @@ pub struct Spec<'a> {
     /// run directory's name).
     pub config: String,
     pub nfsdtop: &'a Path,
-    /// nfsdtopd, for the scenarios that poll its HTTP API (`/vm/nfsdtopd`).
-    pub daemon: Option<&'a Path>,
+    /// More binaries, as (name in `/vm`, file): nfsdtopd for the
+    /// scenarios that poll its HTTP API, an older nfsdtop to compare with.
+    pub more_bins: Vec<(&'static str, &'a Path)>,
     pub output_bytes: u64,
     /// `-icount` options, for a guest clock that counts instructions.
     pub icount: Option<String>,
@@ -86,8 +87,8 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
         set_exec(&input.join(to))?;
     }
     let mut bins = vec![put_binary(spec.nfsdtop, &input.join("nfsdtop"))?];
-    if let Some(d) = spec.daemon {
-        bins.push(put_binary(d, &input.join("nfsdtopd"))?);
+    for (name, file) in &spec.more_bins {
+        bins.push(put_binary(file, &input.join(name))?);
     }
     let run_id = run_dir.file_name().unwrap_or_default().to_string_lossy();
     fs::write(

@@ -164,7 +164,7 @@ fn guest_spec<'a>(
         extra,
         config,
         nfsdtop,
-        daemon,
+        more_bins: daemon.map(|d| ("nfsdtopd", d)).into_iter().collect(),
         output_bytes: 2 << 30,
         icount: None,
         limits: Deadlines {
