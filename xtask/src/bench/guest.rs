@@ -130,8 +130,10 @@ pub(super) fn run_guest(
             events.join(" "),
             modes.join(" ")
         ),
-        nfsdtop,
+        nfsdtop: Some(nfsdtop),
         more_bins: more_bins.to_vec(),
+        more_files: vec![],
+        writable_root: false,
         output_bytes: 1 << 30,
         icount: icount_arg(),
         limits: Deadlines {

@@ -8,6 +8,7 @@
 pub mod console;
 pub mod disk;
 pub mod image;
+pub mod kernel;
 pub mod qemu;
 pub mod run;
 

@@ -41,6 +41,7 @@ pub fn qemu_command(
     out_disk: &Path,
     run_dir: &Path,
     icount: Option<&str>,
+    writable_root: bool,
 ) -> anyhow::Result<Command> {
     let drive = |p: &Path, extra: &str| format!("file={},if=virtio,format=raw{extra}", p.display());
     let mut cmd = Command::new("qemu-system-x86_64");
@@ -67,7 +68,10 @@ pub fn qemu_command(
         .arg("-initrd")
         .arg(img.dir.join("initrd.img"))
         .arg("-drive")
-        .arg(drive(&img.dir.join("root.img"), ",snapshot=on"))
+        .arg(drive(
+            &img.dir.join("root.img"),
+            if writable_root { "" } else { ",snapshot=on" },
+        ))
         .arg("-drive")
         .arg(drive(in_disk, ",readonly=on"))
         .arg("-drive")

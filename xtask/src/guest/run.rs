@@ -33,10 +33,16 @@ pub struct Spec<'a> {
     /// Shell assignments for `/vm/config` (`RUN_ID` comes first, from the
     /// run directory's name).
     pub config: String,
-    pub nfsdtop: &'a Path,
+    /// The nfsdtop binary (`/vm/nfsdtop`), if the run has one.
+    pub nfsdtop: Option<&'a Path>,
     /// More binaries, as (name in `/vm`, file): nfsdtopd for the
     /// scenarios that poll its HTTP API, an older nfsdtop to compare with.
     pub more_bins: Vec<(&'static str, &'a Path)>,
+    /// Files copied as they are (name in `/vm`, file).
+    pub more_files: Vec<(&'static str, &'a Path)>,
+    /// Boot the image's root disk writable (its changes kept), not as a
+    /// snapshot: for making an image.
+    pub writable_root: bool,
     pub output_bytes: u64,
     /// `-icount` options, for a guest clock that counts instructions.
     pub icount: Option<String>,
@@ -86,9 +92,18 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
             .with_context(|| format!("copying scripts/vm/{from}"))?;
         set_exec(&input.join(to))?;
     }
-    let mut bins = vec![put_binary(spec.nfsdtop, &input.join("nfsdtop"))?];
-    for (name, file) in &spec.more_bins {
+    let mut bins = vec![];
+    for (name, file) in spec
+        .nfsdtop
+        .map(|n| ("nfsdtop", n))
+        .iter()
+        .chain(&spec.more_bins)
+    {
         bins.push(put_binary(file, &input.join(name))?);
+    }
+    for (name, file) in &spec.more_files {
+        fs::copy(file, input.join(name)).with_context(|| format!("copying {}", file.display()))?;
+        bins.push(input.join(name));
     }
     let run_id = run_dir.file_name().unwrap_or_default().to_string_lossy();
     fs::write(
@@ -103,7 +118,14 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
     let out_disk = run_dir.join("output.img");
     make_output_disk(&out_disk, spec.output_bytes)?;
 
-    let mut cmd = qemu_command(img, &in_disk, &out_disk, run_dir, spec.icount.as_deref())?;
+    let mut cmd = qemu_command(
+        img,
+        &in_disk,
+        &out_disk,
+        run_dir,
+        spec.icount.as_deref(),
+        spec.writable_root,
+    )?;
     let child = Qemu(cmd.spawn().context("cannot start qemu-system-x86_64")?);
     let times = console::watch(child, run_dir, spec.label, spec.limits)?;
     unpack_output(&out_disk, &run_dir.join("results"))?;

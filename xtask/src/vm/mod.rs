@@ -88,6 +88,13 @@ pub struct TestArgs {
     /// mode, fio's seconds, a class map: see scripts/vm/loads/).
     #[arg(long, value_name = "FILE", conflicts_with = "clients")]
     pub load: Option<PathBuf>,
+    /// Boot this kernel instead of the suite's: a Debian kernel package
+    /// (`linux-image-*.deb`, as `make bindeb-pkg` builds one; repeat the
+    /// flag for a kernel split into several, as Debian's 7.x are),
+    /// installed into a copy of the `--kernel` suite's image (cached;
+    /// scripts/vm/fetch-kernel.sh SUITE DIR fetches Debian's).
+    #[arg(long, value_name = "FILE")]
+    pub kernel_deb: Vec<PathBuf>,
 }
 
 /// The scenarios after the main measurement, in its boot, in this order
@@ -108,6 +115,7 @@ impl TestArgs {
             scenarios: Vec::new(),
             clients: 3,
             load: None,
+            kernel_deb: Vec::new(),
         }
     }
 }
@@ -163,7 +171,9 @@ fn guest_spec<'a>(
         script: "guest-init.sh",
         extra,
         config,
-        nfsdtop,
+        nfsdtop: Some(nfsdtop),
+        more_files: vec![],
+        writable_root: false,
         more_bins: daemon.map(|d| ("nfsdtopd", d)).into_iter().collect(),
         output_bytes: 2 << 30,
         icount: None,
@@ -193,21 +203,52 @@ fn load_config(load: &load::Load) -> String {
     )
 }
 
+/// What a run boots: a suite's image, or a kernel package installed into
+/// one (`--kernel-deb`).
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub suite: Suite,
+    /// The kernel's package files (none: the suite's own kernel).
+    pub packages: Vec<PathBuf>,
+}
+
+impl Target {
+    fn image(&self) -> anyhow::Result<crate::guest::image::Image> {
+        if self.packages.is_empty() {
+            ensure_image(self.suite, false)
+        } else {
+            crate::guest::kernel::ensure_kernel_image(self.suite, &self.packages)
+        }
+    }
+    pub fn name(&self) -> String {
+        let image = self.packages.iter().find_map(|p| {
+            let n = p.file_name()?.to_string_lossy().into_owned();
+            n.starts_with("linux-image-")
+                .then(|| n.split('_').next().unwrap_or(&n).to_string())
+        });
+        match (image, self.packages.first()) {
+            (_, None) => self.suite.name().to_string(),
+            (Some(n), _) => n,
+            (None, Some(p)) => p.display().to_string(),
+        }
+    }
+}
+
 fn run_one(
-    suite: Suite,
+    target: &Target,
     nfsdtop: &Path,
     daemon: Option<&Path>,
     cfg: &RunConfig,
-) -> anyhow::Result<Report> {
-    let img = ensure_image(suite, false)?;
+) -> anyhow::Result<(Report, PathBuf)> {
+    let img = target.image()?;
     let label = match cfg.scenario {
         Scenario::Main => "main",
         Scenario::Wait => "wait",
     };
-    let run_dir = guest_run::new_run_dir(&format!("{}-{label}", suite.name()))?;
+    let run_dir = guest_run::new_run_dir(&format!("{}-{label}", target.suite.name()))?;
     eprintln!(
         "vm: booting {} (kernel {}) for {label}, results in {}",
-        suite.name(),
+        target.name(),
         img.kernel,
         run_dir.display()
     );
@@ -237,7 +278,7 @@ fn run_one(
     let mut rep = Report {
         lines: vec![format!(
             "{} {label} (kernel {}): boot {:.1} s, whole run {:.1} s, results {}",
-            suite.name(),
+            target.name(),
             img.kernel,
             times.boot_s,
             times.total_s,
@@ -252,7 +293,7 @@ fn run_one(
         ));
     }
     check_results(&run_dir.join("results"), cfg, nfsdtop, &mut rep)?;
-    Ok(rep)
+    Ok((rep, run_dir.join("results")))
 }
 
 fn check_results(
@@ -304,6 +345,18 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         KernelSel::Sid => vec![Suite::Sid],
         KernelSel::All => vec![Suite::Trixie, Suite::Bookworm, Suite::Sid],
     };
+    if !args.kernel_deb.is_empty() && suites.len() > 1 {
+        bail!(
+            "--kernel-deb installs into one suite's image: give --kernel trixie, bookworm or sid"
+        );
+    }
+    let targets: Vec<Target> = suites
+        .iter()
+        .map(|s| Target {
+            suite: *s,
+            packages: args.kernel_deb.clone(),
+        })
+        .collect();
     let load = match &args.load {
         Some(f) => load::read(f)?,
         None => load::Load {
@@ -367,8 +420,8 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         return report(vec![(String::from("recheck"), rep)]);
     }
     // Images first (the slow part, and independent of the nfsdtop build).
-    for s in &suites {
-        ensure_image(*s, false)?;
+    for t in &targets {
+        t.image()?;
     }
     let nfsdtop = match args.nfsdtop {
         Some(p) => p,
@@ -388,13 +441,15 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         None
     };
     let mut reports = vec![];
-    for s in suites {
+    for t in &targets {
         for cfg in &configs {
-            let rep = run_one(s, &nfsdtop, daemon.as_deref(), cfg).unwrap_or_else(|e| Report {
-                lines: vec![format!("{}: the run failed", s.name())],
-                failures: vec![format!("{e:#}")],
-            });
-            reports.push((s.name().to_string(), rep));
+            let rep = run_one(t, &nfsdtop, daemon.as_deref(), cfg)
+                .map(|(rep, _)| rep)
+                .unwrap_or_else(|e| Report {
+                    lines: vec![format!("{}: the run failed", t.name())],
+                    failures: vec![format!("{e:#}")],
+                });
+            reports.push((t.name(), rep));
         }
     }
     report(reports)

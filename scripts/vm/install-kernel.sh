@@ -1,0 +1,37 @@
+#!/bin/bash
+# Installs a kernel package into the guest image (xtask/src/guest/kernel.rs):
+# the host boots a writable copy of a suite's image with its own kernel,
+# this runs dpkg -i on /vm/kernel-N.deb (the packages' postinst makes the
+# initramfs), and writes the new kernel and initramfs to the output disk
+# (vmlinuz, initrd.img); the copy, now holding the kernel's modules, is
+# the image that boots it. "installed=VERSION" in the summary on success.
+set -u
+RUN_ID=unknown
+GUEST_TIMEOUT=1200
+# shellcheck source=/dev/null
+[ -f /vm/config ] && . /vm/config
+# shellcheck source=guest-lib.sh
+. /vm/guest-lib.sh
+
+system_up
+debs=(/vm/kernel-*.deb)
+mark "installing $(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
+ver=$(for d in "${debs[@]}"; do dpkg-deb -c "$d"; done |
+  awk '$6 ~ /^\.\/boot\/vmlinuz-/ { sub(/^\.\/boot\/vmlinuz-/, "", $6); print $6 }')
+[ -n "$ver" ] || fail "no package has a boot/vmlinuz-*"
+summary packages "$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
+export DEBIAN_FRONTEND=noninteractive
+if ! timeout 1000 dpkg -i "${debs[@]}" >"$OUT/dpkg.log" 2>&1; then
+  fail "dpkg -i failed: $(grep -E 'depends on|error' "$OUT/dpkg.log" | tr '\n' ' ' | cut -c1-600)"
+fi
+[ -f "/boot/vmlinuz-$ver" ] || fail "no /boot/vmlinuz-$ver after dpkg -i"
+[ -f "/boot/initrd.img-$ver" ] || fail "no /boot/initrd.img-$ver after dpkg -i (no initramfs generator in the image?)"
+[ -d "/lib/modules/$ver" ] || fail "no /lib/modules/$ver after dpkg -i"
+cp "/boot/vmlinuz-$ver" "$OUT/vmlinuz"
+cp "/boot/initrd.img-$ver" "$OUT/initrd.img"
+sync
+mount -o remount,ro / 2>/dev/null
+summary installed "$ver"
+mark "kernel $ver installed"
+kill "$WATCHDOG_PID" 2>/dev/null
+finish
