@@ -81,8 +81,9 @@ start_nfsd() {
     IFS=: read -r _ _ _ vers <<<"$spec"
     case "${vers:-3}" in 4*) NFSD_GRACE=15 ;; esac
   done
+  # Room for every client's file, and as much again for the scenarios'.
   # shellcheck disable=SC2086
-  nfsd_up "$NFSD_THREADS" $((FILE_MB * 8 + 64)) $files
+  nfsd_up "$NFSD_THREADS" $((FILE_MB * (2 * $(wc -w <<<"$files") + 2) + 64)) $files
 }
 stop_nfsd() {
   timeout 60 rpc.nfsd 0 || mark "rpc.nfsd 0 failed"

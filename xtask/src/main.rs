@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod compare;
 mod guest;
 mod install;
 mod vm;
@@ -36,6 +37,9 @@ enum Task {
     VmImage(guest::image::ImageArgs),
     /// Real-kernel tests: nfsd in QEMU, nfsdtop checked against ftrace.
     VmTest(vm::TestArgs),
+    /// The same load on two kernels (before and after a dispatch patch),
+    /// each checked against ftrace, and one report of what changed.
+    Compare(compare::CompareArgs),
     /// Install binaries, man pages, completions, the systemd unit and an
     /// example config (`--prefix /usr --destdir DIR` to stage).
     Install(install::InstallArgs),
@@ -141,6 +145,10 @@ fn main() -> anyhow::Result<()> {
         Task::VmTest(args) => {
             setup("all")?;
             vm::test(args)
+        }
+        Task::Compare(args) => {
+            setup("all")?;
+            compare::compare(args)
         }
         Task::Install(args) => {
             setup("build")?;

@@ -8,8 +8,8 @@
 //! network namespaces while the kernel's own ftrace and nfsdtop watch the
 //! same sunrpc events, and checks nfsdtop against ftrace.
 
-mod batch;
-mod clients;
+pub(crate) mod batch;
+pub(crate) mod clients;
 mod fairshare;
 mod flood;
 mod ftrace;
@@ -24,7 +24,7 @@ mod names;
 mod operations;
 mod pools;
 mod procedures;
-mod report;
+pub(crate) mod report;
 mod restart;
 mod services;
 mod smallring;
@@ -213,7 +213,7 @@ pub struct Target {
 }
 
 impl Target {
-    fn image(&self) -> anyhow::Result<crate::guest::image::Image> {
+    pub fn image(&self) -> anyhow::Result<crate::guest::image::Image> {
         if self.packages.is_empty() {
             ensure_image(self.suite, false)
         } else {
@@ -232,6 +232,27 @@ impl Target {
             (None, Some(p)) => p.display().to_string(),
         }
     }
+}
+
+/// One boot of `target` with the main measurement of `load` (and, with
+/// `whatif`, the what-if scenario after it), checked as vm-test checks
+/// it: `cargo xtask compare`'s run of each kernel. The report and the
+/// results directory.
+pub(crate) fn run_load(
+    target: &Target,
+    nfsdtop: &Path,
+    load: load::Load,
+    whatif: bool,
+) -> anyhow::Result<(Report, PathBuf)> {
+    let cfg = RunConfig {
+        scenario: Scenario::Main,
+        fio_secs: load.seconds.unwrap_or(8),
+        faults: vec![],
+        after_main: if whatif { vec!["whatif"] } else { vec![] },
+        guest_timeout_s: 900,
+        load,
+    };
+    run_one(target, nfsdtop, None, &cfg)
 }
 
 fn run_one(
