@@ -71,6 +71,7 @@ fn image_key(suite: Suite) -> anyhow::Result<String> {
     Ok(format!("{:016x}", h))
 }
 
+#[derive(Debug)]
 pub struct Image {
     pub dir: PathBuf,
     pub kernel: String,

@@ -311,3 +311,58 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod package_tests {
+    use super::*;
+
+    /// A real package file, made with dpkg-deb, holding a config and
+    /// (optionally) the modules: what `ensure_kernel_image` reads first.
+    fn package(dir: &Path, config: &str, modules: &[&str]) -> PathBuf {
+        let root = dir.join("root");
+        fs::create_dir_all(root.join("DEBIAN")).unwrap();
+        fs::write(
+            root.join("DEBIAN/control"),
+            "Package: linux-image-9.9.9-test\nVersion: 1\nArchitecture: amd64\nMaintainer: test <test@localhost>\nDescription: test\n",
+        )
+        .unwrap();
+        fs::create_dir_all(root.join("boot")).unwrap();
+        fs::write(root.join("boot/config-9.9.9-test"), config).unwrap();
+        for m in modules {
+            let p = root.join("lib/modules/9.9.9-test/kernel").join(m);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, b"").unwrap();
+        }
+        let deb = dir.join("k.deb");
+        let ok = Command::new("dpkg-deb")
+            .args(["--root-owner-group", "-b"])
+            .arg(&root)
+            .arg(&deb)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "dpkg-deb -b");
+        deb
+    }
+
+    #[test]
+    fn a_package_without_btf_or_sunrpc_is_refused_before_any_boot() {
+        let dir = std::env::temp_dir().join(format!("nfsdtop-kdeb-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let config = "CONFIG_NFSD=m\nCONFIG_SUNRPC=m\nCONFIG_BPF_SYSCALL=y\nCONFIG_BPF_EVENTS=y\nCONFIG_TRACEPOINTS=y\n";
+        let deb = package(&dir, config, &["fs/nfsd/nfsd.ko.xz"]);
+        let e = format!("{:#}", ensure_kernel_image(Suite::Trixie, &[deb]).unwrap_err());
+        fs::remove_dir_all(&dir).unwrap();
+        for says in [
+            "this kernel lacks what nfsdtop needs",
+            "CONFIG_DEBUG_INFO_BTF is not set",
+            "CONFIG_DEBUG_INFO_BTF_MODULES is not set",
+            "CONFIG_SUNRPC=m but the package has no sunrpc.ko module",
+        ] {
+            assert!(e.contains(says), "{says:?} in {e}");
+        }
+        assert!(!e.contains("nfsd.ko"), "nfsd.ko is there: {e}");
+    }
+}
