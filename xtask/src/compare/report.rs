@@ -287,3 +287,82 @@ pub fn text(c: &Comparison) -> String {
     );
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A results directory as a run leaves it: nfsdtop's own batch lines
+    /// (testdata/nfsdtop-main.jsonl, three seconds of `nfsdtop -b
+    /// --format json --demo seed-k4`), the guest's summary, fio's JSON
+    /// and whatif's report.
+    fn results(dir: &Path) {
+        fs::create_dir_all(dir).unwrap();
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/compare/testdata/nfsdtop-main.jsonl"),
+            dir.join("nfsdtop-main.jsonl"),
+        )
+        .unwrap();
+        fs::write(
+            dir.join("summary.txt"),
+            "kernel=9.9\nclient.c1=10.0.0.3 nconnect=4 vers=3 fio=randread/4k/16\nclient.c2=10.0.0.9 nconnect=1 vers=3 fio=randread/4k/16\n",
+        )
+        .unwrap();
+        fs::write(
+            dir.join("fio-main-c1.json"),
+            r#"{"jobs":[{"job_runtime":8000,"read":{"iops":1234.5,"clat_ns":{"percentile":{"50.000000":100000,"99.000000":900000}}},"write":{"iops":0}}]}"#,
+        )
+        .unwrap();
+        fs::write(
+            dir.join("whatif.json"),
+            r#"{"peers":[{"name":"10.0.0.3","predicted":[{"policy":"rr-peer","share":0.5,"fairness":1.0,"wait_p50_us":7.0}]}]}"#,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_report_holds_each_runs_own_numbers() {
+        let base = std::env::temp_dir().join(format!("nfsdtop-compare-{}", std::process::id()));
+        let (a, b) = (base.join("a"), base.join("b"));
+        results(&a);
+        results(&b);
+        let run = |d: &Path| KernelRun {
+            label: "k".into(),
+            kernel: "9.9".into(),
+            results: d.display().to_string(),
+            checked: true,
+            failures: vec![],
+            dispatches: 4800,
+        };
+        let c = build("load.toml", [run(&a), run(&b)]).unwrap();
+        let text = text(&c);
+        let svg = super::super::plot::svg(&c);
+        fs::remove_dir_all(&base).unwrap();
+        assert_eq!(c.clients.len(), 2);
+        // By hand from the fixture's lines for 10.0.0.3: cumulative 3193
+        // dispatches and 2396 entitled of 4800 in the last; per-second
+        // p50s 5, 5, 6 at 1060, 1066, 1067 dispatches a second.
+        let n = c.clients[0].on[0].clone().unwrap();
+        assert_eq!(n.dispatches, 3193);
+        assert!((n.share - 3193.0 / 4800.0).abs() < 1e-12);
+        assert!((n.fair_share - 2396.0 / 4800.0).abs() < 1e-12);
+        assert!((n.ratio.unwrap() - 3193.0 / 2396.0).abs() < 1e-12);
+        let p50 = (5.0 * 1060.0 + 5.0 * 1066.0 + 6.0 * 1067.0) / (1060.0 + 1066.0 + 1067.0);
+        assert!((n.wait_p50_us - p50).abs() < 1e-9, "{}", n.wait_p50_us);
+        assert_eq!(n.wait_p99_us, 9215.5);
+        assert_eq!(n.requests_per_s, Some(3182.0 / 8.0));
+        assert_eq!(
+            (n.fio_iops, n.fio_lat_p50_us, n.fio_lat_p99_us),
+            (Some(1234.5), Some(100.0), Some(900.0))
+        );
+        assert_eq!(c.clients[0].share_points, Some(0.0));
+        assert_eq!(c.clients[0].predicted_from_first[0].policy, "rr-peer");
+        // A client with no dispatch on a kernel is shown as such.
+        assert!(c.clients[1].on[0].is_none() && c.clients[1].share_points.is_none());
+        assert!(
+            text.contains("10.0.0.3") && text.contains("rr-peer 50.0% ratio 1.00"),
+            "{text}"
+        );
+        assert!(svg.starts_with("<svg") && svg.contains("c1 nc=4"), "{svg}");
+    }
+}

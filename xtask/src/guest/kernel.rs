@@ -353,7 +353,10 @@ mod package_tests {
         fs::create_dir_all(&dir).unwrap();
         let config = "CONFIG_NFSD=m\nCONFIG_SUNRPC=m\nCONFIG_BPF_SYSCALL=y\nCONFIG_BPF_EVENTS=y\nCONFIG_TRACEPOINTS=y\n";
         let deb = package(&dir, config, &["fs/nfsd/nfsd.ko.xz"]);
-        let e = format!("{:#}", ensure_kernel_image(Suite::Trixie, &[deb]).unwrap_err());
+        let e = format!(
+            "{:#}",
+            ensure_kernel_image(Suite::Trixie, &[deb]).unwrap_err()
+        );
         fs::remove_dir_all(&dir).unwrap();
         for says in [
             "this kernel lacks what nfsdtop needs",
