@@ -21,6 +21,12 @@ ver=$(for d in "${debs[@]}"; do dpkg-deb -c "$d"; done |
 [ -n "$ver" ] || fail "no package has a boot/vmlinuz-*"
 summary packages "$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
 export DEBIAN_FRONTEND=noninteractive
+# A small initramfs, quickly made (this runs under software emulation):
+# only the modules this machine's root needs (virtio, ext4), compressed
+# lightly; for initramfs-tools (trixie, bookworm) and dracut (sid) alike.
+mkdir -p /etc/initramfs-tools/conf.d /etc/dracut.conf.d
+printf 'MODULES=dep\nCOMPRESS=gzip\nCOMPRESSLEVEL=1\n' >/etc/initramfs-tools/conf.d/nfsdtop-vm.conf
+printf 'hostonly="yes"\ncompress="cat"\n' >/etc/dracut.conf.d/nfsdtop-vm.conf
 if ! timeout 1000 dpkg -i "${debs[@]}" >"$OUT/dpkg.log" 2>&1; then
   fail "dpkg -i failed: $(grep -E 'depends on|error' "$OUT/dpkg.log" | tr '\n' ' ' | cut -c1-600)"
 fi
