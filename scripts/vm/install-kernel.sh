@@ -16,9 +16,13 @@ GUEST_TIMEOUT=1200
 system_up
 debs=(/vm/kernel-*.deb)
 mark "installing $(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
+# The kernel's version: of its boot/vmlinuz-VERSION or, from Debian's 7.x
+# on, its (usr/)lib/modules/VERSION/.
 ver=$(for d in "${debs[@]}"; do dpkg-deb -c "$d"; done |
-  awk '$6 ~ /^\.\/boot\/vmlinuz-/ { sub(/^\.\/boot\/vmlinuz-/, "", $6); print $6 }')
-[ -n "$ver" ] || fail "no package has a boot/vmlinuz-*"
+  awk '$6 ~ /^\.\/boot\/vmlinuz-/ { b = $6; sub(/^\.\/boot\/vmlinuz-/, "", b) }
+       $6 ~ /^\.\/(usr\/)?lib\/modules\/[^\/]+\/$/ { n = split($6, p, "/"); v = p[n - 1] }
+       END { if (b != "") print b; else if (v != "") print v }')
+[ -n "$ver" ] || fail "no package has a boot/vmlinuz-* or a lib/modules/VERSION/"
 summary packages "$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
 export DEBIAN_FRONTEND=noninteractive
 # A small initramfs, quickly made (this runs under software emulation):
@@ -30,11 +34,14 @@ printf 'hostonly="yes"\ncompress="cat"\n' >/etc/dracut.conf.d/nfsdtop-vm.conf
 if ! timeout 1000 dpkg -i "${debs[@]}" >"$OUT/dpkg.log" 2>&1; then
   fail "dpkg -i failed: $(grep -E 'depends on|error' "$OUT/dpkg.log" | tr '\n' ' ' | cut -c1-600)"
 fi
-[ -f "/boot/vmlinuz-$ver" ] || fail "no /boot/vmlinuz-$ver after dpkg -i"
-[ -f "/boot/initrd.img-$ver" ] || fail "no /boot/initrd.img-$ver after dpkg -i (no initramfs generator in the image?)"
+first() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return; }; done; }
+kernel=$(first "/boot/vmlinuz-$ver" "/usr/lib/modules/$ver/vmlinuz")
+initrd=$(first "/boot/initrd.img-$ver" "/usr/lib/modules/$ver/initrd.img" "/usr/lib/modules/$ver/initrd")
+[ -n "$kernel" ] || fail "no /boot/vmlinuz-$ver after dpkg -i"
+[ -n "$initrd" ] || fail "no initramfs for $ver after dpkg -i (no initramfs generator in the image?)"
 [ -d "/lib/modules/$ver" ] || fail "no /lib/modules/$ver after dpkg -i"
-cp "/boot/vmlinuz-$ver" "$OUT/vmlinuz"
-cp "/boot/initrd.img-$ver" "$OUT/initrd.img"
+cp "$kernel" "$OUT/vmlinuz"
+cp "$initrd" "$OUT/initrd.img"
 sync
 mount -o remount,ro / 2>/dev/null
 summary installed "$ver"

@@ -98,10 +98,14 @@ fn contents(deb: &Path) -> anyhow::Result<(Vec<String>, String)> {
         .lines()
         .map(str::to_string)
         .collect();
-    let Some(config) = files
-        .iter()
-        .find(|f| f.trim_start_matches("./").starts_with("boot/config-"))
-    else {
+    // boot/config-VERSION; from Debian's 7.x on (usr/)lib/modules/VERSION/config.
+    let is_config = |f: &str| {
+        let f = f.trim_start_matches("./");
+        let modules = f.trim_start_matches("usr/").strip_prefix("lib/modules/");
+        f.starts_with("boot/config-")
+            || modules.is_some_and(|m| m.ends_with("/config") && m.matches('/').count() == 1)
+    };
+    let Some(config) = files.iter().find(|f| is_config(f)) else {
         return Ok((files, String::new()));
     };
     let text = tar(&["-xO", config])?;
