@@ -290,3 +290,90 @@ mod tests {
         assert!(polls[2].peers.as_ref().unwrap().is_empty());
     }
 }
+
+#[cfg(test)]
+mod victim_tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// The last line of nfsdtop's own batch output (the compare fixture)
+    /// with peer 10.0.0.2 made a victim: 100 dispatches of 1,000 entitled.
+    fn last_line() -> Line {
+        let text = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/compare/testdata/nfsdtop-main.jsonl"),
+        )
+        .unwrap();
+        let mut v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        for e in v["entities"].as_array_mut().unwrap() {
+            if e["name"] == "10.0.0.2" {
+                e["dispatches"] = 100.into();
+                e["entitled"] = 1000.0.into();
+            }
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn results(polls: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "nfsdtop-victims-{}-{}",
+            std::process::id(),
+            polls.len()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        // Trace clock 100.0 is uptime 130.0; the victim's first dispatch
+        // at trace 101.0, so uptime 131.0.
+        fs::write(
+            dir.join("trace-lagging.txt"),
+            "  bash-9 [000] ..... 100.000000: tracing_mark_write: nfsdtop-clock 130.0\n\
+             nfsd-1 [001] ..... 101.000000: svc_xprt_dequeue: server=10.0.0.1:2049 client=10.0.0.2:700 flags=BUSY\n",
+        )
+        .unwrap();
+        fs::write(dir.join("unfair-lagging.txt"), polls).unwrap();
+        dir
+    }
+
+    fn check(polls: &str) -> Vec<String> {
+        let dir = results(polls);
+        let summary: BTreeMap<String, String> = [
+            ("lagging.daemon.lagging", "up"),
+            ("t_fio_done.lagging", "150.0"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        let mut rep = Report {
+            lines: vec![],
+            failures: vec![],
+        };
+        unfair_list(&dir, "lagging", &summary, Some(&last_line()), &mut rep);
+        fs::remove_dir_all(&dir).unwrap();
+        rep.failures
+    }
+
+    const LISTED: &str = r#"{"peers":[{"name":"10.0.0.2"}]}"#;
+    const EMPTY: &str = r#"{"peers":[]}"#;
+
+    #[test]
+    fn a_victim_listed_in_time_and_kept_passes() {
+        let polls =
+            format!("133.0 {EMPTY}\n135.0 {LISTED}\n137.0 \n139.0 {LISTED}\n155.0 {EMPTY}\n");
+        assert_eq!(check(&polls), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_victim_listed_late_dropped_or_never_fails() {
+        let late = format!("133.0 {EMPTY}\n142.0 {LISTED}\n");
+        assert_eq!(
+            check(&late).len(),
+            1,
+            "listed 11 s after its first dispatch"
+        );
+        let dropped = format!("133.0 {LISTED}\n135.0 {EMPTY}\n137.0 {LISTED}\n");
+        assert!(
+            check(&dropped)[0].contains("not at [\"4.0\"]"),
+            "{:?}",
+            check(&dropped)
+        );
+        let never = format!("133.0 {EMPTY}\n135.0 {EMPTY}\n");
+        assert!(check(&never)[0].contains("never listed"));
+    }
+}
