@@ -239,9 +239,17 @@ pub fn ensure_kernel_image(base: Suite, debs: &[PathBuf]) -> anyhow::Result<Imag
     let results = run_dir.join("results");
     let summary = read_kv(&results.join("summary.txt"))?;
     let kernel = summary.get("installed").cloned().ok_or_else(|| {
+        let error = summary.get("error").map_or("no result", String::as_str);
+        let hint = if error.contains("depends on") {
+            format!(
+                "; the {} userland is older than this kernel needs: install it into a newer one (sid)",
+                base.name()
+            )
+        } else {
+            String::new()
+        };
         anyhow!(
-            "installing {named} failed: {} (see {})",
-            summary.get("error").map_or("no result", String::as_str),
+            "installing {named} failed: {error}{hint} (see {})",
             results.display()
         )
     })?;
