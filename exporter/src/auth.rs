@@ -125,11 +125,23 @@ fn padding(mut rounds: u64) -> Vec<u32> {
     costs
 }
 
-pub struct Auth {
-    users: BTreeMap<String, PasswordHash>,
-    cache: Mutex<HashSet<([u8; 32], IpAddr)>>,
+/// The users who may log in (replaced when `--web.config.file` changes).
+struct Users {
+    hashes: BTreeMap<String, PasswordHash>,
     /// The rounds of the dearest configured user: every check costs that.
     rounds: u64,
+}
+
+impl Users {
+    fn new(hashes: BTreeMap<String, PasswordHash>) -> Arc<Users> {
+        let rounds = hashes.values().map(|h| work(Some(h))).max().unwrap_or(0);
+        Arc::new(Users { hashes, rounds })
+    }
+}
+
+pub struct Auth {
+    users: Mutex<Arc<Users>>,
+    cache: Mutex<HashSet<([u8; 32], IpAddr)>>,
     limiter: FailureLimiter,
     /// Checks hashing at once: a flood of them cannot take every core.
     hashing: Semaphore,
@@ -141,7 +153,7 @@ pub struct Auth {
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Auth")
-            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("users", &self.users().hashes.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -162,12 +174,10 @@ impl Auth {
     }
 
     pub fn with_limits(users: BTreeMap<String, PasswordHash>, limits: FailureLimits) -> Auth {
-        let rounds = users.values().map(|h| work(Some(h))).max().unwrap_or(0);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Auth {
-            users,
+            users: Mutex::new(Users::new(users)),
             cache: Mutex::new(HashSet::new()),
-            rounds,
             limiter: FailureLimiter::new(limits),
             hashing: Semaphore::new((cores / 2).max(1)),
             source_log: RateLog::new(Duration::from_secs(60)),
@@ -176,7 +186,20 @@ impl Auth {
     }
 
     pub fn enabled(&self) -> bool {
-        !self.users.is_empty()
+        !self.users().hashes.is_empty()
+    }
+
+    fn users(&self) -> Arc<Users> {
+        self.users.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Log in with these users from now on (the failure budgets go on);
+    /// logins already checked are checked again.
+    pub fn set_users(&self, users: BTreeMap<String, PasswordHash>) {
+        *self.users.lock().unwrap_or_else(|p| p.into_inner()) = Users::new(users);
+        if let Ok(mut c) = self.cache.lock() {
+            c.clear();
+        }
     }
 
     /// Check an `Authorization` header value from `source`: credentials
@@ -246,9 +269,10 @@ auth_failures_per_source ({n} a minute)"
     /// it with bcrypt rounds on a dummy hash, so the time does not tell
     /// which users exist or how they are stored.
     pub fn verify(&self, user: &str, pass: &str) -> bool {
-        let h = self.users.get(user);
+        let users = self.users();
+        let h = users.hashes.get(user);
         let ok = h.is_some_and(|h| h.verify(pass));
-        for cost in padding(self.rounds.saturating_sub(work(h))) {
+        for cost in padding(users.rounds.saturating_sub(work(h))) {
             let _ = bcrypt::verify(pass, &dummy_bcrypt(cost));
         }
         ok
@@ -505,7 +529,7 @@ mod tests {
         users.insert("seven".into(), PasswordHash::parse(&bc7).unwrap());
         users.insert("sha".into(), PasswordHash::parse(&sha("c")).unwrap());
         let a = Auth::new(users.clone());
-        assert_eq!(a.rounds, 1 << 7);
+        assert_eq!(a.users().rounds, 1 << 7);
         for (user, own) in [
             ("five", 1 << 5),
             ("seven", 1 << 7),
@@ -514,7 +538,10 @@ mod tests {
         ] {
             let h = users.get(user);
             assert_eq!(work(h), own);
-            let pad: u64 = padding(a.rounds - work(h)).iter().map(|c| 1u64 << c).sum();
+            let pad: u64 = padding(a.users().rounds - work(h))
+                .iter()
+                .map(|c| 1u64 << c)
+                .sum();
             assert_eq!(own + pad, 1 << 7, "{user}");
         }
         assert!(a.verify("five", "a") && a.verify("seven", "b") && a.verify("sha", "c"));

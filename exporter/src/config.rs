@@ -88,10 +88,17 @@ pub struct Cli {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
-    /// Address to serve on [default: 127.0.0.1:9847].
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// Address to serve on, as Prometheus exporters take it (:PORT is every IPv4 interface) [default: 127.0.0.1:9847].
+    #[arg(
+        long = "web.listen-address",
+        visible_alias = "listen",
+        value_name = "ADDR:PORT"
+    )]
     pub listen: Option<String>,
-    /// Allow a non-loopback --listen address (serve other hosts).
+    /// Prometheus exporter-toolkit's web configuration file (YAML): TLS, mutual TLS, basic_auth_users, response headers. Read again when it changes; a bad change is logged and the last good one kept. Not with TLS or users in --config, nor --tls-cert.
+    #[arg(long = "web.config.file", value_name = "FILE", conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub web_config_file: Option<PathBuf>,
+    /// Allow a non-loopback --web.listen-address (serve other hosts).
     #[arg(long)]
     pub expose: bool,
     /// Peers with their own series in /metrics; the rest are summed into peer="other" [default: 50].
@@ -141,6 +148,8 @@ pub struct Config {
     pub unfair_ratio: f64,
     pub tls: Option<TlsFiles>,
     pub users: BTreeMap<String, PasswordHash>,
+    /// `--web.config.file`: TLS, users and headers from there instead.
+    pub web_config: Option<PathBuf>,
     /// Redact client addresses: None = no; Some(None) = random key;
     /// Some(Some(key)) = pseudonyms stable across restarts.
     pub redact: Option<Option<String>>,
@@ -152,13 +161,16 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
+    if let Some(Ok(p)) = s.strip_prefix(':').map(str::parse::<u16>) {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p));
+    }
     if let Some(port) = s.strip_prefix("localhost:") {
         if let Ok(p) = port.parse::<u16>() {
             return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p));
         }
     }
     Err(format!(
-        "invalid listen address {s:?}: expected ADDR:PORT such as 127.0.0.1:9847 or [::1]:9847"
+        "invalid listen address {s:?}: expected ADDR:PORT such as 127.0.0.1:9847, [::1]:9847 or :9847"
     ))
 }
 
@@ -179,7 +191,7 @@ fn check_max_streams(n: i64, what: &str) -> Result<usize, String> {
 
 /// Refuse a bcrypt hash too costly to check (a malformed one is left to
 /// [`PasswordHash::parse`] to explain).
-fn check_bcrypt_cost(hash: &str, user: &str) -> Result<(), String> {
+pub(crate) fn check_bcrypt_cost(hash: &str, user: &str) -> Result<(), String> {
     let Some(rest) = ["$2a$", "$2b$", "$2x$", "$2y$"]
         .iter()
         .find_map(|p| hash.strip_prefix(p))
@@ -218,6 +230,7 @@ impl Config {
             unfair_ratio: crate::metrics::DEFAULT_UNFAIR_BELOW,
             tls: None,
             users: BTreeMap::new(),
+            web_config: None,
             redact: None,
             http: HttpSettings::default(),
         };
@@ -245,7 +258,7 @@ impl Config {
 
     fn apply_cli(&mut self, cli: &Cli) -> anyhow::Result<()> {
         if let Some(l) = &cli.listen {
-            self.listen = parse_listen(l).map_err(|e| anyhow!("--listen: {e}"))?;
+            self.listen = parse_listen(l).map_err(|e| anyhow!("--web.listen-address: {e}"))?;
         }
         if cli.expose {
             self.expose = true;
@@ -273,6 +286,16 @@ impl Config {
                 check_unfair_ratio(r).map_err(|e| anyhow!("--unfair-ratio: {e}"))?;
         }
         cli.source.apply(&mut self.session)?;
+        if let Some(web) = &cli.web_config_file {
+            if self.tls.is_some() || !self.users.is_empty() {
+                bail!(
+                    "--web.config.file {} and [tls_server_config] or [basic_auth_users] in --config: \
+TLS and users are set in one place; move them into the web config file (or drop --web.config.file)",
+                    web.display()
+                );
+            }
+            self.web_config = Some(web.clone());
+        }
         if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
             self.tls = Some(TlsFiles {
                 cert: cert.clone(),

@@ -95,18 +95,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     session.load_class_map()?;
-    let tls = match &cfg.tls {
-        Some(t) => Some(crate::tls::server_config(&t.cert, &t.key)?),
-        None => None,
-    };
-    if cfg.expose && cfg.users.is_empty() {
-        log(format_args!(
-            "warning: serving {} to other hosts without basic_auth_users",
-            cfg.listen
-        ));
-    }
-    if let Some(w) = crate::listener::plaintext_password_warning(&cfg) {
-        crate::log::log(w);
+    let auth = Arc::new(Auth::with_limits(cfg.users.clone(), cfg.http.failures));
+    let web = Arc::new(crate::web_config::source(&cfg, auth.clone())?);
+    for w in crate::web_config::start_warnings(&cfg, &web.last_good()) {
+        log(w);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -172,7 +164,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let app = AppState {
         latest: rx,
         metrics: metrics_rx,
-        auth: Arc::new(Auth::with_limits(cfg.users.clone(), cfg.http.failures)),
+        auth,
         interval: cfg.session.interval,
         shutdown: stop_rx,
         streams,
@@ -184,7 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         cfg,
         spec,
         router,
-        tls,
+        web,
         redactor,
         ctl_tx.clone(),
         stop_tx,
@@ -209,17 +201,17 @@ fn listen_error(addr: std::net::SocketAddr, e: &std::io::Error) -> anyhow::Error
     let what = match e.kind() {
         ErrorKind::AddrInUse => format!(
             "port {} is already in use (another nfsdtopd?): stop what holds it (`ss -ltnp \
-             'sport = :{}'` names it) or choose another address with --listen (listen = in \
-             the config file)",
+             'sport = :{}'` names it) or choose another address with --web.listen-address (listen = \
+             in the config file)",
             addr.port(),
             addr.port()
         ),
         ErrorKind::PermissionDenied => format!(
             "not allowed ({e}): a port below 1024 needs root or CAP_NET_BIND_SERVICE; choose \
-             another with --listen"
+             another with --web.listen-address"
         ),
         ErrorKind::AddrNotAvailable => format!(
-            "no interface of this host has the address {} ({e}): choose one it has with --listen",
+            "no interface of this host has the address {} ({e}): choose one it has with --web.listen-address",
             addr.ip()
         ),
         _ => e.to_string(),
@@ -231,14 +223,18 @@ async fn serve(
     cfg: Config,
     spec: SourceSpec,
     router: axum::Router,
-    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    web: Arc<crate::web_config::watch::WebSource>,
     redactor: Option<Redactor>,
     ctl: mpsc::Sender<Control>,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
     let listener = crate::listener::bind(cfg.listen).map_err(|e| listen_error(cfg.listen, &e))?;
     let local = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = if web.last_good().tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     log(format_args!("listening on {scheme}://{local}"));
 
     tokio::spawn(reload_on_sighup(cfg.clone(), spec, ctl));
@@ -257,7 +253,7 @@ async fn serve(
         // End the open streams, so the graceful shutdown can finish.
         stop.send_replace(true);
     };
-    crate::listener::serve(listener, router, tls, cfg.http.clone(), redactor, shutdown).await?;
+    crate::listener::serve(listener, router, web, cfg.http.clone(), redactor, shutdown).await?;
     Ok(())
 }
 

@@ -11,6 +11,8 @@
 //! - [`body_budget`]: the memory all snapshot JSON may hold at once;
 //! - [`auth`], [`auth_limit`], [`tls`]: basic auth (bcrypt or sha256)
 //!   with failure budgets, and rustls;
+//! - [`web_config`]: `--web.config.file`, exporter-toolkit's YAML (TLS,
+//!   mutual TLS, users, headers), re-read when it changes;
 //! - [`listener`], [`conn_io`], [`ratelog`]: accepting and serving
 //!   connections under timeouts and a connection cap;
 //! - [`privileges`]: capabilities dropped once the live source is attached;
@@ -43,3 +45,4 @@ pub mod snapshot;
 pub mod stream;
 pub mod tls;
 pub mod unfair;
+pub mod web_config;

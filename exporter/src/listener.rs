@@ -35,13 +35,14 @@ use nfsdtop_agent::redact::Redactor;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 use crate::conn_io::{BusyBody, ConnCloser, ConnShared, Tracked};
 use crate::http_config::HttpSettings;
 use crate::ratelog::RateLog;
+use crate::web_config::watch::WebSource;
+use crate::web_config::WebConfig;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
@@ -114,18 +115,6 @@ pub fn connection_cap(wanted: usize, configured: bool) -> (usize, Option<String>
         )
     });
     (cap, warn)
-}
-
-/// Basic auth over plain HTTP to other hosts sends the passwords in clear
-/// (base64 is no protection): worth a warning at start-up.
-pub fn plaintext_password_warning(cfg: &crate::config::Config) -> Option<String> {
-    (!cfg.listen.ip().is_loopback() && !cfg.users.is_empty() && cfg.tls.is_none()).then(|| {
-        format!(
-            "warning: basic_auth_users without TLS on {}: passwords cross the network in clear; \
-add [tls_server_config] (or --tls-cert and --tls-key)",
-            cfg.listen
-        )
-    })
 }
 
 struct Registry {
@@ -220,7 +209,8 @@ impl Drop for Entry {
 
 struct Ctx {
     router: Router,
-    tls: Option<TlsAcceptor>,
+    /// TLS, users and headers, as of each new connection.
+    web: Arc<WebSource>,
     http: hyper::server::conn::http1::Builder,
     limits: Limits,
     redactor: Option<Redactor>,
@@ -241,7 +231,7 @@ impl Ctx {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    tls: Option<Arc<ServerConfig>>,
+    web: Arc<WebSource>,
     settings: HttpSettings,
     redactor: Option<Redactor>,
     shutdown: impl Future<Output = ()>,
@@ -258,7 +248,7 @@ pub async fn serve(
         .max_buf_size(MAX_HEAD);
     let ctx = Arc::new(Ctx {
         router,
-        tls: tls.map(TlsAcceptor::from),
+        web,
         http,
         limits,
         redactor,
@@ -363,9 +353,11 @@ async fn connection(
     peer: SocketAddr,
 ) {
     let shared = entry.shared.clone();
-    let Some(acceptor) = &ctx.tls else {
-        return http(&ctx, Tracked::new(tcp, shared), peer, &entry, stop).await;
+    let web = ctx.web.current().await;
+    let Some(tls) = web.tls.clone() else {
+        return http(&ctx, web, Tracked::new(tcp, shared), peer, &entry, stop).await;
     };
+    let acceptor = TlsAcceptor::from(tls);
     let deadline = tokio::time::Instant::now() + ctx.limits.header_timeout;
     let mut first = [0u8; 1];
     let peeked = tokio::select! {
@@ -401,11 +393,12 @@ async fn connection(
         _ = shared.killed() => return,
         _ = stop.wait_for(|s| *s) => return,
     };
-    http(&ctx, Tracked::new(tls, shared), peer, &entry, stop).await
+    http(&ctx, web, Tracked::new(tls, shared), peer, &entry, stop).await
 }
 
 async fn http<S>(
     ctx: &Ctx,
+    web: Arc<WebConfig>,
     io: Tracked<S>,
     peer: SocketAddr,
     entry: &Entry,
@@ -421,11 +414,15 @@ async fn http<S>(
         req.extensions_mut().insert(ConnectInfo(peer));
         req.extensions_mut().insert(ConnCloser::new(shared.clone()));
         let router = router.clone();
+        let web = web.clone();
         async move {
-            let resp = match router.oneshot(req).await {
+            let mut resp = match router.oneshot(req).await {
                 Ok(r) => r,
                 Err(never) => match never {},
             };
+            for (name, value) in &web.headers {
+                resp.headers_mut().insert(name.clone(), value.clone());
+            }
             Ok::<_, Infallible>(resp.map(|b| BusyBody::wrap(b, busy)))
         }
     });
@@ -452,6 +449,11 @@ mod tests {
     use axum::routing::get;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    fn plain() -> Arc<WebSource> {
+        let auth = Arc::new(crate::auth::Auth::new(Default::default()));
+        Arc::new(WebSource::fixed(WebConfig::plain(), auth))
+    }
+
     #[tokio::test]
     async fn a_response_that_never_finishes_is_dropped_after_the_shutdown_timeout() {
         let started = Arc::new(Notify::new());
@@ -473,7 +475,7 @@ mod tests {
             ..HttpSettings::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, router, None, settings, None, async {
+        let server = tokio::spawn(serve(listener, router, plain(), settings, None, async {
             let _ = stopped.await;
         }));
         let mut c = TcpStream::connect(addr).await.unwrap();
@@ -512,7 +514,7 @@ mod tests {
         let server = tokio::spawn(serve(
             listener,
             router,
-            None,
+            plain(),
             HttpSettings::default(),
             None,
             async {

@@ -14,7 +14,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
 
 /// The most a certificate chain or key file may hold.
-const MAX_PEM_FILE: u64 = 1 << 20;
+pub const MAX_PEM_FILE: u64 = 1 << 20;
 
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<ServerConfig>> {
     let cert_pem = read_bytes(cert, "TLS certificate", "--tls-cert", MAX_PEM_FILE)?;
