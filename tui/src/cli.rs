@@ -74,9 +74,15 @@ pub struct SourceArgs {
     /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
     #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "keep_raw_tracepoints", "enqueue_hooks", "no_typed_program", "bench_stage", "bpf_stats", "resolve"])]
     pub connect: Option<String>,
-    /// With --connect https://...: trust the CA certificates in this PEM file instead of the system's.
+    /// With --connect https://...: trust the certificates in this PEM file instead of the system's roots: CAs for the certificates they signed, and each certificate itself when the agent presents exactly it (a self-signed one, as `openssl req -x509` makes).
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub ca_cert: Option<PathBuf>,
+    /// With --connect https://...: present this client certificate (PEM, with its chain) to an agent that asks for one (mutual TLS); needs --client-key.
+    #[arg(long, value_name = "FILE", requires_all = ["connect", "client_key"])]
+    pub client_cert: Option<PathBuf>,
+    /// With --connect https://...: the private key (PEM) of --client-cert.
+    #[arg(long, value_name = "FILE", requires_all = ["connect", "client_cert"])]
+    pub client_key: Option<PathBuf>,
     /// With --connect: the netrc file holding the agent's user and password ("machine HOST login USER password PASS"; default: $NETRC, else ~/.netrc).
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub netrc_file: Option<PathBuf>,

@@ -119,6 +119,7 @@ pub fn connect(
     if let Some(url) = &args.connect {
         let opts = remote::Options {
             ca_cert: args.ca_cert.as_deref(),
+            client_cert: args.client_cert.as_deref().zip(args.client_key.as_deref()),
             netrc: args.netrc_file.as_deref(),
             auth_env: std::env::var(remote::url::AUTH_ENV).ok(),
             redact: args.redact,

@@ -1,13 +1,12 @@
 //! One HTTP/1.1 GET to the agent, by hyper over TCP or rustls TLS: connect
-//! (bounded in time), TLS handshake against the system's roots or
-//! `--ca-cert`, the request with Host, Accept, User-Agent and basic auth,
+//! (bounded in time), TLS handshake ([`super::tls`]: the system's roots or
+//! `--ca-cert`, a client certificate for mutual TLS), the request with Host, Accept, User-Agent and basic auth,
 //! and the response's status sorted into [`Failure::Retry`] (the agent may
 //! come back) or [`Failure::Fatal`] (retrying cannot help: credentials
 //! refused, certificate not trusted, TLS against a plain-HTTP agent or
 //! plain HTTP against a TLS one).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,9 +17,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::url::{Credentials, RemoteUrl, Scheme};
@@ -52,6 +49,7 @@ impl Client {
         url: RemoteUrl,
         creds: Option<&Credentials>,
         ca_cert: Option<&Path>,
+        identity: Option<&super::tls::Identity>,
     ) -> anyhow::Result<Client> {
         let auth = creds.map(|c| {
             let mut v = HeaderValue::from_str(&c.basic())
@@ -61,8 +59,10 @@ impl Client {
         });
         let tls = match url.scheme {
             Scheme::Http => {
-                if ca_cert.is_some() {
-                    anyhow::bail!("--ca-cert is for https:// agents; {url} is plain HTTP");
+                if ca_cert.is_some() || identity.is_some() {
+                    anyhow::bail!(
+                        "--ca-cert and --client-cert are for https:// agents; {url} is plain HTTP"
+                    );
                 }
                 None
             }
@@ -70,7 +70,10 @@ impl Client {
                 let name = ServerName::try_from(url.host.clone()).map_err(|e| {
                     anyhow::anyhow!("{url}: {:?} is no TLS server name: {e}", url.host)
                 })?;
-                Some((TlsConnector::from(tls_config(ca_cert)?), name))
+                Some((
+                    TlsConnector::from(super::tls::config(ca_cert, identity)?),
+                    name,
+                ))
             }
         };
         Ok(Client { url, auth, tls })
@@ -126,7 +129,7 @@ impl Client {
                 let tls = connector
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(|e| tls_error(&authority, e))?;
+                    .map_err(|e| super::tls::error(&authority, &e))?;
                 send(tls, req).await.map_err(|e| self.http_error(e))?
             }
         };
@@ -134,6 +137,15 @@ impl Client {
     }
 
     fn http_error(&self, e: hyper::Error) -> Failure {
+        // Under TLS 1.3 a refused client certificate is said after the
+        // handshake: it comes with the request.
+        let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+        if let Some(io) = io.filter(|io| {
+            io.get_ref()
+                .is_some_and(|i| i.is::<tokio_rustls::rustls::Error>())
+        }) {
+            return super::tls::error(&self.url.authority(), io);
+        }
         let hint = if e.is_parse() && self.url.scheme == Scheme::Http {
             " (if the agent serves TLS, use https://)"
         } else {
@@ -214,68 +226,4 @@ async fn body_start(resp: Response<Incoming>) -> String {
     // An error page is the agent's (or anything's on the way) to write:
     // no escape of it reaches the operator's terminal.
     super::sanitize::displayable(&one_line.chars().take(120).collect::<String>())
-}
-
-fn tls_error(authority: &str, e: std::io::Error) -> Failure {
-    let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
-    match inner {
-        Some(rustls::Error::InvalidCertificate(c)) => {
-            let why = match c {
-                rustls::CertificateError::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
-                    "it is itself a CA certificate, as `openssl req -x509` makes by default; serve one \
-                     signed by a CA, or one made with basicConstraints=CA:FALSE"
-                        .to_string()
-                }
-                c => format!("{c:?}"),
-            };
-            Failure::Fatal(format!(
-                "the TLS certificate of {authority} is not trusted ({why}): give the CA that signed \
-                 it with --ca-cert FILE"
-            ))
-        }
-        Some(rustls::Error::InvalidMessage(_))
-        | Some(rustls::Error::InappropriateMessage { .. }) => Failure::Fatal(format!(
-            "TLS with {authority} failed ({e}): does the agent serve plain HTTP? then use http://"
-        )),
-        _ => Failure::Retry(format!("TLS with {authority} failed: {e}")),
-    }
-}
-
-/// rustls with the ring provider (as nfsdtopd), trusting `ca_cert`'s
-/// certificates if given, else the system's roots.
-fn tls_config(ca_cert: Option<&Path>) -> anyhow::Result<Arc<ClientConfig>> {
-    let mut roots = RootCertStore::empty();
-    match ca_cert {
-        Some(path) => {
-            let pem = nfsdtop_agent::input::read_bytes(path, "CA file", "--ca-cert", 16 << 20)?;
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<_, _>>()
-                .map_err(|e| anyhow::anyhow!("bad PEM in --ca-cert {}: {e}", path.display()))?;
-            if certs.is_empty() {
-                anyhow::bail!("--ca-cert {}: no certificate in it", path.display());
-            }
-            for c in certs {
-                roots.add(c).map_err(|e| {
-                    anyhow::anyhow!(
-                        "--ca-cert {}: a certificate rustls cannot use: {e}",
-                        path.display()
-                    )
-                })?;
-            }
-        }
-        None => {
-            // Unreadable entries of the system store are skipped; an empty
-            // store still gives a clear "not trusted" at the handshake.
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-        }
-    }
-    let mut cfg =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| anyhow::anyhow!("TLS protocol versions: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(cfg))
 }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod redact;
 pub mod sanitize;
 pub mod sse;
+pub mod tls;
 pub mod url;
 
 use std::path::Path;
@@ -40,6 +41,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug, Default)]
 pub struct Options<'a> {
     pub ca_cert: Option<&'a Path>,
+    /// `--client-cert` and `--client-key`, for an agent that wants one.
+    pub client_cert: Option<(&'a Path, &'a Path)>,
     pub netrc: Option<&'a Path>,
     /// `$NFSDTOP_AUTH`.
     pub auth_env: Option<String>,
@@ -52,7 +55,10 @@ pub fn connect(raw_url: &str, opts: &Options) -> anyhow::Result<Connection> {
     let (url, userinfo) = url::parse_url(raw_url)?;
     let creds = url::credentials(&url, userinfo, opts.auth_env.clone(), opts.netrc)?;
     let display = url.to_string();
-    let client = Client::new(url, creds.as_ref(), opts.ca_cert)?;
+    let identity = opts
+        .client_cert
+        .map(|(cert, key)| tls::Identity { cert, key });
+    let client = Client::new(url, creds.as_ref(), opts.ca_cert, identity.as_ref())?;
     let redactor = opts.redact.then(Redactor::random);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
