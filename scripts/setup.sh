@@ -12,8 +12,10 @@ need_pkgs=()
 want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep 'ok installed' >/dev/null || need_pkgs+=("$1"); }
 if [ "$what" = all ]; then
   # tmux: the TUI end-to-end test; prometheus: promtool and a real server
-  # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests.
-  for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq; do want "$p"; done
+  # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests;
+  # openssl: the self-signed certificate `openssl req -x509` makes, for
+  # the TLS tests.
+  for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq openssl; do want "$p"; done
   # VM tests: debootstrap's keyring and .deb decompression (Recommends/
   # Suggests, so not pulled in with --no-install-recommends); strip for a
   # smaller guest binary.

@@ -16,76 +16,12 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{http, Daemon};
+use common::prometheus::Prometheus;
+use common::Daemon;
 
 const SPEED: f64 = 4.0;
-const PROMETHEUS: &str = "/usr/bin/prometheus";
-
-struct Prometheus {
-    child: Child,
-    addr: std::net::SocketAddr,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    /// Instant query: (labels, value) per series.
-    fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
-        let r = http(
-            self.addr,
-            "GET",
-            &format!("/api/v1/query?query={}", encode(q)),
-            &[],
-        );
-        assert_eq!(r.status, 200, "query {q}: {r:?}\n{}", self.log_tail());
-        let v = r.json();
-        assert_eq!(v["status"], "success", "{v}");
-        v["data"]["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                let val = s["value"][1].as_str().unwrap().parse::<f64>().unwrap();
-                (s["metric"].clone(), val)
-            })
-            .collect()
-    }
-}
-
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn wait_until<T>(what: &str, deadline: Instant, mut f: impl FnMut() -> Option<T>) -> T {
     loop {
@@ -127,10 +63,6 @@ fn agent_rates(d: &Daemon) -> Vec<(String, f64)> {
 #[test]
 fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
     let t0 = Instant::now();
-    assert!(
-        std::path::Path::new(PROMETHEUS).exists(),
-        "{PROMETHEUS} missing: install Debian's prometheus package (scripts/setup.sh does)"
-    );
     let args = |policy: &'static str| {
         vec![
             "--demo",
@@ -149,57 +81,22 @@ fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
     let rr = Daemon::start(&args("rr-peer"));
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        [
-            "global:".to_string(),
-            "  scrape_interval: 1s".into(),
-            "  evaluation_interval: 1s".into(),
-            "scrape_configs:".into(),
-            "  - job_name: nfsdtopd".into(),
-            "    scrape_interval: 1s".into(),
-            "    scrape_timeout: 900ms".into(),
-            "    static_configs:".into(),
-            format!("      - targets: ['{}']", flat.addr),
-            "        labels: {policy: flat}".into(),
-            format!("      - targets: ['{}']", rr.addr),
-            "        labels: {policy: rr-peer}".into(),
-        ]
-        .join("\n"),
-    )
-    .unwrap();
-    let port = free_port();
-    let log = dir.path().join("prometheus.log");
-    let log_file = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(PROMETHEUS)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .spawn()
-        .expect("start prometheus");
-    let _ = &mut child;
-    let prom = Prometheus {
-        child,
-        addr: format!("127.0.0.1:{port}").parse().unwrap(),
-        log,
-    };
-
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut prom = prom;
-    wait_until("Prometheus ready", deadline, || {
-        if let Ok(Some(st)) = prom.child.try_wait() {
-            panic!("prometheus exited ({st}):\n{}", prom.log_tail());
-        }
-        std::net::TcpStream::connect(prom.addr).ok()?;
-        (http(prom.addr, "GET", "/-/ready", &[]).status == 200).then_some(())
-    });
+    let config = [
+        "global:".to_string(),
+        "  scrape_interval: 1s".into(),
+        "  evaluation_interval: 1s".into(),
+        "scrape_configs:".into(),
+        "  - job_name: nfsdtopd".into(),
+        "    scrape_interval: 1s".into(),
+        "    scrape_timeout: 900ms".into(),
+        "    static_configs:".into(),
+        format!("      - targets: ['{}']", flat.addr),
+        "        labels: {policy: flat}".into(),
+        format!("      - targets: ['{}']", rr.addr),
+        "        labels: {policy: rr-peer}".into(),
+    ]
+    .join("\n");
+    let prom = Prometheus::start(dir.path(), &config, &[]);
     // Both targets up, and samples covering more than the 15 s rate
     // window: a series younger than its window makes rate() extrapolate
     // only half a scrape interval at the start, i.e. read low.

@@ -7,24 +7,11 @@
 
 mod common;
 
+use common::nfsdtop_bin;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn nfsdtop_bin() -> PathBuf {
-    // Built beside nfsdtopd by `cargo test --workspace` (the README's test
-    // command); build it here when this crate is tested alone.
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_nfsdtopd")).with_file_name("nfsdtop");
-    if !bin.exists() {
-        let st = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "nfsdtop"])
-            .status()
-            .expect("cargo build -p nfsdtop");
-        assert!(st.success());
-    }
-    bin
-}
 
 fn names(line: &serde_json::Value) -> Vec<String> {
     let mut v: Vec<String> = line["entities"]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -12,6 +14,21 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nfsdtopd");
+
+/// The `nfsdtop` binary, for `--connect` against a daemon under test.
+pub fn nfsdtop_bin() -> std::path::PathBuf {
+    // Built beside nfsdtopd by `cargo test --workspace` (the README's test
+    // command); build it here when this crate is tested alone.
+    let bin = std::path::PathBuf::from(BIN).with_file_name("nfsdtop");
+    if !bin.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "nfsdtop"])
+            .status()
+            .expect("cargo build -p nfsdtop");
+        assert!(st.success());
+    }
+    bin
+}
 
 /// A running daemon, killed when dropped.
 pub struct Daemon {
