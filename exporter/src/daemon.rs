@@ -112,10 +112,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         cfg.unfair_ratio,
     )));
     let unfair = crate::unfair::UnfairSource::new(metrics_state.clone(), cfg.unfair_ratio);
-    let registry = metrics::registry(metrics_state.clone());
-    let (metrics_tx, metrics_rx) = watch::channel(Arc::new(metrics::Exposition::new(
-        metrics::encode_openmetrics(&registry),
-    )));
+    let registry = Arc::new(metrics::registry(metrics_state.clone()));
+    let (metrics_tx, metrics_rx) = watch::channel(Arc::new(metrics::Exposition::encode(&registry)));
     let (tx, rx) = watch::channel::<Option<Arc<Published>>>(None);
     let tx = Arc::new(tx);
     let streams = Arc::new(Streams::new(cfg.max_streams, cfg.redact.is_some()));
@@ -141,9 +139,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .unwrap_or_else(|p| p.into_inner())
                     .update(&snap);
                 // Encode here, once per snapshot: scrapes just copy.
-                metrics_tx.send_replace(Arc::new(metrics::Exposition::new(
-                    metrics::encode_openmetrics(&registry),
-                )));
+                metrics_tx.send_replace(Arc::new(metrics::Exposition::encode(&registry)));
                 let published = Arc::new(Published::new(snap));
                 let seq = published.seq;
                 tx.send_replace(Some(published));

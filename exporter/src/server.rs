@@ -1,4 +1,5 @@
-//! The HTTP surface: the routes, /metrics and /healthz (/api/v1/snapshot
+//! The HTTP surface: the routes, /metrics and /healthz (`/`, the landing
+//! page, is in [`crate::landing`], /api/v1/snapshot
 //! is in [`crate::snapshot`], /api/v1/stream in [`crate::stream`],
 //! /api/v1/unfair in [`crate::unfair`]).
 //! Every error is JSON `{"error": "..."}` with a 4xx/5xx status; nothing a
@@ -54,6 +55,7 @@ pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
 
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(crate::landing::handler))
         .route("/metrics", get(metrics_handler))
         .route("/api/v1/snapshot", get(snapshot_handler))
         .route("/api/v1/stream", get(stream_handler))
@@ -63,8 +65,9 @@ pub fn router(state: AppState) -> Router {
             json_error(
                 StatusCode::NOT_FOUND,
                 format!(
-                    "no such path {:?}: try /metrics, /api/v1/snapshot, /api/v1/stream, /api/v1/unfair or /healthz",
-                    req.uri().path()
+                    "no such path {:?}: try {}",
+                    req.uri().path(),
+                    crate::landing::path_list()
                 ),
             )
         })
@@ -111,32 +114,25 @@ async fn head_bound(req: Request, next: middleware::Next) -> Response {
     next.run(req).await
 }
 
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-const PROM_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// OpenMetrics when the client asks for it (Prometheus does), else the
-/// Prometheus text format 0.0.4 (promtool, curl, older scrapers).
-fn wants_openmetrics(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"))
-}
-
+/// The format the `Accept` header asks for ([`metrics::Format::negotiate`]):
+/// OpenMetrics for Prometheus, protobuf for Prometheus with native
+/// histograms on, the text format 0.0.4 for promtool, curl and the rest.
 async fn metrics_handler(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let om = wants_openmetrics(&headers);
+    let format = metrics::Format::negotiate(
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
     let exposition = st.metrics.borrow().clone();
-    let body = if om {
-        Ok(exposition.openmetrics().to_string())
-    } else {
-        tokio::task::spawn_blocking(move || exposition.text().to_string()).await
-    };
+    // Off the async threads: a first text or protobuf scrape of a
+    // snapshot encodes, and every scrape reads /proc for process_*.
+    let body = tokio::task::spawn_blocking(move || exposition.body(format)).await;
     match body {
-        Ok(b) => (
+        Ok((format, b)) => (
             [(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static(if om { OPENMETRICS } else { PROM_TEXT }),
+                HeaderValue::from_static(format.content_type()),
             )],
             b,
         )

@@ -30,12 +30,12 @@
 
 use std::collections::HashSet;
 
-use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
+use nfsdtop_agent::aggregate::histogram::BUCKETS;
 use nfsdtop_agent::keyhash::process_hash;
 use nfsdtop_agent::model::EntityStats;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::metrics::{escape_label, OTHER, WAIT_BOUNDS_POW};
+use crate::metrics::OTHER;
 
 /// A victim is below this fraction of its fair share (the TUI's yellow:
 /// a margin under 1.0 so that entities at their fair share, whose ratio
@@ -51,20 +51,6 @@ pub const DISPLACE_FACTOR: f64 = 0.75;
 /// since it appeared (a fresh entity is judged on what is known).
 pub const SMOOTH_SECONDS: f64 = 60.0;
 
-/// A full-resolution cumulative histogram, accumulated from deltas.
-#[derive(Clone, Debug, Default)]
-pub struct HistAcc {
-    counts: Vec<u64>,
-}
-
-pub fn dense(h: &WaitHistogram) -> Vec<u64> {
-    let mut v = vec![0u64; BUCKETS];
-    for (lo, _, c) in h.buckets() {
-        v[bucket_of(lo)] += c;
-    }
-    v
-}
-
 impl Series {
     /// A folded entity's deltas of the counters without an
     /// aggregator-wide total (so "other" sums them).
@@ -77,48 +63,10 @@ impl Series {
     }
 }
 
-impl HistAcc {
-    fn add(&mut self, delta: &[u64]) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS];
-        }
-        for (a, d) in self.counts.iter_mut().zip(delta) {
-            *a += d;
-        }
-    }
-
-    /// (sum in seconds, count, per-bucket counts at the exported bounds).
-    pub fn export(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let bounds: Vec<u64> = WAIT_BOUNDS_POW.map(|p| 1u64 << p).collect();
-        let mut per = vec![0u64; bounds.len() + 1];
-        let mut sum_us = 0.0;
-        let mut count = 0;
-        for (i, &c) in self.counts.iter().enumerate() {
-            if c == 0 {
-                continue;
-            }
-            let (lo, hi) = bucket_bounds(i);
-            // The bucket's midpoint: _sum is an estimate within the
-            // histogram's resolution (25% relative bucket width).
-            sum_us += c as f64 * (lo + hi - 1) as f64 / 2.0;
-            count += c;
-            let slot = bounds.iter().position(|&b| hi <= b).unwrap_or(bounds.len());
-            per[slot] += c;
-        }
-        let mut buckets: Vec<(f64, u64)> = bounds
-            .iter()
-            .zip(&per)
-            .map(|(&b, &c)| (b as f64 / 1e6, c))
-            .collect();
-        buckets.push((f64::MAX, per[bounds.len()]));
-        (sum_us / 1e6, count, buckets)
-    }
-}
-
 /// One exported series (a labelled entity or "other").
 #[derive(Clone, Debug, Default)]
 pub struct Series {
-    /// Escaped label values.
+    /// Label values (as they are: each encoder escapes for its format).
     pub name: String,
     pub class: String,
     pub dispatches: u64,
@@ -407,7 +355,7 @@ impl Folder {
                     s.sent_bytes = add_opt(s.sent_bytes, d.bytes_out);
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
-                    s.class = escape_label(&e.class);
+                    s.class.clone_from(&e.class);
                     s.procedures.add(&e.procedures);
                     s.operations.add(&e.nfs4_operations);
                     labelled_disp += d.dispatches;
@@ -565,14 +513,14 @@ impl Folder {
         let mut names: HashSet<String> = self.labelled.values().map(|s| s.name.clone()).collect();
         let mut newly = FxHashSet::default();
         for (e, key) in chosen {
-            let mut label = escape_label(&e.name);
+            let mut label = e.name.clone();
             if names.contains(&label) || label == OTHER {
                 label = format!("{label}@netns:{}", e.netns);
             }
             names.insert(label.clone());
             let mut s = Series {
                 name: label,
-                class: escape_label(&e.class),
+                class: e.class.clone(),
                 ..Series::default()
             };
             if self.with_hist {
@@ -593,8 +541,10 @@ impl Folder {
     }
 }
 
+mod hist;
 mod operations;
 mod procedures;
+pub use hist::{dense, HistAcc};
 pub use procedures::ProcCounts;
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! Tests of the exposition as a whole: a strict OpenMetrics parse of every
 //! family, and the full text of a representative state against
 //! `testdata/exposition.om` (names, labels, help, units and order, which
-//! dashboards/, the rules and the e2e scripts depend on). Set
-//! `NFSDTOP_BLESS=1` to rewrite the file after an intended change.
+//! dashboards/, the rules and the e2e scripts depend on; the build's
+//! revision and rustc as placeholders). Set `NFSDTOP_BLESS=1` to rewrite
+//! the file after an intended change. The protobuf format's families are
+//! checked against the text's, and its native histograms decoded.
 
 use super::*;
 use nfsdtop_agent::aggregate::histogram::WaitHistogram;
@@ -274,9 +276,18 @@ fn the_exposition_parses_strictly_as_openmetrics() {
     strict(&empty).unwrap_or_else(|e| panic!("{e}\n{empty}"));
 }
 
+/// The build's revision and rustc as placeholders: the golden text must
+/// not change with every commit.
+fn without_build_facts(om: &str) -> String {
+    om.replace(
+        &format!("revision=\"{BUILD_REVISION}\",rustc=\"{BUILD_RUSTC}\""),
+        "revision=\"REVISION\",rustc=\"RUSTC\"",
+    )
+}
+
 #[test]
 fn the_exposition_is_unchanged() {
-    let om = openmetrics(representative());
+    let om = without_build_facts(&openmetrics(representative()));
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/metrics/testdata/exposition.om");
     if std::env::var_os("NFSDTOP_BLESS").is_some() {
@@ -309,4 +320,143 @@ fn the_prometheus_text_is_made_once_per_snapshot() {
         "later scrapes share the first one's text"
     );
     assert!(!e.text().contains("# EOF"));
+}
+
+/// The protobuf body's families, decoded.
+fn decode_protobuf(
+    mut bytes: &[u8],
+) -> Vec<prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily> {
+    use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;
+    use prost::Message as _;
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        out.push(MetricFamily::decode_length_delimited(&mut bytes).expect("a delimited family"));
+    }
+    out
+}
+
+#[test]
+fn the_protobuf_has_every_family_and_native_queue_wait_histograms() {
+    let e = Exposition::encode(&Arc::new(registry(Arc::new(Mutex::new(representative())))));
+    let (format, body) = e.body(Format::Protobuf);
+    assert_eq!(format, Format::Protobuf);
+    let families = decode_protobuf(&body);
+    // The same families as the text format (whose counters' names gain
+    // _total and infos' _info there too), then the process ones.
+    let text = e.text();
+    for f in &families {
+        assert!(
+            text.contains(&format!("# TYPE {} ", f.name)) || f.name.starts_with("process_"),
+            "{} is not in the text format",
+            f.name
+        );
+        for m in &f.metric {
+            for l in &m.label {
+                assert!(!l.value.is_empty(), "{}: empty {}", f.name, l.name);
+                assert!(!l.value.contains('\\'), "{}: escaped {:?}", f.name, l.value);
+            }
+        }
+    }
+    let text_families = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    let process = families
+        .iter()
+        .filter(|f| f.name.starts_with("process_"))
+        .count();
+    assert_eq!(families.len() - process, text_families);
+    assert!(process >= 5, "the process families: {process}");
+
+    let wait = families
+        .iter()
+        .find(|f| f.name == "nfsdtop_class_queue_wait_seconds")
+        .expect("the queue-wait family");
+    for m in &wait.metric {
+        let h = m.histogram.as_ref().expect("a histogram");
+        assert_eq!(h.schema, native::SCHEMA);
+        assert_eq!(h.zero_threshold, native::ZERO_THRESHOLD);
+        assert!(!h.bucket.is_empty(), "the classic buckets come along");
+        let n = native::Native {
+            zero_count: h.zero_count,
+            spans: h
+                .positive_span
+                .iter()
+                .map(|s| (s.offset, s.length))
+                .collect(),
+            deltas: h.positive_delta.clone(),
+        };
+        let native_total: u64 = n.buckets().iter().map(|b| b.1).sum::<u64>() + n.zero_count;
+        assert_eq!(
+            native_total, h.sample_count,
+            "every wait in one native bucket"
+        );
+        // 20 µs, 300 µs and 5 ms (entity()): each in the native bucket
+        // holding its agent bucket's midpoint, within 25% of the wait.
+        let uppers: Vec<f64> = n
+            .buckets()
+            .iter()
+            .filter(|b| b.1 > 0)
+            .map(|b| native::native_upper_bound(b.0))
+            .collect();
+        for (want, got) in [20e-6, 300e-6, 5e-3].iter().zip(&uppers) {
+            assert!(
+                (got / want - 1.0).abs() < 0.25,
+                "{m:?}: bucket bound {got} for a wait of {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_format_ends_with_the_process_families() {
+    let e = Exposition::encode(&Arc::new(registry(Arc::new(Mutex::new(representative())))));
+    let (_, om) = e.body(Format::OpenMetrics);
+    let om = String::from_utf8(om).unwrap();
+    assert!(om.ends_with("# EOF\n") && om.matches("# EOF").count() == 1);
+    assert!(om.contains("\nprocess_resident_memory_bytes "));
+    strict(&om).unwrap_or_else(|e| panic!("{e}\n{om}"));
+    let (_, text) = e.body(Format::Text);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "));
+    assert!(!text.contains("# EOF"));
+    // Without a registry there is no protobuf: OpenMetrics instead.
+    let (format, _) = Exposition::new(om.clone()).body(Format::Protobuf);
+    assert_eq!(format, Format::OpenMetrics);
+}
+
+#[test]
+fn the_accept_header_picks_the_format() {
+    let pick = |accept: &[&str]| Format::negotiate(accept.iter().copied());
+    // Prometheus 2.42 with native histograms on, and without.
+    assert_eq!(
+        pick(&["application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"]),
+        Format::Protobuf
+    );
+    assert_eq!(
+        pick(&["application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"]),
+        Format::Protobuf
+    );
+    assert_eq!(
+        pick(&["application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"]),
+        Format::OpenMetrics
+    );
+    // The q values decide, then protobuf over OpenMetrics.
+    assert_eq!(
+        pick(&["application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5, application/openmetrics-text;q=0.9"]),
+        Format::OpenMetrics
+    );
+    assert_eq!(
+        pick(&["application/openmetrics-text", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"]),
+        Format::Protobuf
+    );
+    // Another protobuf message or encoding, q=0, */*, nothing, garbage: text.
+    for accept in [
+        "application/vnd.google.protobuf;proto=io.prometheus.client.Other;encoding=delimited",
+        "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+        "application/openmetrics-text;q=0",
+        "*/*",
+        "",
+        ";;;,,=",
+    ] {
+        assert_eq!(pick(&[accept]), Format::Text, "{accept:?}");
+    }
+    assert_eq!(pick(&[]), Format::Text);
 }

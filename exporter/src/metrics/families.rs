@@ -12,7 +12,7 @@ use prometheus_client::registry::Unit;
 
 use nfsdtop_agent::model::BpfProgramStats;
 
-use super::{escape_label, MetricsState};
+use super::MetricsState;
 use crate::fold::{Folder, Series};
 
 /// A counter's value (integer or not, written as prometheus-client does).
@@ -270,7 +270,14 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
                 EntityValue::Gauge(v) => f.encode_gauge(&v(s))?,
                 EntityValue::QueueWait => {
                     let (sum, count, buckets) = s.hist.export();
-                    f.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?
+                    let native = super::native::Native::from_counts(s.hist.counts());
+                    f.encode_histogram_with_native::<NoLabelSet>(
+                        sum,
+                        count,
+                        &buckets,
+                        None,
+                        native.encoding(),
+                    )?
                 }
             }
         }
@@ -309,8 +316,7 @@ pub(super) fn encode_procedures<L: EncodeLabelSet>(
         let mut m = enc.encode_descriptor(&name, &help, unit.as_ref(), MetricType::Counter)?;
         for s in series {
             for (p, c) in &s.procedures.counts {
-                let procedure = escape_label(p.as_str());
-                counter(&mut m.encode_family(&labels(s, &procedure))?, read(c))?;
+                counter(&mut m.encode_family(&labels(s, p.as_str()))?, read(c))?;
             }
         }
     }
@@ -375,13 +381,12 @@ pub(super) fn encode_bpf(
     if progs.is_empty() {
         return Ok(());
     }
-    let labels: Vec<String> = progs.iter().map(|b| escape_label(&b.program)).collect();
     for row in BPF {
         let mut m =
             enc.encode_descriptor(row.name, row.help, row.unit.as_ref(), MetricType::Counter)?;
-        for (p, b) in labels.iter().zip(progs) {
+        for b in progs {
             counter(
-                &mut m.encode_family(&[("program", p.as_str())])?,
+                &mut m.encode_family(&[("program", b.program.as_str())])?,
                 (row.value)(b),
             )?;
         }

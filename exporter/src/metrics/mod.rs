@@ -11,7 +11,6 @@
 //! [`families`]; this module keeps the state they read and the encoding
 //! (once per snapshot, by the pipeline: scrapes copy the text).
 
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use nfsdtop_agent::model::{BpfProgramStats, EntityKind, EntityStats, Snapshot, SourceInfo};
@@ -22,13 +21,25 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::fold::{delta_f, delta_u, dense, Folder, Smooth};
 
+mod exposition;
 mod families;
+pub mod native;
+pub mod process;
+
+pub use exposition::{encode_openmetrics, openmetrics_to_text, Exposition, Format};
 
 mod server;
 
 /// The default fairness ratio under which an entity counts as unfairly
 /// served (the NfsdtopUnfairShare alert's default UNFAIR_RATIO).
 pub const DEFAULT_UNFAIR_BELOW: f64 = 0.5;
+
+/// The git revision nfsdtopd was built from (`git rev-parse HEAD` at build
+/// time, build.rs), or "unknown" for a build outside a git checkout.
+pub const BUILD_REVISION: &str = env!("NFSDTOP_BUILD_REVISION");
+
+/// The rustc that built nfsdtopd (`rustc --version`, build.rs).
+pub const BUILD_RUSTC: &str = env!("NFSDTOP_BUILD_RUSTC");
 
 /// The label value of the folded series.
 pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
@@ -37,21 +48,6 @@ pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
 /// from 16 µs to 2^22 µs (4.19 s). Every power of two is a bucket boundary
 /// of [`WaitHistogram`], so the exported cumulative counts are exact.
 pub const WAIT_BOUNDS_POW: std::ops::RangeInclusive<u32> = 4..=22;
-
-/// Escape a label value for the text formats (prometheus-client writes
-/// label values verbatim).
-pub fn escape_label(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The BPF self-metrics of a snapshot: the live source's per-program
 /// counters (run time and runs are the kernel's `bpf_prog_info` numbers,
@@ -81,7 +77,6 @@ pub struct MetricsState {
     source: Option<SourceInfo>,
     last_time: Option<f64>,
     bpf: Vec<BpfProgramStats>,
-    version: String,
     server: server::ServerMetrics,
 }
 
@@ -114,7 +109,6 @@ impl MetricsState {
             source: None,
             last_time: None,
             bpf: Vec::new(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
             server: server::ServerMetrics::default(),
         }
     }
@@ -148,12 +142,12 @@ impl MetricsState {
         self.events = t
             .events
             .iter()
-            .map(|(tp, c)| (escape_label(tp.name()), c))
+            .map(|(tp, c)| (tp.name().to_string(), c))
             .collect();
         self.lost = t
             .lost_by_tracepoint
             .iter()
-            .map(|(tp, c)| (escape_label(tp.name()), c))
+            .map(|(tp, c)| (tp.name().to_string(), c))
             .collect();
         self.source = Some(s.source.clone());
         self.last_time = Some(s.time);
@@ -214,24 +208,30 @@ impl MetricsState {
         {
             let mut m = enc.encode_descriptor(
                 "nfsdtop_build",
-                "nfsdtopd's version.",
+                "nfsdtopd's version, the git revision it was built from (unknown outside a git checkout) and the rustc that built it.",
                 None,
                 MetricType::Info,
             )?;
-            m.encode_info(&[("version", self.version.as_str())])?;
+            m.encode_info(&[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", BUILD_REVISION),
+                ("rustc", BUILD_RUSTC),
+            ])?;
         }
         if let Some(src) = &self.source {
-            let kind = escape_label(src.kind.as_str());
-            let kernel = escape_label(&src.kernel);
-            let generation = escape_label(&src.generation);
-            let wait = escape_label(src.wait_source.as_str());
             let mut m = enc.encode_descriptor("nfsdtop_source", "The event source: kind (live|demo|replay), kernel, tracepoint generation, queue-wait source.", None, MetricType::Info)?;
-            m.encode_info(&[
-                ("kind", kind.as_str()),
-                ("kernel", kernel.as_str()),
-                ("generation", generation.as_str()),
-                ("wait_source", wait.as_str()),
-            ])?;
+            // A value the source does not know is left out: an empty
+            // label value is no label to PromQL.
+            let labels: Vec<(&str, &str)> = [
+                ("kind", src.kind.as_str()),
+                ("kernel", src.kernel.as_str()),
+                ("generation", src.generation.as_str()),
+                ("wait_source", src.wait_source.as_str()),
+            ]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+            m.encode_info(&labels)?;
         }
         if let Some(t) = self.last_time {
             let mut m = enc.encode_descriptor(
@@ -263,85 +263,6 @@ pub fn registry(state: Arc<Mutex<MetricsState>>) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(StateCollector(state)));
     r
-}
-
-/// OpenMetrics text (application/openmetrics-text; version=1.0.0).
-pub fn encode_openmetrics(registry: &Registry) -> String {
-    let mut out = String::with_capacity(64 * 1024);
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
-    out
-}
-
-/// One snapshot's /metrics: the OpenMetrics text the pipeline encoded, and
-/// the Prometheus 0.0.4 text made from it by the first scrape that asks for
-/// it, then shared by the snapshot's later scrapes (no lock: a `OnceLock`).
-#[derive(Debug, Default)]
-pub struct Exposition {
-    openmetrics: String,
-    text: std::sync::OnceLock<String>,
-}
-
-impl Exposition {
-    pub fn new(openmetrics: String) -> Exposition {
-        Exposition {
-            openmetrics,
-            text: std::sync::OnceLock::new(),
-        }
-    }
-
-    pub fn openmetrics(&self) -> &str {
-        &self.openmetrics
-    }
-
-    /// The 0.0.4 text ([`openmetrics_to_text`]), converted once.
-    pub fn text(&self) -> &str {
-        self.text
-            .get_or_init(|| openmetrics_to_text(&self.openmetrics))
-    }
-}
-
-/// The Prometheus text format 0.0.4 from prometheus-client's OpenMetrics
-/// output, for clients that do not ask for OpenMetrics (promtool, curl):
-/// counters' metadata names gain `_total`, `info` becomes a gauge named
-/// `*_info`, `# UNIT` and `# EOF` lines go (0.0.4 has neither).
-pub fn openmetrics_to_text(om: &str) -> String {
-    let mut out = String::with_capacity(om.len());
-    let mut pending_help: Option<(&str, &str)> = None;
-    for line in om.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            pending_help = Some((name, help));
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, ty) = rest.split_once(' ').unwrap_or((rest, "untyped"));
-            let (name, ty) = match ty {
-                "counter" => (format!("{name}_total"), "counter"),
-                "info" => (format!("{name}_info"), "gauge"),
-                "histogram" | "gauge" | "summary" => (name.to_string(), ty),
-                _ => (name.to_string(), "untyped"),
-            };
-            if let Some((_, help)) = pending_help.take() {
-                let _ = writeln!(out, "# HELP {name} {help}");
-            }
-            let _ = writeln!(out, "# TYPE {name} {ty}");
-            continue;
-        }
-        if line.contains("_created") {
-            if let Some(first) = line.split(['{', ' ']).next() {
-                if first.ends_with("_created") {
-                    continue;
-                }
-            }
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
+/// The `port` of the row that sums the services beyond those counted apart.
+const OTHER_PORTS: &str = "other";
+
 #[derive(Debug, Default)]
 pub struct ServerMetrics {
     threads: Option<u32>,
@@ -38,7 +41,10 @@ pub struct ServerMetrics {
 #[derive(Debug)]
 struct ServiceRow {
     service: String,
-    /// Empty for nfsd, whose numbers are over all its ports.
+    /// The service's server ports, comma-separated (nfsd's numbers are
+    /// over all of its ports); "other" for the row of the ports beyond
+    /// those counted apart. Never empty: an empty label value is no label
+    /// to PromQL, and a family's series keep the same label names.
     port: String,
     dispatches: u64,
     requests: u64,
@@ -47,7 +53,19 @@ struct ServiceRow {
     peers: Vec<(String, u64, f64)>,
 }
 
-/// A service's peers as unique `peer` label values (escaped): the same
+impl ServiceRow {
+    /// `service`, `port`, and `peer` if given.
+    fn labels(&self, peer: Option<&str>) -> Vec<(&'static str, String)> {
+        let mut l = vec![
+            ("service", self.service.clone()),
+            ("port", self.port.clone()),
+        ];
+        l.extend(peer.map(|p| ("peer", p.to_string())));
+        l
+    }
+}
+
+/// A service's peers as unique `peer` label values: the same
 /// address in two network namespaces is two peers, the second
 /// `ADDR@netns:INODE` as nfsd's are.
 fn service_peer_labels(peers: &[nfsdtop_agent::model::ServicePeer]) -> Vec<(String, u64, f64)> {
@@ -55,7 +73,7 @@ fn service_peer_labels(peers: &[nfsdtop_agent::model::ServicePeer]) -> Vec<(Stri
     peers
         .iter()
         .map(|p| {
-            let mut label = super::escape_label(&p.peer);
+            let mut label = p.peer.clone();
             if !seen.insert(label.clone()) {
                 label = format!("{label}@netns:{}", p.netns);
                 seen.insert(label.clone());
@@ -94,8 +112,12 @@ impl ServerMetrics {
             .iter()
             .map(|r| {
                 let port = match (r.service.as_str(), r.ports.as_slice()) {
-                    ("nfsd", _) | (_, []) => String::new(),
-                    (_, [p, ..]) => p.to_string(),
+                    ("nfsd", []) => "all".to_string(),
+                    (_, []) => OTHER_PORTS.to_string(),
+                    (_, ports) => {
+                        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                        ports.join(",")
+                    }
                 };
                 ServiceRow {
                     service: r.service.clone(),
@@ -204,8 +226,7 @@ impl ServerMetrics {
             }
             let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
             for r in &self.services {
-                let l = [("service", r.service.clone()), ("port", r.port.clone())];
-                m.encode_family(&l)?
+                m.encode_family(&r.labels(None))?
                     .encode_counter::<NoLabelSet, _, u64>(&pick(r), None)?;
             }
         }
@@ -241,12 +262,8 @@ impl ServerMetrics {
             let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
             for r in &self.services {
                 for p in &r.peers {
-                    let l = [
-                        ("service", r.service.clone()),
-                        ("port", r.port.clone()),
-                        ("peer", p.0.clone()),
-                    ];
-                    let mut f = m.encode_family(&l)?;
+                    let labels = r.labels(Some(&p.0));
+                    let mut f = m.encode_family(&labels)?;
                     match pick(p) {
                         Value::Whole(v) => f.encode_counter::<NoLabelSet, _, u64>(&v, None)?,
                         Value::Part(v) => f.encode_counter::<NoLabelSet, _, f64>(&v, None)?,
