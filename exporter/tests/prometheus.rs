@@ -18,20 +18,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::prometheus::Prometheus;
+use common::prometheus::{wait_until, Prometheus};
 use common::Daemon;
 
 const SPEED: f64 = 4.0;
-
-fn wait_until<T>(what: &str, deadline: Instant, mut f: impl FnMut() -> Option<T>) -> T {
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// The agent's per-class dispatch_rate, averaged over 5 distinct snapshots.
 fn agent_rates(d: &Daemon) -> Vec<(String, f64)> {
@@ -80,23 +70,19 @@ fn prometheus_scrapes_agree_with_the_agent_and_show_fairness() {
     let flat = Daemon::start(&args("flat"));
     let rr = Daemon::start(&args("rr-peer"));
 
-    let dir = tempfile::tempdir().unwrap();
-    let config = [
-        "global:".to_string(),
-        "  scrape_interval: 1s".into(),
-        "  evaluation_interval: 1s".into(),
-        "scrape_configs:".into(),
-        "  - job_name: nfsdtopd".into(),
-        "    scrape_interval: 1s".into(),
-        "    scrape_timeout: 900ms".into(),
-        "    static_configs:".into(),
-        format!("      - targets: ['{}']", flat.addr),
-        "        labels: {policy: flat}".into(),
-        format!("      - targets: ['{}']", rr.addr),
-        "        labels: {policy: rr-peer}".into(),
-    ]
-    .join("\n");
-    let prom = Prometheus::start(dir.path(), &config, &[]);
+    let prom = Prometheus::start_scraping(
+        &[
+            "  - job_name: nfsdtopd".into(),
+            "    scrape_interval: 1s".into(),
+            "    scrape_timeout: 900ms".into(),
+            "    static_configs:".into(),
+            format!("      - targets: ['{}']", flat.addr),
+            "        labels: {policy: flat}".into(),
+            format!("      - targets: ['{}']", rr.addr),
+            "        labels: {policy: rr-peer}".into(),
+        ],
+        &[],
+    );
     // Both targets up, and samples covering more than the 15 s rate
     // window: a series younger than its window makes rate() extrapolate
     // only half a scrape interval at the start, i.e. read low.

@@ -112,6 +112,10 @@ impl Daemon {
         http(self.addr, "GET", path, &[])
     }
 
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        http(self.addr, "GET", path, headers)
+    }
+
     /// Poll `f` until it returns Some, or panic after `secs`.
     pub fn wait_for<T>(&self, what: &str, secs: u64, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(secs);

@@ -16,6 +16,8 @@ pub struct Prometheus {
     pub child: Child,
     pub addr: SocketAddr,
     log: PathBuf,
+    /// Its own directory, where [`Prometheus::start_scraping`] made one.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Prometheus {
@@ -75,6 +77,7 @@ impl Prometheus {
             child,
             addr: format!("127.0.0.1:{port}").parse().unwrap(),
             log,
+            _dir: None,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         prom.wait_until("Prometheus ready", deadline, |p| {
@@ -84,6 +87,28 @@ impl Prometheus {
             std::net::TcpStream::connect(p.addr).ok()?;
             (http(p.addr, "GET", "/-/ready", &[]).status == 200).then_some(())
         });
+        prom
+    }
+
+    /// Prometheus in a directory of its own, scraping every second with
+    /// `scrape_configs` (YAML lines under `scrape_configs:`), with
+    /// `--enable-feature` of each of `features`.
+    pub fn start_scraping(scrape_configs: &[String], features: &[&str]) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let mut yaml = vec![
+            "global:".to_string(),
+            "  scrape_interval: 1s".into(),
+            "  evaluation_interval: 1s".into(),
+            "scrape_configs:".into(),
+        ];
+        yaml.extend(scrape_configs.iter().cloned());
+        let flags: Vec<String> = features
+            .iter()
+            .map(|f| format!("--enable-feature={f}"))
+            .collect();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let mut prom = Prometheus::start(dir.path(), &yaml.join("\n"), &flags);
+        prom._dir = Some(dir);
         prom
     }
 
@@ -114,8 +139,9 @@ impl Prometheus {
         }
     }
 
-    /// Instant query: (labels, value) per series.
-    pub fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
+    /// Instant query: the API's result array as it is (a native
+    /// histogram's sample is under "histogram", a float's under "value").
+    pub fn query_raw(&self, q: &str) -> Vec<serde_json::Value> {
         let r = http(
             self.addr,
             "GET",
@@ -125,14 +151,32 @@ impl Prometheus {
         assert_eq!(r.status, 200, "query {q}: {r:?}\n{}", self.log_tail());
         let v = r.json();
         assert_eq!(v["status"], "success", "{v}");
-        v["data"]["result"]
-            .as_array()
-            .unwrap()
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Instant query of floats: (labels, value) per series.
+    pub fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
+        self.query_raw(q)
             .iter()
             .map(|s| {
-                let val = s["value"][1].as_str().unwrap().parse::<f64>().unwrap();
+                let val = s["value"][1]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{q}: not a float sample: {s}"))
+                    .parse::<f64>()
+                    .unwrap();
                 (s["metric"].clone(), val)
             })
             .collect()
+    }
+}
+
+/// Poll `f` every 100 ms until it gives Some, or panic at `deadline`.
+pub fn wait_until<T>(what: &str, deadline: Instant, mut f: impl FnMut() -> Option<T>) -> T {
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
