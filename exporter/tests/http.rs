@@ -335,7 +335,7 @@ fn a_port_in_use_is_one_line_saying_what_to_do() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
     assert!(
-        err.contains("already in use") && err.contains("--listen"),
+        err.contains("already in use") && err.contains("--web.listen-address"),
         "{err}"
     );
     assert!(!err.contains("os error"), "{err}");
@@ -343,14 +343,14 @@ fn a_port_in_use_is_one_line_saying_what_to_do() {
 
 #[test]
 fn non_loopback_listen_needs_expose() {
-    for addr in ["0.0.0.0:9847", "192.0.2.1:9847", "[::]:9847"] {
+    for addr in ["0.0.0.0:9847", "192.0.2.1:9847", "[::]:9847", ":9847"] {
         let (code, err) = run_to_exit(&["--demo", "--listen", addr]);
         assert_eq!(code, 1, "{addr}: {err}");
         assert!(err.contains("--expose"), "{addr}: {err}");
     }
     let (code, err) = run_to_exit(&["--demo", "--listen", "nonsense"]);
     assert_eq!(code, 1);
-    assert!(err.contains("--listen"), "{err}");
+    assert!(err.contains("--web.listen-address"), "{err}");
 }
 
 #[test]
