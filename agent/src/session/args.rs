@@ -219,6 +219,10 @@ impl clap::builder::TypedValueParser for PolicyParser {
                 Policy::RrClass,
                 "round-robin across classes of the class map",
             ),
+            (
+                Policy::SparseFlow,
+                "transports enqueued with nothing in flight first, for 64 dispatches (the sparse-flow RFC)",
+            ),
         ];
         Some(Box::new(all.into_iter().map(|(p, help)| {
             clap::builder::PossibleValue::new(p.to_string()).help(help)

@@ -6,7 +6,7 @@
 //! threads = 16          # nfsd threads
 //! service_ms = 10.0     # per-request service time
 //! jitter = 0.5          # ± fraction of service_ms, uniform
-//! policy = "flat"       # flat | rr-peer | rr-class
+//! policy = "flat"       # flat | rr-peer | rr-class | sparse-flow
 //! rtt_us = 100.0        # reply → next request
 //!
 //! [[client]]
@@ -54,7 +54,16 @@ pub enum Policy {
     RrPeer,
     /// Round-robin across classes from the class map (the series' v2).
     RrClass,
+    /// The sparse-flow RFC: a transport enqueued with nothing in flight
+    /// goes on a priority queue drained ahead of the flat one, for up to
+    /// [`SPARSE_FLOW_CREDIT`] dispatches (re-armed at its next enqueue
+    /// with nothing in flight).
+    SparseFlow,
 }
+
+/// The sparse-flow RFC's burst budget: high-priority dispatches granted a
+/// transport enqueued with nothing in flight.
+pub const SPARSE_FLOW_CREDIT: u32 = 64;
 
 impl FromStr for Policy {
     type Err = String;
@@ -63,8 +72,9 @@ impl FromStr for Policy {
             "flat" => Ok(Policy::Flat),
             "rr-peer" => Ok(Policy::RrPeer),
             "rr-class" => Ok(Policy::RrClass),
+            "sparse-flow" => Ok(Policy::SparseFlow),
             other => Err(format!(
-                "unknown policy {other:?}: expected flat, rr-peer or rr-class"
+                "unknown policy {other:?}: expected flat, rr-peer, rr-class or sparse-flow"
             )),
         }
     }
@@ -76,6 +86,7 @@ impl fmt::Display for Policy {
             Policy::Flat => "flat",
             Policy::RrPeer => "rr-peer",
             Policy::RrClass => "rr-class",
+            Policy::SparseFlow => "sparse-flow",
         })
     }
 }

@@ -11,7 +11,12 @@
 //! order, each with a FIFO of its ready transports. `flat` makes every
 //! transport its own group (one FIFO of transports, today's kernel);
 //! `rr-peer` groups by peer and `rr-class` by class entity, as in the
-//! round-robin series.
+//! round-robin series. `sparse-flow` puts a transport enqueued with
+//! nothing in flight (the kernel's `xpt_nr_rqsts`: dispatched and not yet
+//! done) on a priority queue drained first, with a budget of
+//! [`SPARSE_FLOW_CREDIT`] dispatches spent by each of its dispatches and
+//! refilled only at an enqueue that again finds nothing in flight (the
+//! sparse-flow RFC's cover letter); without budget it joins the flat queue.
 //!
 //! Clients come from a scenario, or as parts ([`Simulator::from_parts`],
 //! what `nfsdtop whatif` runs its fitted model with): each with its
@@ -21,7 +26,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
-use super::scenario::{Policy, Scenario};
+use super::scenario::{Policy, Scenario, SPARSE_FLOW_CREDIT};
 use crate::classify::ClassMap;
 use crate::model::{Bytes, Endpoint, Event, EventKind, ProcName, XprtKey};
 
@@ -41,6 +46,10 @@ struct Transport {
     group: usize,
     pending: u32,
     queued: bool,
+    /// Dispatched and not yet done (the kernel's `xpt_nr_rqsts`).
+    inflight: u32,
+    /// sparse-flow: priority dispatches left.
+    credit: u32,
 }
 
 struct Client {
@@ -172,6 +181,8 @@ pub struct Simulator {
     group_queues: Vec<VecDeque<usize>>,
     group_ready: Vec<bool>,
     ready_groups: VecDeque<usize>,
+    /// sparse-flow's priority queue of transports, drained first.
+    priority: VecDeque<usize>,
     idle_threads: u32,
     rng: Rng,
     rtt_ns: u64,
@@ -253,7 +264,7 @@ impl Simulator {
             let mut ts = Vec::new();
             for key in spec.transports {
                 let group_name = match scenario.policy {
-                    Policy::Flat => format!("xprt-{}", transports.len()),
+                    Policy::Flat | Policy::SparseFlow => format!("xprt-{}", transports.len()),
                     Policy::RrPeer => format!("peer-{}-{}", key.netns, key.peer()),
                     Policy::RrClass => classmap.classify(&key.peer()).entity,
                 };
@@ -266,6 +277,8 @@ impl Simulator {
                     group,
                     pending: 0,
                     queued: false,
+                    inflight: 0,
+                    credit: 0,
                 });
             }
             clients.push(Client {
@@ -298,6 +311,7 @@ impl Simulator {
             group_queues: vec![VecDeque::new(); ngroups],
             group_ready: vec![false; ngroups],
             ready_groups: VecDeque::new(),
+            priority: VecDeque::new(),
             dispatches: vec![0; ntrans],
             started: false,
         }
@@ -410,6 +424,8 @@ impl Simulator {
                         },
                     };
                     out.push(ev);
+                    let tr = &mut self.transports[transport];
+                    tr.inflight = tr.inflight.saturating_sub(1);
                     for &op in self.operations(ci) {
                         out.push(Event {
                             kind: EventKind::Operation { op, count: 1 },
@@ -499,6 +515,15 @@ impl Simulator {
             xprt: tr.key,
             kind: EventKind::Enqueue,
         });
+        if self.scenario.policy == Policy::SparseFlow {
+            if tr.inflight == 0 {
+                tr.credit = SPARSE_FLOW_CREDIT;
+            }
+            if tr.credit > 0 {
+                self.priority.push_back(t);
+                return;
+            }
+        }
         self.group_queues[g].push_back(t);
         if !self.group_ready[g] {
             self.group_ready[g] = true;
@@ -506,11 +531,13 @@ impl Simulator {
         }
     }
 
-    fn dispatch(&mut self, out: &mut Vec<Event>) {
-        while self.idle_threads > 0 {
-            let Some(g) = self.ready_groups.pop_front() else {
-                return;
-            };
+    /// The ready transport the policy serves next, off its queue.
+    fn next_ready(&mut self) -> Option<usize> {
+        if let Some(t) = self.priority.pop_front() {
+            return Some(t);
+        }
+        loop {
+            let g = self.ready_groups.pop_front()?;
             let Some(t) = self.group_queues[g].pop_front() else {
                 self.group_ready[g] = false;
                 continue;
@@ -520,10 +547,23 @@ impl Simulator {
             } else {
                 self.ready_groups.push_back(g);
             }
+            return Some(t);
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<Event>) {
+        while self.idle_threads > 0 {
+            let Some(t) = self.next_ready() else {
+                return;
+            };
             self.idle_threads -= 1;
             self.dispatches[t] += 1;
             let tr = &mut self.transports[t];
             tr.queued = false;
+            // Counted before svc_xprt_received re-enqueues it, as the
+            // kernel reserves the slot before receiving.
+            tr.inflight += 1;
+            tr.credit = tr.credit.saturating_sub(1);
             if self.clients[tr.client].demand != Demand::Unbounded {
                 tr.pending -= 1;
             }
