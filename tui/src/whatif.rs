@@ -18,7 +18,7 @@ pub struct WhatifArgs {
     /// A recording made by `nfsdtop record`.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Policies to predict, comma-separated (flat, rr-peer, rr-class).
+    /// Policies to predict, comma-separated (flat, rr-peer, rr-class, sparse-flow).
     #[arg(long, value_delimiter = ',', value_parser = crate::cli::PolicyParser, default_value = "flat,rr-peer,rr-class")]
     pub policy: Vec<Policy>,
     /// Class map file for rr-class and the per-class rows (default: the one recorded).

@@ -147,7 +147,7 @@ pub fn calibrate(
     classmap: &ClassMap,
     p: &RunParams,
     above_points: f64,
-) -> (Snapshot, Calibration) {
+) -> (run::Run, Calibration) {
     let fitted = fit.clone();
     // Each transport's peer as the snapshots name it, once.
     let peer_of: Vec<(u32, String)> = fit
@@ -156,8 +156,8 @@ pub fn calibrate(
         .map(|t| (t.key.netns, t.key.peer().to_string()))
         .collect();
     let modelled: HashSet<(u32, String)> = peer_of.iter().cloned().collect();
-    let snap = run::simulate(run::clients(fit), classmap, p);
-    let (fitted_miss, mut ratios) = misses(measured, &snap, &modelled);
+    let snap = run::simulate_run(run::clients(fit), classmap, p);
+    let (fitted_miss, mut ratios) = misses(measured, &snap.snapshot, &modelled);
     let mut cal = Calibration {
         fitted_miss_points: fitted_miss,
         ..Calibration::default()
@@ -185,9 +185,9 @@ pub fn calibrate(
                 t.demand.scale_thinks(s.at.exp());
             }
         }
-        let snap = run::simulate(run::clients(&trial), classmap, p);
+        let snap = run::simulate_run(run::clients(&trial), classmap, p);
         cal.rounds_run = round;
-        let (miss, r) = misses(measured, &snap, &modelled);
+        let (miss, r) = misses(measured, &snap.snapshot, &modelled);
         ratios = r;
         if miss < best.0 {
             best = (miss, snap);
@@ -271,7 +271,8 @@ mod tests {
         let map = ClassMap::default();
         let measured = measured(&map);
         let mut fit = model(2);
-        let (snap, cal) = calibrate(&mut fit, &measured, &map, &params(), CALIBRATE_ABOVE_POINTS);
+        let (run, cal) = calibrate(&mut fit, &measured, &map, &params(), CALIBRATE_ABOVE_POINTS);
+        let snap = run.snapshot;
         assert!(cal.fitted_miss_points > 3.0, "{cal:?}");
         assert!(cal.rounds >= 1, "{cal:?}");
         for name in ["10.0.0.1", "10.0.0.8"] {
@@ -300,7 +301,8 @@ mod tests {
         let map = ClassMap::default();
         let measured = measured(&map);
         let mut fit = model(2);
-        let (snap, cal) = calibrate(&mut fit, &measured, &map, &params(), f64::INFINITY);
+        let (run, cal) = calibrate(&mut fit, &measured, &map, &params(), f64::INFINITY);
+        let snap = run.snapshot;
         assert_eq!(cal.rounds, 0);
         let miss = (share(&snap, "10.0.0.8") - share(&measured, "10.0.0.8")) * 100.0;
         assert!((miss.abs() - cal.fitted_miss_points).abs() < 1e-9);
@@ -333,8 +335,9 @@ mod tests {
         let measured = measured(&map);
         for think_ms in [0, 64] {
             let mut fit = model(think_ms);
-            let (snap, cal) =
+            let (run, cal) =
                 calibrate(&mut fit, &measured, &map, &params(), CALIBRATE_ABOVE_POINTS);
+            let snap = run.snapshot;
             assert!(cal.fitted_miss_points > 10.0, "{think_ms} ms: {cal:?}");
             let err = (share(&snap, "10.0.0.8") - share(&measured, "10.0.0.8")) * 100.0;
             assert!(

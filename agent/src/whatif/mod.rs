@@ -11,6 +11,7 @@
 //! [`report`] prints the result as text or JSON. The book's What if
 //! chapter (docs/book/src/whatif.md) states the model and its limits.
 
+pub mod bursts;
 pub mod calibrate;
 pub mod fit;
 pub mod load;
@@ -93,6 +94,17 @@ pub struct Numbers {
     pub wait_p50_us: f64,
     pub wait_p99_us: f64,
     pub requests_per_s: f64,
+    /// Burst completion (µs), peers only: from an enqueue that finds the
+    /// transport with nothing in flight to the next moment it has nothing
+    /// in flight or queued ([`bursts`]); `None`: no burst completed, or
+    /// not measured exactly (a live recording's measured column).
+    #[serde(default)]
+    pub burst_p50_us: Option<f64>,
+    #[serde(default)]
+    pub burst_p99_us: Option<f64>,
+    /// Peers only: the share of its enqueues that found nothing in flight.
+    #[serde(default)]
+    pub depth0_share: Option<f64>,
 }
 
 impl Numbers {
@@ -103,6 +115,16 @@ impl Numbers {
             wait_p50_us: e.wait_p50_us,
             wait_p99_us: e.wait_p99_us,
             requests_per_s: e.dispatch_rate,
+            ..Numbers::default()
+        }
+    }
+
+    fn with_bursts(self, b: Option<&bursts::PeerBursts>) -> Numbers {
+        Numbers {
+            burst_p50_us: b.and_then(|b| b.completion_us(0.5)),
+            burst_p99_us: b.and_then(|b| b.completion_us(0.99)),
+            depth0_share: b.and_then(|b| b.depth0_share()),
+            ..self
         }
     }
 }
@@ -238,7 +260,9 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     let mut fitter = if header.source_kind == SourceKind::Live {
         notes.push(
             "execution times of a live recording arrive in batches: each request is taken \
-             to complete its transport's mean service time after its dispatch"
+             to complete its transport's mean service time after its dispatch, and the \
+             measured column gives no burst completion (requests in flight are not known \
+             exactly)"
                 .into(),
         );
         fit::Fitter::with_estimated_completions()
@@ -251,12 +275,19 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
     if let Some(p) = &header.nfsd.ports {
         agg.add_nfsd_ports(p);
     }
+    // A live source's execution times come in batches: in flight, hence
+    // bursts, are not known exactly there.
+    let exact_bursts = header.source_kind != SourceKind::Live;
+    let mut measured_bursts = bursts::Bursts::default();
     let start_ns = header.start_mono_ns.max(window.from_ns);
     agg.start_clock(start_ns);
     let (mut first_ts, mut last_ts) = (None::<u64>, start_ns);
     let damage = window.each(&mut reader, |events| {
         fitter.ingest_all(events);
         agg.ingest_all(events);
+        if exact_bursts {
+            measured_bursts.ingest_all(events);
+        }
         if first_ts.is_none() {
             first_ts = events.first().map(|e| e.ts_ns);
         }
@@ -432,7 +463,7 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         ));
     }
     let clients = run::clients(&fit);
-    let mut runs: Vec<(Policy, Snapshot)> = Vec::new();
+    let mut runs: Vec<(Policy, run::Run)> = Vec::new();
     for (i, &p) in opts.policies.iter().enumerate() {
         if runs.iter().any(|(q, _)| *q == p) {
             continue;
@@ -445,15 +476,18 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         let snap = if p == recorded_policy {
             fitted.clone()
         } else {
-            run::simulate(clients.clone(), &classmap, &params(p))
+            run::simulate_run(clients.clone(), &classmap, &params(p))
         };
         runs.push((p, snap));
     }
 
     let demands = demand_by_peer(&fit, &calibration.scales);
+    let measured_bursts = exact_bursts.then_some(&measured_bursts);
     let peers = rows(
+        true,
         &measured.peers,
-        &fitted.peers,
+        measured_bursts,
+        &fitted,
         &runs,
         |s| &s.peers,
         |e| {
@@ -464,14 +498,16 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
         },
     );
     let classes = rows(
+        false,
         &measured.classes,
-        &fitted.classes,
+        None,
+        &fitted,
         &runs,
         |s| &s.classes,
         |_| String::new(),
     );
     let rate = |s: &Snapshot| s.totals.dispatches as f64 / s.interval_s.max(1e-9);
-    let rate_ratio = rate(&fitted) / rate(&measured).max(1e-9);
+    let rate_ratio = rate(&fitted.snapshot) / rate(&measured).max(1e-9);
     let rate_ok = (rate_ratio - 1.0).abs() <= FIT_RATE_TOLERANCE;
     let mut peers = peers;
     if !rate_ok {
@@ -516,8 +552,8 @@ pub fn run_file(path: &Path, opts: &Options) -> anyhow::Result<Report> {
             // A run stops early at the simulator's dispatch budget.
             simulated_seconds: runs
                 .iter()
-                .map(|(_, s)| s.interval_s)
-                .fold(fitted.interval_s, f64::min),
+                .map(|(_, r)| r.snapshot.interval_s)
+                .fold(fitted.snapshot.interval_s, f64::min),
             warmup_seconds: warmup_ns as f64 / 1e9,
             seed: opts.seed,
         },
@@ -680,25 +716,40 @@ fn demand_by_peer(
         .collect()
 }
 
+/// A row per measured entity. Bursts are per peer: `peers` rows get them
+/// from each run, and from `measured_bursts` where the recording gives
+/// them exactly.
 fn rows(
+    peers: bool,
     measured: &[EntityStats],
-    fitted: &[EntityStats],
-    runs: &[(Policy, Snapshot)],
+    measured_bursts: Option<&bursts::Bursts>,
+    fitted: &run::Run,
+    runs: &[(Policy, run::Run)],
     pick: impl Fn(&Snapshot) -> &Vec<EntityStats>,
     demand: impl Fn(&EntityStats) -> String,
 ) -> Vec<Row> {
-    let find = |list: &[EntityStats], m: &EntityStats| {
-        list.iter()
+    fn of<'b>(
+        peers: bool,
+        b: &'b bursts::Bursts,
+        m: &EntityStats,
+    ) -> Option<&'b bursts::PeerBursts> {
+        b.peer(m.netns, &m.name).filter(|_| peers)
+    }
+    let find = |r: &run::Run, m: &EntityStats| {
+        pick(&r.snapshot)
+            .iter()
             .find(|e| key(e) == key(m))
             .map(Numbers::of)
             .unwrap_or_default()
+            .with_bursts(of(peers, &r.bursts, m))
     };
     measured
         .iter()
         .filter(|m| m.dispatches > 0)
         .map(|m| {
             let fit = find(fitted, m);
-            let measured = Numbers::of(m);
+            let measured =
+                Numbers::of(m).with_bursts(measured_bursts.and_then(|b| of(peers, b, m)));
             let err = (fit.share - measured.share) * 100.0;
             let ratio_ok = match (measured.fairness, fit.fairness) {
                 (Some(m), Some(f)) => (f - m).abs() <= FIT_RATIO_ABSOLUTE + FIT_RATIO_RELATIVE * m,
@@ -715,9 +766,9 @@ fn rows(
                 fit_ok: err.abs() <= FIT_TOLERANCE_POINTS && ratio_ok,
                 predicted: runs
                     .iter()
-                    .map(|(p, s)| Predicted {
+                    .map(|(p, r)| Predicted {
                         policy: p.to_string(),
-                        numbers: find(pick(s), m),
+                        numbers: find(r, m),
                     })
                     .collect(),
             }

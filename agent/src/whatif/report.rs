@@ -21,21 +21,25 @@ fn wait(us: f64) -> String {
     }
 }
 
-/// One policy's numbers: SHARE RATIO P50 P99 REQ/S (the TUI's names:
-/// its RATIO is dispatches / entitled, its FAIR a share).
+/// One policy's numbers: SHARE RATIO P50 P99 (waits) BURST50 BURST99
+/// REQ/S (the TUI's names: its RATIO is dispatches / entitled, its FAIR a
+/// share); `-` where there is no number (no burst completed).
 fn group(n: &Numbers) -> String {
+    let or_dash = |x: Option<f64>| x.map_or("-".to_string(), wait);
     format!(
-        "{:>6.1}% {:>5} {:>7} {:>7} {:>7.0}",
+        "{:>6.1}% {:>5} {:>7} {:>7} {:>7} {:>7} {:>7.0}",
         n.share * 100.0,
         n.fairness.map_or("-".to_string(), |f| format!("{f:.2}")),
         wait(n.wait_p50_us),
         wait(n.wait_p99_us),
+        or_dash(n.burst_p50_us),
+        or_dash(n.burst_p99_us),
         n.requests_per_s
     )
 }
 
-/// Width of the POLICY column: "rr-class (fit)" and the like.
-const POLICY: usize = 14;
+/// Width of the POLICY column: "sparse-flow (fit)" and the like.
+const POLICY: usize = 17;
 
 /// What the fit line adds when think times were calibrated: the model's
 /// miss as fitted, before.
@@ -52,8 +56,8 @@ fn calibrated(r: &Report) -> String {
 
 /// One block per client, one line per policy (what was measured, the
 /// model under the recording's own policy with its error, then each
-/// predicted policy): about 60 columns beside the name, so the table reads
-/// at 100 columns whatever the number of policies. A fit off by more than
+/// predicted policy): about 80 columns beside the name, so the table of
+/// IPv4 clients reads at 100 columns whatever the number of policies. A fit off by more than
 /// the tolerance is marked `!`, the predictions it makes doubtful `?`.
 fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
     // Names as a terminal can draw them (crate::text).
@@ -66,8 +70,8 @@ fn table(out: &mut String, what: &str, rows: &[Row], r: &Report) {
         .max(what.len());
     let _ = writeln!(
         out,
-        "{what:name_w$}  {:POLICY$} {:>7} {:>5} {:>7} {:>7} {:>7} {:>7}",
-        "POLICY", "SHARE", "RATIO", "P50", "P99", "REQ/S", "ERR"
+        "{what:name_w$}  {:POLICY$} {:>7} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "POLICY", "SHARE", "RATIO", "P50", "P99", "BURST50", "BURST99", "REQ/S", "ERR"
     );
     // The recording's own policy is the fit line already.
     let fit = format!("{} (fit)", r.fit.policy);
@@ -179,6 +183,9 @@ mod tests {
             wait_p50_us: 900.0,
             wait_p99_us: 12_000.0,
             requests_per_s: 100.0,
+            burst_p50_us: Some(40_000.0),
+            burst_p99_us: None,
+            depth0_share: Some(0.5),
         };
         let err = (fit - measured) * 100.0;
         Row {
@@ -300,10 +307,17 @@ mod tests {
             table.len() == 7 && table.iter().all(|l| l.len() <= 100),
             "{t}"
         );
+        // Waits, then burst completion: a dash where no burst completed.
+        assert!(table[0].contains(" P99 BURST50 BURST99   REQ/S "), "{t}");
+        assert!(table[1].contains(" 12.0ms  40.0ms       -     100"), "{t}");
         let j: serde_json::Value =
             serde_json::from_str(&json(&report(vec![row("a", 0.3, 0.31)]))).unwrap();
-        assert_eq!(j["peers"][0]["predicted"][0]["policy"], "rr-peer");
-        assert_eq!(j["peers"][0]["predicted"][0]["share"], 0.5);
+        let p = &j["peers"][0]["predicted"][0];
+        assert_eq!(p["policy"], "rr-peer");
+        assert_eq!(p["share"], 0.5);
+        assert_eq!(p["burst_p50_us"], 40_000.0);
+        assert_eq!(p["burst_p99_us"], serde_json::Value::Null);
+        assert_eq!(p["depth0_share"], 0.5);
     }
 
     /// A recorded class name or client name that would garble a terminal

@@ -7,7 +7,16 @@ use crate::model::{EventKind, Snapshot, SourceInfo, SourceKind, WaitSource};
 use crate::source::demo::sim::{Demand, SimClient, Simulator};
 use crate::source::demo::{Policy, Scenario};
 
+use super::bursts::Bursts;
 use super::fit::{Fit, FittedDemand};
+
+/// One simulated run: the aggregator's numbers and each peer's bursts,
+/// over the measured part.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub snapshot: Snapshot,
+    pub bursts: Bursts,
+}
 
 /// Most dispatches simulated per policy after the warm-up: whatever the
 /// recording (a fast server, sub-microsecond service times), a run stops
@@ -108,6 +117,11 @@ pub fn clients(fit: &Fit) -> Vec<SimClient> {
 /// Simulate `clients` under `p` and return one snapshot over the
 /// measured part (after the warm-up).
 pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> Snapshot {
+    simulate_run(clients, classmap, p).snapshot
+}
+
+/// As [`simulate`], with each peer's bursts ([`Bursts`]) beside.
+pub fn simulate_run(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> Run {
     let scenario = Scenario {
         name: "whatif".into(),
         description: String::new(),
@@ -138,6 +152,7 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
         detail: format!("whatif policy={} threads={}", p.policy, p.threads),
         host: String::new(),
     };
+    let mut bursts = Bursts::default();
     let mut buf = Vec::with_capacity(64 * 1024);
     let step = 20_000_000u64;
     let end = p.warmup_ns + p.horizon_ns;
@@ -155,6 +170,7 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
             buf.clear();
             let reached = sim.run_bounded(t, 1 << 16, &mut buf);
             agg.ingest_all(&buf);
+            bursts.ingest_all(&buf);
             dispatched += buf
                 .iter()
                 .filter(|e| matches!(e.kind, EventKind::Dequeue { .. }))
@@ -169,13 +185,17 @@ pub fn simulate(clients: Vec<SimClient>, classmap: &ClassMap, p: &RunParams) -> 
         if !warmed && t >= p.warmup_ns {
             // Everything before is the start-up transient: not measured.
             let _ = agg.snapshot(t, 0.0, &info);
+            bursts.reset_counts();
             warmed = true;
             dispatched = 0;
         }
     }
     let now = sim.now_ns().min(end);
     let since = if warmed { p.warmup_ns } else { 0 };
-    agg.snapshot(now, now.saturating_sub(since) as f64 / 1e9, &info)
+    Run {
+        snapshot: agg.snapshot(now, now.saturating_sub(since) as f64 / 1e9, &info),
+        bursts,
+    }
 }
 
 #[cfg(test)]

@@ -139,6 +139,14 @@ fn a_live_recording_with_batched_executions_still_predicts_the_closed_loop() {
         r.notes
     );
     let small = r.peers.iter().find(|p| p.name == "10.0.0.2").unwrap();
+    // In flight is not known exactly from batched executions: no measured
+    // bursts; the model's runs have them.
+    assert_eq!(small.measured.burst_p50_us, None, "{small:?}");
+    assert_eq!(small.measured.depth0_share, None, "{small:?}");
+    assert!(
+        small.predicted[0].numbers.depth0_share.is_some(),
+        "{small:?}"
+    );
     let got = small.predicted[0].numbers.share;
     let want = truth_share(Policy::RrPeer, "10.0.0.2");
     assert!(
