@@ -88,6 +88,9 @@ pub struct BatchEntity<'a> {
     pub backlogged_seconds: f64,
     pub exec_seconds: f64,
     pub executions: u64,
+    /// The snapshot's (`None` reading a line from before it existed).
+    #[serde(default)]
+    pub inflight_mean: Option<f64>,
     /// The workload fields (docs/json.md). Always written by this
     /// version; `None` reading a line from before they existed, and
     /// `bytes_*` `null` where the source does not measure bytes (never 0
@@ -270,6 +273,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 backlogged_seconds: e.backlogged_seconds,
                 exec_seconds: e.exec_seconds,
                 executions: e.executions,
+                inflight_mean: Some(e.inflight_mean),
                 requests: Some(e.requests),
                 request_rate: Some(e.request_rate),
                 bytes_in: e.bytes_in,

@@ -174,3 +174,30 @@ fn pipeline_as_fast_as_possible_delivers_every_interval() {
         );
     }
 }
+
+/// Requests in flight on average: with every one of seed-k16's 16
+/// threads busy throughout, the peers' means add up to 16, each its
+/// execution share of them; a class's is its peers' (one peer a class).
+#[test]
+fn mean_in_flight_is_execution_time_over_the_interval() {
+    let s = measure("seed-k16", Policy::Flat, 2, 20);
+    let total: f64 = s.peers.iter().map(|e| e.inflight_mean).sum();
+    assert!((total - 16.0).abs() < 0.1, "{total}");
+    for e in &s.peers {
+        let want = 16.0 * e.exec_share;
+        assert!(
+            (e.inflight_mean - want).abs() < 0.1,
+            "{}: {} vs {want}",
+            e.name,
+            e.inflight_mean
+        );
+        let class = s.classes.iter().find(|c| c.name == e.class).unwrap();
+        assert!((class.inflight_mean - e.inflight_mean).abs() < 1e-9);
+    }
+    let small = s.peers.iter().find(|e| e.name == "10.0.0.2").unwrap();
+    assert!(
+        (small.inflight_mean - 16.0 * 2.0 / 18.0).abs() < 0.3,
+        "{}",
+        small.inflight_mean
+    );
+}

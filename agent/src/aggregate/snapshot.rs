@@ -264,6 +264,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             backlogged: e.queued > 0,
             queued_transports: e.queued as u64,
             exec_seconds: e.exec_ns as f64 / 1e9,
+            inflight_mean: rate(dexec, ctx.interval_s) / 1e9,
             executions: e.executions,
             requests: e.executions,
             request_rate: rate(dreq, ctx.interval_s),

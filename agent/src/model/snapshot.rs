@@ -230,6 +230,10 @@ pub struct EntityStats {
     pub queued_transports: u64,
     #[serde(default)]
     pub exec_seconds: f64,
+    /// Requests executing at once on average over this interval: its
+    /// execution time in the interval over the interval's length.
+    #[serde(default)]
+    pub inflight_mean: f64,
     /// Requests in `exec_seconds` (cumulative): the batch record's
     /// `requests`.
     #[serde(default)]

@@ -295,11 +295,12 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             Span::raw(format!("  {} disp/s", rate(e.dispatch_rate))),
         ]),
         Line::raw(format!(
-            "wait p50 {} p99 {}  exec share {} ({:.2}s thread time)",
+            "wait p50 {} p99 {}  exec share {} ({:.2}s thread time, {:.1} in flight)",
             fmt_us(e.wait_p50_us),
             fmt_us(e.wait_p99_us),
             pct(e.exec_share),
-            e.exec_seconds
+            e.exec_seconds,
+            e.inflight_mean
         )),
         Line::from(vec![
             backlog,
