@@ -14,8 +14,8 @@ if [ "$what" = all ]; then
   # tmux: the TUI end-to-end test; prometheus: promtool and a real server
   # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests;
   # openssl: the self-signed certificate `openssl req -x509` makes, for
-  # the TLS tests.
-  for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq openssl; do want "$p"; done
+  # the TLS tests; jsonnet: evaluates the monitoring mixin (dashboards/mixin).
+  for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq openssl jsonnet; do want "$p"; done
   # VM tests: debootstrap's keyring and .deb decompression (Recommends/
   # Suggests, so not pulled in with --no-install-recommends); strip for a
   # smaller guest binary.

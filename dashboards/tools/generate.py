@@ -1,33 +1,34 @@
 #!/usr/bin/env python3
-"""Generate nfsdtop's Prometheus rules and Grafana dashboards (stdlib only).
+"""Render nfsdtop's Prometheus rules and Grafana dashboards from the
+monitoring mixin (../mixin, jsonnet) and say how long each alert takes to
+fire. A wrapper around `jsonnet` (Debian package jsonnet): the mixin is
+the one source; this script only picks parameters and writes files.
 
-    generate.py rules [--profile NAME] [--set KEY=VALUE ...] [-o FILE]
-        Render rules/nfsdtop.rules.tmpl.yml with rules/profiles/default.env
-        overlaid by profiles/NAME.env and --set. Default output:
-        rules/nfsdtop.rules.yml (the committed, production file).
+    generate.py rules [--profile NAME] [--set NAME=VALUE ...] [-o FILE]
+        The recording and alerting rules as one YAML file, with the mixin's
+        _config overlaid by mixin/profiles/NAME.libsonnet and each --set
+        (NAME is a _config field: unfairRatio, unfairFor, nfsdtopSelector,
+        ...). Default output: rules/nfsdtop.rules.yml (the shipped file).
     generate.py dashboards [-o DIR]
-        Write the Grafana dashboards (grafana/*.json) from dashboards.py.
+        The Grafana dashboards (grafana/*.json).
+    generate.py timing [--profile NAME] [--set NAME=VALUE ...] [--json]
+        When each alert goes pending and fires after its condition starts
+        (the mixin's alertTiming; RUNBOOKS.md quotes the defaults').
     generate.py check
-        Fail if the committed files differ from what this script generates
-        (someone edited a generated file, or forgot to regenerate).
+        Fail if the shipped files differ from what the mixin renders.
 """
 import argparse
 import json
 import os
-import re
+import shutil
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)  # dashboards/
-RULES_DIR = os.path.join(ROOT, "rules")
-TEMPLATE = os.path.join(RULES_DIR, "nfsdtop.rules.tmpl.yml")
-RULES_OUT = os.path.join(RULES_DIR, "nfsdtop.rules.yml")
+ROOT = os.path.dirname(HERE)  # dashboards/, or share/nfsdtop/ once installed
+MIXIN = os.path.join(ROOT, "mixin")
+RULES_OUT = os.path.join(ROOT, "rules", "nfsdtop.rules.yml")
 GRAFANA_DIR = os.path.join(ROOT, "grafana")
-
-PLACEHOLDER = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
-DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?$")
-SEVERITY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 def die(msg):
@@ -35,96 +36,84 @@ def die(msg):
     sys.exit(1)
 
 
-def read_env(path):
-    """KEY=VALUE lines; '#' starts a comment line. Returns an ordered dict."""
-    out = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            s = line.strip()
-            if not s or s.startswith("#"):
-                continue
-            if "=" not in s:
-                die(f"{path}:{n}: expected KEY=VALUE, got {s!r}")
-            k, v = s.split("=", 1)
-            k, v = k.strip(), v.strip()
-            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", k):
-                die(f"{path}:{n}: bad parameter name {k!r}")
-            out[k] = v
-    return out
-
-
-def validate(params):
-    """Type-check every parameter by its name, so a typo cannot produce a
-    rule file that loads but never fires."""
-    for k, v in params.items():
-        if k.endswith("_FOR") or k == "RATE_WINDOW":
-            ok = DURATION.match(v)
-        elif k == "EVAL_INTERVAL":
-            ok = v == "default" or DURATION.match(v)
-        elif k.endswith("_SEVERITY"):
-            ok = SEVERITY.match(v)
-        elif k in ("JOB",):
-            ok = re.fullmatch(r"[A-Za-z0-9_.:-]+", v)
-        elif k == "RUNBOOK_BASE_URL":
-            ok = re.fullmatch(r"\S+", v) and "#" not in v
-        else:
-            ok = NUMBER.match(v)
-        if not ok:
-            die(f"parameter {k}={v!r} is not valid for its kind")
-    for k in ("UNFAIR_RATIO", "UNFAIR_BACKLOGGED", "STARVED_RATIO", "STARVED_BACKLOGGED"):
-        if k in params and not 0 <= float(params[k]) <= 1:
-            die(f"parameter {k}={params[k]} must be within 0..1 (a fraction)")
-    if "UNFAIR_RATIO" in params and "STARVED_RATIO" in params:
-        if float(params["STARVED_RATIO"]) >= float(params["UNFAIR_RATIO"]):
-            die("STARVED_RATIO must be below UNFAIR_RATIO (starvation is the extreme of unfairness)")
-
-
-def load_params(profile, sets):
-    params = read_env(os.path.join(RULES_DIR, "profiles", "default.env"))
+def overrides(profile, sets):
+    """Jsonnet code for render.jsonnet's `config`: the profile, then --set."""
+    code = "{}"
     if profile and profile != "default":
-        path = os.path.join(RULES_DIR, "profiles", f"{profile}.env")
+        path = os.path.join(MIXIN, "profiles", f"{profile}.libsonnet")
         if not os.path.exists(path):
-            die(f"no profile {profile!r} ({path})")
-        for k, v in read_env(path).items():
-            if k not in params:
-                die(f"{path}: unknown parameter {k} (not in default.env)")
-            params[k] = v
+            names = sorted(n[: -len(".libsonnet")] for n in os.listdir(os.path.join(MIXIN, "profiles")))
+            die(f"no profile {profile!r} ({path}); there are: default, {', '.join(names)}")
+        code = f"(import {json.dumps('profiles/' + profile + '.libsonnet')})"
+    fields = {}
     for s in sets or []:
-        if "=" not in s:
-            die(f"--set expects KEY=VALUE, got {s!r}")
-        k, v = s.split("=", 1)
-        if k not in params:
-            die(f"--set: unknown parameter {k} (see rules/profiles/default.env)")
-        params[k] = v
-    validate(params)
-    return params
+        name, eq, value = s.partition("=")
+        if not eq or not name:
+            die(f"--set expects NAME=VALUE (a _config field of mixin/config.libsonnet), got {s!r}")
+        try:  # numbers and null as such; anything else (5m, job="x") as a string
+            v = json.loads(value)
+            fields[name] = v if v is None or isinstance(v, (int, float)) else value
+        except ValueError:
+            fields[name] = value
+    return f"{code} + {json.dumps(fields)}"
 
 
-def render_rules(params, source_note):
-    with open(TEMPLATE) as f:
-        text = f.read()
-    used = set(PLACEHOLDER.findall(text))
-    missing = used - params.keys()
-    if missing:
-        die(f"template uses undefined parameters: {', '.join(sorted(missing))}")
-    unused = params.keys() - used
-    if unused:
-        die(f"parameters never used by the template: {', '.join(sorted(unused))}")
-    lines = []
-    for line in text.splitlines(keepends=True):
-        if line.strip() == "interval: ${EVAL_INTERVAL}" and params["EVAL_INTERVAL"] == "default":
-            continue
-        lines.append(line)
-    out = PLACEHOLDER.sub(lambda m: params[m.group(1)], "".join(lines))
-    # Drop the template's own header comment; say where the file comes from.
-    body = out.split("groups:", 1)[1]
-    header = (
-        "# GENERATED by dashboards/tools/generate.py from nfsdtop.rules.tmpl.yml\n"
-        f"# with {source_note}. Do not edit: change the profile and regenerate.\n"
-        "# Parameters:\n"
-        + "".join(f"#   {k}={v}\n" for k, v in params.items())
-    )
-    return header + "groups:" + body
+def render(profile=None, sets=None):
+    if shutil.which("jsonnet") is None:
+        die("jsonnet not found: install it (Debian/Ubuntu: apt-get install jsonnet; scripts/setup.sh does)")
+    note = f"profile {profile or 'default'}" + (f" and --set {' '.join(sets)}" if sets else "")
+    cmd = ["jsonnet", "-J", MIXIN, "--tla-code", f"config={overrides(profile, sets)}",
+           "--tla-str", f"note={note}", os.path.join(MIXIN, "render.jsonnet")]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        first = p.stderr.strip().splitlines()[:1]
+        die("the mixin does not evaluate: " + first[0] if first else f"jsonnet exited {p.returncode}")
+    return json.loads(p.stdout)
+
+
+# Keys in the order people read a rule file in; others after, sorted.
+KEY_ORDER = ["name", "interval", "rules", "record", "alert", "expr", "for", "labels", "annotations",
+             "severity", "summary", "description", "runbook_url"]
+
+
+def yaml(value, indent=0):
+    """The rules (dicts, lists, strings, numbers) as block YAML: strings
+    double-quoted (JSON's quoting is YAML's), multi-line ones as | blocks."""
+    pad = " " * indent
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (KEY_ORDER.index(k) if k in KEY_ORDER else len(KEY_ORDER), k))
+        out = []
+        for k in keys:
+            v = value[k]
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:\n{yaml(v, indent + 2)}")
+            elif isinstance(v, str) and "\n" in v.rstrip("\n"):
+                body = "".join(f"{pad}  {line}\n" if line else "\n" for line in v.rstrip("\n").split("\n"))
+                out.append(f"{pad}{k}: |{'' if v.endswith(chr(10)) else '-'}\n{body}".rstrip("\n"))
+            else:
+                out.append(f"{pad}{k}: {scalar(v)}")
+        return "\n".join(out)
+    if isinstance(value, list):
+        items = []
+        for v in value:
+            text = yaml(v, indent + 2) if isinstance(v, (dict, list)) else pad + "  " + scalar(v)
+            items.append(pad + "- " + text[indent + 2:])
+        return "\n".join(items)
+    return pad + scalar(value)
+
+
+def scalar(v):
+    if isinstance(v, str) and v.endswith("\n") and "\n" not in v[:-1]:
+        v = v[:-1]  # a one-line expression: quoted, its block newline dropped
+    return json.dumps(v)
+
+
+def rules_text(out):
+    return "".join(f"# {line}\n" for line in out["header"]) + yaml(out["rules"]) + "\n"
+
+
+def dashboard_text(d):
+    return json.dumps(d, indent=2) + "\n"
 
 
 def write(path, text):
@@ -134,40 +123,39 @@ def write(path, text):
     print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
 
 
-def dashboards_json():
-    sys.path.insert(0, HERE)
-    import dashboards  # noqa: E402  (dashboards/tools/dashboards.py)
-
-    return {
-        name: json.dumps(d, indent=2, sort_keys=False) + "\n"
-        for name, d in dashboards.all_dashboards().items()
-    }
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("rules")
-    r.add_argument("--profile", default="default")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE")
-    r.add_argument("-o", "--output")
+    for name in ("rules", "timing"):
+        r = sub.add_parser(name)
+        r.add_argument("--profile", default="default")
+        r.add_argument("--set", action="append", metavar="NAME=VALUE")
+        if name == "rules":
+            r.add_argument("-o", "--output")
+        else:
+            r.add_argument("--json", action="store_true", help="the numbers (seconds), for scripts")
     d = sub.add_parser("dashboards")
     d.add_argument("-o", "--output-dir", default=GRAFANA_DIR)
     sub.add_parser("check")
     a = ap.parse_args()
 
     if a.cmd == "rules":
-        params = load_params(a.profile, a.set)
-        note = f"profile {a.profile}" + (f" and --set {' '.join(a.set)}" if a.set else "")
-        write(a.output or RULES_OUT, render_rules(params, note))
+        write(a.output or RULES_OUT, rules_text(render(a.profile, a.set)))
+    elif a.cmd == "timing":
+        timing = render(a.profile, a.set)["timing"]
+        if a.json:
+            print(json.dumps(timing, indent=2, sort_keys=True))
+        else:
+            for alert, t in timing.items():
+                print(f"{alert}: {t['figure']}")
     elif a.cmd == "dashboards":
-        for name, text in dashboards_json().items():
-            write(os.path.join(a.output_dir, name), text)
+        for name, d in render()["dashboards"].items():
+            write(os.path.join(a.output_dir, name), dashboard_text(d))
     elif a.cmd == "check":
+        out = render()
+        want = {RULES_OUT: rules_text(out)}
+        want.update({os.path.join(GRAFANA_DIR, n): dashboard_text(d) for n, d in out["dashboards"].items()})
         stale = []
-        want = {RULES_OUT: render_rules(load_params("default", None), "profile default")}
-        for name, text in dashboards_json().items():
-            want[os.path.join(GRAFANA_DIR, name)] = text
         for path, text in want.items():
             try:
                 with open(path) as f:
@@ -177,8 +165,8 @@ def main():
             if have != text:
                 stale.append(os.path.relpath(path, os.path.dirname(ROOT)))
         if stale:
-            die("generated files are stale (run generate.py rules / dashboards): " + ", ".join(stale))
-        print("generated files are up to date: " + ", ".join(
+            die("shipped files differ from the mixin's output (run generate.py rules / dashboards): " + ", ".join(stale))
+        print("the mixin evaluates and its output equals the shipped " + ", ".join(
             os.path.relpath(p, os.path.dirname(ROOT)) for p in want))
 
 

@@ -17,7 +17,8 @@ for f in bin/nfsdtop bin/nfsdtopd share/man/man1/nfsdtop.1 share/man/man1/nfsdto
          share/bash-completion/completions/nfsdtop share/zsh/site-functions/_nfsdtopd \
          share/fish/vendor_completions.d/nfsdtop.fish lib/systemd/system/nfsdtopd.service \
          etc/nfsdtop/nfsdtopd.toml share/nfsdtop/rules/nfsdtop.rules.yml \
-         share/nfsdtop/rules/nfsdtop.rules.tmpl.yml share/nfsdtop/rules/profiles/default.env \
+         share/nfsdtop/mixin/mixin.libsonnet share/nfsdtop/mixin/config.libsonnet \
+         share/nfsdtop/mixin/render.jsonnet share/nfsdtop/mixin/profiles/e2e-fast.libsonnet \
          share/nfsdtop/tools/generate.py share/nfsdtop/runbooks/RUNBOOKS.md \
          share/nfsdtop/grafana/nfsdtop-overview.json share/nfsdtop/grafana/nfsdtop-drilldown.json \
          share/nfsdtop/grafana/provisioning/dashboards/nfsdtop.yaml \
@@ -69,10 +70,10 @@ PY
 }
 check_links "file://$S/runbooks"
 # The installed generator renders site thresholds, with the installed links.
-python3 "$S/tools/generate.py" rules --set UNFAIR_RATIO=0.4 -o "$tmp/site.rules.yml" 2>/dev/null ||
-  fail "the installed generate.py cannot render rules"
+python3 "$S/tools/generate.py" rules --set unfairRatio=0.4 -o "$tmp/site.rules.yml" 2>/dev/null ||
+  fail "the installed generate.py cannot render rules from the installed mixin"
 out=$(promtool check rules "$tmp/site.rules.yml" 2>&1) || fail "promtool check rules on generated site rules: $out"
-grep -q "< 0.4\$" "$tmp/site.rules.yml" || fail "UNFAIR_RATIO=0.4 not in the generated rules"
+grep -q "< 0.4\$" "$tmp/site.rules.yml" || fail "unfairRatio=0.4 not in the generated rules"
 grep -q "runbook_url: \"file://$S/runbooks/RUNBOOKS.md#nfsdtopunfairshare\"" "$tmp/site.rules.yml" ||
   fail "generated site rules do not link the installed runbooks"
 # Links inside the installed docs lead to installed files.

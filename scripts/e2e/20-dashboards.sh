@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dashboards/: Prometheus rules and Grafana dashboards, checked offline.
-#   1. the committed generated files match their sources (rules template +
-#      profiles, dashboards.py);
-#   2. promtool check rules (production and the e2e-fast profile);
+#   1. the monitoring mixin (dashboards/mixin) evaluates and its output
+#      equals the shipped rules and dashboards;
+#   2. promtool check rules (production and every profile);
 #   3. promtool test rules dashboards/rules/tests/*.yml;
 #   4. the tests can fail: mutated thresholds must make them fail;
 #   5. dashboards: lint (uids, datasource variable, $__rate_interval, ...),
@@ -11,8 +11,11 @@
 #      rules query is in the exporter's golden exposition
 #      (exporter/src/metrics/testdata/exposition.om) with the labels they
 #      select and group by, and a wrong name or label is caught;
-#   6. the Grafana provisioning files are well-formed.
-# Needs promtool (Debian package prometheus; scripts/setup.sh) and python3.
+#   6. the Grafana provisioning files are well-formed;
+#   7. each runbook quotes its alert's "fires after" figure as the mixin
+#      computes it (alertTiming) for the example prometheus.yml's intervals.
+# Needs promtool (Debian package prometheus), jsonnet and python3
+# (scripts/setup.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 D=dashboards
@@ -22,21 +25,22 @@ fail() { printf 'FAIL %s\n' "$*"; fails=$((fails + 1)); }
 need() { command -v "$1" >/dev/null || { echo "FAIL 20-dashboards: $1 not found ($2)"; exit 1; }; }
 need promtool "apt-get install prometheus, or scripts/setup.sh"
 need python3 "apt-get install python3"
+need jsonnet "apt-get install jsonnet, or scripts/setup.sh"
 
 tmp=$(mktemp -d /tmp/nfsdtop-dashboards.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== 20-dashboards: generated files, promtool rules and tests, dashboard expressions"
 
-# 1. Generated files are fresh.
+# 1. The mixin's output is what is shipped.
 if out=$(python3 $D/tools/generate.py check 2>&1); then ok "$out"; else fail "$out"; fi
 
 # 2. promtool check rules, for the committed file and the fast profile.
 if out=$(promtool check rules $D/rules/nfsdtop.rules.yml 2>&1); then
   ok "promtool check rules $D/rules/nfsdtop.rules.yml: $(echo "$out" | grep -o '[0-9]* rules found')"
 else fail "promtool check rules $D/rules/nfsdtop.rules.yml:"; echo "$out"; fi
-for profile in $D/rules/profiles/*.env; do
-  p=$(basename "$profile" .env)
+for profile in $D/mixin/profiles/*.libsonnet; do
+  p=$(basename "$profile" .libsonnet)
   if python3 $D/tools/generate.py rules --profile "$p" -o "$tmp/$p.rules.yml" 2>/dev/null &&
      out=$(promtool check rules "$tmp/$p.rules.yml" 2>&1); then
     ok "promtool check rules (profile $p)"
@@ -53,18 +57,18 @@ else fail "promtool test rules:"; echo "$out"; fi
 mkdir -p "$tmp/mut/tests"
 cp $D/rules/tests/*.yml "$tmp/mut/tests/"
 mutations=(
-  "UNFAIR_RATIO=0.2|the seed's flat-queue victim (ratio 0.22) must alert"
-  "UNFAIR_RATIO=0.99|round-robin (ratio 0.96) must stay quiet"
-  "UNFAIR_BACKLOGGED=0.1|a class backlogged 20% of the time must stay quiet"
-  "UNFAIR_MIN_ENTITLED_RATE=0.1|a class entitled to 0.4 dispatch/s must stay quiet"
-  "UNFAIR_FOR=5m|a 10-minute dip must not fire"
-  "STARVED_RATIO=0.3|the served flat-queue victim is unfair, not starved"
-  "STARVED_BACKLOGGED=0.99|a class backlogged 95% of the time with no dispatches is starved"
-  "WAIT_P99_SECONDS=2|a p99 wait of 1.04s must alert"
-  "WAIT_P99_SECONDS=0.5|waits all under 0.524s must not alert (threshold on a bucket boundary)"
-  "WAIT_MIN_RATE=0.01|a p99 from 0.07 waits/s must stay quiet"
-  "EVENTS_LOST_MIN=100|40 lost events must alert"
-  "JOB=other|AgentDown watches job nfsdtop"
+  "unfairRatio=0.2|the seed's flat-queue victim (ratio 0.22) must alert"
+  "unfairRatio=0.99|round-robin (ratio 0.96) must stay quiet"
+  "unfairBacklogged=0.1|a class backlogged 20% of the time must stay quiet"
+  "unfairMinEntitledRate=0.1|a class entitled to 0.4 dispatch/s must stay quiet"
+  "unfairFor=5m|a 10-minute dip must not fire"
+  "starvedRatio=0.3|the served flat-queue victim is unfair, not starved"
+  "starvedBacklogged=0.99|a class backlogged 95% of the time with no dispatches is starved"
+  "waitP99Seconds=2|a p99 wait of 1.04s must alert"
+  "waitP99Seconds=0.5|waits all under 0.524s must not alert (threshold on a bucket boundary)"
+  "waitMinRate=0.01|a p99 from 0.07 waits/s must stay quiet"
+  "eventsLostMin=100|40 lost events must alert"
+  "nfsdtopSelector=job=\"other\"|AgentDown watches job nfsdtop"
 )
 for m in "${mutations[@]}"; do
   set_=${m%%|*}; why=${m#*|}
@@ -85,7 +89,7 @@ if out=$(python3 - <<'EOF2' 2>&1
 import re
 rules = open("dashboards/rules/nfsdtop.rules.yml").read()
 book = open("dashboards/RUNBOOKS.md").read()
-alerts = re.findall(r"- alert: (\w+)", rules)
+alerts = re.findall(r"- alert: \"?(\w+)", rules)
 urls = re.findall(r'runbook_url: "[^"#]*#([\w-]+)"', rules)
 sections = {h.lower(): h for h in re.findall(r"^## (\w+)$", book, re.M)}
 bad = [a for a in alerts if a.lower() not in sections]
@@ -102,6 +106,17 @@ if python3 $D/tools/check_dashboards.py rules -o "$tmp/dash.rules.yml" >/dev/nul
    out=$(promtool check rules "$tmp/dash.rules.yml" 2>&1); then
   ok "every dashboard expression parses (promtool check rules: $(echo "$out" | grep -o '[0-9]* rules found'), \$__rate_interval=1m, \$class=.+ ...)"
 else fail "dashboard expressions do not parse:"; echo "$out"; fi
+# The overview opens on the victims: its first panel is "Below their fair
+# share", in the first row.
+if out=$(python3 - <<'EOF2' 2>&1
+import json
+d = json.load(open("dashboards/grafana/nfsdtop-overview.json"))
+first = next(p for p in d["panels"] if p["type"] != "row")
+assert first["title"] == "Below their fair share" and first["gridPos"]["y"] == 1, \
+    f"the overview's first panel is {first['title']!r} at {first['gridPos']}"
+print("the overview's first panel, in its first row, is 'Below their fair share'")
+EOF2
+); then ok "$out"; else fail "$out"; fi
 # Negative control: an unbalanced parenthesis in one panel must be caught.
 mkdir -p "$tmp/bad"
 python3 - "$D/grafana/nfsdtop-overview.json" "$tmp/bad/bad.json" <<'EOF'
@@ -157,6 +172,31 @@ EOF
 else
   echo "skip provisioning YAML structure (python3-yaml not installed)"
 fi
+
+# 7. Each runbook's "Fires after" is the mixin's figure for its alert.
+if python3 $D/tools/generate.py timing --json >"$tmp/timing.json" 2>"$tmp/timing.err" &&
+   out=$(python3 - "$tmp/timing.json" <<'EOF2' 2>&1
+import json, re, sys
+timing = json.load(open(sys.argv[1]))
+book = open("dashboards/RUNBOOKS.md").read()
+prom = open("dashboards/prometheus/prometheus.yml").read()
+sections = dict(re.findall(r"^## (\w+)\n(.*?)(?=^## |\Z)", book, re.M | re.S))
+bad = []
+for alert, t in timing.items():
+    said = re.findall(r"\*\*Fires after\.\*\* (.*?)\.\s", sections.get(alert, ""), re.S)
+    said = [" ".join(s.split()) for s in said]
+    if said != [t["figure"]]:
+        bad.append(f"{alert}: the runbook says {said or 'nothing'}, the mixin computes {t['figure']!r}")
+# The figures are for the example Prometheus's intervals.
+for key in ("scrape_interval", "evaluation_interval"):
+    m = re.search(rf"^  {key}: (\S+)$", prom, re.M)
+    want = re.search(r"with (\S+) scrapes and (\S+) evaluations", next(iter(timing.values()))["figure"])
+    if not m or m.group(1) != want.group(1 if key == "scrape_interval" else 2):
+        bad.append(f"prometheus.yml {key} is {m and m.group(1)}, the figures assume {want.groups()}")
+assert not bad, "; ".join(bad)
+print(f"{len(timing)} runbooks quote the mixin's fires-after figure, e.g. NfsdtopUnfairShare: {timing['NfsdtopUnfairShare']['figure']}")
+EOF2
+); then ok "$out"; else fail "fires-after figures: ${out:-$(cat "$tmp/timing.err")}"; fi
 
 if [ "$fails" -gt 0 ]; then echo "== 20-dashboards: $fails check(s) FAILED"; exit 1; fi
 echo "== 20-dashboards: all checks passed"

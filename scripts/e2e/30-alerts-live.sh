@@ -8,7 +8,10 @@
 #   with the rules generated from the e2e-fast profile (production
 #   thresholds, test-sized windows).
 # Checks, with deadlines (no fixed sleeps):
-#   - NfsdtopUnfairShare goes pending/firing for class 10.0.0.2 under flat;
+#   - NfsdtopUnfairShare goes pending/firing for class 10.0.0.2 under flat,
+#     and the time from the class's first sample to pending, and from
+#     pending to firing, are within what the mixin's alertTiming computes
+#     for these rules (the computation RUNBOOKS.md's figures come from);
 #   - over the same window nothing fires under rr-peer, and no other nfsdtop
 #     alert is active for either daemon;
 #   - the recorded fairness ratios match the series (flat ~0.22, rr ~1);
@@ -50,7 +53,7 @@ start_prometheus "$tmp/e2e-fast.rules.yml" "  - job_name: nfsdtop
         labels: {policy: rr-peer}
       - targets: ['$v4']
         labels: {policy: nfs4}"
-ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile e2e-fast (RATE_WINDOW=10s, UNFAIR_FOR=5s)"
+ok "Prometheus on $prom: scrape and rule evaluation every 1s, rules from profile e2e-fast (rateWindow 10s, unfairFor 5s)"
 
 all_up() { [ "$(q 'up{job="nfsdtop"} == 1' | wc -l)" -eq 3 ]; }
 poll 30 all_up || die "Prometheus does not see all three nfsdtopd targets up"
@@ -89,6 +92,48 @@ if [ -z "$unexpected" ]; then
   ok "no other nfsdtop alert active over the same ${span}s: rr-peer quiet, 10.0.0.3 quiet, no starvation/wait/lost/down"
 else
   fail "unexpected nfsdtop alerts over the window (name/state/instance/class):$unexpected"
+fi
+
+# How long it took, by Prometheus's own timestamps (scrapes and rule
+# evaluations are scheduled, so a loaded machine does not shift them):
+# the first sample of the class's backlogged counter (the condition, true
+# from the demo's start, is there from the first scrape), the first
+# pending and the first firing sample of ALERTS, against the mixin's
+# alertTiming for the same rules and intervals. One evaluation interval of
+# slack on top, for an evaluation Prometheus skips when it falls behind.
+if [ "$flat_state" = firing ]; then
+  python3 dashboards/tools/generate.py timing --profile e2e-fast --json >"$tmp/timing.json" ||
+    die "cannot compute the e2e-fast alert timing"
+  res=$(python3 - "$prom" "$flat" "$tmp/timing.json" <<'PY'
+import json, sys, urllib.parse, urllib.request
+prom, inst, timing = sys.argv[1:]
+t = json.load(open(timing))["NfsdtopUnfairShare"]
+slack = 1.0  # one evaluation interval of the e2e-fast profile
+def first(sel):
+    u = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": sel + "[5m]"})
+    r = json.load(urllib.request.urlopen(u, timeout=10))["data"]["result"]
+    return min((float(v[0]) for s in r for v in s["values"]), default=None)
+labels = f'instance="{inst}",class="10.0.0.2"'
+start = first(f"nfsdtop_class_backlogged_seconds_total{{{labels}}}")
+pending = first(f'ALERTS{{alertname="NfsdtopUnfairShare",alertstate="pending",{labels}}}')
+firing = first(f'ALERTS{{alertname="NfsdtopUnfairShare",alertstate="firing",{labels}}}')
+if None in (start, pending, firing):
+    print(f"MISSING first sample {start}, pending {pending}, firing {firing}")
+    sys.exit()
+to_pending, to_firing = pending - start, firing - pending
+p, f = t["pending"], t["firing"]
+fire_hi = f["max"] - p["max"]  # `for`, then up to one evaluation
+ok = p["min"] <= to_pending <= p["max"] + slack and t["for"] <= to_firing <= fire_hi + slack
+print(("" if ok else "MISMATCH ") +
+      f"first sample -> pending {to_pending:.1f}s (computed {p['min']:g}..{p['max']:g}s), "
+      f"pending -> firing {to_firing:.1f}s (computed {t['for']:g}..{fire_hi:g}s), "
+      f"first sample -> firing {firing - start:.1f}s (computed {f['min']:g}..{f['max']:g}s)")
+PY
+)
+  case $res in
+    MISMATCH*|MISSING*|"") fail "NfsdtopUnfairShare timing: ${res:-no output}";;
+    *) ok "NfsdtopUnfairShare timing as computed: $res";;
+  esac
 fi
 
 # The numbers behind it.

@@ -302,21 +302,11 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
             true,
         ),
         (
-            "dashboards/rules/nfsdtop.rules.tmpl.yml",
-            "rules/nfsdtop.rules.tmpl.yml",
-            false,
-        ),
-        (
             "dashboards/rules/thresholds.md",
             "rules/thresholds.md",
             false,
         ),
         ("dashboards/tools/generate.py", "tools/generate.py", false),
-        (
-            "dashboards/tools/dashboards.py",
-            "tools/dashboards.py",
-            true,
-        ),
         (
             "dashboards/tools/check_dashboards.py",
             "tools/check_dashboards.py",
@@ -342,8 +332,15 @@ fn operator_files() -> anyhow::Result<Vec<(PathBuf, PathBuf, bool)>> {
     ] {
         v.push(share(from, to, rw));
     }
+    // The mixin, rewritten too: generate.py renders site rules from the
+    // installed copy, with the installed runbook links.
     for (dir, to) in [
-        ("dashboards/rules/profiles", "rules/profiles"),
+        ("dashboards/mixin", "mixin"),
+        ("dashboards/mixin/alerts", "mixin/alerts"),
+        ("dashboards/mixin/dashboards", "mixin/dashboards"),
+        ("dashboards/mixin/lib", "mixin/lib"),
+        ("dashboards/mixin/profiles", "mixin/profiles"),
+        ("dashboards/mixin/rules", "mixin/rules"),
         ("dashboards/grafana", "grafana"),
     ] {
         let mut names: Vec<String> = fs::read_dir(r.join(dir))
