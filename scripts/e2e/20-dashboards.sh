@@ -12,8 +12,9 @@
 #      (exporter/src/metrics/testdata/exposition.om) with the labels they
 #      select and group by, and a wrong name or label is caught;
 #   6. the Grafana provisioning files are well-formed;
-#   7. each runbook quotes its alert's "fires after" figure as the mixin
-#      computes it (alertTiming) for the example prometheus.yml's intervals.
+#   7. each runbook (and the book's table) quotes its alert's "fires after"
+#      figure as the mixin computes it (alertTiming) for the example
+#      prometheus.yml's intervals.
 # Needs promtool (Debian package prometheus), jsonnet and python3
 # (scripts/setup.sh).
 set -uo pipefail
@@ -187,6 +188,12 @@ for alert, t in timing.items():
     said = [" ".join(s.split()) for s in said]
     if said != [t["figure"]]:
         bad.append(f"{alert}: the runbook says {said or 'nothing'}, the mixin computes {t['figure']!r}")
+    # The alert tables of the book and the README quote the same span.
+    span = t["figure"].split(" after the condition")[0]
+    for doc in ("docs/book/src/dashboards.md", "dashboards/README.md"):
+        row = [l for l in open(doc) if l.startswith(f"| {alert} |")]
+        if len(row) != 1 or f"| {span} |" not in row[0]:
+            bad.append(f"{alert}: {doc}'s alert table does not say {span!r}")
 # The figures are for the example Prometheus's intervals.
 for key in ("scrape_interval", "evaluation_interval"):
     m = re.search(rf"^  {key}: (\S+)$", prom, re.M)
@@ -194,7 +201,7 @@ for key in ("scrape_interval", "evaluation_interval"):
     if not m or m.group(1) != want.group(1 if key == "scrape_interval" else 2):
         bad.append(f"prometheus.yml {key} is {m and m.group(1)}, the figures assume {want.groups()}")
 assert not bad, "; ".join(bad)
-print(f"{len(timing)} runbooks quote the mixin's fires-after figure, e.g. NfsdtopUnfairShare: {timing['NfsdtopUnfairShare']['figure']}")
+print(f"{len(timing)} runbooks, the book and the README quote the mixin's fires-after figure, e.g. NfsdtopUnfairShare: {timing['NfsdtopUnfairShare']['figure']}")
 EOF2
 ); then ok "$out"; else fail "fires-after figures: ${out:-$(cat "$tmp/timing.err")}"; fi
 
