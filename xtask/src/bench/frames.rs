@@ -90,7 +90,7 @@ pub fn part(quick: bool) -> anyhow::Result<String> {
         let strip = |c: &str, p: &str| c.trim_start_matches(p).trim().to_string();
         writeln!(
             s,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.first().map(String::as_str).unwrap_or(""),
             r.get(1).map(|c| strip(c, "update")).unwrap_or_default(),
             r.get(2)
@@ -99,7 +99,9 @@ pub fn part(quick: bool) -> anyhow::Result<String> {
             r.get(3)
                 .map(|c| strip(c, "+ text 0.0.4"))
                 .unwrap_or_default(),
-            r.get(4).map(String::as_str).unwrap_or("")
+            r.get(4).map(String::as_str).unwrap_or(""),
+            r.get(5).map(|c| strip(c, "protobuf")).unwrap_or_default(),
+            r.get(6).map(String::as_str).unwrap_or("")
         )?;
     }
     s.push_str(&fill(text::FRAMES, "encode-after", &[])?);
