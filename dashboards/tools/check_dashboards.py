@@ -190,15 +190,24 @@ def lint(dashboards):
 
 
 def exposition_labels(path):
-    """Sample name -> the label names it carries, from an exposition file."""
-    out = {}
+    """Sample name -> the label names it carries, from an exposition file.
+    A histogram's own name stands for its native series (what Prometheus
+    stores instead of _bucket/_count/_sum when it scrapes native
+    histograms), with the labels of its _count."""
+    out, histograms = {}, []
     with open(path) as f:
         for line in f:
+            t = re.match(r"# TYPE (\w+) histogram\s", line)
+            if t:
+                histograms.append(t.group(1))
             m = re.match(r"(\w+)(\{[^}]*\})?\s", line)
             if m and not line.startswith("#"):
                 out.setdefault(m.group(1), set()).update(re.findall(r"(\w+)=\"", m.group(2) or ""))
     if not out:
         sys.exit(f"{path}: no samples")
+    for h in histograms:
+        if h + "_count" in out:
+            out.setdefault(h, set()).update(out[h + "_count"])
     return out
 
 

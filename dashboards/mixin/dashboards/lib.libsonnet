@@ -34,8 +34,10 @@
     local r = self.ratio(sel + ', class!="other"', 'class', 'instance, class');
     'sum by (instance) (\n%s\n) ^ 2\n/\n(\n  count by (instance) (\n%s\n)\n  *\n  sum by (instance) ((\n%s\n) ^ 2)\n)' % [r, r, r],
 
-  quantile(q, sel, by, metric='nfsdtop_class_queue_wait_seconds_bucket')::
-    'histogram_quantile(%s, sum by (%s) (rate(%s{%s}[%s])))' % [q, if by != '' then by + ', le' else 'le', metric, sel, self.ri],
+  // Classic buckets, or the native histogram where Prometheus stores one.
+  quantile(q, sel, by, metric='nfsdtop_class_queue_wait_seconds')::
+    'histogram_quantile(%s, sum by (%s) (rate(%s_bucket{%s}[%s])))\nor\nhistogram_quantile(%s, sum %s(rate(%s{%s}[%s])))'
+    % [q, if by != '' then by + ', le' else 'le', metric, sel, self.ri, q, if by != '' then 'by (%s) ' % by else '', metric, sel, self.ri],
 
   // Mean of num per den (thread seconds per request), for groups with any.
   meanPer(num, den, sel, by):: '%s\n/\n(%s > 0)' % [self.rate(num, sel, by), self.rate(den, sel, by)],

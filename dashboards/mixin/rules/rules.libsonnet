@@ -88,15 +88,25 @@
                 % [perClass('nfsdtop_class_execution_seconds_total'), rate('nfsdtop_class_execution_seconds_total')],
         },
         // Queue waits observed per second (how much data is behind the p99).
-        { record: r.waits, expr: perClass('nfsdtop_class_queue_wait_seconds_count') },
+        // Each histogram is read as classic buckets (`_count`, `_bucket`)
+        // or, where Prometheus stores it as a native histogram (protobuf
+        // scrapes with native histograms on, which keep no `_bucket`
+        // series), through the native series.
+        {
+          record: r.waits,
+          expr: '%s\nor\nsum by (job, instance, class) (histogram_count(%s))'
+                % [perClass('nfsdtop_class_queue_wait_seconds_count'), rate('nfsdtop_class_queue_wait_seconds')],
+        },
         // p99 queue wait per class and for the whole server, in seconds.
         {
           record: r.waitP99,
-          expr: 'histogram_quantile(0.99, sum by (job, instance, class, le) (%s))' % rate('nfsdtop_class_queue_wait_seconds_bucket'),
+          expr: 'histogram_quantile(0.99, sum by (job, instance, class, le) (%s))\nor\nhistogram_quantile(0.99, sum by (job, instance, class) (%s))'
+                % [rate('nfsdtop_class_queue_wait_seconds_bucket'), rate('nfsdtop_class_queue_wait_seconds')],
         },
         {
           record: r.instanceWaitP99,
-          expr: 'histogram_quantile(0.99, sum by (job, instance, le) (%s))' % rate('nfsdtop_class_queue_wait_seconds_bucket'),
+          expr: 'histogram_quantile(0.99, sum by (job, instance, le) (%s))\nor\nhistogram_quantile(0.99, sum by (job, instance) (%s))'
+                % [rate('nfsdtop_class_queue_wait_seconds_bucket'), rate('nfsdtop_class_queue_wait_seconds')],
         },
         { record: r.instanceDispatches, expr: 'sum by (job, instance) (%s)' % r.dispatches },
         // Jain's index over the fairness ratios of the classes backlogged
