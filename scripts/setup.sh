@@ -10,16 +10,20 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages --------------------------------------------------------
 need_pkgs=()
 want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep 'ok installed' >/dev/null || need_pkgs+=("$1"); }
+# dpkg-dev (dpkg-shlibdeps) and binutils (strip): `cargo xtask deb`; strip
+# also makes the VM tests' guest binary smaller.
+for p in dpkg-dev binutils; do want "$p"; done
 if [ "$what" = all ]; then
+  # lintian: the .deb is checked with it (scripts/e2e/16-deb.sh).
+  want lintian
   # tmux: the TUI end-to-end test; prometheus: promtool and a real server
   # for the metrics tests; qemu/debootstrap/e2fsprogs: real-kernel tests;
   # openssl: the self-signed certificate `openssl req -x509` makes, for
   # the TLS tests; jsonnet: evaluates the monitoring mixin (dashboards/mixin).
   for p in tmux prometheus qemu-system-x86 debootstrap e2fsprogs jq openssl jsonnet; do want "$p"; done
   # VM tests: debootstrap's keyring and .deb decompression (Recommends/
-  # Suggests, so not pulled in with --no-install-recommends); strip for a
-  # smaller guest binary.
-  for p in debian-archive-keyring xz-utils binutils; do want "$p"; done
+  # Suggests, so not pulled in with --no-install-recommends).
+  for p in debian-archive-keyring xz-utils; do want "$p"; done
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   say "installing Debian packages: ${need_pkgs[*]}"

@@ -3,7 +3,7 @@
 //! operator needs next to them (Prometheus rules and their generator,
 //! Grafana dashboards, runbooks, provisioning examples, the docs and, where
 //! mdbook is installed, the book as HTML), laid out the way a Debian system
-//! expects; the .deb is the same tree packed by dpkg-deb.
+//! expects; `crate::deb` packs the same tree into a .deb.
 //!
 //! The committed operator files name their installed places under
 //! `/usr/share/nfsdtop` (runbook links included); an install elsewhere
@@ -39,18 +39,6 @@ pub struct InstallArgs {
     pub runbook_base: Option<String>,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct DebArgs {
-    /// Where to write the .deb.
-    #[arg(long, default_value = "target/debian")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub debug: bool,
-    /// As for install.
-    #[arg(long, value_name = "URL")]
-    pub runbook_base: Option<String>,
-}
-
 fn under(destdir: Option<&Path>, p: &Path) -> PathBuf {
     match destdir {
         None => p.to_path_buf(),
@@ -68,7 +56,7 @@ fn write_output(path: &Path, cmd: &mut Command) -> anyhow::Result<()> {
     fs::write(path, out.stdout).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn copy_mode(from: &Path, to: &Path, mode: u32) -> anyhow::Result<()> {
+pub(crate) fn copy_mode(from: &Path, to: &Path, mode: u32) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = to.parent() {
         fs::create_dir_all(dir)?;
@@ -169,62 +157,6 @@ pub fn install(a: &InstallArgs) -> anyhow::Result<()> {
         "installed nfsdtop and nfsdtopd into {}",
         under(d, prefix).display()
     );
-    Ok(())
-}
-
-pub fn deb(a: &DebArgs) -> anyhow::Result<()> {
-    let out = root().join(&a.out);
-    let stage = out.join("stage");
-    if stage.exists() {
-        fs::remove_dir_all(&stage)?;
-    }
-    install(&InstallArgs {
-        prefix: PathBuf::from("/usr"),
-        destdir: Some(stage.clone()),
-        debug: a.debug,
-        runbook_base: a.runbook_base.clone(),
-    })?;
-    // Packages ship stripped binaries (debug info stays in target/).
-    for bin in ["nfsdtop", "nfsdtopd"] {
-        run(
-            &format!("strip {bin}"),
-            Command::new("strip")
-                .arg("--strip-debug")
-                .arg(stage.join("usr/bin").join(bin)),
-        )?;
-    }
-    let version = env!("CARGO_PKG_VERSION");
-    let arch = match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    };
-    let size_kb = dir_size(&stage)? / 1024;
-    let control = format!(
-        "Package: nfsdtop\nVersion: {version}\nArchitecture: {arch}\nMaintainer: nfsdtop developers <dev@nfsdtop.invalid>\n\
-Installed-Size: {size_kb}\nDepends: libc6\nSection: admin\nPriority: optional\n\
-Description: who gets a Linux NFS server's threads, and whether that is fair\n \
-nfsdtop shows per-client and per-class shares of nfsd's RPC dispatch, fair\n \
-shares, queue waits and thread time, from BPF programs on the sunrpc\n \
-tracepoints: a terminal UI (nfsdtop) and a Prometheus agent (nfsdtopd).\n"
-    );
-    let debian = stage.join("DEBIAN");
-    fs::create_dir_all(&debian)?;
-    fs::write(debian.join("control"), control)?;
-    fs::write(debian.join("conffiles"), "/etc/nfsdtop/nfsdtopd.toml\n")?;
-    let postinst = "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n";
-    fs::write(debian.join("postinst"), postinst)?;
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(debian.join("postinst"), fs::Permissions::from_mode(0o755))?;
-    let deb = out.join(format!("nfsdtop_{version}_{arch}.deb"));
-    run(
-        "dpkg-deb --build",
-        Command::new("dpkg-deb")
-            .args(["--root-owner-group", "-Zgzip", "--build"])
-            .arg(&stage)
-            .arg(&deb),
-    )?;
-    eprintln!("wrote {}", deb.display());
     Ok(())
 }
 
@@ -418,9 +350,10 @@ fn install_operator_files(
         if let Some(dir) = target.parent() {
             fs::create_dir_all(dir)?;
         }
-        fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
+        fs::write(&target, &text).with_context(|| format!("cannot write {}", target.display()))?;
         use std::os::unix::fs::PermissionsExt;
-        let mode = if from.extension().is_some_and(|e| e == "py") {
+        // Python programs (a #! line) are executable; a module is not.
+        let mode = if from.extension().is_some_and(|e| e == "py") && text.starts_with("#!") {
             0o755
         } else {
             0o644
@@ -563,20 +496,6 @@ fn relink(text: &str, dir: &Path, installed: &HashMap<PathBuf, PathBuf>) -> Stri
     }
     out.push_str(rest);
     out
-}
-
-fn dir_size(p: &Path) -> anyhow::Result<u64> {
-    let mut total = 0;
-    for e in fs::read_dir(p)? {
-        let e = e?;
-        let m = e.metadata()?;
-        total += if m.is_dir() {
-            dir_size(&e.path())?
-        } else {
-            m.len()
-        };
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod deb;
 mod guest;
 mod install;
 mod vm;
@@ -43,8 +44,9 @@ enum Task {
     /// Install binaries, man pages, completions, the systemd unit and an
     /// example config (`--prefix /usr --destdir DIR` to stage).
     Install(install::InstallArgs),
-    /// Build a Debian package from the tree (dpkg-deb).
-    Deb(install::DebArgs),
+    /// Build the Debian package of the installed tree (lintian-clean;
+    /// the service enabled and started on install).
+    Deb(deb::DebArgs),
     /// Every benchmark in one run, written to BENCHMARKS.md (`--quick`:
     /// small, no VM, into target/bench-quick.md).
     Bench(bench::BenchArgs),
@@ -156,7 +158,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Deb(args) => {
             setup("build")?;
-            install::deb(&args)
+            deb::deb(&args).map(|_| ())
         }
         Task::Bench(args) => {
             setup("all")?;
