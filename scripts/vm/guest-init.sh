@@ -103,23 +103,10 @@ for spec in $CLIENTS; do
   i=$((i + 1))
   IFS=: read -r name fam nconn vers rw bs depth <<<"$spec"
   vers=${vers:-3} rw=${rw:-randread} bs=${bs:-4k} depth=${depth:-16}
-  ip netns add "$name" || fail "ip netns add $name"
-  ip link add "h$i" type veth peer name "g$i" || fail "veth h$i"
-  ip link set "g$i" netns "$name"
-  if [ "$fam" = 6 ]; then
-    ip addr add "fd99:$i::1/64" dev "h$i" nodad
-    ip -n "$name" addr add "fd99:$i::2/64" dev "g$i" nodad
-    caddr="fd99:$i::2" saddr="[fd99:$i::1]" proto=tcp6
-  else
-    ip addr add "10.99.$i.1/24" dev "h$i"
-    ip -n "$name" addr add "10.99.$i.2/24" dev "g$i"
-    caddr="10.99.$i.2" saddr="10.99.$i.1" proto=tcp
-  fi
-  ip link set "h$i" up
-  ip -n "$name" link set lo up
-  ip -n "$name" link set "g$i" up
+  client_netns "$i" "$name" "$fam"
+  eval "caddr=\$CADDR_$name"
   summary "client.$name" "$caddr nconnect=$nconn vers=$vers fio=$rw/$bs/$depth"
-  eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto NCONN_$name=\$nconn VERS_$name=\$vers"
+  eval "NCONN_$name=\$nconn VERS_$name=\$vers"
   eval "FIO_$name=\"--rw=\$rw --bs=\$bs --iodepth=\$depth\""
 done
 mark "client namespaces ready: $CLIENTS"

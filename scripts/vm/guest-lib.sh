@@ -3,7 +3,8 @@
 # sourced after the script's defaults and /vm/config: the environment,
 # progress markers and the summary file, the bounded wait, the watchdog,
 # the results written to the output disk at the end, the basic system, an
-# nfsd exporting a tmpfs, and ftrace switched on for the sunrpc events.
+# nfsd exporting a tmpfs, client network namespaces, and ftrace switched
+# on for the sunrpc events.
 # The host (xtask/src/guest/run.rs) puts it on the input disk as
 # /vm/guest-lib.sh.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -123,6 +124,30 @@ nfsd_up() {
   timeout 30 exportfs -ra || fail "exportfs failed"
   timeout 60 rpc.nfsd "$threads" || fail "rpc.nfsd failed"
   pidof rpc.mountd >/dev/null || timeout 30 rpc.mountd || fail "rpc.mountd failed"
+}
+
+# client_netns I NAME FAMILY: a network namespace NAME on a veth pair to
+# the server, the client at 10.99.I.2 (FAMILY 4) or fd99:I::2 (6) and the
+# server at .1; sets CADDR_NAME, SADDR_NAME (as mount takes it) and
+# PROTO_NAME. Needs the veth module.
+client_netns() {
+  local i=$1 name=$2 fam=$3 caddr saddr proto
+  ip netns add "$name" || fail "ip netns add $name"
+  ip link add "h$i" type veth peer name "g$i" || fail "veth h$i"
+  ip link set "g$i" netns "$name"
+  if [ "$fam" = 6 ]; then
+    ip addr add "fd99:$i::1/64" dev "h$i" nodad
+    ip -n "$name" addr add "fd99:$i::2/64" dev "g$i" nodad
+    caddr="fd99:$i::2" saddr="[fd99:$i::1]" proto=tcp6
+  else
+    ip addr add "10.99.$i.1/24" dev "h$i"
+    ip -n "$name" addr add "10.99.$i.2/24" dev "g$i"
+    caddr="10.99.$i.2" saddr="10.99.$i.1" proto=tcp
+  fi
+  ip link set "h$i" up
+  ip -n "$name" link set lo up
+  ip -n "$name" link set "g$i" up
+  eval "CADDR_$name=\$caddr SADDR_$name=\$saddr PROTO_$name=\$proto"
 }
 
 # ftrace_enable KB EVENT...: a clean ftrace of these sunrpc events with a

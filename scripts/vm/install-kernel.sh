@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs a kernel package into the guest image (xtask/src/guest/kernel.rs):
 # the host boots a writable copy of a suite's image with its own kernel,
-# this runs dpkg -i on /vm/kernel-N.deb (the packages' postinst makes the
+# this runs dpkg -i on the /vm/*.deb it was given (their postinst makes the
 # initramfs), and writes the new kernel and initramfs to the output disk
 # (vmlinuz, initrd.img); the copy, now holding the kernel's modules, is
 # the image that boots it. "installed=VERSION" in the summary on success.
@@ -14,7 +14,7 @@ GUEST_TIMEOUT=1200
 . /vm/guest-lib.sh
 
 system_up
-debs=(/vm/kernel-*.deb)
+debs=(/vm/*.deb)
 mark "installing $(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | tr '\n' ' ')"
 # The kernel's version: of its boot/vmlinuz-VERSION or, from Debian's 7.x
 # on, its (usr/)lib/modules/VERSION/.

@@ -19,7 +19,7 @@ use super::util::{fmt_rate, mean};
 use super::{BenchArgs, Results};
 use crate::guest::console::Deadlines;
 use crate::guest::image::{ensure_image, Suite};
-use crate::guest::qemu::tcg_mode;
+use crate::guest::qemu::{tcg_mode, Boot};
 use crate::guest::read_kv;
 use crate::guest::run::{self as guest_run, build_nfsdtop};
 use nfsdtop_common::Slot;
@@ -123,6 +123,8 @@ pub(super) fn run_guest(
         label: "bench",
         script: "bench-guest.sh",
         extra: vec![],
+        host_files: vec![],
+        boot: Boot::Plain,
         config: format!(
             "FIO_RUNTIME={}\nREPS={}\nGUEST_TIMEOUT={guest_timeout}\nEVENTS=\"{}\"\nMODES=\"none {}\"\n{config}",
             args.fio_secs,
@@ -132,7 +134,6 @@ pub(super) fn run_guest(
         ),
         nfsdtop: Some(nfsdtop),
         more_bins: more_bins.to_vec(),
-        more_files: vec![],
         writable_root: false,
         output_bytes: 1 << 30,
         icount: icount_arg(),

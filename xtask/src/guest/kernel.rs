@@ -131,17 +131,6 @@ fn package_key(deb: &Path) -> anyhow::Result<String> {
 
 /// How many package files one kernel may come as.
 const MAX_PACKAGES: usize = 8;
-/// Their names on the guest's input disk.
-const GUEST_NAMES: [&str; MAX_PACKAGES] = [
-    "kernel-1.deb",
-    "kernel-2.deb",
-    "kernel-3.deb",
-    "kernel-4.deb",
-    "kernel-5.deb",
-    "kernel-6.deb",
-    "kernel-7.deb",
-    "kernel-8.deb",
-];
 
 /// The image that boots the kernel of `debs` on `base`'s userland:
 /// cached, or made now (refused at once, with what is missing, if the
@@ -222,11 +211,8 @@ pub fn ensure_kernel_image(base: Suite, debs: &[PathBuf]) -> anyhow::Result<Imag
         config: "GUEST_TIMEOUT=1200\n".into(),
         nfsdtop: None,
         more_bins: vec![],
-        more_files: GUEST_NAMES
-            .iter()
-            .copied()
-            .zip(debs.iter().map(PathBuf::as_path))
-            .collect(),
+        host_files: debs.to_vec(),
+        boot: super::qemu::Boot::Plain,
         writable_root: true,
         output_bytes: 1 << 30,
         icount: None,

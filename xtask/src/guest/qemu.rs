@@ -31,6 +31,33 @@ fn tcg_accel() -> String {
     format!("tcg,thread={}", tcg_mode())
 }
 
+/// How the guest starts the run's script (`/vm/init.sh` from the input disk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boot {
+    /// The image's own first init (scripts/vm/guest-boot.sh): no
+    /// services, the quickest boot.
+    Plain,
+    /// systemd as PID 1, as an operator's server boots, and the script as
+    /// a `systemd.run=` service, its output on the serial console. The
+    /// console's getty is masked: its hangup would cut the script's output.
+    Systemd,
+}
+
+impl Boot {
+    fn kernel_args(self) -> &'static str {
+        match self {
+            Boot::Plain => "init=/sbin/nfsdtop-vm-init",
+            Boot::Systemd => {
+                "init=/lib/systemd/systemd systemd.show_status=0 \
+                 systemd.mask=serial-getty@ttyS0.service systemd.mask=getty@tty1.service \
+                 systemd.run_failure_action=poweroff-force \
+                 systemd.run=\"/bin/sh -c 'mkdir -p /vm && mount -t tmpfs -o size=256m tmpfs /vm \
+                 && tar -xf /dev/vdb -C /vm && exec /vm/init.sh </dev/null >/dev/ttyS0 2>&1'\""
+            }
+        }
+    }
+}
+
 /// The QEMU command line of a guest run (vm-test and bench): the image's
 /// kernel and root disk (copy-on-write), the input disk read-only, the
 /// output disk, two vCPUs on single-threaded TCG, console on stdout.
@@ -42,6 +69,7 @@ pub fn qemu_command(
     run_dir: &Path,
     icount: Option<&str>,
     writable_root: bool,
+    boot: Boot,
 ) -> anyhow::Result<Command> {
     let drive = |p: &Path, extra: &str| format!("file={},if=virtio,format=raw{extra}", p.display());
     let mut cmd = Command::new("qemu-system-x86_64");
@@ -76,10 +104,11 @@ pub fn qemu_command(
         .arg(drive(in_disk, ",readonly=on"))
         .arg("-drive")
         .arg(drive(out_disk, ""))
-        .args([
-            "-append",
-            "root=/dev/vda rw console=ttyS0 init=/sbin/nfsdtop-vm-init quiet panic=-1",
-        ])
+        .arg("-append")
+        .arg(format!(
+            "root=/dev/vda rw console=ttyS0 quiet panic=-1 {}",
+            boot.kernel_args()
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(File::create(run_dir.join("qemu.err"))?);

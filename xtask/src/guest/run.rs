@@ -1,6 +1,6 @@
 //! One guest run from start to results: the input directory (the guest
 //! script as `init.sh`, the shared prelude `guest-lib.sh`, more scripts,
-//! the config, a stripped nfsdtop), the disks, QEMU, the console, and the
+//! the config, a stripped nfsdtop, any host files), the disks, QEMU, the console, and the
 //! results unpacked into `RUN_DIR/results`. Also the nfsdtop build the
 //! guest runs and the run directories under the cache.
 
@@ -16,7 +16,7 @@ use super::cache_root;
 use super::console::{self, Deadlines, Times};
 use super::disk::{make_input_disk, make_output_disk, set_exec, unpack_output};
 use super::image::Image;
-use super::qemu::{qemu_command, Qemu};
+use super::qemu::{qemu_command, Boot, Qemu};
 use crate::root;
 
 /// The sourced prelude of every guest script (scripts/vm/guest-lib.sh).
@@ -30,6 +30,9 @@ pub struct Spec<'a> {
     pub script: &'a str,
     /// More files of scripts/vm/ to put beside it (same names, executable).
     pub extra: Vec<String>,
+    /// Files from anywhere on the host to put beside it (same names).
+    pub host_files: Vec<PathBuf>,
+    pub boot: Boot,
     /// Shell assignments for `/vm/config` (`RUN_ID` comes first, from the
     /// run directory's name).
     pub config: String,
@@ -38,8 +41,6 @@ pub struct Spec<'a> {
     /// More binaries, as (name in `/vm`, file): nfsdtopd for the
     /// scenarios that poll its HTTP API, an older nfsdtop to compare with.
     pub more_bins: Vec<(&'static str, &'a Path)>,
-    /// Files copied as they are (name in `/vm`, file).
-    pub more_files: Vec<(&'static str, &'a Path)>,
     /// Boot the image's root disk writable (its changes kept), not as a
     /// snapshot: for making an image.
     pub writable_root: bool,
@@ -92,7 +93,15 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
             .with_context(|| format!("copying scripts/vm/{from}"))?;
         set_exec(&input.join(to))?;
     }
+    // Copies, on the input disk once it is made: removed then.
     let mut bins = vec![];
+    for f in &spec.host_files {
+        let name = f
+            .file_name()
+            .ok_or_else(|| anyhow!("{} names no file", f.display()))?;
+        fs::copy(f, input.join(name)).with_context(|| format!("copying {}", f.display()))?;
+        bins.push(input.join(name));
+    }
     for (name, file) in spec
         .nfsdtop
         .map(|n| ("nfsdtop", n))
@@ -100,10 +109,6 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
         .chain(&spec.more_bins)
     {
         bins.push(put_binary(file, &input.join(name))?);
-    }
-    for (name, file) in &spec.more_files {
-        fs::copy(file, input.join(name)).with_context(|| format!("copying {}", file.display()))?;
-        bins.push(input.join(name));
     }
     let run_id = run_dir.file_name().unwrap_or_default().to_string_lossy();
     fs::write(
@@ -125,6 +130,7 @@ pub fn run(img: &Image, spec: &Spec, run_dir: &Path) -> anyhow::Result<Times> {
         run_dir,
         spec.icount.as_deref(),
         spec.writable_root,
+        spec.boot,
     )?;
     let child = Qemu(cmd.spawn().context("cannot start qemu-system-x86_64")?);
     let times = console::watch(child, run_dir, spec.label, spec.limits)?;

@@ -22,6 +22,7 @@ mod main_scenario;
 mod measure;
 mod names;
 mod operations;
+mod package;
 mod pools;
 mod procedures;
 pub(crate) mod report;
@@ -45,6 +46,7 @@ use clap::{Args, ValueEnum};
 
 use crate::guest::console::Deadlines;
 use crate::guest::image::{ensure_image, Suite};
+use crate::guest::qemu::Boot;
 use crate::guest::{read_kv, run as guest_run};
 use report::Report;
 
@@ -125,6 +127,19 @@ enum Scenario {
     Main,
     /// nfsdtop --wait started before nfsd (a boot of its own).
     Wait,
+    /// The .deb installed, upgraded, removed and purged under systemd (a
+    /// boot of its own).
+    Package,
+}
+
+impl Scenario {
+    fn label(self) -> &'static str {
+        match self {
+            Scenario::Main => "main",
+            Scenario::Wait => "wait",
+            Scenario::Package => "package",
+        }
+    }
 }
 
 struct RunConfig {
@@ -144,7 +159,32 @@ fn guest_spec<'a>(
     cfg: &RunConfig,
     nfsdtop: &'a Path,
     daemon: Option<&'a Path>,
+    debs: &'a [PathBuf],
 ) -> anyhow::Result<guest_run::Spec<'a>> {
+    let limits = Deadlines {
+        boot: Some(Duration::from_secs(300)),
+        run: Duration::from_secs(cfg.guest_timeout_s + 120),
+    };
+    if cfg.scenario == Scenario::Package {
+        return Ok(guest_run::Spec {
+            label: "vm",
+            script: "package-guest.sh",
+            extra: vec![],
+            host_files: debs.to_vec(),
+            boot: Boot::Systemd,
+            config: format!(
+                "GUEST_TIMEOUT={}\n{}",
+                cfg.guest_timeout_s,
+                package::guest_config(debs)
+            ),
+            nfsdtop: Some(nfsdtop),
+            more_bins: vec![],
+            writable_root: false,
+            output_bytes: 256 << 20,
+            icount: None,
+            limits,
+        });
+    }
     let mut extra = vec![];
     for e in fs::read_dir(crate::root().join("scripts/vm"))? {
         let name = e?.file_name().to_string_lossy().to_string();
@@ -155,11 +195,7 @@ fn guest_spec<'a>(
     extra.sort();
     let config = format!(
         "SCENARIO={}\nFIO_RUNTIME={}\nGUEST_TIMEOUT={}\nFAULTS=\"{}\"\nAFTER_MAIN=\"{}\"\nCLIENTS=\"{}\"\n",
-        if cfg.scenario == Scenario::Wait {
-            "wait"
-        } else {
-            "main"
-        },
+        cfg.scenario.label(),
         cfg.fio_secs,
         guest_timeout(cfg),
         cfg.faults.join(" "),
@@ -170,9 +206,10 @@ fn guest_spec<'a>(
         label: "vm",
         script: "guest-init.sh",
         extra,
+        host_files: vec![],
+        boot: Boot::Plain,
         config,
         nfsdtop: Some(nfsdtop),
-        more_files: vec![],
         writable_root: false,
         more_bins: daemon.map(|d| ("nfsdtopd", d)).into_iter().collect(),
         output_bytes: 2 << 30,
@@ -252,20 +289,18 @@ pub(crate) fn run_load(
         guest_timeout_s: 900,
         load,
     };
-    run_one(target, nfsdtop, None, &cfg)
+    run_one(target, nfsdtop, None, &[], &cfg)
 }
 
 fn run_one(
     target: &Target,
     nfsdtop: &Path,
     daemon: Option<&Path>,
+    debs: &[PathBuf],
     cfg: &RunConfig,
 ) -> anyhow::Result<(Report, PathBuf)> {
     let img = target.image()?;
-    let label = match cfg.scenario {
-        Scenario::Main => "main",
-        Scenario::Wait => "wait",
-    };
+    let label = cfg.scenario.label();
     let run_dir = guest_run::new_run_dir(&format!("{}-{label}", target.suite.name()))?;
     eprintln!(
         "vm: booting {} (kernel {}) for {label}, results in {}",
@@ -278,7 +313,7 @@ fn run_one(
     // code-patching site in sched_clock_cpu at boot, and in
     // ktime_get_mono_fast_ns); one caused by nfsdtop would happen again.
     let mut retried = None;
-    let spec = guest_spec(cfg, nfsdtop, daemon)?;
+    let spec = guest_spec(cfg, nfsdtop, daemon, debs)?;
     let times = match guest_run::run(&img, &spec, &run_dir) {
         Err(e) if format!("{e:#}").contains("guest kernel panicked") => {
             let first = run_dir.with_file_name(format!(
@@ -333,6 +368,7 @@ fn check_results(
     }
     match cfg.scenario {
         Scenario::Wait => wait::check(results, &summary, rep),
+        Scenario::Package => package::check(&summary, rep),
         Scenario::Main => {
             main_scenario::check(results, &summary, rep);
             for s in &cfg.after_main {
@@ -410,6 +446,17 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         guest_timeout_s: if args.quick { 900 } else { 1500 },
         load: load.clone(),
     }];
+    // The .deb under systemd, on trixie only (Debian's current release,
+    // what an operator installs it on); --quick too, so `cargo xtask
+    // test` runs it.
+    let package = RunConfig {
+        scenario: Scenario::Package,
+        fio_secs,
+        faults: vec![],
+        after_main: vec![],
+        guest_timeout_s: 600,
+        load: load.clone(),
+    };
     if !args.quick {
         configs.push(RunConfig {
             scenario: Scenario::Wait,
@@ -424,6 +471,8 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         // Check the results of an earlier run again (no boot).
         let cfg = if dir.to_string_lossy().contains("-wait-") {
             configs.pop().filter(|c| c.scenario == Scenario::Wait)
+        } else if dir.to_string_lossy().contains("-package-") {
+            Some(package)
         } else {
             configs.into_iter().next()
         }
@@ -461,10 +510,18 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // The .deb under systemd goes with trixie's own kernel.
+    let packaged = |t: &Target| t.suite == Suite::Trixie && t.packages.is_empty();
+    let debs = if targets.iter().any(packaged) {
+        package::build_packages()?
+    } else {
+        vec![]
+    };
     let mut reports = vec![];
     for t in &targets {
-        for cfg in &configs {
-            let rep = run_one(t, &nfsdtop, daemon.as_deref(), cfg)
+        let with_package = packaged(t).then_some(&package);
+        for cfg in configs.iter().chain(with_package) {
+            let rep = run_one(t, &nfsdtop, daemon.as_deref(), &debs, cfg)
                 .map(|(rep, _)| rep)
                 .unwrap_or_else(|e| Report {
                     lines: vec![format!("{}: the run failed", t.name())],
