@@ -97,6 +97,10 @@ pub struct TestArgs {
     /// scripts/vm/fetch-kernel.sh SUITE DIR fetches Debian's).
     #[arg(long, value_name = "FILE")]
     pub kernel_deb: Vec<PathBuf>,
+    /// Only the boot of scenario `package` (trixie): the .deb installed,
+    /// upgraded, removed and purged under systemd.
+    #[arg(long)]
+    pub only_package: bool,
 }
 
 /// The scenarios after the main measurement, in its boot, in this order
@@ -118,6 +122,7 @@ impl TestArgs {
             clients: 3,
             load: None,
             kernel_deb: Vec::new(),
+            only_package: false,
         }
     }
 }
@@ -489,6 +494,9 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
         check_results(&dir, &cfg, &nfsdtop, &mut rep)?;
         return report(vec![(String::from("recheck"), rep)]);
     }
+    if args.only_package && !suites.contains(&Suite::Trixie) {
+        bail!("--only-package runs on trixie: drop --kernel or pass --kernel trixie");
+    }
     // Images first (the slow part, and independent of the nfsdtop build).
     for t in &targets {
         t.image()?;
@@ -510,6 +518,9 @@ pub fn test(args: TestArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    if args.only_package {
+        configs.clear();
+    }
     // The .deb under systemd goes with trixie's own kernel.
     let packaged = |t: &Target| t.suite == Suite::Trixie && t.packages.is_empty();
     let debs = if targets.iter().any(packaged) {
