@@ -122,7 +122,7 @@ def scan(path, text):
             if not (is_link or starts):
                 continue
             # Build output (target/, never tracked), as the book's build-dir.
-            if os.path.normpath(os.path.join(here, t)).startswith("target" + os.sep):
+            if any(os.path.normpath(q).startswith("target" + os.sep) for q in (t, os.path.join(here, t))):
                 continue
             if not (exists(t) or exists(rel_here)):
                 line = next((i for i, l in enumerate(text.splitlines(), 1) if tok in l), 0)
