@@ -12,7 +12,7 @@
 # way, and its /api/v1/unfair is polled every 2 s from one process
 # started before the load (unfair-TAG.txt: "UPTIME JSON" lines); the
 # server's established connections per client are sampled every second
-# while fio runs (conns-TAG.txt: "UPTIME ADDR=N..." lines), and the wall
+# while fio runs (conns-TAG.txt: "START END ADDR=N..." lines), and the wall
 # clock's offset from uptime is noted, so the host can set each snapshot
 # beside the samples around it.
 LAG_CG=/sys/fs/cgroup/nfsdtop-lagging
@@ -82,16 +82,19 @@ clock_marker() {
   read -r now _ </proc/uptime
   echo "nfsdtop-clock $now" >$T/trace_marker
 }
-# conns_poll FILE: every second, "UPTIME ADDR=N..." of the server's
-# established NFS connections per client address, stamped after ss.
+# conns_poll FILE: every second, "START END ADDR=N..." of the server's
+# established NFS connections per client address, with the uptime before
+# and after ss (on a saturated guest ss takes seconds: what it read holds
+# at some moment between the two).
 conns_poll() {
-  local line now
+  local line start end
   while :; do
+    read -r start _ </proc/uptime
     line=$(ss -Htn state established '( sport = :2049 )' |
       awk '{ a = $4; sub(/:[0-9]+$/, "", a); gsub(/[][]/, "", a); n[a]++ }
            END { for (a in n) printf " %s=%d", a, n[a] }')
-    read -r now _ </proc/uptime
-    echo "$now$line" >>"$1"
+    read -r end _ </proc/uptime
+    echo "$start $end$line" >>"$1"
     sleep 1
   done
 }

@@ -175,6 +175,38 @@ pub fn unfair_list(
     }
 }
 
+/// One `ss` sample: established connections per client address, read
+/// between `start` and `end` (uptime).
+struct Sample {
+    start: f64,
+    end: f64,
+    counts: BTreeMap<IpAddr, u64>,
+}
+
+/// conns-TAG.txt: "START END ADDR=N..." lines (or "AT ADDR=N...").
+fn read_samples(path: &Path) -> Vec<Sample> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let start: f64 = words.first()?.parse().ok()?;
+            let (end, rest) = match words.get(1).and_then(|w| w.parse::<f64>().ok()) {
+                Some(end) => (end, &words[2..]),
+                None => (start, &words[1..]),
+            };
+            let counts = rest
+                .iter()
+                .filter_map(|w| {
+                    let (a, n) = w.split_once('=')?;
+                    Some((a.parse().ok()?, n.parse().ok()?))
+                })
+                .collect();
+            Some(Sample { start, end, counts })
+        })
+        .collect()
+}
+
 /// Each snapshot's connections against the server's established sockets.
 pub fn connections(
     results: &Path,
@@ -188,22 +220,7 @@ pub fn connections(
         let (wall, up) = v.split_once(' ')?;
         Some(wall.parse::<f64>().ok()? - up.parse::<f64>().ok()?)
     });
-    let samples: Vec<(f64, BTreeMap<IpAddr, u64>)> =
-        fs::read_to_string(results.join(format!("conns-{tag}.txt")))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let mut words = l.split_whitespace();
-                let at = words.next()?.parse().ok()?;
-                let counts = words
-                    .filter_map(|w| {
-                        let (a, n) = w.split_once('=')?;
-                        Some((a.parse().ok()?, n.parse().ok()?))
-                    })
-                    .collect();
-                Some((at, counts))
-            })
-            .collect();
+    let samples = read_samples(&results.join(format!("conns-{tag}.txt")));
     let Some(wall_minus_up) = clock else {
         rep.check(
             false,
@@ -214,15 +231,17 @@ pub fn connections(
     let (mut compared, mut wrong) = (0, vec![]);
     for l in held {
         let at = l.time - wall_minus_up;
-        let before = samples.iter().rev().find(|s| s.0 <= at);
-        let after = samples.iter().find(|s| s.0 >= at);
+        // What a sample read holds at some moment between its start and
+        // its end: before the snapshot only if it ended by then.
+        let before = samples.iter().rev().find(|s| s.end <= at);
+        let after = samples.iter().find(|s| s.start >= at);
         let (Some(before), Some(after)) = (before, after) else {
             continue;
         };
         for c in clients {
             let (b, a) = (
-                before.1.get(&c.ip).copied().unwrap_or(0),
-                after.1.get(&c.ip).copied().unwrap_or(0),
+                before.counts.get(&c.ip).copied().unwrap_or(0),
+                after.counts.get(&c.ip).copied().unwrap_or(0),
             );
             if a != b {
                 continue;
@@ -375,5 +394,26 @@ mod victim_tests {
         );
         let never = format!("133.0 {EMPTY}\n135.0 {EMPTY}\n");
         assert!(check(&never)[0].contains("never listed"));
+    }
+}
+
+#[cfg(test)]
+mod sample_tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_holds_between_its_start_and_its_end() {
+        let dir = std::env::temp_dir().join(format!("nfsdtop-samples-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("conns-x.txt");
+        fs::write(&f, "704.0 723.0 10.99.7.2=5 fd99:3::2=6\n756.5\n").unwrap();
+        let s = read_samples(&f);
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].start, s[0].end), (704.0, 723.0));
+        assert_eq!(s[0].counts.get(&"10.99.7.2".parse().unwrap()), Some(&5));
+        assert_eq!(s[0].counts.get(&"fd99:3::2".parse().unwrap()), Some(&6));
+        // The older form, one stamp: start and end alike, no counts.
+        assert_eq!((s[1].start, s[1].end, s[1].counts.len()), (756.5, 756.5, 0));
     }
 }
