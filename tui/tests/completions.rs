@@ -38,7 +38,7 @@ fn bash_reply(script: &str, cmd: &str, option: &str) -> String {
 #[test]
 fn bash_completes_the_policy_values() {
     let s = nfsdtop(&["completions", "bash"]);
-    let want = r#"COMPREPLY=($(compgen -W "flat rr-peer rr-class" -- "${cur}"))"#;
+    let want = r#"COMPREPLY=($(compgen -W "flat rr-peer rr-class sparse-flow" -- "${cur}"))"#;
     for (cmd, option) in [
         ("nfsdtop", "--policy"),
         ("nfsdtop", "--whatif"),
@@ -53,9 +53,25 @@ fn fish_and_help_describe_each_policy() {
     let s = nfsdtop(&["completions", "fish"]);
     assert!(s.contains("-l policy"), "fish: no --policy");
     assert!(s.contains("rr-peer\\t'round-robin across peers'"), "{s}");
-    let help = nfsdtop(&["--help"]);
     assert!(
-        help.contains("- rr-class: round-robin across classes"),
+        s.contains("sparse-flow\\t'transports enqueued with nothing in flight first"),
+        "{s}"
+    );
+    let help = nfsdtop(&["--help"]);
+    // clap aligns the descriptions of the possible values.
+    let described = |value: &str, what: &str| {
+        help.lines().any(|l| {
+            l.trim_start()
+                .strip_prefix(&format!("- {value}:"))
+                .is_some_and(|rest| rest.trim_start().starts_with(what))
+        })
+    };
+    assert!(
+        described("rr-class", "round-robin across classes"),
+        "{help}"
+    );
+    assert!(
+        described("sparse-flow", "transports enqueued with nothing in flight"),
         "{help}"
     );
 }
