@@ -2,8 +2,9 @@
 //! as `make bindeb-pkg` builds one from a patched tree; Debian's own from
 //! 7.x on come as several: linux-image, -binary, -modules and -base, all
 //! of which are given): checked for what nfsdtop needs before any boot,
-//! then installed with dpkg into a copy of a suite's image (one boot of
-//! that image, scripts/vm/install-kernel.sh), whose own kernel it then
+//! then installed with dpkg into a copy of a suite's image, in a chroot
+//! on the host (scripts/vm/install-kernel.sh: a loop mount, so root, as
+//! the image's debootstrap already needs), whose own kernel it then
 //! boots. Cached under `kernels/` by the packages' contents and the base
 //! image.
 
@@ -11,13 +12,12 @@ use std::fs;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, ensure, Context};
 
-use super::console::Deadlines;
 use super::image::{ensure_image, Image, Suite};
-use super::{cache_root, read_kv, run};
+use super::{cache_root, read_kv};
 
 /// What nfsdtop needs of a kernel's configuration, and why: each missing
 /// one is named in the refusal.
@@ -187,62 +187,52 @@ pub fn ensure_kernel_image(base: Suite, debs: &[PathBuf]) -> anyhow::Result<Imag
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
     eprintln!(
-        "vm: installing {named} into a copy of the {} image (one boot)",
+        "vm: installing {named} into a copy of the {} image (dpkg in a chroot, on the host)",
         base.name()
     );
+    let started = Instant::now();
     let copied = Command::new("cp")
         .arg("--sparse=always")
         .arg(base_img.dir.join("root.img"))
         .arg(tmp.join("root.img"))
         .status()?;
     ensure!(copied.success(), "cannot copy the {} image", base.name());
-    let work = Image {
-        dir: tmp.clone(),
-        kernel: base_img.kernel.clone(),
-    };
-    for f in ["vmlinuz", "initrd.img"] {
-        fs::copy(base_img.dir.join(f), tmp.join(f))?;
-    }
-    let run_dir = run::new_run_dir("kernel-install")?;
-    let spec = run::Spec {
-        label: "kernel",
-        script: "install-kernel.sh",
-        extra: vec![],
-        config: "GUEST_TIMEOUT=1200\n".into(),
-        nfsdtop: None,
-        more_bins: vec![],
-        host_files: debs.to_vec(),
-        boot: super::qemu::Boot::Plain,
-        writable_root: true,
-        output_bytes: 1 << 30,
-        icount: None,
-        limits: Deadlines {
-            boot: Some(Duration::from_secs(300)),
-            run: Duration::from_secs(1320),
-        },
-    };
-    run::run(&work, &spec, &run_dir)?;
-    let results = run_dir.join("results");
-    let summary = read_kv(&results.join("summary.txt"))?;
-    let kernel = summary.get("installed").cloned().ok_or_else(|| {
-        let error = summary.get("error").map_or("no result", String::as_str);
-        let hint = if error.contains("depends on") {
+    // Its own mount namespace: the loop mount and the chroot's /proc,
+    // /sys and /dev go away with the script, however it ends.
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash"])
+        .arg(crate::root().join("scripts/vm/install-kernel.sh"))
+        .arg(tmp.join("root.img"))
+        .arg(&tmp)
+        .args(debs)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run unshare (util-linux) for scripts/vm/install-kernel.sh")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let installed = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("installed="))
+        .map(str::to_string);
+    let Some(kernel) = installed.filter(|_| out.status.success()) else {
+        let log = fs::read_to_string(tmp.join("dpkg.log")).unwrap_or_default();
+        let hint = if log.contains("depends on") {
             format!(
-                "; the {} userland is older than this kernel needs: install it into a newer one (sid)",
+                "; the {} userland is older than this kernel needs: install it into a newer one (--userland sid)",
                 base.name()
             )
         } else {
             String::new()
         };
-        anyhow!(
-            "installing {named} failed: {error}{hint} (see {})",
-            results.display()
-        )
-    })?;
-    for f in ["vmlinuz", "initrd.img"] {
-        fs::rename(results.join(f), tmp.join(f))
-            .with_context(|| format!("the guest wrote no {f} ({})", results.display()))?;
-    }
+        bail!(
+            "installing {named} failed ({}){hint}; dpkg's log: {}",
+            out.status,
+            tmp.join("dpkg.log").display()
+        );
+    };
+    eprintln!(
+        "vm: kernel {kernel} installed in {:.0?}",
+        started.elapsed()
+    );
     fs::write(
         tmp.join("manifest"),
         format!("suite={}\nkernel={kernel}\npackages={named}\n", base.name()),

@@ -10,7 +10,8 @@
 //! - at each of its snapshots, every client's entitled dispatches within
 //!   5% of what the hooked instance gave it by the same dispatch count;
 //! - a client whose ratio over the run ends below 0.4 reads below 0.5 in
-//!   every line from 10 s after its first dispatch;
+//!   every line from 10 s after its load began (fio's own start; before,
+//!   its mount's few requests were all it asked for);
 //! - what it shows live, nfsdtopd's unfair list and each snapshot's
 //!   connections, against what the guest sampled beside it
 //!   (vm/lagging_live.rs).
@@ -77,7 +78,9 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             format!("{tag}: the held-back instance said it was behind: lag up to {:.1} s (interval {:.1} s)", most.0, most.1),
         );
         agree(tag, &held, &hooked, rep);
-        starved_stay_listed(tag, &held, rep);
+        let windows =
+            lagging_live::load_windows(results, tag, &clients::from_summary(summary));
+        starved_stay_listed(tag, &held, &windows, rep);
         lagging_live::unfair_list(results, tag, summary, hooked.last(), rep);
         let ran = clients::from_summary(summary);
         lagging_live::connections(results, tag, summary, &ran, &held, rep);
@@ -150,23 +153,26 @@ fn agree(tag: &str, held: &[Line], hooked: &[Line], rep: &mut Report) {
     );
 }
 
-/// A client starved over the run is shown so from 10 s after its first
-/// dispatch on.
-fn starved_stay_listed(tag: &str, held: &[Line], rep: &mut Report) {
+/// A client starved over the run is shown so from 10 s after its load
+/// began on (lines' times are the events' time, as fio's are wall clock).
+fn starved_stay_listed(
+    tag: &str,
+    held: &[Line],
+    windows: &BTreeMap<IpAddr, (f64, f64)>,
+    rep: &mut Report,
+) {
     let Some(last) = held.last() else { return };
     for (ip, (d, ent, _, _)) in peers(last) {
         if ent < AGREE_FLOOR || d as f64 / ent >= 0.4 {
             continue;
         }
-        let Some(first) = held
-            .iter()
-            .find(|l| peers(l).get(&ip).is_some_and(|p| p.0 > 0))
-        else {
+        let Some(&(began, _)) = windows.get(&ip) else {
+            rep.check(false, format!("{tag}: {ip}: no fio report of its load"));
             continue;
         };
         let missed: Vec<String> = held
             .iter()
-            .filter(|l| l.time >= first.time + 10.0)
+            .filter(|l| l.time >= began + 10.0)
             .filter_map(|l| {
                 let (d, ent, _, _) = *peers(l).get(&ip)?;
                 (d as f64 / ent.max(1e-9) >= 0.5).then(|| format!("{:.1}", l.time))

@@ -1,42 +1,43 @@
 //! Scenario "lagging", what a held-back agent shows live, against what
 //! the guest sampled beside it (scripts/vm/scenario-lagging.sh):
 //! - nfsdtopd's /api/v1/unfair, polled every 2 s: every client whose
-//!   ratio over the run ends below 0.4 is listed within 10 s of its first
-//!   dispatch (ftrace's record) and stays listed while the load runs;
+//!   ratio over the run ends below 0.4 is listed in every answer that
+//!   covers its load from 10 s after the load began (fio's own start) to
+//!   its end. "Covers" in the events' time, the `time` of the answer's
+//!   snapshot: an agent 30 s behind answers now about 30 s ago, and says
+//!   so (`lag_s`); what it says must be right for the time it is about;
 //! - each snapshot's `connections` per client equals the server's
 //!   established sockets, wherever the samples just before and just after
 //!   the snapshot agree (between them nothing is known).
 //!
 //! Times: the polls and samples are stamped with the guest's uptime, the
-//! snapshots with the wall clock (`lagging.clock.TAG` gives the offset),
-//! ftrace's records with the trace clock (a `nfsdtop-clock UPTIME`
-//! marker written into the trace gives that offset).
+//! snapshots and fio's reports with the wall clock (`lagging.clock.TAG`
+//! gives the offset).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::batch::Line;
 use super::clients::Client;
-use super::ftrace::field;
 use super::report::Report;
 
 /// A client whose ratio over the run ends below this is a victim the
 /// unfair list must show.
 const STARVED: f64 = 0.4;
-/// How soon after its first dispatch.
+/// How soon after its load began.
 const LISTED_WITHIN_S: f64 = 10.0;
-/// The guest's clock marker in the trace, as ftrace prints it.
-const MARKER: &str = ": tracing_mark_write: nfsdtop-clock ";
 
-/// One answer of the unfair poll: when it arrived (uptime) and the peers
-/// it listed (None: no answer, e.g. the daemon stopped past the read's
-/// timeout).
+/// One answer of the unfair poll: when it arrived (uptime), the time of
+/// the snapshot it answers from (wall clock, the events' time) and the
+/// peers it listed (None: no answer, e.g. the daemon stopped past the
+/// read's timeout).
 struct Poll {
     at: f64,
+    time: Option<f64>,
     peers: Option<BTreeSet<IpAddr>>,
 }
 
@@ -45,7 +46,8 @@ fn read_polls(path: &Path) -> Vec<Poll> {
     text.lines()
         .filter_map(|l| {
             let (at, body) = l.split_once(' ').unwrap_or((l, ""));
-            let peers = serde_json::from_str::<Value>(body).ok().and_then(|v| {
+            let v = serde_json::from_str::<Value>(body).ok();
+            let peers = v.as_ref().and_then(|v| {
                 v["peers"].as_array().map(|rows| {
                     rows.iter()
                         .filter_map(|r| r["name"].as_str()?.parse().ok())
@@ -54,42 +56,38 @@ fn read_polls(path: &Path) -> Vec<Poll> {
             });
             Some(Poll {
                 at: at.parse().ok()?,
+                time: v.as_ref().and_then(|v| v["time"].as_f64()),
                 peers,
             })
         })
         .collect()
 }
 
-/// The trace clock's offset from uptime (uptime = trace + offset), and
-/// each client's first nfsd dispatch in trace time.
-fn trace_times(trace: &str) -> (Option<f64>, BTreeMap<IpAddr, f64>) {
-    let mut offset = None;
-    let mut first = BTreeMap::new();
-    for line in trace.lines() {
-        let Some((head, rest)) = line
-            .split_once(" svc_xprt_dequeue: ")
-            .or_else(|| line.split_once(MARKER))
+/// Each client's load as its fio reported it: (start, end) on the wall
+/// clock, from fio-TAG-NAME.json's `job_start` and `job_runtime` (ms).
+pub fn load_windows(results: &Path, tag: &str, clients: &[Client]) -> BTreeMap<IpAddr, (f64, f64)> {
+    let mut out = BTreeMap::new();
+    for c in clients {
+        let path = results.join(format!("fio-{tag}-{}.json", c.name));
+        let Some(v) = fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         else {
             continue;
         };
-        let Some(ts) = head
-            .split_whitespace()
-            .last()
-            .and_then(|t| t.trim_end_matches(':').parse::<f64>().ok())
-        else {
-            continue;
-        };
-        if line.contains(MARKER) {
-            if let Ok(up) = rest.trim().parse::<f64>() {
-                offset.get_or_insert(up - ts);
-            }
-            continue;
-        }
-        if let Some(c) = field(rest, "client").and_then(|c| c.parse::<SocketAddr>().ok()) {
-            first.entry(c.ip()).or_insert(ts);
+        let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+        let spans = jobs.iter().filter_map(|j| {
+            let start = j["job_start"].as_f64()? / 1000.0;
+            Some((start, start + j["job_runtime"].as_f64()? / 1000.0))
+        });
+        let window = spans.fold(None, |acc: Option<(f64, f64)>, (a, b)| {
+            Some(acc.map_or((a, b), |(x, y)| (x.min(a), y.max(b))))
+        });
+        if let Some(w) = window {
+            out.insert(c.ip, w);
         }
     }
-    (offset, first)
+    out
 }
 
 /// The unfair list against the run's victims (their ratio from the
@@ -110,15 +108,18 @@ pub fn unfair_list(
         return;
     }
     let polls = read_polls(&results.join(format!("unfair-{tag}.txt")));
-    let trace = fs::read_to_string(results.join(format!("trace-{tag}.txt"))).unwrap_or_default();
-    let (offset, first) = trace_times(&trace);
-    let fio_done: Option<f64> = summary
-        .get(&format!("t_fio_done.{tag}"))
-        .and_then(|v| v.parse().ok());
-    let (Some(offset), Some(fio_done), Some(last)) = (offset, fio_done, hooked_last) else {
+    let windows = load_windows(results, tag, &super::clients::from_summary(summary));
+    // Wall clock = uptime + this, for how far behind an answer was.
+    let wall_offset = summary
+        .get(&format!("lagging.clock.{tag}"))
+        .and_then(|v| {
+            let (wall, up) = v.split_once(' ')?;
+            Some(wall.parse::<f64>().ok()? - up.parse::<f64>().ok()?)
+        });
+    let Some(last) = hooked_last else {
         rep.check(
             false,
-            format!("{tag}: unfair list: the trace's clock marker ({offset:?}), fio's end ({fio_done:?}) and the hooked instance's last line are all needed"),
+            format!("{tag}: unfair list: the hooked instance's last line is needed"),
         );
         return;
     };
@@ -137,34 +138,36 @@ pub fn unfair_list(
             continue;
         }
         victims += 1;
-        let Some(first_up) = first.get(&ip).map(|t| t + offset) else {
-            rep.check(false, format!("{tag}: {ip}: no dispatch in the trace"));
+        let Some(&(start, end)) = windows.get(&ip) else {
+            rep.check(false, format!("{tag}: {ip}: no fio report of its load"));
             continue;
         };
-        let during: Vec<&Poll> = polls
+        let listed = |p: &Poll| p.peers.as_ref().map(|s| s.contains(&ip));
+        let judged: Vec<(f64, bool)> = polls
             .iter()
-            .filter(|p| p.at >= first_up && p.at <= fio_done)
+            .filter_map(|p| Some((p.time?, listed(p)?)))
+            .filter(|(t, _)| *t >= start + LISTED_WITHIN_S && *t <= end)
             .collect();
-        let Some(since) = during
+        let missing: Vec<String> = judged
             .iter()
-            .find(|p| p.peers.as_ref().is_some_and(|s| s.contains(&ip)))
-        else {
-            rep.check(
-                false,
-                format!("{tag}: {ip} (ratio {ratio:.2} over the run) never listed by /api/v1/unfair while the load ran ({} polls)", during.len()),
-            );
-            continue;
-        };
-        let dropped: Vec<String> = during
-            .iter()
-            .filter(|p| p.at > since.at && p.peers.as_ref().is_some_and(|s| !s.contains(&ip)))
-            .map(|p| format!("{:.1}", p.at - first_up))
+            .filter(|(_, yes)| !yes)
+            .map(|(t, _)| format!("{:.1}", t - start))
             .collect();
+        let first = polls
+            .iter()
+            .find(|p| p.time.is_some_and(|t| t >= start) && listed(p) == Some(true));
+        let first = first.map_or("never".to_string(), |p| {
+            let t = p.time.unwrap_or(start);
+            let behind = wall_offset.map_or(String::new(), |w| {
+                format!(", the agent {:.1} s behind", p.at + w - t)
+            });
+            format!("first {:.1} s into it{behind}", t - start)
+        });
         rep.check(
-            since.at - first_up <= LISTED_WITHIN_S && dropped.is_empty(),
+            !judged.is_empty() && missing.is_empty(),
             format!(
-                "{tag}: {ip} (ratio {ratio:.2} over the run) listed by /api/v1/unfair {:.1} s after its first dispatch (at most {LISTED_WITHIN_S} s) and in every answer after until fio ended (not at {dropped:?} s)",
-                since.at - first_up
+                "{tag}: {ip} (ratio {ratio:.2} over the run) listed by /api/v1/unfair in every answer about its load from {LISTED_WITHIN_S} s after it began to its end, in the events' time ({} such answers; {first}; not in those at {missing:?} s)",
+                judged.len()
             ),
         );
     }
@@ -274,29 +277,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_trace_clock_and_first_dispatches_come_from_the_trace_text() {
-        let trace = "\
-# tracer: nop
-          nfsd-812     [001] ..... 100.250000: svc_xprt_dequeue: server=10.99.1.1:2049 client=10.99.1.2:801 flags=BUSY|DATA wakeup-us=3 qtime-us=40
-            bash-90    [000] ..... 100.500000: tracing_mark_write: nfsdtop-clock 130.75
-          nfsd-812     [001] ..... 101.000000: svc_xprt_dequeue: server=[fd99:4::1]:2049 client=[fd99:4::2]:700 flags=BUSY|DATA wakeup-us=3 qtime-us=40
-          nfsd-812     [001] ..... 102.000000: svc_xprt_dequeue: server=10.99.1.1:2049 client=10.99.1.2:801 flags=BUSY|DATA wakeup-us=3 qtime-us=40
-";
-        let (offset, first) = trace_times(trace);
-        assert_eq!(offset, Some(30.25));
-        assert_eq!(first.get(&"10.99.1.2".parse().unwrap()), Some(&100.25));
-        assert_eq!(first.get(&"fd99:4::2".parse().unwrap()), Some(&101.0));
-        assert_eq!(first.len(), 2);
-    }
-
-    #[test]
     fn an_unanswered_poll_is_neither_listed_nor_unlisted() {
         let dir = std::env::temp_dir().join(format!("nfsdtop-polls-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let f = dir.join("unfair-x.txt");
         fs::write(
             &f,
-            "10.5 {\"peers\":[{\"name\":\"10.99.2.2\"},{\"name\":\"(listener)\"}]}\n12.5 \n14.5 {\"peers\":[]}\n",
+            "10.5 {\"time\":7.5,\"peers\":[{\"name\":\"10.99.2.2\"},{\"name\":\"(listener)\"}]}\n12.5 \n14.5 {\"peers\":[]}\n",
         )
         .unwrap();
         let polls = read_polls(&f);
@@ -307,6 +294,10 @@ mod tests {
         assert_eq!(polls[0].peers.as_ref().unwrap().len(), 1);
         assert!(polls[1].peers.is_none());
         assert!(polls[2].peers.as_ref().unwrap().is_empty());
+        assert_eq!(
+            polls.iter().map(|p| p.time).collect::<Vec<_>>(),
+            [Some(7.5), None, None]
+        );
     }
 }
 
@@ -332,6 +323,7 @@ mod victim_tests {
         serde_json::from_value(v).unwrap()
     }
 
+    /// The victim's fio ran from wall clock 1000.0 for 16 s.
     fn results(polls: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "nfsdtop-victims-{}-{}",
@@ -339,12 +331,9 @@ mod victim_tests {
             polls.len()
         ));
         fs::create_dir_all(&dir).unwrap();
-        // Trace clock 100.0 is uptime 130.0; the victim's first dispatch
-        // at trace 101.0, so uptime 131.0.
         fs::write(
-            dir.join("trace-lagging.txt"),
-            "  bash-9 [000] ..... 100.000000: tracing_mark_write: nfsdtop-clock 130.0\n\
-             nfsd-1 [001] ..... 101.000000: svc_xprt_dequeue: server=10.0.0.1:2049 client=10.0.0.2:700 flags=BUSY\n",
+            dir.join("fio-lagging-c1.json"),
+            r#"{"jobs":[{"job_start":1000000,"job_runtime":16000}]}"#,
         )
         .unwrap();
         fs::write(dir.join("unfair-lagging.txt"), polls).unwrap();
@@ -355,7 +344,8 @@ mod victim_tests {
         let dir = results(polls);
         let summary: BTreeMap<String, String> = [
             ("lagging.daemon.lagging", "up"),
-            ("t_fio_done.lagging", "150.0"),
+            ("lagging.clock.lagging", "1000.0 100.0"),
+            ("client.c1", "10.0.0.2 nconnect=1 vers=3 fio=randread/4k/16"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .into();
@@ -368,32 +358,58 @@ mod victim_tests {
         rep.failures
     }
 
-    const LISTED: &str = r#"{"peers":[{"name":"10.0.0.2"}]}"#;
-    const EMPTY: &str = r#"{"peers":[]}"#;
+    /// An answer arriving at uptime `at` about the snapshot of `time`.
+    fn poll(at: f64, time: f64, listed: bool) -> String {
+        let peers = if listed { r#"{"name":"10.0.0.2"}"# } else { "" };
+        format!("{at} {{\"time\":{time},\"peers\":[{peers}]}}\n")
+    }
 
     #[test]
     fn a_victim_listed_in_time_and_kept_passes() {
-        let polls =
-            format!("133.0 {EMPTY}\n135.0 {LISTED}\n137.0 \n139.0 {LISTED}\n155.0 {EMPTY}\n");
+        // Not yet listed 5 s into its load; then in every answer about
+        // 10 s on, one lost answer between; not after its load.
+        let polls = [
+            poll(105.0, 1005.0, false),
+            poll(107.0, 1007.0, true),
+            "109.0 \n".to_string(),
+            poll(111.0, 1011.0, true),
+            poll(125.0, 1020.0, false),
+        ]
+        .concat();
         assert_eq!(check(&polls), Vec::<String>::new());
     }
 
     #[test]
+    fn an_agent_behind_is_judged_by_the_time_it_answers_about() {
+        // 30 s behind: the answers arrive after the load has ended, but
+        // each is about a moment of it.
+        let behind = [poll(140.0, 1011.0, true), poll(145.0, 1015.0, true)].concat();
+        let failures = check(&behind);
+        assert_eq!(failures, Vec::<String>::new());
+        // The same answers read by when they arrived would have missed it;
+        // read by what they are about, a gap is still a gap.
+        let gap = [poll(140.0, 1011.0, true), poll(145.0, 1015.0, false)].concat();
+        let failures = check(&gap);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("not in those at [\"15.0\"]"), "{failures:?}");
+    }
+
+    #[test]
     fn a_victim_listed_late_dropped_or_never_fails() {
-        let late = format!("133.0 {EMPTY}\n142.0 {LISTED}\n");
-        assert_eq!(
-            check(&late).len(),
-            1,
-            "listed 11 s after its first dispatch"
-        );
-        let dropped = format!("133.0 {LISTED}\n135.0 {EMPTY}\n137.0 {LISTED}\n");
+        let late = [poll(105.0, 1005.0, false), poll(111.0, 1011.0, false), poll(113.0, 1013.0, true)].concat();
+        assert_eq!(check(&late).len(), 1, "not listed 11 s into its load");
+        let dropped = [poll(111.0, 1011.0, true), poll(113.0, 1013.0, false), poll(115.0, 1015.0, true)].concat();
         assert!(
-            check(&dropped)[0].contains("not at [\"4.0\"]"),
+            check(&dropped)[0].contains("not in those at [\"13.0\"]"),
             "{:?}",
             check(&dropped)
         );
-        let never = format!("133.0 {EMPTY}\n135.0 {EMPTY}\n");
-        assert!(check(&never)[0].contains("never listed"));
+        let never = [poll(111.0, 1011.0, false), poll(113.0, 1013.0, false)].concat();
+        assert!(check(&never)[0].contains("never"), "{:?}", check(&never));
+        // No answer about its load from 10 s on at all: nothing shown, so
+        // nothing proven.
+        let none = poll(105.0, 1005.0, true);
+        assert_eq!(check(&none).len(), 1);
     }
 }
 
