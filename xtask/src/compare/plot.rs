@@ -19,6 +19,20 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A round tick step (1, 2 or 5 times a power of ten) and how many of
+/// them reach past `max`: an axis a reader can read off, 3 to 7 ticks.
+fn axis(max: f64) -> (f64, u32) {
+    let max = if max.is_finite() && max > 0.0 { max } else { 1.0 };
+    let raw = max / 5.0;
+    let power = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * power);
+    (step, (max / step).ceil().max(1.0) as u32)
+}
+
 /// One panel: two bars per client of `value`, an optional mark per bar.
 fn panel(
     s: &mut String,
@@ -35,7 +49,8 @@ fn panel(
         .flat_map(|r| r.on.iter().flatten())
         .flat_map(|n| [Some(value(n)), mark.map(|m| m(n))])
         .flatten();
-    let top = all.fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let (step, ticks) = axis(all.fold(0.0f64, f64::max));
+    let top = step * f64::from(ticks);
     let n = c.clients.len().max(1) as f64;
     let slot = (WIDTH - LEFT - 20.0) / n;
     let bar = (slot * 0.35).min(40.0);
@@ -52,12 +67,13 @@ fn panel(
         WIDTH - 20.0,
         y0 + PANEL
     );
-    for t in 0..=4 {
-        let v = top * f64::from(t) / 4.0;
-        let y = y0 + PANEL - PANEL * f64::from(t) / 4.0;
+    for t in 0..=ticks {
+        let v = step * f64::from(t);
+        let y = y0 + PANEL - PANEL * f64::from(t) / f64::from(ticks);
+        let digits = (-step.log10()).ceil().max(0.0) as usize;
         let _ = writeln!(
             s,
-            r##"<text x="{:.0}" y="{y:.0}" font-size="10" text-anchor="end">{v:.1}{unit}</text><line x1="{LEFT}" y1="{y:.0}" x2="{:.0}" y2="{y:.0}" stroke="#ddd"/>"##,
+            r##"<text x="{:.0}" y="{y:.0}" font-size="10" text-anchor="end">{v:.digits$}{unit}</text><line x1="{LEFT}" y1="{y:.0}" x2="{:.0}" y2="{y:.0}" stroke="#ddd"/>"##,
             LEFT - 4.0,
             WIDTH - 20.0
         );
@@ -128,10 +144,29 @@ pub fn svg(c: &Comparison) -> String {
         c,
         TOP + PANEL + 80.0,
         "Queue wait p50",
-        "µs",
-        &|n| n.wait_p50_us,
+        " ms",
+        &|n| n.wait_p50_us / 1000.0,
         None,
     );
     s.push_str("</svg>\n");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::axis;
+
+    #[test]
+    fn axis_steps_are_round_and_reach_past_the_top() {
+        assert_eq!(axis(77.9), (20.0, 4));
+        assert_eq!(axis(50.1), (20.0, 3));
+        assert_eq!(axis(45.5), (10.0, 5));
+        assert_eq!(axis(0.8), (0.2, 4));
+        assert_eq!(axis(0.0), (0.2, 5));
+        for max in [0.013, 3.3, 99.0, 101.0, 12_345.0] {
+            let (step, n) = axis(max);
+            assert!(step * f64::from(n) >= max && (3..=7).contains(&n), "{max}: {step} x {n}");
+        }
+    }
+}
+
