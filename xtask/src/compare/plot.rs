@@ -22,7 +22,11 @@ fn esc(s: &str) -> String {
 /// A round tick step (1, 2 or 5 times a power of ten) and how many of
 /// them reach past `max`: an axis a reader can read off, 3 to 7 ticks.
 fn axis(max: f64) -> (f64, u32) {
-    let max = if max.is_finite() && max > 0.0 { max } else { 1.0 };
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
     let raw = max / 5.0;
     let power = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0]
@@ -165,8 +169,10 @@ mod tests {
         assert_eq!(axis(0.0), (0.2, 5));
         for max in [0.013, 3.3, 99.0, 101.0, 12_345.0] {
             let (step, n) = axis(max);
-            assert!(step * f64::from(n) >= max && (3..=7).contains(&n), "{max}: {step} x {n}");
+            assert!(
+                step * f64::from(n) >= max && (3..=7).contains(&n),
+                "{max}: {step} x {n}"
+            );
         }
     }
 }
-

@@ -229,10 +229,7 @@ pub fn ensure_kernel_image(base: Suite, debs: &[PathBuf]) -> anyhow::Result<Imag
             tmp.join("dpkg.log").display()
         );
     };
-    eprintln!(
-        "vm: kernel {kernel} installed in {:.0?}",
-        started.elapsed()
-    );
+    eprintln!("vm: kernel {kernel} installed in {:.0?}", started.elapsed());
     fs::write(
         tmp.join("manifest"),
         format!("suite={}\nkernel={kernel}\npackages={named}\n", base.name()),

@@ -78,8 +78,7 @@ pub fn check(results: &Path, summary: &BTreeMap<String, String>, rep: &mut Repor
             format!("{tag}: the held-back instance said it was behind: lag up to {:.1} s (interval {:.1} s)", most.0, most.1),
         );
         agree(tag, &held, &hooked, rep);
-        let windows =
-            lagging_live::load_windows(results, tag, &clients::from_summary(summary));
+        let windows = lagging_live::load_windows(results, tag, &clients::from_summary(summary));
         starved_stay_listed(tag, &held, &windows, rep);
         lagging_live::unfair_list(results, tag, summary, hooked.last(), rep);
         let ran = clients::from_summary(summary);

@@ -110,12 +110,10 @@ pub fn unfair_list(
     let polls = read_polls(&results.join(format!("unfair-{tag}.txt")));
     let windows = load_windows(results, tag, &super::clients::from_summary(summary));
     // Wall clock = uptime + this, for how far behind an answer was.
-    let wall_offset = summary
-        .get(&format!("lagging.clock.{tag}"))
-        .and_then(|v| {
-            let (wall, up) = v.split_once(' ')?;
-            Some(wall.parse::<f64>().ok()? - up.parse::<f64>().ok()?)
-        });
+    let wall_offset = summary.get(&format!("lagging.clock.{tag}")).and_then(|v| {
+        let (wall, up) = v.split_once(' ')?;
+        Some(wall.parse::<f64>().ok()? - up.parse::<f64>().ok()?)
+    });
     let Some(last) = hooked_last else {
         rep.check(
             false,
@@ -391,14 +389,27 @@ mod victim_tests {
         let gap = [poll(140.0, 1011.0, true), poll(145.0, 1015.0, false)].concat();
         let failures = check(&gap);
         assert_eq!(failures.len(), 1, "{failures:?}");
-        assert!(failures[0].contains("not in those at [\"15.0\"]"), "{failures:?}");
+        assert!(
+            failures[0].contains("not in those at [\"15.0\"]"),
+            "{failures:?}"
+        );
     }
 
     #[test]
     fn a_victim_listed_late_dropped_or_never_fails() {
-        let late = [poll(105.0, 1005.0, false), poll(111.0, 1011.0, false), poll(113.0, 1013.0, true)].concat();
+        let late = [
+            poll(105.0, 1005.0, false),
+            poll(111.0, 1011.0, false),
+            poll(113.0, 1013.0, true),
+        ]
+        .concat();
         assert_eq!(check(&late).len(), 1, "not listed 11 s into its load");
-        let dropped = [poll(111.0, 1011.0, true), poll(113.0, 1013.0, false), poll(115.0, 1015.0, true)].concat();
+        let dropped = [
+            poll(111.0, 1011.0, true),
+            poll(113.0, 1013.0, false),
+            poll(115.0, 1015.0, true),
+        ]
+        .concat();
         assert!(
             check(&dropped)[0].contains("not in those at [\"13.0\"]"),
             "{:?}",
