@@ -4,9 +4,14 @@
 //! through distinct `top=` values neither starve the full snapshot nor a
 //! concurrent `nfsdtop --connect -b`.
 //!
-//! Timings are compared within one run (a ratio, with room to spare), and
-//! the loops are bounded; the two tests take turns (a lock), as each
-//! measures what the other would disturb.
+//! Nothing here bounds how fast an answer comes on this machine (that is
+//! the benchmarks' business): the tests count answers and statuses while
+//! the hostile clients are active, and their deadlines only bound a hang.
+//! That the full view never waits behind the other views' lane is proven
+//! in-process, with the lane held, by `snapshot::tests::
+//! large_distinct_views_are_bounded_more_and_never_bar_the_full_view`.
+//! The loops are bounded; the two tests take turns (a lock), as each
+//! loads the daemon heavily.
 
 mod common;
 
@@ -14,7 +19,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -27,6 +32,10 @@ fn heavy() -> MutexGuard<'static, ()> {
 }
 
 const BUDGET_MIB: u64 = 64;
+
+/// Longer than any answer takes on a machine however loaded: what only a
+/// hang reaches.
+const HANG: Duration = Duration::from_secs(30);
 
 /// A connection with a 4 KiB receive buffer (set before connecting, so
 /// the window stays small) that has sent `GET path` and reads nothing.
@@ -72,10 +81,9 @@ fn an_unread_unfair_flood_stays_in_the_budget_and_scrapes_answer() {
     for _ in 0..60 {
         for path in ["/healthz", "/metrics"] {
             let (status, took) = timed(d.addr, path);
-            assert!(
-                took < Duration::from_secs(1),
-                "{path} took {took:?} during the flood"
-            );
+            // A hang bound, not a speed: the bug was the flood's bodies
+            // holding the workers (or the memory) until it was read.
+            assert!(took < HANG, "{path} took {took:?} during the flood");
             answered += usize::from(status == 200);
             if took > slowest.0 {
                 slowest = (took, path);
@@ -128,22 +136,21 @@ fn nfsdtop_bin() -> PathBuf {
     bin
 }
 
-/// The mean time of 8 full snapshots fetched over about 3 intervals (the
-/// first of each interval waits for its encoding, so this is the time to
-/// fresh snapshots, not only to cached ones), and the slowest. The mean,
-/// not the slowest, is compared: one request slowed by a neighbour on a
-/// busy machine moves it less.
-fn full_snapshot_times(addr: SocketAddr) -> (Duration, Duration) {
-    let (mut total, mut slowest) = (Duration::ZERO, Duration::ZERO);
+/// 8 full snapshots fetched over about 3 intervals (the first of each
+/// interval waits for its encoding, so fresh snapshots, not only cached
+/// ones): how many answered 200 (any other status is the full view refused
+/// beside the other views), and the slowest, printed.
+fn full_snapshots(addr: SocketAddr) -> (usize, Duration) {
+    let (mut ok, mut slowest) = (0, Duration::ZERO);
     for _ in 0..8 {
         let (status, took) = timed(addr, "/api/v1/snapshot");
-        assert_eq!(status, 200, "the full snapshot");
-        total += took;
+        assert!(took < HANG, "a full snapshot took {took:?}");
+        ok += usize::from(status == 200);
         slowest = slowest.max(took);
         // Pacing, so that the 8 span several snapshots.
         std::thread::sleep(Duration::from_millis(400));
     }
-    (total / 8, slowest)
+    (ok, slowest)
 }
 
 const PEERS: usize = 5_000;
@@ -188,19 +195,26 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("nfsdtop --connect");
-    let (unloaded, unloaded_max) = full_snapshot_times(addr);
+    let (alone, alone_max) = full_snapshots(addr);
     let stop = Arc::new(AtomicBool::new(false));
+    // Each loop says when it has had its first answer; 503s of all loops.
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let refused_total = Arc::new(AtomicUsize::new(0));
     // LOOPS clients asking for a new view each time, as fast as answered:
     // tops below the peer count (each a view of its own) and above it (all
     // one view). Bounded: they stop with the measurement, or at 2,000.
     let loops: Vec<_> = (0..LOOPS)
         .map(|t| {
-            let stop = stop.clone();
+            let (stop, started, refused_total) =
+                (stop.clone(), started_tx.clone(), refused_total.clone());
             std::thread::spawn(move || {
                 let (mut ok, mut overloaded) = (0u32, 0u32);
                 for i in 0..2_000 {
                     if stop.load(Ordering::Relaxed) {
                         break;
+                    }
+                    if i == 1 {
+                        let _ = started.send(());
                     }
                     let top = if i % 2 == 0 {
                         1_001 + (t * 10_007 + i) % (PEERS - 1_001)
@@ -211,6 +225,7 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
                         200 => ok += 1,
                         503 => {
                             overloaded += 1;
+                            refused_total.fetch_add(1, Ordering::Relaxed);
                             // As fast as a shell loop of curl: this
                             // measures the encoder, not a request flood.
                             std::thread::sleep(Duration::from_millis(20));
@@ -222,14 +237,21 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
             })
         })
         .collect();
-    let (loaded, loaded_max) = full_snapshot_times(addr);
+    // The loops are under way (an answer each) before the full snapshots
+    // are measured beside them.
+    for _ in 0..LOOPS {
+        started.recv_timeout(HANG).expect("every loop answered");
+    }
+    let refused_before = refused_total.load(Ordering::Relaxed);
+    let (beside, beside_max) = full_snapshots(addr);
+    let busy_meanwhile = refused_total.load(Ordering::Relaxed) - refused_before;
     let out = client.wait_with_output().expect("nfsdtop --connect");
     stop.store(true, Ordering::Relaxed);
     let overloaded = common::http(addr, "GET", "/api/v1/snapshot?top=1001", &[]);
     let counts: Vec<(u32, u32)> = loops.into_iter().map(|l| l.join().unwrap()).collect();
     println!(
-        "full snapshot: {unloaded:?} unloaded (slowest {unloaded_max:?}), {loaded:?} loaded \
-(slowest {loaded_max:?}); loops (ok, 503) {counts:?}"
+        "full snapshots: {alone} of 8 alone (slowest {alone_max:?}), {beside} of 8 beside the \
+distinct views (slowest {beside_max:?}, {busy_meanwhile} views refused meanwhile); loops (ok, 503) {counts:?}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "nfsdtop --connect -b: {stderr}");
@@ -245,8 +267,13 @@ fn distinct_top_views_starve_neither_the_full_snapshot_nor_a_stream() {
             "{overloaded:?}"
         );
     }
+    // Every full snapshot answered beside views refused for want of a
+    // place: the bug was the full view refused, or queued in their lane
+    // (the latter exactly in snapshot::tests, where the lane is held).
+    assert_eq!(alone, 8, "the full snapshots alone");
     assert!(
-        loaded <= unloaded * 3,
-        "a full snapshot took {loaded:?} on average beside the distinct views, {unloaded:?} alone"
+        busy_meanwhile > 0,
+        "views were refused while the full ones were fetched: {counts:?}"
     );
+    assert_eq!(beside, 8, "the full snapshots beside the distinct views");
 }
