@@ -1,5 +1,6 @@
-//! Project tasks: `cargo xtask run` (nfsdtop, with set-up) and
-//! `cargo xtask test` (every test, with set-up). See README.md.
+//! Project tasks: `cargo xtask run` (nfsdtop, with set-up),
+//! `cargo xtask test` (every test, with set-up) and the others below
+//! (`cargo xtask --help`). See README.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,6 +13,7 @@ mod bench;
 mod compare;
 mod deb;
 mod guest;
+mod imports;
 mod install;
 mod vm;
 
@@ -26,6 +28,9 @@ struct Cli {
 enum Task {
     /// Install what the build and tests need (idempotent).
     Setup,
+    /// Check that no files of a crate import each other in a circle
+    /// (also a step of `test`).
+    Imports,
     /// Build and run nfsdtop; arguments after `--` go to nfsdtop.
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -90,6 +95,7 @@ fn setup(what: &str) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup("all"),
+        Task::Imports => imports::check(&root()),
         Task::Run { args } => {
             setup("build")?;
             run(
@@ -105,6 +111,8 @@ fn main() -> anyhow::Result<()> {
             // instead (agent/src/testing.rs; every step inherits it).
             std::env::set_var(REQUIRE_BPF, "1");
             setup("all")?;
+            eprintln!("==> imports");
+            imports::check(&root())?;
             run(
                 "cargo fmt --check",
                 cargo().args(["fmt", "--all", "--", "--check"]),
