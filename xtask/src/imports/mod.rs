@@ -64,11 +64,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "agent/src/lib.rs",
-        &["source::demo::bounds", "source::demo::scenario"],
-        "the bounds check a Scenario, the scenario reads lines through bounds",
-    ),
-    (
-        "agent/src/lib.rs",
         &[
             "source::live::bpf",
             "source::live::mapped",

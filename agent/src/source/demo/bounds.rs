@@ -1,7 +1,9 @@
-//! The bounds a demo scenario must keep, so that a file that passes can
-//! never make the simulator exhaust memory (transports, requests in
-//! flight) or hang on an endless event rate, and where in the file a
-//! refused value is written (FILE:LINE).
+//! A demo scenario read from its file within the bounds it must keep, so
+//! that a file that passes can never make the simulator exhaust memory
+//! (transports, requests in flight) or hang on an endless event rate, and
+//! where in the file a refused value is written (FILE:LINE).
+
+use std::path::Path;
 
 use super::scenario::Scenario;
 
@@ -23,7 +25,7 @@ const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 
 /// What a scenario is refused for, and the key (of the top level, or of
 /// the `client`-th `[[client]]` table) the reason is about.
-pub(super) struct Invalid {
+struct Invalid {
     pub client: Option<usize>,
     pub key: &'static str,
     pub reason: String,
@@ -32,7 +34,7 @@ pub(super) struct Invalid {
 /// The line of `key = ...` in a scenario's text: at the top level, or in
 /// its `client`-th `[[client]]` table (that table's header line when the
 /// key is not written there). None when it cannot be found.
-pub(super) fn line_of(text: &str, client: Option<usize>, key: &str) -> Option<usize> {
+fn line_of(text: &str, client: Option<usize>, key: &str) -> Option<usize> {
     // None = top level; Some(Some(i)) = the i-th client; Some(None) = other tables.
     let mut table: Option<Option<usize>> = None;
     let mut clients = 0;
@@ -69,9 +71,44 @@ pub(super) fn line_of(text: &str, client: Option<usize>, key: &str) -> Option<us
 }
 
 impl Scenario {
+    /// The scenario in the file at `path`, checked.
+    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
+        let text =
+            crate::input::read_text(path, "scenario file", "--demo", crate::input::MAX_TEXT_FILE)?;
+        Scenario::parse(&text, &path.display().to_string())
+    }
+
+    /// The scenario `text` says, checked; errors name `origin` and the
+    /// line (FILE:LINE).
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| {
+            let pos = e
+                .span()
+                .map(|sp| {
+                    let line = text[..sp.start.min(text.len())].matches('\n').count() + 1;
+                    format!(":{line}")
+                })
+                .unwrap_or_default();
+            anyhow::anyhow!("{origin}{pos}: {}", crate::text::one_line(e.message()))
+        })?;
+        if let Err(e) = s.check() {
+            let at = line_of(text, e.client, e.key)
+                .map(|l| format!(":{l}"))
+                .unwrap_or_default();
+            anyhow::bail!("{origin}{at}: {}", e.reason);
+        }
+        Ok(s)
+    }
+
+    /// Whether the scenario keeps the bounds (the built-ins are checked
+    /// in tests).
+    pub fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|e| e.reason)
+    }
+
     /// Bounds that keep the simulator's memory (transports, requests in
     /// flight) and event rate finite, whatever a file says.
-    pub(super) fn check(&self) -> Result<(), Invalid> {
+    fn check(&self) -> Result<(), Invalid> {
         let top = |key: &'static str, reason: String| Invalid {
             client: None,
             key,

@@ -29,7 +29,8 @@
 //! per_peer = false
 //! ```
 //!
-//! A file is refused (FILE:LINE: reason) past the bounds in bounds.rs:
+//! A file is read and refused (FILE:LINE: reason) past its bounds in
+//! bounds.rs:
 //! 4096 threads, 1024 connections a client, a million transports and a
 //! million requests in flight in all, a million dispatches a second
 //! (threads / service_ms), an hour for any time, 64 MiB a message.
@@ -41,7 +42,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::bounds::line_of;
 use crate::classify::{ClassMap, ClassRule};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -293,36 +293,6 @@ impl Scenario {
             "unknown demo scenario {name_or_path:?}: use one of {} or a path to a .toml scenario file",
             BUILTIN.join(", ")
         )
-    }
-
-    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
-        let text =
-            crate::input::read_text(path, "scenario file", "--demo", crate::input::MAX_TEXT_FILE)?;
-        Scenario::parse(&text, &path.display().to_string())
-    }
-
-    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Scenario> {
-        let s: Scenario = toml::from_str(text).map_err(|e| {
-            let pos = e
-                .span()
-                .map(|sp| {
-                    let line = text[..sp.start.min(text.len())].matches('\n').count() + 1;
-                    format!(":{line}")
-                })
-                .unwrap_or_default();
-            anyhow::anyhow!("{origin}{pos}: {}", crate::text::one_line(e.message()))
-        })?;
-        if let Err(e) = s.check() {
-            let at = line_of(text, e.client, e.key)
-                .map(|l| format!(":{l}"))
-                .unwrap_or_default();
-            anyhow::bail!("{origin}{at}: {}", e.reason);
-        }
-        Ok(s)
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        self.check().map_err(|e| e.reason)
     }
 
     pub fn class_map(&self) -> Result<ClassMap, String> {
