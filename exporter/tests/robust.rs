@@ -112,14 +112,24 @@ fn dropped_in(line: &str) -> usize {
 /// on each of 4 snapshots, may cost once the slowest are dropped: the
 /// shared encodings of the snapshots they are stuck on (34 MB each for
 /// 20,000 peers), at most 2 besides the latest two, and a connection
-/// buffer each. Had each its own copy, 32 would cost 32 x 34 MB.
-const STALLED_BOUND_KIB: u64 = 200 * 1024;
+/// buffer each. Had each its own copy, 32 would cost 32 x 34 MB (1.1 GB):
+/// the bound is well below that, and above what a loaded host adds while
+/// the pipeline's own snapshots and an encoding overlap (+210 MB peak
+/// measured beside `stress-ng --cpu 2`, +190 MB alone).
+const STALLED_BOUND_KIB: u64 = 400 * 1024;
 
 #[test]
 fn stalled_stream_clients_are_dropped_and_hold_no_snapshot() {
     let _turn = heavy();
     let dir = tempfile::tempdir().unwrap();
-    let d = many_peers_daemon(dir.path(), 20_000, &["--interval", "1"]);
+    // Writes that make no progress time out only after an hour: a
+    // connection closed in this test was closed by the drop.
+    let cfg = write(
+        dir.path(),
+        "nfsdtopd.toml",
+        "[http]\nwrite_timeout = 3600\n",
+    );
+    let d = many_peers_daemon(dir.path(), 20_000, &["--interval", "1", "--config", &cfg]);
     let rss0 = rss_kib(d.child.id()).0;
     let fds0 = open_fds(&d);
     let time = |d: &Daemon| d.snapshot("?group=class&top=1")["time"].as_f64();
@@ -146,9 +156,9 @@ fn stalled_stream_clients_are_dropped_and_hold_no_snapshot() {
         (dropped >= 16).then_some(())
     });
     // The dropped ones' connections are closed then, not when their stuck
-    // writes time out (30 s): the other 16 are left (2 to spare for
-    // descriptors the daemon opens meanwhile).
-    d.wait_for("the dropped clients' connections closed", 10, |d| {
+    // writes time out (an hour here): the other 16 are left (2 to spare
+    // for descriptors the daemon opens meanwhile). The wait bounds a hang.
+    d.wait_for("the dropped clients' connections closed", 120, |d| {
         (open_fds(d) <= fds0 + 16 + 2).then_some(())
     });
     let hwm = peak_since(&d, rss0);
