@@ -46,7 +46,7 @@ pub enum Command {
     /// made or written; 2 for a bad command line.
     Doctor(DoctorArgs),
     /// Predict each client's share and waits under another dispatch policy, from a recording.
-    Whatif(crate::whatif::WhatifArgs),
+    Whatif(WhatifArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -159,7 +159,7 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "DIR", hide = true)]
     pub tracefs: Option<PathBuf>,
     /// nfsdtopd's config file to check, if it exists.
-    #[arg(long, value_name = "FILE", hide = true, default_value = crate::doctor::NFSDTOPD_CONFIG)]
+    #[arg(long, value_name = "FILE", hide = true, default_value = NFSDTOPD_CONFIG)]
     pub nfsdtopd_config: PathBuf,
 }
 
@@ -212,4 +212,41 @@ fn parse_iterations(s: &str) -> Result<u64, String> {
         Ok(0) | Err(_) => Err(format!("{s:?} is not a positive number of iterations")),
         Ok(n) => Ok(n),
     }
+}
+
+/// Where the shipped unit (dist/nfsdtopd.service) has nfsdtopd read its
+/// configuration.
+pub const NFSDTOPD_CONFIG: &str = "/etc/nfsdtop/nfsdtopd.toml";
+
+/// `nfsdtop whatif FILE`'s arguments.
+#[derive(Args, Debug, Clone)]
+pub struct WhatifArgs {
+    /// A recording made by `nfsdtop record`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Policies to predict, comma-separated (flat, rr-peer, rr-class, sparse-flow).
+    #[arg(long, value_delimiter = ',', value_parser = PolicyParser, default_value = "flat,rr-peer,rr-class")]
+    pub policy: Vec<Policy>,
+    /// Class map file for rr-class and the per-class rows (default: the one recorded).
+    #[arg(long, value_name = "FILE")]
+    pub class_map: Option<PathBuf>,
+    /// nfsd threads of the modelled server (default: the recorded count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub threads: Option<u32>,
+    /// Seed of the simulation's random draws.
+    #[arg(long, default_value_t = 1, hide = true)]
+    pub seed: u64,
+    /// Keep the model as fitted: do not calibrate its think times against
+    /// the recording's shares (the fit column then shows the fit's own miss).
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// Output: a table, or JSON for scripts.
+    #[arg(long, value_enum, default_value_t = WhatifFormat::Text)]
+    pub format: WhatifFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhatifFormat {
+    Text,
+    Json,
 }

@@ -50,10 +50,6 @@ struct Json<'a> {
     diagnosis: &'a Diagnosis,
 }
 
-/// Where the shipped unit (dist/nfsdtopd.service) has nfsdtopd read its
-/// configuration.
-pub const NFSDTOPD_CONFIG: &str = "/etc/nfsdtop/nfsdtopd.toml";
-
 /// The warning nfsdtopd itself prints at start-up, for its config file:
 /// basic auth users on a non-loopback address without TLS. A file that
 /// does not parse is left to nfsdtopd, which reports it with its line.

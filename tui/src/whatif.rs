@@ -1,49 +1,15 @@
-//! `nfsdtop whatif FILE`: the command line of the agent's what-if model
+//! `nfsdtop whatif FILE` (its arguments in cli.rs): the agent's what-if model
 //! (nfsdtop_agent::whatif): fit the recording, run it under each policy,
 //! print the columns.
 
 use anyhow::Context as _;
-use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
 use nfsdtop::state::whatif::WhatIf;
 use nfsdtop_agent::classify::ClassMap;
 use nfsdtop_agent::source::demo::Policy;
 use nfsdtop_agent::whatif::{self, report, Options};
 
-use crate::cli::SourceArgs;
-
-#[derive(Args, Debug, Clone)]
-pub struct WhatifArgs {
-    /// A recording made by `nfsdtop record`.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
-    /// Policies to predict, comma-separated (flat, rr-peer, rr-class, sparse-flow).
-    #[arg(long, value_delimiter = ',', value_parser = crate::cli::PolicyParser, default_value = "flat,rr-peer,rr-class")]
-    pub policy: Vec<Policy>,
-    /// Class map file for rr-class and the per-class rows (default: the one recorded).
-    #[arg(long, value_name = "FILE")]
-    pub class_map: Option<PathBuf>,
-    /// nfsd threads of the modelled server (default: the recorded count).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub threads: Option<u32>,
-    /// Seed of the simulation's random draws.
-    #[arg(long, default_value_t = 1, hide = true)]
-    pub seed: u64,
-    /// Keep the model as fitted: do not calibrate its think times against
-    /// the recording's shares (the fit column then shows the fit's own miss).
-    #[arg(long)]
-    pub no_calibrate: bool,
-    /// Output: a table, or JSON for scripts.
-    #[arg(long, value_enum, default_value_t = WhatifFormat::Text)]
-    pub format: WhatifFormat,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WhatifFormat {
-    Text,
-    Json,
-}
+use crate::cli::{SourceArgs, WhatifArgs, WhatifFormat};
 
 /// The what-if columns for a replay (`--replay FILE --whatif POLICY`):
 /// the whole recording fitted once, before the UI starts.
