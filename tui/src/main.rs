@@ -19,7 +19,6 @@ mod doctor;
 mod manual;
 mod out;
 mod record;
-mod remote;
 mod tty;
 mod whatif;
 

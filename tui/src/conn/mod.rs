@@ -2,7 +2,7 @@
 //! agent's session (`nfsdtop_agent::session`) on its own thread; the view
 //! only ever sees snapshots arriving on a channel and sends `Control`
 //! messages back, so a slow producer can never block drawing. A remote
-//! agent (`--connect`) is followed by `crate::remote` behind the same
+//! agent (`--connect`) is followed by [`remote`] behind the same
 //! `Connection`.
 
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -17,7 +17,9 @@ use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig};
 
 use crate::cli::SourceArgs;
-use crate::{out, remote};
+use crate::out;
+
+mod remote;
 
 /// What the producer says to the view.
 pub enum Update {

@@ -77,21 +77,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
         "state::columns formats through view::table: the field table (issue 46) takes both",
     ),
     (
-        "tui/src/main.rs",
-        &["cli", "doctor", "whatif"],
-        "the subcommands' arguments live in cli, which names their constants",
-    ),
-    (
-        "tui/src/main.rs",
-        &["conn", "remote"],
-        "remote returns conn's Connection, conn opens remote",
-    ),
-    (
-        "tui/src/main.rs",
-        &["remote::http", "remote::tls"],
-        "tls reports http's Failure, http connects through tls",
-    ),
-    (
         "exporter/src/lib.rs",
         &["fold", "metrics"],
         "fold's histograms use metrics' bounds, metrics folds through fold (issue 46's \

@@ -21,19 +21,11 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::url::{Credentials, RemoteUrl, Scheme};
+use super::Failure;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Connecting, the TLS handshake and the response's head together.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why a request did not give a stream.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// Worth another try later (the agent down, restarting, overloaded).
-    Retry(String),
-    /// Retrying cannot help; the user must change something.
-    Fatal(String),
-}
 
 pub struct Client {
     url: RemoteUrl,

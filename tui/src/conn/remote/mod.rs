@@ -25,7 +25,16 @@ use nfsdtop_agent::pipeline::Control;
 use nfsdtop_agent::redact::Redactor;
 
 use crate::conn::{Connection, Update};
-use http::{Client, Failure};
+use http::Client;
+
+/// Why a request did not give a stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Worth another try later (the agent down, restarting, overloaded).
+    Retry(String),
+    /// Retrying cannot help; the user must change something.
+    Fatal(String),
+}
 
 /// A stream silent this long is dead (the agent sends a snapshot every
 /// interval and a comment after 15 s of silence): drop it and reconnect.

@@ -25,7 +25,7 @@ use tokio_rustls::rustls::{
     self, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
 
-use super::http::Failure;
+use super::Failure;
 
 /// The most a certificate or key file may hold.
 const MAX_PEM: u64 = 16 << 20;
