@@ -3,13 +3,13 @@
 //! and steer through [`Control`] messages.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::aggregate::Aggregator;
 use crate::classify::ClassMap;
 use crate::model::{Event, Snapshot};
-use crate::playback::{Clock, Handle, Playing};
-use crate::source::{Poll, Source};
+use crate::playback::{Clock, Command, Handle, Moved, Playing};
+use crate::source::{unix_now, Poll, Source};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pace {
@@ -58,13 +58,6 @@ pub struct Pipeline<'a> {
     pub clients: Option<crate::clients::Refresher>,
     /// The peers' host names (`--resolve`), if asked for.
     pub resolver: Option<crate::resolve::Resolver>,
-}
-
-pub(crate) fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 impl<'a> Pipeline<'a> {
@@ -272,5 +265,85 @@ impl<'a> Pipeline<'a> {
                 self.source.wait(until_snapshot.min(cap));
             }
         }
+    }
+}
+
+/// Playback control (see [`crate::playback`]), applied to the pipeline.
+impl Pipeline<'_> {
+    /// Apply one playback command; `last` is the source time read up to.
+    pub(crate) fn command(
+        &mut self,
+        c: Command,
+        play: &mut Playing,
+        last: &mut u64,
+    ) -> anyhow::Result<Moved> {
+        let now = Instant::now();
+        let iv = (self.interval.as_nanos() as u64).max(1);
+        let mut moved = Moved::default();
+        play.note = None;
+        match c {
+            Command::TogglePause => play.clock.paused = !play.clock.paused,
+            Command::Faster => play.clock.set_speed(play.clock.speed * 2.0, now),
+            Command::Slower => play.clock.set_speed(play.clock.speed / 2.0, now),
+            Command::Step | Command::Seek(0..) if play.at_end => {
+                play.note = Some("at the end: seek back (Left) to see more".into());
+            }
+            Command::Step => {
+                play.clock.paused = true;
+                play.step_to = Some(last.saturating_add(iv));
+            }
+            Command::Seek(d @ 0..) => {
+                let to = last.saturating_add(d as u64);
+                moved.skipped = self.fast_forward(to.saturating_sub(iv), last)?;
+                play.step_to = Some(to.max(last.saturating_add(1)));
+            }
+            Command::Seek(d) => {
+                let Some(restart) = self.restart.as_mut() else {
+                    play.note = Some("this source cannot seek back".into());
+                    return Ok(moved);
+                };
+                let before = *last;
+                let (source, aggregator) = restart()?;
+                self.source = source;
+                self.aggregator = aggregator;
+                let start = self.source.now_ns();
+                self.aggregator.start_clock(start);
+                *last = start;
+                moved.restarted = true;
+                play.at_end = false;
+                let to = before
+                    .saturating_sub(d.unsigned_abs())
+                    .max(start.saturating_add(iv));
+                moved.skipped = self.fast_forward(to - iv, last)?;
+                play.step_to = Some(to);
+            }
+        }
+        let at = play.step_to.unwrap_or(*last);
+        play.clock.rebase(at, now);
+        Ok(moved)
+    }
+
+    /// Read the source up to `to` an interval at a time, taking (and
+    /// keeping back) a snapshot after each, so that the next delivered
+    /// one covers only its own interval. Returns the last one taken.
+    fn fast_forward(&mut self, to: u64, last: &mut u64) -> anyhow::Result<Option<Snapshot>> {
+        let iv = (self.interval.as_nanos() as u64).max(1);
+        let mut buf = Vec::new();
+        let mut taken = None;
+        while *last < to {
+            let t = last.saturating_add(iv).min(to);
+            buf.clear();
+            let status = self.source.poll(t, &mut buf)?;
+            if let Some(tap) = self.tap.as_mut() {
+                tap(&buf)?;
+            }
+            self.aggregator.ingest_all(&buf);
+            *last = t;
+            taken = Some(self.aggregator.snapshot(t, 0.0, &self.source.info()));
+            if status == Poll::Finished {
+                break;
+            }
+        }
+        Ok(taken)
     }
 }

@@ -15,8 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::model::Snapshot;
-use crate::pipeline::Pipeline;
-use crate::source::Poll;
 
 /// Commands a handle queues at most (a key held down cannot grow it).
 const MAX_QUEUED: usize = 64;
@@ -143,7 +141,7 @@ pub(crate) struct Playing {
     /// Deliver a snapshot at this source time next (a step, a seek).
     pub step_to: Option<u64>,
     pub at_end: bool,
-    note: Option<String>,
+    pub note: Option<String>,
     length_ns: Option<u64>,
 }
 
@@ -178,85 +176,6 @@ impl Playing {
     }
 }
 
-impl Pipeline<'_> {
-    /// Apply one playback command; `last` is the source time read up to.
-    pub(crate) fn command(
-        &mut self,
-        c: Command,
-        play: &mut Playing,
-        last: &mut u64,
-    ) -> anyhow::Result<Moved> {
-        let now = Instant::now();
-        let iv = (self.interval.as_nanos() as u64).max(1);
-        let mut moved = Moved::default();
-        play.note = None;
-        match c {
-            Command::TogglePause => play.clock.paused = !play.clock.paused,
-            Command::Faster => play.clock.set_speed(play.clock.speed * 2.0, now),
-            Command::Slower => play.clock.set_speed(play.clock.speed / 2.0, now),
-            Command::Step | Command::Seek(0..) if play.at_end => {
-                play.note = Some("at the end: seek back (Left) to see more".into());
-            }
-            Command::Step => {
-                play.clock.paused = true;
-                play.step_to = Some(last.saturating_add(iv));
-            }
-            Command::Seek(d @ 0..) => {
-                let to = last.saturating_add(d as u64);
-                moved.skipped = self.fast_forward(to.saturating_sub(iv), last)?;
-                play.step_to = Some(to.max(last.saturating_add(1)));
-            }
-            Command::Seek(d) => {
-                let Some(restart) = self.restart.as_mut() else {
-                    play.note = Some("this source cannot seek back".into());
-                    return Ok(moved);
-                };
-                let before = *last;
-                let (source, aggregator) = restart()?;
-                self.source = source;
-                self.aggregator = aggregator;
-                let start = self.source.now_ns();
-                self.aggregator.start_clock(start);
-                *last = start;
-                moved.restarted = true;
-                play.at_end = false;
-                let to = before
-                    .saturating_sub(d.unsigned_abs())
-                    .max(start.saturating_add(iv));
-                moved.skipped = self.fast_forward(to - iv, last)?;
-                play.step_to = Some(to);
-            }
-        }
-        let at = play.step_to.unwrap_or(*last);
-        play.clock.rebase(at, now);
-        Ok(moved)
-    }
-
-    /// Read the source up to `to` an interval at a time, taking (and
-    /// keeping back) a snapshot after each, so that the next delivered
-    /// one covers only its own interval. Returns the last one taken.
-    fn fast_forward(&mut self, to: u64, last: &mut u64) -> anyhow::Result<Option<Snapshot>> {
-        let iv = (self.interval.as_nanos() as u64).max(1);
-        let mut buf = Vec::new();
-        let mut taken = None;
-        while *last < to {
-            let t = last.saturating_add(iv).min(to);
-            buf.clear();
-            let status = self.source.poll(t, &mut buf)?;
-            if let Some(tap) = self.tap.as_mut() {
-                tap(&buf)?;
-            }
-            self.aggregator.ingest_all(&buf);
-            *last = t;
-            taken = Some(self.aggregator.snapshot(t, 0.0, &self.source.info()));
-            if status == Poll::Finished {
-                break;
-            }
-        }
-        Ok(taken)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,7 +207,7 @@ mod tests {
     #[test]
     fn pause_step_and_seek_drive_the_pipeline() {
         use crate::aggregate::{Aggregator, Limits};
-        use crate::pipeline::{Flow, Pace};
+        use crate::pipeline::{Flow, Pace, Pipeline};
         use crate::source::SourceSpec;
         use std::sync::mpsc;
 

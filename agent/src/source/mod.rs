@@ -143,3 +143,11 @@ impl SourceSpec {
         }
     }
 }
+
+/// Now, in seconds since the Unix epoch (0 before it).
+pub(crate) fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

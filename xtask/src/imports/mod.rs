@@ -59,11 +59,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "agent/src/lib.rs",
-        &["pipeline", "playback", "source"],
-        "playback adds methods to Pipeline; live uses pipeline::unix_now",
-    ),
-    (
-        "agent/src/lib.rs",
         &[
             "source::live::bpf",
             "source::live::mapped",

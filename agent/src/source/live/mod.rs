@@ -582,7 +582,7 @@ impl Source for LiveSource {
 
     fn recorded_wall_clock(&self, now_ns: u64) -> Option<f64> {
         let behind = host::monotonic_ns().saturating_sub(now_ns) as f64 / 1e9;
-        Some(crate::pipeline::unix_now() - behind)
+        Some(crate::source::unix_now() - behind)
     }
 
     fn lag_ns(&self, at_ns: u64) -> Option<u64> {
