@@ -58,15 +58,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
          aggregators (services) are aggregators that hold other services",
     ),
     (
-        "agent/src/lib.rs",
-        &[
-            "source::live::bpf",
-            "source::live::mapped",
-            "source::live::procs",
-        ],
-        "bpf maps the counters (mapped), mapped reads procs' rows, procs maps through mapped",
-    ),
-    (
         "tui/src/lib.rs",
         &["state", "view"],
         "state::columns formats through view::table: the field table (issue 46) takes both",

@@ -13,7 +13,7 @@ use nfsdtop_common::{
     counter, pools::PoolConfig, twin, xprt_table, RawConfig, Slot, SlotConfig, SLOTS,
 };
 
-use super::error::LiveError;
+use super::error::{bpf_err, LiveError};
 
 /// The object agent/build.rs built (empty when the toolchain was missing).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nfsdtop-ebpf"));
@@ -70,37 +70,6 @@ fn has_object() -> Result<(), LiveError> {
     } else {
         Ok(())
     }
-}
-
-/// Map a loader error: permission problems become [`LiveError::Privileges`].
-pub(super) fn bpf_err(context: &str, e: &(dyn std::error::Error + 'static)) -> LiveError {
-    let mut detail = e.to_string();
-    let mut cur = e.source();
-    let mut eperm = is_eperm(e);
-    while let Some(c) = cur {
-        detail.push_str(": ");
-        detail.push_str(&c.to_string());
-        eperm |= is_eperm(c);
-        cur = c.source();
-    }
-    if eperm {
-        LiveError::Privileges {
-            detail: format!("{context}: {detail}"),
-        }
-    } else {
-        LiveError::Bpf {
-            context: context.to_string(),
-            detail,
-        }
-    }
-}
-
-fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
-    let io = e.downcast_ref::<std::io::Error>();
-    io.and_then(|io| io.raw_os_error())
-        .is_some_and(|c| c == 1 /* EPERM */ || c == 13 /* EACCES */)
-        || io.is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
-        || e.to_string().contains("Operation not permitted")
 }
 
 /// Whether twin programs run (`nfsdtop_common::twin`: where the kernel

@@ -13,8 +13,7 @@ use aya::maps::{MapData, RingBuf};
 use aya::Ebpf;
 use nfsdtop_common::Record;
 
-use super::bpf::bpf_err;
-use super::error::LiveError;
+use super::error::{bpf_err, LiveError};
 
 /// The longest the ring waits to be drained when records arrive slowly.
 /// 50 ms of the fastest production measured here (1.7 M records/s, 152

@@ -1,5 +1,6 @@
 //! What can go wrong opening the live source. Every message says what
-//! failed, where, and what to do about it.
+//! failed, where, and what to do about it; a loader's error is told a
+//! permission problem or not here ([`bpf_err`]).
 
 use std::path::PathBuf;
 
@@ -77,4 +78,35 @@ impl LiveError {
                 .is_some_and(LiveError::is_no_nfsd)
         })
     }
+}
+
+/// Map a loader error: permission problems become [`LiveError::Privileges`].
+pub(super) fn bpf_err(context: &str, e: &(dyn std::error::Error + 'static)) -> LiveError {
+    let mut detail = e.to_string();
+    let mut cur = e.source();
+    let mut eperm = is_eperm(e);
+    while let Some(c) = cur {
+        detail.push_str(": ");
+        detail.push_str(&c.to_string());
+        eperm |= is_eperm(c);
+        cur = c.source();
+    }
+    if eperm {
+        LiveError::Privileges {
+            detail: format!("{context}: {detail}"),
+        }
+    } else {
+        LiveError::Bpf {
+            context: context.to_string(),
+            detail,
+        }
+    }
+}
+
+fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
+    let io = e.downcast_ref::<std::io::Error>();
+    io.and_then(|io| io.raw_os_error())
+        .is_some_and(|c| c == 1 /* EPERM */ || c == 13 /* EACCES */)
+        || io.is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        || e.to_string().contains("Operation not permitted")
 }

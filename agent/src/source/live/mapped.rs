@@ -12,8 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aya::Ebpf;
 use nfsdtop_common::{counter, exec::ExecTotals, xprt_table, Slot};
 
-use super::bpf::bpf_err;
-use super::error::LiveError;
+use super::error::{bpf_err, LiveError};
+
+/// 8-byte words shared with the BPF programs (the mapped `PROC_ROWS`; a
+/// plain array in tests).
+pub trait Words {
+    fn load(&self, w: usize) -> u64;
+    fn store(&self, w: usize, v: u64);
+}
 
 /// A BPF array's value area, mapped read-only (or writable, inside a
 /// [`Writable`]).
@@ -93,7 +99,7 @@ impl Mapped {
 /// A mapping made by [`Mapped::map_writable`]: the only kind stored to.
 pub(super) struct Writable(Mapped);
 
-impl super::procs::Words for Writable {
+impl Words for Writable {
     fn load(&self, w: usize) -> u64 {
         self.0.word(w)
     }

@@ -12,14 +12,8 @@ use rustc_hash::FxHashMap;
 
 use super::error::LiveError;
 use super::mapped::Mapped;
+pub use super::mapped::Words;
 use crate::model::{Event, EventKind, ProcName, XprtKey};
-
-/// 8-byte words shared with the BPF programs (the mapped `PROC_ROWS`; a
-/// plain array in tests).
-pub trait Words {
-    fn load(&self, w: usize) -> u64;
-    fn store(&self, w: usize, v: u64);
-}
 
 /// The `PROC_ROWS` array, mapped for reading and writing.
 pub fn map_rows(ebpf: &aya::Ebpf) -> Result<Box<dyn Words + Send>, LiveError> {
