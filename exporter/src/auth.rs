@@ -29,9 +29,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::auth_limit::{FailureLimiter, FailureLimits, Limited, Spent};
+use crate::json_error::json_error;
 use crate::log::log;
 use crate::ratelog::RateLog;
-use crate::server::json_error;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PasswordHash {

@@ -7,7 +7,8 @@
 //!   rest folded into "other";
 //! - [`unfair`]: /api/v1/unfair, every entity below its fair share;
 //! - [`server`]: the axum routes (/metrics, /api/v1/snapshot,
-//!   /api/v1/stream, /healthz) and JSON errors; [`landing`]: the page at
+//!   /api/v1/stream, /healthz); [`json_error`]: every error's body;
+//!   [`landing`]: the page at
 //!   `/` and the list of paths;
 //! - [`body_budget`]: the memory all snapshot JSON may hold at once;
 //! - [`auth`], [`auth_limit`], [`tls`]: basic auth (bcrypt or sha256)
@@ -35,6 +36,7 @@ pub mod conn_io;
 pub mod daemon;
 pub mod fold;
 pub mod http_config;
+pub mod json_error;
 pub mod landing;
 pub mod listener;
 pub mod log;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -17,11 +17,10 @@ use axum::Router;
 use tokio::sync::watch;
 
 use crate::auth::Auth;
+use crate::json_error::json_error;
 use crate::metrics;
-use crate::snapshot::{snapshot_handler, Encoder, Published};
+use crate::snapshot::{snapshot_handler, Encoder, Latest};
 use crate::stream::{stream_handler, Streams};
-
-pub type Latest = watch::Receiver<Option<Arc<Published>>>;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -40,17 +39,31 @@ pub struct AppState {
     pub encoder: Arc<Encoder>,
 }
 
-pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
-    let body = serde_json::json!({ "error": msg.into() }).to_string();
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
+// The parts of the state each handler takes (`State<Latest>`, …), so that
+// the handlers' modules need not know AppState.
+impl FromRef<AppState> for Latest {
+    fn from_ref(st: &AppState) -> Latest {
+        st.latest.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Encoder> {
+    fn from_ref(st: &AppState) -> Arc<Encoder> {
+        st.encoder.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Streams> {
+    fn from_ref(st: &AppState) -> Arc<Streams> {
+        st.streams.clone()
+    }
+}
+
+/// The daemon's stop (see [`AppState::shutdown`]).
+impl FromRef<AppState> for watch::Receiver<bool> {
+    fn from_ref(st: &AppState) -> watch::Receiver<bool> {
+        st.shutdown.clone()
+    }
 }
 
 pub fn router(state: AppState) -> Router {

@@ -39,7 +39,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::body_budget::{BodyBudget, Budgeted, OverBudget, DEFAULT_BUDGET_MIB, MIB};
-use crate::server::{json_error, AppState, Latest};
+use crate::json_error::json_error;
 
 /// Distinct views of one snapshot that are encoded (and shared); a client
 /// asking for yet another in the same interval gets a 503 (`top` takes
@@ -53,6 +53,9 @@ pub const MAX_SHARED_VIEWS: usize = 16;
 pub const MAX_LARGE_VIEWS: usize = 4;
 
 type Cell = Arc<OnceLock<Bytes>>;
+
+/// The latest snapshot published, as every view and handler watches it.
+pub type Latest = tokio::sync::watch::Receiver<Option<Arc<Published>>>;
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -553,12 +556,16 @@ pub fn no_snapshot() -> Response {
     )
 }
 
-pub async fn snapshot_handler(State(st): State<AppState>, q: Params) -> Response {
+pub async fn snapshot_handler(
+    State(latest): State<Latest>,
+    State(encoder): State<Arc<Encoder>>,
+    q: Params,
+) -> Response {
     let view = match view_of(q) {
         Ok(v) => v,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    match st.encoder.encoded(&st.latest, view).await {
+    match encoder.encoded(&latest, view).await {
         None => no_snapshot(),
         // The shared bytes themselves: no copy per response.
         Some(Ok(Encoded { json: body, .. })) => (

@@ -35,11 +35,11 @@ use tokio::sync::watch;
 
 use crate::body_budget::MIB;
 use crate::conn_io::ConnCloser;
+use crate::json_error::json_error;
 use crate::log::log;
 use crate::ratelog::RateLog;
-use crate::server::{json_error, AppState, Latest};
 use crate::snapshot::{
-    too_many_views_message, view_of, views_bound, EncodeError, Encoder, Params, View,
+    too_many_views_message, view_of, views_bound, EncodeError, Encoder, Latest, Params, View,
 };
 
 pub const DEFAULT_MAX_STREAMS: usize = 64;
@@ -337,7 +337,10 @@ MiB held; [http] response_memory_mib)",
 }
 
 pub async fn stream_handler(
-    State(st): State<AppState>,
+    State(latest): State<Latest>,
+    State(encoder): State<Arc<Encoder>>,
+    State(streams): State<Arc<Streams>>,
+    State(shutdown): State<watch::Receiver<bool>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     conn: Option<Extension<ConnCloser>>,
     q: Params,
@@ -347,26 +350,26 @@ pub async fn stream_handler(
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
     let peer = peer.map(|Extension(ConnectInfo(a))| a);
-    let Some(member) = st.streams.join(peer, conn.map(|Extension(c)| c)) else {
+    let Some(member) = streams.join(peer, conn.map(|Extension(c)| c)) else {
         let mut r = json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "too many stream clients: {} are connected, the most max_streams \
 (--max-streams) allows; try again later",
-                st.streams.max
+                streams.max
             ),
         );
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
         return r;
     };
-    let mut latest = st.latest.clone();
+    let mut latest = latest;
     // Whatever is there now counts as unseen: send it immediately.
     latest.mark_changed();
     let feed = Feed {
         latest,
-        encoder: st.encoder.clone(),
-        shutdown: st.shutdown.clone(),
+        encoder,
+        shutdown,
         view,
         member,
         sent: None,

@@ -29,9 +29,9 @@ use tokio::sync::Semaphore;
 
 use crate::body_budget::{Budgeted, OverBudget};
 use crate::fold::SMOOTH_SECONDS;
+use crate::json_error::json_error;
 use crate::metrics::MetricsState;
-use crate::server::{json_error, AppState};
-use crate::snapshot::{busy, no_snapshot, too_many_views};
+use crate::snapshot::{busy, no_snapshot, too_many_views, Encoder, Latest};
 
 /// Distinct queries (`group`, `below`) encoded per snapshot; more in one
 /// interval get a 503 instead of an encoding each.
@@ -268,7 +268,8 @@ fn json(body: Bytes) -> Response {
 }
 
 pub async fn handler(
-    State(st): State<AppState>,
+    State(latest): State<Latest>,
+    State(encoder): State<Arc<Encoder>>,
     src: Option<Extension<UnfairSource>>,
     q: Params,
 ) -> Response {
@@ -292,7 +293,7 @@ pub async fn handler(
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
     let key = (group, below.to_bits());
-    let Some(first) = st.latest.borrow().as_ref().map(|p| p.seq) else {
+    let Some(first) = latest.borrow().as_ref().map(|p| p.seq) else {
         return no_snapshot();
     };
     if let Some(b) = src.made.find(key, first) {
@@ -306,7 +307,7 @@ pub async fn handler(
     if let Some(b) = src.made.find(key, first) {
         return json(b);
     }
-    let Some(p) = st.latest.borrow().clone() else {
+    let Some(p) = latest.borrow().clone() else {
         return no_snapshot();
     };
     if src.made.count(p.seq) >= MAX_UNFAIR_VIEWS {
@@ -314,7 +315,7 @@ pub async fn handler(
             "{MAX_UNFAIR_VIEWS} distinct /api/v1/unfair queries (group, below)"
         ));
     }
-    let budget = st.encoder.budget().clone();
+    let budget = encoder.budget().clone();
     let made = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let buffer = |guess: usize| {

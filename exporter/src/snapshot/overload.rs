@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use super::{View, MAX_LARGE_VIEWS, MAX_SHARED_VIEWS, SMALL_VIEW};
 use crate::body_budget::{OverBudget, MIB};
-use crate::server::json_error;
+use crate::json_error::json_error;
 
 /// A request waiting for the large lane, counted with the others of its
 /// view while it waits (also when its client hangs up meanwhile). At most

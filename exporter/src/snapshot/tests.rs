@@ -298,7 +298,7 @@ async fn a_view_past_the_budget_is_a_503_saying_what_to_do() {
     let (_mtx, metrics) =
         tokio::sync::watch::channel(Arc::new(crate::metrics::Exposition::new(String::new())));
     let (_stx, shutdown) = tokio::sync::watch::channel(false);
-    let app = crate::server::router(AppState {
+    let app = crate::server::router(crate::server::AppState {
         latest,
         metrics,
         auth: Arc::new(crate::auth::Auth::new(Default::default())),
