@@ -29,7 +29,7 @@
 //! [basic_auth_users]          # bcrypt ($2y$..., cost <= 14) or "sha256:<hex>"
 //! prometheus = "$2y$10$..."
 //!
-//! [http]                      # see http_config.rs
+//! [http]                      # see config/http.rs
 //! max_connections = 512
 //! ```
 //!
@@ -51,9 +51,11 @@ use nfsdtop_agent::session::config::check_interval;
 use nfsdtop_agent::session::{SessionConfig, SourceArgs};
 
 use crate::auth::PasswordHash;
-use crate::http_config::HttpSettings;
+use http::HttpSettings;
 
 mod file;
+pub mod http;
+
 pub(crate) use file::Origin;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";

@@ -20,11 +20,15 @@ use axum::body::{Body, Bytes, HttpBody};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
+/// hyper's read buffer bound: a request head up to this size (and URIs up
+/// to hyper's 65534 bytes) is read, a larger one gets 431.
+pub const MAX_HEAD: usize = 80 * 1024;
+
 /// The 431's message (hyper's and the router's: [`crate::server`]).
 pub fn head_too_large() -> String {
     format!(
         "request head too large: at most 100 headers and {} KiB",
-        crate::listener::MAX_HEAD / 1024
+        MAX_HEAD / 1024
     )
 }
 

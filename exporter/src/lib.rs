@@ -1,6 +1,7 @@
 //! nfsdtopd: nfsdtop's pipeline run headless, served over HTTP.
 //!
-//! - [`config`], [`http_config`]: flags over a TOML file, errors with
+//! - [`config`] (its `[http]` table in `config::http`): flags over a TOML
+//!   file, errors with
 //!   file:line:column;
 //! - [`metrics`]: snapshots → Prometheus metrics with bounded cardinality;
 //! - [`fold`]: which K peers and classes get a series (victims first), the
@@ -35,7 +36,6 @@ pub mod config;
 pub mod conn_io;
 pub mod daemon;
 pub mod fold;
-pub mod http_config;
 pub mod json_error;
 pub mod landing;
 pub mod listener;

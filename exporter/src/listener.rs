@@ -38,40 +38,15 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::conn_io::{BusyBody, ConnCloser, ConnShared, Tracked};
-use crate::http_config::HttpSettings;
+use crate::config::http::{HttpSettings, Limits};
+use crate::conn_io::{BusyBody, ConnCloser, ConnShared, Tracked, MAX_HEAD};
 use crate::ratelog::RateLog;
 use crate::web_config::watch::WebSource;
 use crate::web_config::WebConfig;
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    pub header_timeout: Duration,
-    pub write_timeout: Duration,
-    pub shutdown_timeout: Duration,
-    pub max_connections: usize,
-}
-
-pub const DEFAULT_LIMITS: Limits = Limits {
-    header_timeout: Duration::from_secs(10),
-    write_timeout: Duration::from_secs(30),
-    shutdown_timeout: Duration::from_secs(3),
-    max_connections: 512,
-};
-
-impl Default for Limits {
-    fn default() -> Limits {
-        DEFAULT_LIMITS
-    }
-}
-
 /// Descriptors kept free beside the connections: the listener, the
 /// runtime's, files opened while serving and the connections being closed.
 const FD_RESERVE: u64 = 64;
-
-/// hyper's read buffer bound: a request head up to this size (and URIs up
-/// to hyper's 65534 bytes) is read, a larger one gets 431.
-pub const MAX_HEAD: usize = 80 * 1024;
 
 static CAP_LOG: RateLog = RateLog::new(Duration::from_secs(60));
 static TLS_LOG: RateLog = RateLog::new(Duration::from_secs(60));
@@ -470,7 +445,7 @@ mod tests {
         let settings = HttpSettings {
             limits: Limits {
                 shutdown_timeout: Duration::from_millis(300),
-                ..DEFAULT_LIMITS
+                ..crate::config::http::DEFAULT_LIMITS
             },
             ..HttpSettings::default()
         };

@@ -17,6 +17,7 @@ use axum::Router;
 use tokio::sync::watch;
 
 use crate::auth::Auth;
+use crate::conn_io::MAX_HEAD;
 use crate::json_error::json_error;
 use crate::metrics;
 use crate::snapshot::{snapshot_handler, Encoder, Latest};
@@ -110,12 +111,12 @@ fn head_size(req: &Request) -> usize {
     req.method().as_str().len() + 1 + target + 11 + headers + 2
 }
 
-/// Heads over [`crate::listener::MAX_HEAD`] get the 431 hyper gives past
+/// Heads over [`MAX_HEAD`] get the 431 hyper gives past
 /// its read buffer. hyper checks its buffer only after each read, so a head
 /// up to a read's worth larger reaches the router; it is refused here, so
 /// that the bound the 431 states holds whatever the reads.
 async fn head_bound(req: Request, next: middleware::Next) -> Response {
-    if head_size(&req) > crate::listener::MAX_HEAD {
+    if head_size(&req) > MAX_HEAD {
         let mut r = json_error(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             crate::conn_io::head_too_large(),

@@ -15,12 +15,12 @@ use nfsdtop_agent::source::live::Tracepoints;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::http::FileHttp;
 use super::{
     check_bcrypt_cost, check_max_streams, check_top_k, check_unfair_ratio, parse_listen, Config,
     TlsFiles,
 };
 use crate::auth::PasswordHash;
-use crate::http_config::FileHttp;
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -256,7 +256,7 @@ impl Config {
             (None, None) => {}
         }
         if let Some(h) = &f.http {
-            crate::http_config::apply(&o, h, &mut self.http)?;
+            super::http::apply(&o, h, &mut self.http)?;
         }
         if let Some(users) = &f.basic_auth_users {
             for (user, hash) in users {

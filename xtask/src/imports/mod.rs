@@ -69,18 +69,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
          field table takes both)",
     ),
     (
-        "exporter/src/lib.rs",
-        &[
-            "config",
-            "conn_io",
-            "http_config",
-            "listener",
-            "stream",
-            "web_config",
-        ],
-        "MAX_HEAD lives in listener, Limits in listener and Origin in config",
-    ),
-    (
         "xtask/src/main.rs",
         &[
             "bench::guest",

@@ -18,10 +18,31 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::Origin;
 use crate::auth_limit::FailureLimits;
 use crate::body_budget::{DEFAULT_BUDGET_MIB, MIB};
-use crate::config::Origin;
-use crate::listener::Limits;
+
+/// What the listener lets each connection hold, and how many.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub write_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub max_connections: usize,
+}
+
+pub const DEFAULT_LIMITS: Limits = Limits {
+    header_timeout: Duration::from_secs(10),
+    write_timeout: Duration::from_secs(30),
+    shutdown_timeout: Duration::from_secs(3),
+    max_connections: 512,
+};
+
+impl Default for Limits {
+    fn default() -> Limits {
+        DEFAULT_LIMITS
+    }
+}
 
 /// What clients may hold: connection limits and login failure budgets.
 #[derive(Clone, Debug, PartialEq)]
