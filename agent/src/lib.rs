@@ -4,7 +4,8 @@
 //!   sunrpc tracepoints), the built-in demo simulator, or a recording;
 //! - [`classify`]: peers → classes (class map file or the kernel's class);
 //! - [`clients`]: peers → the NFSv4 clients' own names (nfsd's client list);
-//! - [`aggregate`]: events → shares, fair shares, waits, execution time;
+//! - [`aggregate`]: events → shares, fair shares, waits, execution time
+//!   (nfsd's, and each other RPC service's apart in `aggregate::services`);
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
 //!   to a view (TUI, batch output, HTTP API, exporter);
@@ -30,7 +31,6 @@ pub mod record;
 pub mod redact;
 pub mod resolve;
 pub mod server;
-pub mod services;
 pub mod session;
 pub mod source;
 pub mod testing;

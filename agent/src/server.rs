@@ -46,7 +46,7 @@ pub struct NfsdThreads {
     /// Execution seconds so far of requests whose pool was not found.
     pub unattributed_exec_seconds: f64,
     /// The ports nfsd listens on (`/proc/fs/nfsd/portlist`), where known.
-    pub ports: Option<crate::services::NfsdPorts>,
+    pub ports: Option<crate::aggregate::services::NfsdPorts>,
     /// NFSv4 operations counted and lost, where the source counts them.
     pub nfs4_operations: Option<crate::model::OperationTotals>,
 }
@@ -66,7 +66,7 @@ pub fn read_proc(dir: &Path) -> NfsdThreads {
         pool_threads,
         ports: read("portlist")
             .as_deref()
-            .and_then(crate::services::NfsdPorts::parse_portlist),
+            .and_then(crate::aggregate::services::NfsdPorts::parse_portlist),
         ..NfsdThreads::default()
     }
 }

@@ -9,13 +9,14 @@
 //!
 //! Here: the aggregator's state and how an event is taken in; the tables'
 //! slots and eviction in `slots`, queueing and the fair clocks in `queue`,
-//! the snapshot's numbers in `snapshot`.
+//! the snapshot's numbers in `snapshot`, the services other than nfsd
+//! (each with an aggregator of its own) in `services`.
 
-pub mod histogram;
 mod index;
 mod operations;
 mod procedures;
 mod queue;
+pub mod services;
 mod slots;
 mod snapshot;
 mod table;
@@ -23,11 +24,14 @@ mod table;
 use rustc_hash::FxHashMap;
 
 use crate::classify::ClassMap;
+/// The histogram is the model's; its path here is the one other crates
+/// name.
+pub use crate::model::histogram;
+use crate::model::histogram::WaitHistogram;
 use crate::model::{Endpoint, Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
 use crate::redact::Redactor;
-use crate::services::{NfsdPorts, OtherServices, ServiceCounts, SnapshotAt};
-use histogram::WaitHistogram;
 pub use procedures::exec_bucket;
+use services::{NfsdPorts, OtherServices, ServiceCounts, SnapshotAt};
 pub use snapshot::jain_index;
 use table::EntityTable;
 

@@ -614,7 +614,7 @@ fn other_services_stay_out_of_nfsds_numbers() {
     // (Before any other event there: a port learnt later only adds.)
     let mut s = Script::new();
     s.agg
-        .add_nfsd_ports(&crate::services::NfsdPorts::from_ports(&[4045]));
+        .add_nfsd_ports(&crate::aggregate::services::NfsdPorts::from_ports(&[4045]));
     s.agg.ingest(&lockd(Some("10.0.0.2:900"), 4045, deq, 1));
     assert_eq!(s.snap().totals.dispatches, 1);
 }
@@ -676,8 +676,11 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     );
     assert_eq!(row(40_000).service, "nfs_callback");
     assert_eq!(row(5_000).service, "other");
-    assert_eq!(crate::services::service_named_by("NULL"), None);
-    assert_eq!(crate::services::service_named_by("GETATTR"), None);
+    assert_eq!(crate::aggregate::services::service_named_by("NULL"), None);
+    assert_eq!(
+        crate::aggregate::services::service_named_by("GETATTR"),
+        None
+    );
 }
 
 #[test]
@@ -737,7 +740,7 @@ fn a_port_is_named_by_most_of_its_requests_and_the_rest_row_never() {
     agg.ingest(&on_port(4045, "10.0.0.5:700", procedure("COMPOUND", 1), 1));
     agg.ingest(&on_port(4045, "10.0.0.5:700", procedure("LOCK", 5), 2));
     // Ports beyond the 64 kept apart share one row: never named.
-    for port in 0..crate::services::MAX_OTHER_PORTS as u16 {
+    for port in 0..crate::aggregate::services::MAX_OTHER_PORTS as u16 {
         agg.ingest(&on_port(30_000 + port, "10.0.0.6:700", DEQ, 3));
     }
     agg.ingest(&on_port(40_000, "10.0.0.6:700", procedure("LOCK", 9), 4));
@@ -764,7 +767,7 @@ fn a_starved_peer_of_another_service_is_listed_before_the_busy_ones() {
     agg.snapshot(1_000, 0.0, &SourceInfo::default());
     let rows = agg.services();
     let peers = &rows[1].peers;
-    assert_eq!(peers.len(), crate::services::MAX_SERVICE_PEERS);
+    assert_eq!(peers.len(), crate::aggregate::services::MAX_SERVICE_PEERS);
     assert_eq!(rows[1].peer_count, Some(41));
     assert_eq!(
         (
@@ -804,7 +807,7 @@ fn a_port_learnt_to_be_nfsds_leaves_the_other_services() {
     agg.ingest(&on_port(2050, "10.0.0.5:700", DEQ, 1));
     agg.snapshot(10, 0.0, &SourceInfo::default());
     assert_eq!(agg.services().len(), 2);
-    agg.add_nfsd_ports(&crate::services::NfsdPorts::from_ports(&[2050]));
+    agg.add_nfsd_ports(&crate::aggregate::services::NfsdPorts::from_ports(&[2050]));
     agg.ingest(&on_port(2050, "10.0.0.5:700", DEQ, 11));
     let snap = agg.snapshot(20, 0.0, &SourceInfo::default());
     assert_eq!(agg.services().len(), 1, "{:?}", agg.services());

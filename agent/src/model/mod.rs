@@ -2,6 +2,7 @@
 
 pub mod bounds;
 mod event;
+pub mod histogram;
 mod operations;
 mod procedures;
 mod schema;

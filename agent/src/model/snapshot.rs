@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::histogram::WaitHistogram;
 use super::{Operations, PerTracepoint, Procedures, Schema};
-use crate::aggregate::histogram::WaitHistogram;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

@@ -275,7 +275,9 @@ mod tests {
             nfsd: NfsdConfig {
                 threads: Some(32),
                 pools: Some(2),
-                ports: Some(crate::services::NfsdPorts::from_ports(&[2049, 20049])),
+                ports: Some(crate::aggregate::services::NfsdPorts::from_ports(&[
+                    2049, 20049,
+                ])),
             },
         };
         let mut b = h.encode();

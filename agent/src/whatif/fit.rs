@@ -182,7 +182,7 @@ pub struct Fitter {
     occupancy_scale: Option<f64>,
     /// Events of other services' transports (lockd's) are not the
     /// clients' demand on nfsd: left out.
-    nfsd_ports: crate::services::NfsdPorts,
+    nfsd_ports: crate::aggregate::services::NfsdPorts,
     service_sum_ns: u64,
     service_n: u64,
     /// Transports on the ready queue now; the first and last dispatch and
@@ -227,11 +227,11 @@ impl Fitter {
     }
 
     /// nfsd's ports besides 2049 (from the recording's header).
-    pub fn with_nfsd_ports(mut self, ports: Option<crate::services::NfsdPorts>) -> Self {
+    pub fn with_nfsd_ports(mut self, ports: Option<crate::aggregate::services::NfsdPorts>) -> Self {
         if let Some(p) = ports {
             let mut all = self.nfsd_ports.ports().to_vec();
             all.extend_from_slice(p.ports());
-            self.nfsd_ports = crate::services::NfsdPorts::from_ports(&all);
+            self.nfsd_ports = crate::aggregate::services::NfsdPorts::from_ports(&all);
         }
         self
     }

@@ -62,7 +62,7 @@ pub struct RunParams {
     /// The recorded server's nfsd ports (its header's): the simulated
     /// transports keep their server addresses, so the run's aggregator
     /// must count the same ports as nfsd's as the recording's did.
-    pub nfsd_ports: Option<crate::services::NfsdPorts>,
+    pub nfsd_ports: Option<crate::aggregate::services::NfsdPorts>,
 }
 
 /// The simulator's clients for `fit`: one per transport, so that each

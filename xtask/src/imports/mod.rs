@@ -44,20 +44,6 @@ const PACKAGES: &[&str] = &[
 /// workspace root; modules from the crate root (`source::live::bpf`).
 const ALLOWED: &[(&str, &[&str], &str)] = &[
     (
-        "agent/src/lib.rs",
-        &[
-            "aggregate",
-            "classify",
-            "clients",
-            "model",
-            "redact",
-            "services",
-            "text",
-        ],
-        "model's WaitHistogram lives in aggregate::histogram; the other services' \
-         aggregators (services) are aggregators that hold other services",
-    ),
-    (
         "tui/src/lib.rs",
         &["state", "view"],
         "state::columns formats through view::table: the field table (issue 46) takes both",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 /// nfsd's port in the guest: its records are the ones compared per client.
-const NFS_PORT: u16 = nfsdtop_agent::services::NFS_PORT;
+const NFS_PORT: u16 = nfsdtop_agent::aggregate::services::NFS_PORT;
 
 /// Per-client dequeue counts from ftrace's `trace` text.
 #[derive(Debug, Default, PartialEq)]

@@ -44,7 +44,7 @@ pub struct NfsdConfig {
     pub pools: Option<u32>,
     /// The ports nfsd listened on (`/proc/fs/nfsd/portlist`): a replay
     /// keeps the other services' transports apart by them.
-    pub ports: Option<crate::services::NfsdPorts>,
+    pub ports: Option<crate::aggregate::services::NfsdPorts>,
 }
 
 pub fn wait_source_code(w: WaitSource) -> u8 {
@@ -211,7 +211,7 @@ impl Header {
                         .chunks_exact(2)
                         .map(|c| u16::from_le_bytes([c[0], c[1]]))
                         .collect();
-                    h.nfsd.ports = Some(crate::services::NfsdPorts::from_ports(&ports));
+                    h.nfsd.ports = Some(crate::aggregate::services::NfsdPorts::from_ports(&ports));
                 }
                 _ => {} // a field added later within v1: skip it
             }

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use nfsdtop_common::procs;
 
-use crate::aggregate::{Aggregator, Limits};
+use super::{Aggregator, Limits};
 use crate::classify::ClassMap;
 use crate::model::{Event, EventKind, ServicePeer, ServiceView, SourceInfo};
 use crate::redact::Redactor;
