@@ -11,9 +11,9 @@ use std::path::Path;
 
 use anyhow::{ensure, Context};
 
+use super::guest::workload::mean_ci;
 use super::guest::{last_json_line, run_guest};
 use super::rounds::{rounds, Rounds};
-use super::workload::mean_ci;
 use super::BenchArgs;
 use crate::guest::read_kv;
 

@@ -26,14 +26,11 @@ mod aggregator;
 mod daemon;
 mod frames;
 mod guest;
-mod keepraw;
 mod kept;
-mod nfs4ops;
 mod rounds;
 mod text;
 mod util;
 mod whatif;
-mod workload;
 
 use std::fs;
 use std::path::PathBuf;
@@ -115,9 +112,9 @@ type Section = fn(&BenchArgs, &std::path::Path) -> anyhow::Result<String>;
 pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let only: Option<(&str, Section)> = if args.nfs4_ops_only {
-        Some(("target/bench-nfs4ops.md", nfs4ops::section))
+        Some(("target/bench-nfs4ops.md", guest::nfs4ops::section))
     } else if args.workload_view_only {
-        Some(("target/bench-workload.md", workload::section))
+        Some(("target/bench-workload.md", guest::workload::section))
     } else if args.against.is_some() {
         Some(("target/bench-against.md", against::section))
     } else {

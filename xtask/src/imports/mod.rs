@@ -54,16 +54,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
         "fold's histograms use metrics' bounds, metrics folds through fold (issue 46's \
          field table takes both)",
     ),
-    (
-        "xtask/src/main.rs",
-        &[
-            "bench::guest",
-            "bench::keepraw",
-            "bench::nfs4ops",
-            "bench::workload",
-        ],
-        "the guest bench runs the others' modes, which read its output",
-    ),
 ];
 
 /// Where one file names a module.

@@ -5,6 +5,10 @@
 //! [`GUESTS`] in the same run (one with the enqueue hooks, one whose
 //! dequeues carry the enqueue time and so needs none).
 
+pub(super) mod keepraw;
+pub(super) mod nfs4ops;
+pub(super) mod workload;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -68,7 +72,7 @@ const GUESTS: [Guest; 2] = [
         target_of_ftrace: 0.5,
         // Its kernel preempts raw programs: the default runs twin programs
         // there, keepraw does without.
-        extra_modes: &[super::keepraw::MODE],
+        extra_modes: &[keepraw::MODE],
     },
 ];
 
@@ -234,7 +238,7 @@ pub fn part(args: &BenchArgs, res: &mut Results) -> anyhow::Result<String> {
             res.ring_rate = Some(ring_rate);
         }
     }
-    s.push_str(&super::nfs4ops::section(args, &nfsdtop)?);
+    s.push_str(&nfs4ops::section(args, &nfsdtop)?);
     Ok(s)
 }
 
@@ -381,16 +385,16 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
         ],
     )?);
 
-    super::workload::check_stages(&results, &modes)?;
+    workload::check_stages(&results, &modes)?;
     s.push_str(&workload_paragraph(&corr[0], &corr[5])?);
-    if let Some(i) = modes.iter().position(|m| *m == super::keepraw::MODE) {
-        let against = super::keepraw::Against {
+    if let Some(i) = modes.iter().position(|m| *m == keepraw::MODE) {
+        let against = keepraw::Against {
             target_cost: guest.target_cost,
             target_of_ftrace: guest.target_of_ftrace,
             nfsdtop: cost_n,
             ftrace: cost_f,
         };
-        s.push_str(&super::keepraw::paragraph(
+        s.push_str(&keepraw::paragraph(
             &results, &corr[i], args.reps, &against,
         )?);
     }
@@ -406,10 +410,10 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
     };
     // Per timed run: (run time, runs, dequeue runs, fio wall).
     let mut timed: BTreeMap<&str, (u64, u64, u64, f64)> = BTreeMap::new();
-    for run in ["nfsdtop", "classic", super::keepraw::MODE] {
+    for run in ["nfsdtop", "classic", keepraw::MODE] {
         let tag = format!("{run}-timed");
         // keepraw is timed only where its rounds ran.
-        if run == super::keepraw::MODE && !results.join(format!("bpf-after-{tag}.txt")).exists() {
+        if run == keepraw::MODE && !results.join(format!("bpf-after-{tag}.txt")).exists() {
             continue;
         }
         let b = bpf_file(&results.join(format!("bpf-before-{tag}.txt")));
@@ -556,9 +560,9 @@ pub(super) fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
 /// noworkload's ratios to their baselines, round by round; each round's
 /// difference judged on its 95% interval as the paired section does.
 fn workload_paragraph(nfsdtop: &[f64], noworkload: &[f64]) -> anyhow::Result<String> {
-    let d = super::workload::round_costs(nfsdtop, noworkload);
-    let (added, half) = super::workload::mean_ci(&d);
-    let verdict = fill(text::GUEST, super::workload::verdict(added, half), &[])?;
+    let d = workload::round_costs(nfsdtop, noworkload);
+    let (added, half) = workload::mean_ci(&d);
+    let verdict = fill(text::GUEST, workload::verdict(added, half), &[])?;
     fill(
         text::GUEST,
         "workload",

@@ -10,11 +10,11 @@ use std::path::Path;
 
 use anyhow::ensure;
 
-use super::guest::{procedures_named, run_guest};
-use super::rounds::{rounds, Rounds};
-use super::text::{self, fill};
-use super::util::mean;
-use super::BenchArgs;
+use super::{procedures_named, run_guest};
+use crate::bench::rounds::{rounds, Rounds};
+use crate::bench::text::{self, fill};
+use crate::bench::util::mean;
+use crate::bench::BenchArgs;
 
 const MODES: [&str; 3] = ["nfsdtop", "noworkload", "rawnoworkload"];
 /// The workload view's budget, in IOPS.
@@ -35,7 +35,7 @@ fn t975(df: usize) -> f64 {
 }
 
 /// Mean of `d` and the half-width of its 95% confidence interval.
-pub(super) fn mean_ci(d: &[f64]) -> (f64, f64) {
+pub(in crate::bench) fn mean_ci(d: &[f64]) -> (f64, f64) {
     let n = d.len();
     let m = mean(d);
     if n < 2 {
@@ -98,7 +98,7 @@ const TYPED: &str = "typed programs (tp_btf) for";
 
 /// `source.detail` of a run's last line.
 fn source_detail(jsonl: &Path) -> anyhow::Result<String> {
-    let v = super::guest::last_json_line(jsonl)?;
+    let v = super::last_json_line(jsonl)?;
     Ok(v["source"]["detail"].as_str().unwrap_or("").to_string())
 }
 

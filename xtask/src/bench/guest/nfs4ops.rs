@@ -7,11 +7,11 @@ use std::path::Path;
 
 use anyhow::ensure;
 
-use super::guest::{last_json_line, run_guest};
-use super::rounds::{rounds, spread, Rounds};
-use super::text::{self, fill};
-use super::util::mean;
-use super::BenchArgs;
+use super::{last_json_line, run_guest};
+use crate::bench::rounds::{rounds, spread, Rounds};
+use crate::bench::text::{self, fill};
+use crate::bench::util::mean;
+use crate::bench::BenchArgs;
 use crate::guest::image::Suite;
 
 const MODES: [&str; 2] = ["nfsdtop", "nfs4ops"];

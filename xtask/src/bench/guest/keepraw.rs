@@ -9,9 +9,9 @@ use std::path::Path;
 
 use anyhow::ensure;
 
-use super::guest::last_json_line;
-use super::text::{self, fill};
-use super::util::mean;
+use super::last_json_line;
+use crate::bench::text::{self, fill};
+use crate::bench::util::mean;
 
 /// The mode's name in the rounds (scripts/vm/bench-guest.sh runs it).
 pub(super) const MODE: &str = "keepraw";
