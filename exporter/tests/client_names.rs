@@ -6,18 +6,17 @@ mod common;
 
 use common::Daemon;
 
+/// A stand-in for nfsd's clients directory: one NFSv4 client at 10.0.0.2.
 fn clients_dir(tag: &str) -> std::path::PathBuf {
-    let root = std::env::temp_dir().join(format!("nfsdtopd-clients-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("1")).unwrap();
-    std::fs::write(
-        root.join("1/info"),
-        "clientid: 0x1\naddress: \"10.0.0.2:812\"\nstatus: confirmed\n\
-         name: \"Linux NFSv4.2 secret-host\"\nminor version: 2\n\
-         Implementation domain: \"kernel.org\"\nImplementation name: \"Linux 6.12 secret-build\"\n",
+    nfsdtop_testkit::nfsd_clients_dir(
+        &format!("nfsdtopd-{tag}"),
+        &[nfsdtop_testkit::NfsdClient {
+            id: 1,
+            address: "10.0.0.2:812",
+            name: "Linux NFSv4.2 secret-host",
+            implementation: "Linux 6.12 secret-build",
+        }],
     )
-    .unwrap();
-    root
 }
 
 fn daemon(dir: &std::path::Path, extra: &[&str]) -> Daemon {

@@ -9,7 +9,7 @@ fn missing_capabilities_are_named() {
     let root = std::fs::read_to_string("/proc/self/status")
         .map(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")))
         .unwrap_or(false);
-    if !(root && Path::new("/usr/bin/setpriv").exists()) {
+    if !(root && Path::new(nfsdtop_testkit::SETPRIV).exists()) {
         // It drops privileges with setpriv, so it must start as root.
         nfsdtop_agent::testing::skip("not root, or no /usr/bin/setpriv");
         return;
@@ -29,14 +29,7 @@ fn missing_capabilities_are_named() {
     for p in [&dir, &bin] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = Command::new("/usr/bin/setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(&bin)
+    let out = nfsdtop_testkit::as_nobody(&bin)
         .args(["--listen", "127.0.0.1:0", "--tracefs"])
         .arg(&tracefs)
         .output()

@@ -85,16 +85,15 @@ fn the_table_and_the_drill_down_say_who_the_client_is() {
 
 #[test]
 fn batch_json_carries_the_names_and_redact_hides_them() {
-    let root = std::env::temp_dir().join(format!("nfsdtop-tui-clients-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("7")).unwrap();
-    std::fs::write(
-        root.join("7/info"),
-        "clientid: 0x7\naddress: \"10.0.0.3:790\"\nstatus: confirmed\n\
-         name: \"Linux NFSv4.2 secret-host\"\nminor version: 2\n\
-         Implementation domain: \"kernel.org\"\nImplementation name: \"Linux 6.1 secret-build\"\n",
-    )
-    .unwrap();
+    let root = nfsdtop_testkit::nfsd_clients_dir(
+        "tui",
+        &[nfsdtop_testkit::NfsdClient {
+            id: 7,
+            address: "10.0.0.3:790",
+            name: "Linux NFSv4.2 secret-host",
+            implementation: "Linux 6.1 secret-build",
+        }],
+    );
     let dir = root.to_str().unwrap();
     let base = [
         "--demo",

@@ -187,7 +187,7 @@ fn unprivileged_users_are_told_which_capabilities() {
     let root = std::fs::read_to_string("/proc/self/status")
         .map(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")))
         .unwrap_or(false);
-    if !root || !Path::new("/usr/bin/setpriv").exists() {
+    if !root || !Path::new(nfsdtop_testkit::SETPRIV).exists() {
         nfsdtop_agent::testing::skip("needs root and setpriv to drop to an unprivileged user");
         return;
     }
@@ -202,14 +202,7 @@ fn unprivileged_users_are_told_which_capabilities() {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
     let drop_to_nobody = |args: &[&str]| {
-        Command::new("/usr/bin/setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-            ])
-            .arg(&bin)
+        nfsdtop_testkit::as_nobody(&bin)
             .args(args)
             .current_dir(&dir)
             .output()

@@ -37,6 +37,7 @@ const PACKAGES: &[&str] = &[
     "xtask",
     "ebpf/nfsdtop-common",
     "ebpf/nfsdtop-ebpf",
+    "testkit",
 ];
 
 /// Circles known and not untied yet, each a debt: (crate root, the
