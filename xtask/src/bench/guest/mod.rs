@@ -3,8 +3,11 @@
 //! ftrace and nfsdtop's partial stages, alternated in rounds, and the BPF
 //! programs' run time from the kernel's statistics; on each kernel of
 //! [`GUESTS`] in the same run (one with the enqueue hooks, one whose
-//! dequeues carry the enqueue time and so needs none).
+//! dequeues carry the enqueue time and so needs none). Its parts: the
+//! kept-raw mode ([`keepraw`]), the NFSv4 operations ([`nfs4ops`]), the
+//! workload view's cost ([`workload`]), and reading a run back ([`jsonl`]).
 
+mod jsonl;
 pub(super) mod keepraw;
 pub(super) mod nfs4ops;
 pub(super) mod workload;
@@ -26,6 +29,7 @@ use crate::guest::image::{ensure_image, Suite};
 use crate::guest::qemu::{tcg_mode, Boot};
 use crate::guest::read_kv;
 use crate::guest::run::{self as guest_run, build_nfsdtop};
+pub(in crate::bench) use jsonl::{last_json_line, procedures_named};
 use nfsdtop_common::Slot;
 
 /// A ratio as signed percent with one decimal ("+5.2").
@@ -386,7 +390,7 @@ fn section(args: &BenchArgs, guest: &Guest, nfsdtop: &Path) -> anyhow::Result<(S
     )?);
 
     workload::check_stages(&results, &modes)?;
-    s.push_str(&workload_paragraph(&corr[0], &corr[5])?);
+    s.push_str(&workload::paragraph(&corr[0], &corr[5])?);
     if let Some(i) = modes.iter().position(|m| *m == keepraw::MODE) {
         let against = keepraw::Against {
             target_cost: guest.target_cost,
@@ -534,50 +538,6 @@ fn icount_arg() -> Option<String> {
     }
 }
 
-/// The last non-empty line of an nfsdtop run's batch JSON, parsed.
-pub(super) fn last_json_line(jsonl: &Path) -> anyhow::Result<serde_json::Value> {
-    let text = fs::read_to_string(jsonl).with_context(|| format!("reading {}", jsonl.display()))?;
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .with_context(|| format!("{} is empty", jsonl.display()))?;
-    serde_json::from_str(last).with_context(|| format!("the last line of {}", jsonl.display()))
-}
-
-/// Whether the last JSON line of an nfsdtop run names any procedure for
-/// any entity (docs/json.md).
-pub(super) fn procedures_named(jsonl: &Path) -> anyhow::Result<bool> {
-    let v = last_json_line(jsonl)?;
-    Ok(v["entities"].as_array().is_some_and(|entities| {
-        entities
-            .iter()
-            .any(|e| e["procedures"].as_object().is_some_and(|m| !m.is_empty()))
-    }))
-}
-
-/// What the workload view costs, from part A's rounds: nfsdtop's and
-/// noworkload's ratios to their baselines, round by round; each round's
-/// difference judged on its 95% interval as the paired section does.
-fn workload_paragraph(nfsdtop: &[f64], noworkload: &[f64]) -> anyhow::Result<String> {
-    let d = workload::round_costs(nfsdtop, noworkload);
-    let (added, half) = workload::mean_ci(&d);
-    let verdict = fill(text::GUEST, workload::verdict(added, half), &[])?;
-    fill(
-        text::GUEST,
-        "workload",
-        &[
-            ("no_workload", &signed1(1.0 - mean(noworkload))),
-            ("n", &signed1(1.0 - mean(nfsdtop))),
-            ("added", &format!("{:+.1}", added * 100.0)),
-            ("lo", &format!("{:+.1}", (added - half) * 100.0)),
-            ("hi", &format!("{:+.1}", (added + half) * 100.0)),
-            ("count", &d.len()),
-            ("verdict", &verdict.trim_end()),
-        ],
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,16 +545,6 @@ mod tests {
     /// Part A's workload paragraph by hand: ratios 0.950/0.955,
     /// 0.948/0.951, 0.946/0.953 give differences of 0.5, 0.3 and 0.7
     /// points: mean 0.5, sd 0.2, interval 0.5 ± 4.303 × 0.2/√3 = ± 0.50.
-    #[test]
-    fn workload_paragraph_by_hand() {
-        let p = workload_paragraph(&[0.950, 0.948, 0.946], &[0.955, 0.951, 0.953]).unwrap();
-        assert!(
-            p.contains("adds **+0.5 points**, 95% interval [+0.0, +1.0] over\n3 rounds"),
-            "{p}"
-        );
-        assert!(p.contains("cannot tell"), "{p}");
-    }
-
     #[test]
     fn ftrace_enables_the_events_nfsdtop_attaches_to_by_default() {
         let [trixie, sid] = &GUESTS;
@@ -630,26 +580,5 @@ mod tests {
         ] {
             assert!(!is_dequeue_program(name), "{name}");
         }
-    }
-
-    /// The check that the noworkload stage read no procedure looks at the
-    /// last line only, and at every entity.
-    #[test]
-    fn procedures_named_reads_the_last_line() {
-        let dir = std::env::temp_dir().join(format!("nfsdtop-bench-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("run.jsonl");
-        let none = r#"{"entities":[{"name":"a","procedures":{}},{"name":"b"}]}"#;
-        let some = r#"{"entities":[{"name":"a","procedures":{}},{"name":"b","procedures":{"READ":{"requests":1}}}]}"#;
-        for (text, want) in [
-            (format!("{some}\n{none}\n"), false),
-            (format!("{none}\n{some}\n\n"), true),
-        ] {
-            fs::write(&f, text).unwrap();
-            assert_eq!(procedures_named(&f).unwrap(), want);
-        }
-        fs::write(&f, "").unwrap();
-        assert!(procedures_named(&f).is_err(), "an empty run says so");
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -178,9 +178,41 @@ pub fn section(args: &BenchArgs, nfsdtop: &Path) -> anyhow::Result<String> {
     Ok(s)
 }
 
+/// What the workload view costs, from part A's rounds: nfsdtop's and
+/// noworkload's ratios to their baselines, round by round; each round's
+/// difference judged on its 95% interval as the paired section does.
+pub(super) fn paragraph(nfsdtop: &[f64], noworkload: &[f64]) -> anyhow::Result<String> {
+    let d = round_costs(nfsdtop, noworkload);
+    let (added, half) = mean_ci(&d);
+    let verdict = fill(text::GUEST, verdict(added, half), &[])?;
+    fill(
+        text::GUEST,
+        "workload",
+        &[
+            ("no_workload", &super::signed1(1.0 - mean(noworkload))),
+            ("n", &super::signed1(1.0 - mean(nfsdtop))),
+            ("added", &format!("{:+.1}", added * 100.0)),
+            ("lo", &format!("{:+.1}", (added - half) * 100.0)),
+            ("hi", &format!("{:+.1}", (added + half) * 100.0)),
+            ("count", &d.len()),
+            ("verdict", &verdict.trim_end()),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paragraph_by_hand() {
+        let p = paragraph(&[0.950, 0.948, 0.946], &[0.955, 0.951, 0.953]).unwrap();
+        assert!(
+            p.contains("adds **+0.5 points**, 95% interval [+0.0, +1.0] over\n3 rounds"),
+            "{p}"
+        );
+        assert!(p.contains("cannot tell"), "{p}");
+    }
 
     /// Part A runs no rawnoworkload mode: its stages are checked without
     /// it; the paired section's are checked with it.
