@@ -312,3 +312,49 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     std::fs::write(&p, text).expect("write file");
     p.display().to_string()
 }
+
+/// nfsdtopd on the built-in seed-k16 demo (flat policy) on a free
+/// loopback port, with `extra` flags.
+pub fn demo(extra: &[&str]) -> Daemon {
+    let mut args = vec![
+        "--demo",
+        "seed-k16",
+        "--policy",
+        "flat",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    Daemon::start(&args)
+}
+
+/// Read SSE events from /api/v1/stream until `n` have arrived.
+pub fn read_events(d: &Daemon, n: usize) -> (String, Vec<String>) {
+    let mut s = TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    // HTTP/1.0: the body is not chunked, it runs until the server closes.
+    s.write_all(b"GET /api/v1/stream HTTP/1.0\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let events: Vec<String> = body
+                .split_inclusive("\n\n")
+                .filter(|e| e.ends_with("\n\n"))
+                .map(str::to_owned)
+                .collect();
+            if events.len() >= n {
+                return (head.to_string(), events);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream: fewer than {n} events in 20 s"
+        );
+        let k = s.read(&mut buf).expect("read stream");
+        assert!(k > 0, "stream closed early");
+        raw.extend_from_slice(&buf[..k]);
+    }
+}
