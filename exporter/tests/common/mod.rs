@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod prometheus;
+pub mod remote;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
