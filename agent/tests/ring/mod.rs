@@ -67,6 +67,7 @@ pub fn ready(test: &str) -> bool {
 
 /// A slot config reading sched_process_exec: `filename` as the client
 /// address, `pid` as netns and value, `old_pid` as flags.
+#[allow(dead_code)] // not live_folded.rs
 pub fn exec_config(drop_mask: u64) -> SlotConfig {
     let text = std::fs::read_to_string(Path::new(TRACEFS).join(EVENT)).unwrap();
     let f = Format::parse(&text).unwrap();
@@ -118,6 +119,7 @@ pub fn stable<T: PartialEq>(mut read: impl FnMut() -> T) -> T {
 
 /// The fixture 6.6+ layout with only the dequeue slot in use, pointed at
 /// sched_process_exec.
+#[allow(dead_code)] // not live_raw.rs
 pub fn exec_layout() -> Layout {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/6.6+");
     let mut l = Layout::from_tracefs(&fixture).unwrap();
@@ -126,4 +128,24 @@ pub fn exec_layout() -> Layout {
     l.slots[Slot::Dequeue as usize] = exec_config(0);
     l.events[Slot::Dequeue as usize] = Some("sched_process_exec".into());
     l
+}
+
+/// This kernel's BTF, whose `struct task_struct` stands in for nfsd's
+/// structs here; None (a skip, which fails where BPF is required) without
+/// /sys/kernel/btf/vmlinux.
+#[allow(dead_code)] // the raw programs' tests only
+pub fn task_btf() -> Option<nfsdtop_agent::source::live::btf::Btf> {
+    let dir = Path::new("/sys/kernel/btf");
+    if !dir.join("vmlinux").exists() {
+        nfsdtop_agent::testing::skip("no /sys/kernel/btf/vmlinux");
+        return None;
+    }
+    Some(nfsdtop_agent::source::live::btf::Btf::load(dir, None).expect("this kernel's BTF"))
+}
+
+/// The offset of `path` inside `struct task_struct`.
+#[allow(dead_code)] // the raw programs' tests only
+pub fn task_offset(btf: &nfsdtop_agent::source::live::btf::Btf, path: &[&str]) -> u32 {
+    btf.offset_of("task_struct", path)
+        .expect("task_struct field")
 }
