@@ -13,7 +13,8 @@
 //!   opened and run (with the shared source flags under feature `cli`);
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`);
-//! - [`units`]: bytes and byte rates in binary units, and read back;
+//! - [`present`]: the per-entity field table and one formatter per unit,
+//!   which the TUI, the batch output ([`output`]) and the manual show from;
 //! - [`keyhash`]: the seeded hash of maps keyed by what clients choose.
 
 pub mod aggregate;
@@ -27,6 +28,7 @@ pub mod model;
 pub mod output;
 pub mod pipeline;
 pub mod playback;
+pub mod present;
 pub mod record;
 pub mod redact;
 pub mod resolve;
@@ -35,5 +37,4 @@ pub mod session;
 pub mod source;
 pub mod testing;
 pub mod text;
-pub mod units;
 pub mod whatif;

@@ -10,8 +10,9 @@ use crate::model::{
     ClientName, EntityKind, EntityStats, Operations, Procedures, Schema, ServerView, Snapshot,
     SourceInfo, Tracepoint,
 };
+use crate::present::fields::{self, Field};
+use crate::present::units::fmt_us;
 use crate::text::displayable;
-use crate::units::fmt_byte_rate;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -205,22 +206,6 @@ pub fn peer_counts(s: &Snapshot) -> Vec<u32> {
     counts
 }
 
-/// Microseconds as a person reads them: `960us`, `9.2ms`, `74ms`,
-/// `1.20s` (the UI's and the batch text's wait columns).
-pub fn fmt_us(us: f64) -> String {
-    if !us.is_finite() || us <= 0.0 {
-        "0".into()
-    } else if us < 1_000.0 {
-        format!("{us:.0}us")
-    } else if us < 10_000.0 {
-        format!("{:.1}ms", us / 1e3)
-    } else if us < 1_000_000.0 {
-        format!("{:.0}ms", us / 1e3)
-    } else {
-        format!("{:.2}s", us / 1e6)
-    }
-}
-
 /// One line of the batch JSON contract.
 pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     let (backlogged, jain) = match group {
@@ -309,10 +294,6 @@ pub fn client_label(e: &EntityStats) -> String {
     }
 }
 
-fn fmt_ratio(f: Option<f64>) -> String {
-    f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into())
-}
-
 /// A `top -b`-like block: the UI's columns and units, every name whole
 /// (columns as wide as the longest shown), classes with their peer count
 /// instead of a class column.
@@ -391,58 +372,23 @@ pub fn text_block(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String
         Some(l) if named => format!(" {l}"),
         _ => String::new(),
     };
-    let _ = writeln!(
-        o,
-        "{first:<nw$} {second} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
-        "CONN",
-        "DISP/S",
-        "SHARE",
-        "FAIR",
-        "RATIO",
-        "WAIT_P50",
-        "WAIT_P99",
-        "EXEC",
-        "OPS/S",
-        "IN/S",
-        "OUT/S",
-        if named { " CLIENT" } else { "" }
-    );
+    let mut head = format!("{first:<nw$} {second}");
+    for (_, t) in fields::text_columns() {
+        let _ = write!(head, " {:>w$}", t.title, w = t.width);
+    }
+    let _ = writeln!(o, "{head}{}", if named { " CLIENT" } else { "" });
     for (i, ((e, c), name)) in rows.iter().zip(&cells).zip(&names).enumerate() {
         let c = match group {
             EntityKind::Peer => format!("{c:<cw$}"),
             EntityKind::Class => format!("{c:>cw$}"),
         };
-        let _ = writeln!(
-            o,
-            "{name:<nw$} {c} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>8} {:>10} {:>10}{}",
-            e.connections,
-            per_second(e.dispatch_rate),
-            pct(e.share),
-            pct(e.fair_share),
-            fmt_ratio(e.fairness),
-            fmt_us(e.wait_p50_us),
-            fmt_us(e.wait_p99_us),
-            pct(e.exec_share),
-            per_second(e.request_rate),
-            fmt_byte_rate(e.bytes_in_rate),
-            fmt_byte_rate(e.bytes_out_rate),
-            label_cell(i)
-        );
+        let _ = write!(o, "{name:<nw$} {c}");
+        for (f, t) in fields::text_columns() {
+            let _ = write!(o, " {:>w$}", f.show(e), w = t.width);
+        }
+        let _ = writeln!(o, "{}", label_cell(i));
     }
     o
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
-}
-
-/// A rate as the UI's DISP/S and OPS/S show it: a decimal below 100.
-fn per_second(x: f64) -> String {
-    if x < 100.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.0}")
-    }
 }
 
 /// The CSV header. `*_total` columns are cumulative (since the source
@@ -456,7 +402,20 @@ fn per_second(x: f64) -> String {
 /// names (`; ` between several; the JSON's `client_names` has each
 /// whole, with its minor version and implementation) and its host name
 /// (`--resolve`), empty where unknown and for classes.
-pub const CSV_HEADER: &str = "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,client_names,hostname";
+pub fn csv_header() -> String {
+    let mut h = String::from("time,interval_s,source,kind,name,class");
+    let cols = |after| fields::csv_columns(after).map(|(_, c)| c.header);
+    for c in cols(false) {
+        h.push(',');
+        h.push_str(c);
+    }
+    h.push_str(",client_names,hostname");
+    for c in cols(true) {
+        h.push(',');
+        h.push_str(c);
+    }
+    h
+}
 
 /// A text cell: shown as a terminal or spreadsheet can ([`displayable`]),
 /// and never read as a formula. As OWASP recommends against CSV
@@ -480,68 +439,38 @@ pub fn csv_rows(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String {
     let mut o = String::new();
     let source = csv_field(s.source.kind.as_str());
     let lead = format!("{:.3},{:.3},{source}", s.time, s.interval_s);
+    let cells = |after: bool, cell: &dyn Fn(&Field) -> String| -> String {
+        fields::csv_columns(after)
+            .map(|(f, _)| format!(",{}", cell(f)))
+            .collect()
+    };
     for e in top_entities(s, group, top) {
+        let names = e
+            .client_names
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
         let _ = writeln!(
             o,
-            "{lead},{},{},{},{},{},{:.3},{:.6},{:.6},{:.3},{},{:.1},{:.1},{:.6},{},{:.3},{},{},{},{},{},{}",
+            "{lead},{},{},{}{},{},{}{}",
             e.kind.as_str(),
             csv_field(&e.name),
             csv_field(&e.class),
-            e.connections,
-            e.dispatches,
-            e.dispatch_rate,
-            e.share,
-            e.fair_share,
-            e.entitled,
-            e.fairness.map(|f| format!("{f:.4}")).unwrap_or_default(),
-            e.wait_p50_us,
-            e.wait_p99_us,
-            e.exec_share,
-            e.requests,
-            e.request_rate,
-            csv_opt(e.bytes_in.map(|b| b.to_string())),
-            csv_opt(e.bytes_out.map(|b| b.to_string())),
-            csv_opt(e.bytes_in_rate.map(|r| format!("{r:.3}"))),
-            csv_opt(e.bytes_out_rate.map(|r| format!("{r:.3}"))),
-            csv_field(
-                &e.client_names
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
+            cells(false, &|f| f.csv_cell(e)),
+            csv_field(&names),
             csv_field(e.hostname.as_deref().unwrap_or_default()),
+            cells(true, &|f| f.csv_cell(e)),
         );
     }
-    let t = &s.totals;
-    let share = if t.dispatch_rate > 0.0 {
-        "1.000000"
-    } else {
-        "0.000000"
-    };
-    // The server's rates: every peer's (each request is one peer's).
-    let requests: f64 = s.peers.iter().map(|p| p.request_rate).sum();
-    let bytes = |f: fn(&EntityStats) -> Option<f64>| {
-        let measured: Vec<f64> = s.peers.iter().filter_map(f).collect();
-        csv_opt((!measured.is_empty()).then(|| format!("{:.3}", measured.iter().sum::<f64>())))
-    };
+    // The whole server: every field's total (fields::Total).
     let _ = writeln!(
         o,
-        "{lead},total,total,,{},{},{:.3},{share},{share},,,{:.1},{:.1},{share},,{requests:.3},,,{},{},,",
-        t.transports,
-        t.dispatches,
-        t.dispatch_rate,
-        t.wait_p50_us,
-        t.wait_p99_us,
-        bytes(|p| p.bytes_in_rate),
-        bytes(|p| p.bytes_out_rate),
+        "{lead},total,total,{},,{}",
+        cells(false, &|f| f.csv_total(s)),
+        cells(true, &|f| f.csv_total(s)),
     );
     o
-}
-
-/// An optional CSV cell: empty where JSON has `null`.
-fn csv_opt(v: Option<String>) -> String {
-    v.unwrap_or_default()
 }
 
 #[cfg(test)]

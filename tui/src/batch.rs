@@ -30,7 +30,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::Error::from(e).context("cannot write the output"))
     };
     if format == Format::Csv {
-        write(&format!("{}\n", output::CSV_HEADER))?;
+        write(&format!("{}\n", output::csv_header()))?;
     }
     let mut patience = conn
         .remote

@@ -1,10 +1,12 @@
 //! The parts of the man pages clap cannot derive from the options: keys,
-//! columns, what each number means, examples, exit codes (roff, inserted
+//! columns (the numbers' from the agent's field table), what each number means, examples, exit codes (roff, inserted
 //! after the generated OPTIONS by `nfsdtop manpage`).
 
 use std::io::Write;
 
 use clap::Command;
+use nfsdtop::state::{columns, Column, View};
+use nfsdtop_agent::present::fields;
 
 /// nfsdtop(1).
 const NFSDTOP: &str = r#".SH KEYS
@@ -28,7 +30,7 @@ demo or replay: seek back or on 10 s of source time. On reads every event up to 
 demo or replay: half or double speed (1/16 to 64)
 .TP
 \fB1\fR ... \fB9\fR, \fB0\fR
-sort by the first ... tenth column of the view in display order (fairness: NAME, CLASS or PEERS, CONN, DISP/S, SHARE, FAIR, RATIO, WAIT50, WAIT99, EXEC; workload: NAME, CLASS or PEERS, CONN, OPS/S, IN/S, OUT/S, EXEC, SHARE; whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
+sort by the first ... tenth column of the view in display order (VIEW_COLUMNS; whether shown or not); the key of the column already sorted by reverses it. A click on a column's title does the same
 .TP
 F6, \fBo\fR
 the sort menu: every column with its digit, the one sorted by marked; up/down and Enter pick one (again: reverse), a digit picks at once, Esc closes
@@ -43,7 +45,7 @@ next sort column; reverse the sort direction. Rows sort on the values as shown (
 peers or classes
 .TP
 \fBv\fR
-the fairness view (turns against fair shares) or the workload view (what each client asks: OPS/S, IN/S, OUT/S beside CONN, EXEC and SHARE); the table's title says which. A sort by a column the other view does not show becomes a sort by SHARE
+the fairness view (turns against fair shares) or the workload view (what each client asks: WORKLOAD_ONLY); the table's title says which. A sort by a column the other view does not show becomes a sort by SHARE
 .TP
 \fB/\fR
 filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), a column against a number (\fBratio<0.6\fR, \fBwait99>20ms\fR, \fBshare>=10%\fR, \fBconn>4\fR; the columns ratio, share, fair, exec (percent), wait50, wait99 (us, ms or s; ms by default), conn, disp; the operators <, <=, >, >=, =), or else a case\-insensitive substring of the name or the class. A comparison naming no column or no number is left out and said in the footer
@@ -65,10 +67,7 @@ the other RPC services (lockd, the NFS client's callback service, any other port
 .SH COLUMNS
 Interval numbers cover the last refresh interval; cumulative ones count
 from the start (or since the aggregator first saw the entity).
-On a narrow terminal EXEC goes first, then WAIT50, then CLASS, CONN,
-FAIR and DISP/S: 80 columns keep NAME, CLASS, SHARE, RATIO and WAIT99.
-The workload view (\fBv\fR) gives up CONN first, then EXEC, CLASS and
-SHARE: 80 columns keep NAME, CLASS, OPS/S, IN/S, OUT/S and SHARE.
+NARROW
 .TP
 \fBNAME\fR
 the peer's address (a keyed\-hash pseudonym with \fB\-\-redact\fR) or the class; \fB*\fR marks the top offender (the highest ratio among the backlogged), then, where nfsd knows the peer as an NFSv4 client, the client's name (a Linux client's host part; \fB+N\fR: N more clients at the address; the drill\-down shows them whole), else, with \fB\-\-resolve\fR, the address's host name from reverse DNS (looked up in the background, cached; a pseudonym with \fB\-\-redact\fR; the drill\-down shows it as \fBhost NAME\fR)
@@ -78,34 +77,10 @@ the peer's class from the class map (without one, every peer is its own class)
 .TP
 \fBPEERS\fR
 grouped by class (\fBg\fR), in place of CLASS: how many peers the class holds
-.TP
-\fBCONN\fR
-its transports (connections) now
-.TP
-\fBDISP/S\fR
-dispatches per second, interval: one dispatch is one svc_xprt_dequeue, an nfsd thread taking one request
-.TP
-\fBSHARE\fR
-its dispatches / all dispatches, interval
-.TP
-\fBFAIR\fR
-its fair share, interval: at every dispatch each of the n entities with work queued (backlogged) earns 1/n; FAIR is what it earned / all dispatches
-.TP
-\fBRATIO\fR
-dispatches / fair share, interval: 1.00 is its fair turn, 0.22 is 22% of it, above 1 more than its turn, \- when it was neither backlogged nor dispatched. Rows below 0.9 are yellow, below 0.5 red: at once when clearly below (0.72, 0.4), else after two refreshes below, and back only once clearly above (0.99, 0.55), so a ratio near a threshold does not flicker
-.TP
-\fBWAIT50\fR, \fBWAIT99\fR
-median and 99th percentile of its queue wait (ready to taken by a thread), interval; the header says which wait is measured (the kernel's qtime on 6.16+, else nfsdtop's enqueue to dequeue)
-.TP
-\fBEXEC\fR
-its share of nfsd thread time (svc_stats_latency execute), interval: round\-robin evens out dispatches, not thread time
-.TP
-\fBOPS/S\fR
-the workload view: requests answered per second (svc_stats_latency), interval
-.TP
-\fBIN/S\fR, \fBOUT/S\fR
-the workload view: bytes its requests brought in and its replies sent per second, RPC headers included (rq_arg.len, rq_res.len), interval, in binary units (4.20KiB/s, 35.9MiB/s); \- where not measured (the classic tracepoint has no lengths), never 0. The drill\-down shows the requests and bytes since the start beside their rates, and the requests per RPC procedure (the kernel's names): each one's rate, share of the client's requests this interval, mean execution time, and P99, the 99th percentile of those requests whose execution time arrived one by one (every one on classic tracepoints; on raw ones those the kernel did not add up with others; \- where none did)
-.PP
+"#;
+
+/// nfsdtop(1) after the table's own columns.
+const NFSDTOP_TAIL: &str = r#".PP
 The header, every figure for the whole server: dispatches per second
 over the last interval; entities backlogged (work queued) at its end, of
 all listed; Jain's fairness index over the ratios of the entities
@@ -247,12 +222,86 @@ invalid command\-line usage
 nfsdtop(1)
 "#;
 
-fn extra(name: &str) -> &'static str {
+/// The COLUMNS entries of the field table's TUI columns, in its order.
+fn field_columns() -> String {
+    fields::FIELDS
+        .iter()
+        .filter_map(|f| Some((f.tui?.title, f.doc)))
+        .map(|(title, doc)| format!(".TP\n\\fB{title}\\fR\n{doc}\n"))
+        .collect()
+}
+
+/// Each view's columns in display order, as the digits' entry lists
+/// them: "fairness: NAME, CLASS or PEERS, CONN, ...; workload: ...".
+fn view_columns() -> String {
+    [View::Fairness, View::Workload]
+        .iter()
+        .map(|v| {
+            let titles: Vec<&str> = v
+                .columns()
+                .iter()
+                .map(|c| match c {
+                    Column::Class => "CLASS or PEERS",
+                    c => c.title(),
+                })
+                .collect();
+            format!("{}: {}", v.label(), titles.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The workload view's own columns beside those it shares with the
+/// fairness view: "OPS/S, IN/S and OUT/S beside CONN, EXEC and SHARE".
+fn workload_only() -> String {
+    let fairness = View::Fairness.columns();
+    let (shared, own): (Vec<Column>, Vec<Column>) = View::Workload
+        .columns()
+        .into_iter()
+        .filter(|c| c.numeric())
+        .partition(|c| fairness.contains(c));
+    format!("{} beside {}", and_list(&own), and_list(&shared))
+}
+
+/// Titles as a sentence lists them: "A, B and C".
+fn and_list(cols: &[Column]) -> String {
+    let titles: Vec<&str> = cols.iter().map(|c| c.title()).collect();
+    match titles.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => titles.concat(),
+    }
+}
+
+/// What each view gives up on a narrow terminal, and what a table of
+/// peers keeps at 80 columns.
+fn narrow() -> String {
+    let list = and_list;
+    [View::Fairness, View::Workload]
+        .iter()
+        .map(|v| {
+            let order = v.drop_order();
+            let kept = columns::fitting(80, true, false, *v, &[]);
+            format!(
+                "On a narrow terminal the {} view gives up {} first, then {}: 80 columns keep {}.",
+                v.label(),
+                order.first().map_or("nothing", |c| c.title()),
+                list(order.get(1..).unwrap_or_default()),
+                list(&kept)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn extra(name: &str) -> String {
     match name {
-        "nfsdtop" => NFSDTOP,
-        "nfsdtop-record" => RECORD,
-        "nfsdtop-doctor" => DOCTOR,
-        _ => "",
+        "nfsdtop" => format!("{NFSDTOP}{}{NFSDTOP_TAIL}", field_columns())
+            .replace("VIEW_COLUMNS", &view_columns())
+            .replace("NARROW", &narrow())
+            .replace("WORKLOAD_ONLY", &workload_only()),
+        "nfsdtop-record" => RECORD.into(),
+        "nfsdtop-doctor" => DOCTOR.into(),
+        _ => String::new(),
     }
 }
 

@@ -219,9 +219,9 @@ mod tests {
     fn what_the_ui_shows_is_saved_and_read_back() {
         let mut st = State::new(Duration::from_secs(1), None);
         st.group = EntityKind::Class;
-        st.sort = Column::Ratio;
+        st.sort = Column::RATIO;
         st.descending = false;
-        st.hidden = vec![Column::WaitP50, Column::Exec];
+        st.hidden = vec![Column::WAIT_P50, Column::EXEC];
         st.interval = Duration::from_secs(2);
         let p = tmp("round");
         Prefs::of(&st).save(&p).unwrap();
@@ -229,8 +229,8 @@ mod tests {
         let mut fresh = State::new(Duration::from_secs(1), None);
         back.apply(&mut fresh, false, false);
         assert_eq!(fresh.group, EntityKind::Class);
-        assert_eq!((fresh.sort, fresh.descending), (Column::Ratio, false));
-        assert_eq!(fresh.hidden, [Column::WaitP50, Column::Exec]);
+        assert_eq!((fresh.sort, fresh.descending), (Column::RATIO, false));
+        assert_eq!(fresh.hidden, [Column::WAIT_P50, Column::EXEC]);
         assert_eq!(fresh.interval, Duration::from_secs(2));
         // Flags given win over the file.
         let mut flagged = State::new(Duration::from_millis(500), None);

@@ -403,3 +403,34 @@ pub(super) fn counter(
         CV::F(v) => m.encode_counter::<NoLabelSet, _, f64>(&v, None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfsdtop_agent::present::fields::FIELDS;
+
+    /// A per-entity family's name after `nfsdtop_peer_` as exposed.
+    fn exposed(f: &EntityFamily) -> String {
+        let unit = match &f.unit {
+            Some(Unit::Seconds) => "_seconds",
+            Some(Unit::Bytes) => "_bytes",
+            _ => "",
+        };
+        let total = match f.value {
+            EntityValue::Counter(_) | EntityValue::MeasuredCounter(_) => "_total",
+            EntityValue::Gauge(_) | EntityValue::QueueWait => "",
+        };
+        format!("{}{unit}{total}", f.what)
+    }
+
+    /// Every family the agent's field table names is one /metrics has.
+    #[test]
+    fn the_field_tables_families_exist() {
+        let families: Vec<String> = ENTITY.iter().map(exposed).collect();
+        for f in FIELDS {
+            if let Some(p) = f.prometheus {
+                assert!(families.iter().any(|n| n == p), "{}: no family {p}", f.json);
+            }
+        }
+    }
+}

@@ -6,7 +6,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
-use super::{Action, Column, State};
+use super::{Action, Column, State, View};
 
 impl Column {
     /// The column's name in the preferences file: its title in lower
@@ -17,10 +17,10 @@ impl Column {
 
     /// The column a preferences name stands for (either view's).
     pub fn from_key(key: &str) -> Option<Column> {
-        Column::ALL
-            .iter()
-            .chain(&Column::WORKLOAD)
-            .copied()
+        View::Fairness
+            .columns()
+            .into_iter()
+            .chain(View::Workload.columns())
             .find(|c| c.key() == key)
     }
 }
@@ -88,21 +88,25 @@ mod tests {
         assert_eq!(st.column_menu, Some(0));
         key(&mut st, KeyCode::Down);
         key(&mut st, KeyCode::Char(' '));
-        assert_eq!(st.hidden, [Column::Conn]);
+        assert_eq!(st.hidden, [Column::CONN]);
         key(&mut st, KeyCode::Enter);
         assert!(st.hidden.is_empty());
         key(&mut st, KeyCode::Char(' '));
         key(&mut st, KeyCode::Esc);
         assert_eq!(st.column_menu, None);
-        assert_eq!(st.hidden, [Column::Conn]);
+        assert_eq!(st.hidden, [Column::CONN]);
     }
 
     #[test]
     fn keys_name_every_column_and_back() {
-        for c in Column::ALL.iter().chain(&Column::WORKLOAD) {
+        for c in View::Fairness
+            .columns()
+            .iter()
+            .chain(&View::Workload.columns())
+        {
             assert_eq!(Column::from_key(&c.key()), Some(*c), "{c:?}");
         }
-        assert_eq!(Column::from_key("wait99"), Some(Column::WaitP99));
+        assert_eq!(Column::from_key("wait99"), Some(Column::WAIT_P99));
         assert_eq!(Column::from_key("nope"), None);
     }
 }

@@ -1,15 +1,15 @@
-//! The table's columns: titles, widths, which to drop first on a narrow
-//! terminal, and how each one sorts; and the two views (fairness,
-//! workload) that each show a set of them.
+//! The table's columns: the identity columns (NAME, CLASS or PEERS), the
+//! per-entity numbers of the agent's field table
+//! (`nfsdtop_agent::present::fields`: title, width, unit, place in each
+//! view), the what-if columns; which to drop first on a narrow terminal,
+//! and how each one sorts; and the two views (fairness, workload) that
+//! each show a set of them.
 
 use std::cmp::Ordering;
 
 use nfsdtop_agent::model::EntityStats;
 use nfsdtop_agent::output::name_order;
-use nfsdtop_agent::units::{fmt_byte_rate, parse_bytes};
-
-use crate::view::table;
-use crate::warnings::fmt_us;
+use nfsdtop_agent::present::fields::{self, Field, Place, Tui};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Column {
@@ -17,64 +17,28 @@ pub enum Column {
     Class,
     /// A class's peer count (the class table only, in place of CLASS).
     Peers,
-    Conn,
-    Rate,
-    Share,
-    Fair,
-    Ratio,
-    WaitP50,
-    WaitP99,
-    Exec,
-    /// The workload view's: requests and bytes per second.
-    Ops,
-    BytesIn,
-    BytesOut,
+    /// A per-entity number of the field table (one with a TUI column).
+    Field(&'static Field),
     /// What-if columns (a replay with `--whatif`): the predicted share,
-    /// ratio and wait p99 under the chosen policy. Not in `ALL`: shown
-    /// only when there is a prediction, and not sortable.
+    /// ratio and wait p99 under the chosen policy. Shown only when there
+    /// is a prediction, and not sortable.
     WhatifShare,
     WhatifRatio,
     WhatifWaitP99,
 }
 
 impl Column {
-    /// Display order.
-    pub const ALL: [Column; 10] = [
-        Column::Name,
-        Column::Class,
-        Column::Conn,
-        Column::Rate,
-        Column::Share,
-        Column::Fair,
-        Column::Ratio,
-        Column::WaitP50,
-        Column::WaitP99,
-        Column::Exec,
-    ];
-
-    /// The workload view's display order: what each client asks of the
-    /// server, and its share of the turns and the thread time beside.
-    pub const WORKLOAD: [Column; 8] = [
-        Column::Name,
-        Column::Class,
-        Column::Conn,
-        Column::Ops,
-        Column::BytesIn,
-        Column::BytesOut,
-        Column::Exec,
-        Column::Share,
-    ];
-
-    /// The workload view drops the connections first, then thread time
-    /// and the class, so that 80 columns keep NAME, the rates and SHARE.
-    pub const WORKLOAD_DROP_ORDER: [Column; 6] = [
-        Column::Conn,
-        Column::Exec,
-        Column::Class,
-        Column::Peers,
-        Column::Share,
-        Column::BytesIn,
-    ];
+    pub const CONN: Column = Column::Field(&fields::CONNECTIONS);
+    pub const RATE: Column = Column::Field(&fields::DISPATCH_RATE);
+    pub const SHARE: Column = Column::Field(&fields::SHARE);
+    pub const FAIR: Column = Column::Field(&fields::FAIR_SHARE);
+    pub const RATIO: Column = Column::Field(&fields::FAIRNESS);
+    pub const WAIT_P50: Column = Column::Field(&fields::WAIT_P50);
+    pub const WAIT_P99: Column = Column::Field(&fields::WAIT_P99);
+    pub const EXEC: Column = Column::Field(&fields::EXEC_SHARE);
+    pub const OPS: Column = Column::Field(&fields::REQUEST_RATE);
+    pub const BYTES_IN: Column = Column::Field(&fields::BYTES_IN_RATE);
+    pub const BYTES_OUT: Column = Column::Field(&fields::BYTES_OUT_RATE);
 
     pub const WHATIF: [Column; 3] = [
         Column::WhatifShare,
@@ -82,37 +46,23 @@ impl Column {
         Column::WhatifWaitP99,
     ];
 
-    /// Dropped in this order when the terminal is too narrow for all:
-    /// thread time and the median wait first (the p99 says more), then
-    /// the class, so that 80 columns keep NAME, CLASS and every
-    /// fairness number.
-    pub const DROP_ORDER: [Column; 8] = [
-        Column::Exec,
-        Column::WhatifWaitP99,
-        Column::WaitP50,
-        Column::Class,
-        Column::Peers,
-        Column::Conn,
-        Column::Fair,
-        Column::Rate,
-    ];
+    /// The field's TUI column (every `Column::Field` has one).
+    fn tui(f: &Field) -> Tui {
+        f.tui.unwrap_or(Tui {
+            title: f.json,
+            label: f.json,
+            width: 8,
+            fairness: None,
+            workload: None,
+        })
+    }
 
     pub fn title(self) -> &'static str {
         match self {
             Column::Name => "NAME",
             Column::Class => "CLASS",
             Column::Peers => "PEERS",
-            Column::Conn => "CONN",
-            Column::Rate => "DISP/S",
-            Column::Share => "SHARE",
-            Column::Fair => "FAIR",
-            Column::Ratio => "RATIO",
-            Column::WaitP50 => "WAIT50",
-            Column::WaitP99 => "WAIT99",
-            Column::Exec => "EXEC",
-            Column::Ops => "OPS/S",
-            Column::BytesIn => "IN/S",
-            Column::BytesOut => "OUT/S",
+            Column::Field(f) => Column::tui(f).title,
             Column::WhatifShare => "→SHARE",
             Column::WhatifRatio => "→RATIO",
             Column::WhatifWaitP99 => "→WAIT99",
@@ -125,17 +75,7 @@ impl Column {
             Column::Name => "name",
             Column::Class => "class",
             Column::Peers => "peers",
-            Column::Conn => "connections",
-            Column::Rate => "dispatches/s",
-            Column::Share => "share",
-            Column::Fair => "fair share",
-            Column::Ratio => "ratio",
-            Column::WaitP50 => "wait p50",
-            Column::WaitP99 => "wait p99",
-            Column::Exec => "exec share",
-            Column::Ops => "ops/s",
-            Column::BytesIn => "bytes in/s",
-            Column::BytesOut => "bytes out/s",
+            Column::Field(f) => Column::tui(f).label,
             Column::WhatifShare => "what-if share",
             Column::WhatifRatio => "what-if ratio",
             Column::WhatifWaitP99 => "what-if wait p99",
@@ -149,17 +89,7 @@ impl Column {
             Column::Name => 16,
             Column::Class => 14,
             Column::Peers => 6,
-            Column::Conn => 5,
-            Column::Rate => 7,
-            Column::Share => 6,
-            Column::Fair => 6,
-            Column::Ratio => 6,
-            Column::WaitP50 => 7,
-            Column::WaitP99 => 7,
-            Column::Exec => 6,
-            Column::Ops => 7,
-            // "1023KiB/s" and the sort arrow's room.
-            Column::BytesIn | Column::BytesOut => 10,
+            Column::Field(f) => Column::tui(f).width,
             Column::WhatifShare => 7,
             Column::WhatifRatio => 7,
             Column::WhatifWaitP99 => 8,
@@ -218,7 +148,7 @@ impl Column {
     /// Ties always go A→Z (by address value), whichever way the column
     /// sorts; a name column sorts on the name itself.
     pub fn compare(self, a: &EntityStats, b: &EntityStats, descending: bool) -> Ordering {
-        self.compare_keyed((self.shown(a), a), (self.shown(b), b), descending)
+        self.compare_keyed((self.sort_key(a), a), (self.sort_key(b), b), descending)
     }
 
     fn compare_keyed(
@@ -243,7 +173,7 @@ impl Column {
     pub fn sort(self, list: &[EntityStats], peers: &[u32], rows: &mut Vec<u32>, descending: bool) {
         let key = |i: u32| match self {
             Column::Peers => peers.get(i as usize).map_or(0.0, |n| f64::from(*n)),
-            _ => self.shown(&list[i as usize]),
+            _ => self.sort_key(&list[i as usize]),
         };
         let mut keyed: Vec<(f64, u32)> = rows.iter().map(|i| (key(*i), *i)).collect();
         keyed.sort_unstable_by(|(ka, a), (kb, b)| {
@@ -257,46 +187,31 @@ impl Column {
         rows.extend(keyed.into_iter().map(|(_, i)| i));
     }
 
-    /// A numeric column's value as the table displays it (the text of
-    /// view/table.rs read back, so rounding is the same by construction).
-    /// Name, class, peers (see [`Column::sort`]) and what-if columns
-    /// have no key here (0).
-    pub fn shown(self, e: &EntityStats) -> f64 {
-        let num = |t: String| t.trim_end_matches('%').parse::<f64>().unwrap_or(-1.0);
+    /// A numeric column's sort key: the value as the table shows it (the
+    /// field's unit rounds it to the digits it prints; "-" sorts below
+    /// every value). Name, class, peers (see [`Column::sort`]) and
+    /// what-if columns have no key here (0).
+    pub fn sort_key(self, e: &EntityStats) -> f64 {
         match self {
-            Column::Name | Column::Class | Column::Peers => 0.0,
-            Column::Conn => e.connections as f64,
-            Column::Rate => num(table::rate(e.dispatch_rate)),
-            Column::Share => num(table::pct(e.share)),
-            Column::Fair => num(table::pct(e.fair_share)),
-            // Nothing to judge ("-") sorts below any ratio.
-            Column::Ratio => num(table::ratio(e.fairness)),
-            Column::WaitP50 => shown_us(e.wait_p50_us),
-            Column::WaitP99 => shown_us(e.wait_p99_us),
-            Column::Exec => num(table::pct(e.exec_share)),
-            Column::Ops => num(table::rate(e.request_rate)),
-            // Not measured ("-") sorts below any rate.
-            Column::BytesIn => parse_bytes(&fmt_byte_rate(e.bytes_in_rate)),
-            Column::BytesOut => parse_bytes(&fmt_byte_rate(e.bytes_out_rate)),
-            Column::WhatifShare | Column::WhatifRatio | Column::WhatifWaitP99 => 0.0,
+            Column::Field(f) => f.key(e),
+            _ => 0.0,
         }
     }
-}
 
-/// Microseconds as `fmt_us` prints them ("9.2ms", "960us", "1.20s"),
-/// read back in microseconds.
-fn shown_us(us: f64) -> f64 {
-    let t = fmt_us(us);
-    let (n, scale) = if let Some(n) = t.strip_suffix("us") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e6)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    n.parse::<f64>().map_or(0.0, |v| v * scale)
+    /// Its rank among the columns `view` gives up on a narrow terminal
+    /// (lowest first; `None`: never). The fields' ranks are in the field
+    /// table; the TUI's own columns stand between them.
+    fn drop_rank(self, view: View) -> Option<u8> {
+        match (self, view) {
+            (Column::Field(f), _) => view.place(f)?.drop,
+            (Column::WhatifWaitP99, View::Fairness) => Some(20),
+            (Column::Class, View::Fairness) => Some(40),
+            (Column::Peers, View::Fairness) => Some(50),
+            (Column::Class, View::Workload) => Some(30),
+            (Column::Peers, View::Workload) => Some(40),
+            _ => None,
+        }
+    }
 }
 
 /// What the table shows: fairness (today's turns against fair shares)
@@ -309,19 +224,27 @@ pub enum View {
 }
 
 impl View {
-    /// The columns in display order (the digits' and the sort menu's).
-    pub fn columns(self) -> &'static [Column] {
+    /// Where this view shows `f`, if it does.
+    fn place(self, f: &Field) -> Option<Place> {
+        let t = f.tui?;
         match self {
-            View::Fairness => &Column::ALL,
-            View::Workload => &Column::WORKLOAD,
+            View::Fairness => t.fairness,
+            View::Workload => t.workload,
         }
     }
 
-    fn drop_order(self) -> &'static [Column] {
-        match self {
-            View::Fairness => &Column::DROP_ORDER,
-            View::Workload => &Column::WORKLOAD_DROP_ORDER,
-        }
+    /// The columns in display order (the digits' and the sort menu's):
+    /// NAME, CLASS, then the fields this view shows in their order.
+    pub fn columns(self) -> Vec<Column> {
+        let mut shown: Vec<(u8, &'static Field)> = fields::FIELDS
+            .iter()
+            .filter_map(|f| Some((self.place(f)?.order, f)))
+            .collect();
+        shown.sort_by_key(|(order, _)| *order);
+        [Column::Name, Column::Class]
+            .into_iter()
+            .chain(shown.into_iter().map(|(_, f)| Column::Field(f)))
+            .collect()
     }
 
     /// Its name in the table's title.
@@ -337,6 +260,18 @@ impl View {
             View::Fairness => View::Workload,
             View::Workload => View::Fairness,
         }
+    }
+
+    /// The columns a table of peers in this view gives up on a narrow
+    /// terminal, first first (without what-if columns).
+    pub fn drop_order(self) -> Vec<Column> {
+        let mut cols: Vec<(u8, Column)> = self
+            .columns()
+            .into_iter()
+            .filter_map(|c| Some((c.drop_rank(self)?, c)))
+            .collect();
+        cols.sort_by_key(|(rank, _)| *rank);
+        cols.into_iter().map(|(_, c)| c).collect()
     }
 
     /// Does this view show `c` (CLASS and PEERS stand for each other)?
@@ -375,204 +310,20 @@ pub fn fitting(
         .collect();
     let need =
         |cols: &[Column]| -> u32 { cols.iter().map(|c| c.width() as u32 + 1).sum::<u32>() - 1 };
-    for drop in view.drop_order() {
+    let mut droppable: Vec<(u8, Column)> = cols
+        .iter()
+        .filter_map(|c| Some((c.drop_rank(view)?, *c)))
+        .collect();
+    droppable.sort_by_key(|(rank, _)| *rank);
+    for (_, drop) in droppable {
         if need(&cols) <= width as u32 {
             break;
         }
-        cols.retain(|c| c != drop);
+        cols.retain(|c| *c != drop);
     }
     cols
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eighty_columns_keep_the_essentials() {
-        let c = fitting(80, true, false, View::Fairness, &[]);
-        assert!(c.contains(&Column::Class), "{c:?}");
-        for want in [
-            Column::Name,
-            Column::Share,
-            Column::Fair,
-            Column::Ratio,
-            Column::WaitP99,
-        ] {
-            assert!(c.contains(&want), "{want:?} dropped at 80 columns");
-        }
-        assert_eq!(fitting(200, true, false, View::Fairness, &[]).len(), 10);
-        assert!(!fitting(200, false, false, View::Fairness, &[]).contains(&Column::Class));
-        assert_eq!(
-            fitting(200, false, false, View::Fairness, &[])[1],
-            Column::Peers
-        );
-        assert!(fitting(80, false, false, View::Fairness, &[]).contains(&Column::Peers));
-        // Very narrow: still something to show, never a panic.
-        assert!(fitting(10, true, false, View::Fairness, &[]).contains(&Column::Name));
-        // What-if columns: all of them when wide, the share even at 80.
-        assert_eq!(fitting(200, true, true, View::Fairness, &[]).len(), 13);
-        assert!(fitting(80, true, true, View::Fairness, &[]).contains(&Column::WhatifShare));
-    }
-
-    fn peer(name: &str, share: f64) -> EntityStats {
-        EntityStats {
-            name: name.into(),
-            share,
-            fairness: Some(share * 12.0),
-            ..Default::default()
-        }
-    }
-
-    /// Shares within a dispatch of each other (all shown as 8.3%) sort by
-    /// address, whatever their last digits; a shown difference still wins.
-    #[test]
-    fn near_equal_rows_sort_as_shown_then_by_address() {
-        let rows = [
-            peer("10.20.0.10", 0.083_34),
-            peer("10.20.0.2", 0.083_31),
-            peer("10.20.0.1", 0.083_30),
-            peer("10.20.0.9", 0.083_33),
-            peer("10.20.0.3", 0.085_0),
-        ];
-        for col in [Column::Share, Column::Ratio] {
-            let mut v: Vec<&EntityStats> = rows.iter().collect();
-            v.sort_by(|a, b| col.compare(a, b, true));
-            let got: Vec<&str> = v.iter().map(|e| e.name.as_str()).collect();
-            let want = [
-                "10.20.0.3",
-                "10.20.0.1",
-                "10.20.0.2",
-                "10.20.0.9",
-                "10.20.0.10",
-            ];
-            assert_eq!(got, want, "{col:?} descending");
-            v.sort_by(|a, b| col.compare(a, b, false));
-            let got: Vec<&str> = v.iter().map(|e| e.name.as_str()).collect();
-            let want = [
-                "10.20.0.1",
-                "10.20.0.2",
-                "10.20.0.9",
-                "10.20.0.10",
-                "10.20.0.3",
-            ];
-            assert_eq!(got, want, "{col:?} ascending");
-        }
-        // Names alone: by address value, not as text.
-        let mut names = ["10.20.0.100", "10.20.0.10", "fd00::1", "10.20.0.1", "box"];
-        names.sort_by(|a, b| name_order(a, b));
-        assert_eq!(
-            names,
-            ["10.20.0.1", "10.20.0.10", "10.20.0.100", "fd00::1", "box"]
-        );
-    }
-
-    /// The sort key and the table's text agree: equal text, equal key,
-    /// and the key never goes down as the value goes up.
-    #[test]
-    fn shown_values_match_the_displayed_text() {
-        use crate::view::table::{pct, rate, ratio};
-        let check = |what: &str, x: f64, y: f64, kx: f64, ky: f64, tx: String, ty: String| {
-            assert!(kx <= ky, "{what}: {x} {y} keys {kx} {ky}");
-            if tx == ty {
-                assert_eq!(kx, ky, "{what}: {x} {y} both show {ty}");
-            }
-        };
-        for i in 0..20_000u32 {
-            let x = i as f64 * 0.000_137;
-            let y = x + 0.000_049;
-            let e = |share: f64, rate: f64, wait: f64| EntityStats {
-                share,
-                fairness: Some(share * 12.0),
-                dispatch_rate: rate,
-                wait_p99_us: wait,
-                ..Default::default()
-            };
-            let (a, b) = (e(x, x * 2e3, x * 3e5), e(y, y * 2e3, y * 3e5));
-            let c = Column::Share;
-            check("share", x, y, c.shown(&a), c.shown(&b), pct(x), pct(y));
-            let c = Column::Ratio;
-            let (ta, tb) = (ratio(a.fairness), ratio(b.fairness));
-            check("ratio", x, y, c.shown(&a), c.shown(&b), ta, tb);
-            let c = Column::Rate;
-            let (ta, tb) = (rate(a.dispatch_rate), rate(b.dispatch_rate));
-            check("rate", x, y, c.shown(&a), c.shown(&b), ta, tb);
-            let c = Column::WaitP99;
-            let (ta, tb) = (fmt_us(a.wait_p99_us), fmt_us(b.wait_p99_us));
-            check("wait", x, y, c.shown(&a), c.shown(&b), ta, tb);
-        }
-    }
-
-    #[test]
-    fn next_cycles_through_every_column() {
-        for view in [View::Fairness, View::Workload] {
-            let mut c = Column::Name;
-            for _ in 0..view.columns().len() {
-                c = c.next(view);
-            }
-            assert_eq!(c, Column::Name, "{view:?}");
-        }
-        let f = View::Fairness;
-        assert_eq!(Column::Peers.next(f), Column::Conn);
-        assert_eq!(Column::by_digit('1', true, f), Some(Column::Name));
-        assert_eq!(Column::by_digit('2', false, f), Some(Column::Peers));
-        assert_eq!(Column::by_digit('0', true, f), Some(Column::Exec));
-        assert_eq!(Column::by_digit('x', true, f), None);
-        let w = View::Workload;
-        assert_eq!(Column::by_digit('4', true, w), Some(Column::Ops));
-        assert_eq!(Column::by_digit('6', true, w), Some(Column::BytesOut));
-        assert_eq!(Column::by_digit('9', true, w), None);
-        assert_eq!(Column::Share.next(w), Column::Name);
-        assert!(w.shows(Column::Peers) && !w.shows(Column::Ratio));
-    }
-
-    /// The workload view at 80 columns: the rates and the share whole,
-    /// the connections given up first (peers; classes have room); the fairness view never shows
-    /// them, and what-if columns stay with the fairness numbers.
-    #[test]
-    fn the_workload_view_fits_eighty_columns() {
-        let w = View::Workload;
-        for show_class in [true, false] {
-            let c = fitting(80, show_class, true, w, &[]);
-            for want in [
-                Column::Name,
-                Column::Ops,
-                Column::BytesIn,
-                Column::BytesOut,
-                Column::Share,
-            ] {
-                assert!(c.contains(&want), "{want:?} dropped at 80: {c:?}");
-            }
-            // A class's PEERS is narrower than a peer's CLASS: room for CONN.
-            assert_eq!(c.contains(&Column::Conn), !show_class, "{c:?}");
-            assert!(!c.iter().any(|c| Column::WHATIF.contains(c)), "{c:?}");
-            let cells: u32 = c.iter().map(|c| u32::from(c.width()) + 1).sum::<u32>() - 1;
-            assert!(cells <= 80, "{cells}: {c:?}");
-        }
-        assert_eq!(fitting(200, true, false, w, &[]), Column::WORKLOAD);
-        let f = fitting(200, true, false, View::Fairness, &[]);
-        assert!(!f.contains(&Column::Ops) && !f.contains(&Column::BytesOut));
-        assert!(fitting(10, true, false, w, &[]).contains(&Column::Name));
-    }
-
-    /// Byte rates sort as shown: equal text is equal, more never sorts
-    /// below less, and not measured below everything.
-    #[test]
-    fn byte_rates_sort_on_their_shown_values() {
-        let e = |r: Option<f64>| EntityStats {
-            bytes_out_rate: r,
-            ..Default::default()
-        };
-        let c = Column::BytesOut;
-        assert!(c.shown(&e(None)) < c.shown(&e(Some(0.0))));
-        assert_eq!(c.shown(&e(Some(4300.0))), c.shown(&e(Some(4301.0))));
-        let mut last = c.shown(&e(Some(0.0)));
-        let mut x = 0.0;
-        while x < 1e13 {
-            let k = c.shown(&e(Some(x)));
-            assert!(k >= last, "{x}");
-            last = k;
-            x = x * 1.07 + 3.0;
-        }
-    }
-}
+#[path = "columns_tests.rs"]
+mod tests;

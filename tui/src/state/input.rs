@@ -183,7 +183,7 @@ impl State {
                 // the rows by something off screen: by share instead,
                 // which both views show.
                 if !self.view.shows(self.sort) {
-                    self.sort = Column::Share;
+                    self.sort = Column::SHARE;
                     self.descending = true;
                 }
                 self.screen = Screen::Table;

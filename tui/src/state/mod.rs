@@ -148,7 +148,7 @@ impl State {
         State {
             group: EntityKind::Peer,
             view: View::Fairness,
-            sort: Column::Share,
+            sort: Column::SHARE,
             descending: true,
             filter: String::new(),
             filter_input: None,

@@ -205,9 +205,9 @@ fn digits_sort_by_each_column_and_again_reverses() {
     assert_eq!((st.sort, st.descending), (Column::Name, true));
     assert_eq!(first(&st), "10.0.0.4");
     st.on_key(key(KeyCode::Char('5')));
-    assert_eq!((st.sort, st.descending), (Column::Share, true));
+    assert_eq!((st.sort, st.descending), (Column::SHARE, true));
     st.on_key(key(KeyCode::Char('0')));
-    assert_eq!(st.sort, Column::Exec);
+    assert_eq!(st.sort, Column::EXEC);
     // Grouped by class, the second column is PEERS; back to CLASS.
     st.on_key(key(KeyCode::Char('2')));
     assert_eq!(st.sort, Column::Class);
@@ -235,7 +235,7 @@ fn clicks_sort_and_select_and_the_wheel_scrolls() {
     st.geometry = Some(Geometry {
         header_y: 4,
         body_rows: 10,
-        columns: vec![(Column::Name, 0, 20), (Column::Share, 21, 27)],
+        columns: vec![(Column::Name, 0, 20), (Column::SHARE, 21, 27)],
     });
     st.on_mouse(click(3, 4));
     assert_eq!((st.sort, st.descending), (Column::Name, false));
@@ -243,7 +243,7 @@ fn clicks_sort_and_select_and_the_wheel_scrolls() {
     assert!(st.descending, "a second click reverses");
     assert_eq!(st.on_mouse(click(20, 4)), Action::None, "the gap");
     st.on_mouse(click(22, 4));
-    assert_eq!(st.sort, Column::Share);
+    assert_eq!(st.sort, Column::SHARE);
     // Rows: the third on screen.
     st.on_mouse(click(5, 7));
     assert_eq!(st.selected(), 2);

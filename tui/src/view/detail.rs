@@ -16,10 +16,11 @@ use nfsdtop_agent::output;
 
 use super::mini_histogram::WaitBars;
 use super::styles;
-use super::table::{pct, rate, ratio, row_style};
+use super::table::row_style;
 use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
-use nfsdtop_agent::units::{fmt_byte_rate, fmt_bytes};
+use nfsdtop_agent::present::units::{fmt_byte_rate, fmt_bytes};
+use nfsdtop_agent::present::units::{fmt_ratio as ratio, pct, per_second as rate};
 
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
     let Screen::Detail { kind, name, .. } = &state.screen else {
@@ -222,7 +223,7 @@ fn draw_class_peers(f: &mut Frame, area: Rect, state: &State, class: Option<&Ent
         (Some(s), Some(c)) => output::peers_of(s, c).collect(),
         _ => Vec::new(),
     };
-    peers.sort_by(|a, b| Column::Share.compare(a, b, true));
+    peers.sort_by(|a, b| Column::SHARE.compare(a, b, true));
     let block = Block::new()
         .borders(Borders::TOP)
         .border_style(styles::dim())

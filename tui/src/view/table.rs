@@ -14,31 +14,11 @@ use super::styles;
 use crate::state::columns::{self, Column};
 use crate::state::whatif::WhatIf;
 use crate::state::{Geometry, State};
-use crate::warnings::fmt_us;
 use nfsdtop_agent::output::client_label;
-use nfsdtop_agent::units::fmt_byte_rate;
+use nfsdtop_agent::present::units::{fmt_ratio, fmt_us, pct};
 
 pub const ARROW_DOWN: &str = "▼";
 pub const ARROW_UP: &str = "▲";
-
-pub fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
-}
-
-pub fn rate(x: f64) -> String {
-    if x < 100.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-pub fn ratio(r: Option<f64>) -> String {
-    match r {
-        Some(r) if r.is_finite() => format!("{r:.2}"),
-        _ => "-".into(),
-    }
-}
 
 fn cell_text(
     c: Column,
@@ -57,19 +37,9 @@ fn cell_text(
         Column::Name => format!("{}{}", if offender { "* " } else { "  " }, e.name),
         Column::Class => e.class.clone(),
         Column::Peers => peers.map_or_else(|| "-".into(), |n| n.to_string()),
-        Column::Conn => e.connections.to_string(),
-        Column::Rate => rate(e.dispatch_rate),
-        Column::Share => pct(e.share),
-        Column::Fair => pct(e.fair_share),
-        Column::Ratio => ratio(e.fairness),
-        Column::WaitP50 => fmt_us(e.wait_p50_us),
-        Column::WaitP99 => fmt_us(e.wait_p99_us),
-        Column::Exec => pct(e.exec_share),
-        Column::Ops => rate(e.request_rate),
-        Column::BytesIn => fmt_byte_rate(e.bytes_in_rate),
-        Column::BytesOut => fmt_byte_rate(e.bytes_out_rate),
+        Column::Field(f) => f.show(e),
         Column::WhatifShare => predicted(|n| pct(n.share)),
-        Column::WhatifRatio => predicted(|n| ratio(n.fairness)),
+        Column::WhatifRatio => predicted(|n| fmt_ratio(n.fairness)),
         Column::WhatifWaitP99 => predicted(|n| fmt_us(n.wait_p99_us)),
     }
 }

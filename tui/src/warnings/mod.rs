@@ -62,7 +62,7 @@ fn plural(n: usize, kind: EntityKind) -> String {
 }
 
 /// Microseconds as a short human duration, as the batch text prints them.
-pub use nfsdtop_agent::output::fmt_us;
+pub use nfsdtop_agent::present::units::fmt_us;
 
 /// Backlogged during the interval yet not one dispatch.
 pub fn is_starved(e: &EntityStats) -> bool {

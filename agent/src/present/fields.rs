@@ -1,0 +1,517 @@
+//! The per-entity field table: one entry per number a peer or class row
+//! shows, with everything each surface needs to show it — its JSON key,
+//! unit, typed value, CSV column, batch-text column, TUI column (title,
+//! width, place in each view, when it gives way on a narrow terminal), the
+//! Prometheus family it comes from and the manual's sentence. The TUI's
+//! table, the batch text and CSV ([`crate::output`]) and the manual read
+//! it; the JSON contracts and the metric families are checked against it
+//! (tests). A new per-entity number is a new entry in [`FIELDS`], in the
+//! place its CSV and batch-text columns go (see ARCHITECTURE.md).
+//!
+//! The identity columns (name, class, a class's peer count, the clients'
+//! names) are not numbers and stay with each surface.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use super::units::Unit;
+use crate::model::{EntityStats, Snapshot};
+
+/// A field's value as it is kept: counts whole, the rest real.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Int(u64),
+    Real(f64),
+}
+
+impl Value {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Int(n) => n as f64,
+            Value::Real(x) => x,
+        }
+    }
+}
+
+/// The field's CSV column.
+#[derive(Clone, Copy, Debug)]
+pub struct Csv {
+    pub header: &'static str,
+    /// Decimals of a real value (counts are written whole).
+    pub decimals: usize,
+    /// After the clients' names and host name, at the end of the row:
+    /// columns added since those, so that readers by position still
+    /// find the older ones where they were.
+    pub after_names: bool,
+}
+
+/// Where a TUI view shows the field: `order` among the view's columns
+/// (NAME is 0, CLASS or PEERS 1), and `drop`, when the terminal is too
+/// narrow, its rank among the columns given up (lowest first; `None`:
+/// never). The TUI's own columns hold ranks between (crate `nfsdtop`,
+/// `state/columns.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    pub order: u8,
+    pub drop: Option<u8>,
+}
+
+/// The field as a TUI column.
+#[derive(Clone, Copy, Debug)]
+pub struct Tui {
+    /// The column's title; in lower case, its name in the preferences
+    /// file (a contract: users' files hold it).
+    pub title: &'static str,
+    /// Its name in "sort: …".
+    pub label: &'static str,
+    /// Width in cells, with room for the sort arrow.
+    pub width: u16,
+    /// The fairness view's place, if it shows the field.
+    pub fairness: Option<Place>,
+    /// The workload view's.
+    pub workload: Option<Place>,
+}
+
+/// The field as a batch-text column (right-aligned).
+#[derive(Clone, Copy, Debug)]
+pub struct Text {
+    pub title: &'static str,
+    pub width: usize,
+}
+
+/// The field in the CSV's `total` row (the whole server).
+#[derive(Clone, Copy)]
+pub enum Total {
+    /// Empty: the server has none of its own.
+    Empty,
+    /// The peers' values added up; empty where no peer has one.
+    SumOfPeers,
+    /// The server's own.
+    Server(fn(&Snapshot) -> Option<Value>),
+}
+
+/// One per-entity number, as every surface shows it.
+pub struct Field {
+    /// Its key in both JSON contracts (docs/json.md), and the field's
+    /// identity.
+    pub json: &'static str,
+    pub unit: Unit,
+    pub value: fn(&EntityStats) -> Option<Value>,
+    pub csv: Option<Csv>,
+    /// Its cell in the CSV's `total` row.
+    pub total: Total,
+    pub text: Option<Text>,
+    pub tui: Option<Tui>,
+    /// The per-entity metric family (the name after `nfsdtop_peer_` /
+    /// `nfsdtop_class_`) holding it or whose `rate()` gives it; `None`
+    /// for numbers of one interval that a counter cannot hold.
+    pub prometheus: Option<&'static str>,
+    /// What it means, for the manual's COLUMNS (TUI columns) in roff.
+    pub doc: &'static str,
+}
+
+impl Field {
+    /// Its value of `e`, as a float (`None`: not measured, or nothing to
+    /// judge).
+    pub fn get(&self, e: &EntityStats) -> Option<f64> {
+        (self.value)(e).map(Value::as_f64)
+    }
+
+    /// Its text for `e` in its unit (TUI cell, batch text).
+    pub fn show(&self, e: &EntityStats) -> String {
+        self.unit.text(self.get(e))
+    }
+
+    /// The sort key of `e`: the value as shown, so rows that show the
+    /// same tie (and go by name); `-` below every value.
+    pub fn key(&self, e: &EntityStats) -> f64 {
+        self.unit.key(self.get(e))
+    }
+
+    /// Its CSV cell for `e`: empty where JSON has `null`.
+    pub fn csv_cell(&self, e: &EntityStats) -> String {
+        self.csv_value((self.value)(e))
+    }
+
+    /// Its cell in the CSV's `total` row of `s`.
+    pub fn csv_total(&self, s: &Snapshot) -> String {
+        let v = match self.total {
+            Total::Empty => None,
+            Total::SumOfPeers => {
+                let mut measured = s.peers.iter().filter_map(|p| (self.value)(p)).peekable();
+                measured
+                    .peek()
+                    .is_some()
+                    .then(|| Value::Real(measured.map(Value::as_f64).sum()))
+            }
+            Total::Server(f) => f(s),
+        };
+        self.csv_value(v)
+    }
+
+    fn csv_value(&self, v: Option<Value>) -> String {
+        let d = self.csv.map_or(3, |c| c.decimals);
+        match v {
+            Some(Value::Int(n)) => n.to_string(),
+            Some(Value::Real(x)) => format!("{x:.d$}"),
+            None => String::new(),
+        }
+    }
+
+    /// The entry whose JSON key is `json`.
+    pub fn by_json(json: &str) -> Option<&'static Field> {
+        FIELDS.iter().find(|f| f.json == json)
+    }
+}
+
+impl PartialEq for Field {
+    fn eq(&self, other: &Field) -> bool {
+        self.json == other.json
+    }
+}
+
+impl Eq for Field {}
+
+impl Hash for Field {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.json.hash(h);
+    }
+}
+
+impl fmt::Debug for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.json)
+    }
+}
+
+const fn int(n: u64) -> Option<Value> {
+    Some(Value::Int(n))
+}
+
+const fn real(x: f64) -> Option<Value> {
+    Some(Value::Real(x))
+}
+
+const fn csv(header: &'static str, decimals: usize) -> Option<Csv> {
+    Some(Csv {
+        header,
+        decimals,
+        after_names: false,
+    })
+}
+
+const fn text(title: &'static str, width: usize) -> Option<Text> {
+    Some(Text { title, width })
+}
+
+const fn at(order: u8, drop: Option<u8>) -> Option<Place> {
+    Some(Place { order, drop })
+}
+
+/// The whole server's share of everything: 1 once anything was
+/// dispatched (the CSV's `total` row).
+fn server_share(s: &Snapshot) -> Option<Value> {
+    real(if s.totals.dispatch_rate > 0.0 {
+        1.0
+    } else {
+        0.0
+    })
+}
+
+pub const CONNECTIONS: Field = Field {
+    json: "connections",
+    unit: Unit::Count,
+    value: |e| int(e.connections),
+    csv: csv("connections", 0),
+    total: Total::Server(|s| int(s.totals.transports)),
+    text: text("CONN", 5),
+    tui: Some(Tui {
+        title: "CONN",
+        label: "connections",
+        width: 5,
+        fairness: at(10, Some(60)),
+        workload: at(10, Some(10)),
+    }),
+    prometheus: Some("connections"),
+    doc: "its transports (connections) now",
+};
+
+pub const DISPATCHES: Field = Field {
+    json: "dispatches",
+    unit: Unit::Count,
+    value: |e| int(e.dispatches),
+    csv: csv("dispatches_total", 0),
+    total: Total::Server(|s| int(s.totals.dispatches)),
+    text: None,
+    tui: None,
+    prometheus: Some("dispatches_total"),
+    doc: "dispatches since the start",
+};
+
+pub const DISPATCH_RATE: Field = Field {
+    json: "dispatch_rate",
+    unit: Unit::PerSecond,
+    value: |e| real(e.dispatch_rate),
+    csv: csv("dispatch_rate", 3),
+    total: Total::Server(|s| real(s.totals.dispatch_rate)),
+    text: text("DISP/S", 8),
+    tui: Some(Tui {
+        title: "DISP/S",
+        label: "dispatches/s",
+        width: 7,
+        fairness: at(20, Some(80)),
+        workload: None,
+    }),
+    prometheus: Some("dispatches_total"),
+    doc: "dispatches per second, interval: one dispatch is one svc_xprt_dequeue, an nfsd thread taking one request",
+};
+
+pub const SHARE: Field = Field {
+    json: "share",
+    unit: Unit::Percent,
+    value: |e| real(e.share),
+    csv: csv("share", 6),
+    total: Total::Server(server_share),
+    text: text("SHARE", 6),
+    tui: Some(Tui {
+        title: "SHARE",
+        label: "share",
+        width: 6,
+        fairness: at(30, None),
+        workload: at(60, Some(50)),
+    }),
+    prometheus: Some("dispatches_total"),
+    doc: "its dispatches / all dispatches, interval",
+};
+
+pub const FAIR_SHARE: Field = Field {
+    json: "fair_share",
+    unit: Unit::Percent,
+    value: |e| real(e.fair_share),
+    csv: csv("fair_share", 6),
+    total: Total::Server(server_share),
+    text: text("FAIR", 6),
+    tui: Some(Tui {
+        title: "FAIR",
+        label: "fair share",
+        width: 6,
+        fairness: at(40, Some(70)),
+        workload: None,
+    }),
+    prometheus: Some("entitled_dispatches_total"),
+    doc: "its fair share, interval: at every dispatch each of the n entities with work queued (backlogged) earns 1/n; FAIR is what it earned / all dispatches",
+};
+
+pub const ENTITLED: Field = Field {
+    json: "entitled",
+    unit: Unit::Ratio,
+    value: |e| real(e.entitled),
+    csv: csv("entitled_total", 3),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("entitled_dispatches_total"),
+    doc: "fair-share dispatches earned since the start",
+};
+
+pub const FAIRNESS: Field = Field {
+    json: "fairness",
+    unit: Unit::Ratio,
+    value: |e| e.fairness.map(Value::Real),
+    csv: csv("fairness", 4),
+    total: Total::Empty,
+    text: text("RATIO", 6),
+    tui: Some(Tui {
+        title: "RATIO",
+        label: "ratio",
+        width: 6,
+        fairness: at(50, None),
+        workload: None,
+    }),
+    prometheus: Some("entitled_dispatches_total"),
+    doc: "dispatches / fair share, interval: 1.00 is its fair turn, 0.22 is 22% of it, above 1 more than its turn, \\- when it was neither backlogged nor dispatched. Rows below 0.9 are yellow, below 0.5 red: at once when clearly below (0.72, 0.4), else after two refreshes below, and back only once clearly above (0.99, 0.55), so a ratio near a threshold does not flicker",
+};
+
+pub const WAIT_P50: Field = Field {
+    json: "wait_p50_us",
+    unit: Unit::Micros,
+    value: |e| real(e.wait_p50_us),
+    csv: csv("wait_p50_us", 1),
+    total: Total::Server(|s| real(s.totals.wait_p50_us)),
+    text: text("WAIT_P50", 9),
+    tui: Some(Tui {
+        title: "WAIT50",
+        label: "wait p50",
+        width: 7,
+        fairness: at(60, Some(30)),
+        workload: None,
+    }),
+    prometheus: Some("queue_wait_seconds"),
+    doc: "median of its queue wait (ready to taken by a thread), interval; the header says which wait is measured (the kernel's qtime on 6.16+, else nfsdtop's enqueue to dequeue)",
+};
+
+pub const WAIT_P99: Field = Field {
+    json: "wait_p99_us",
+    unit: Unit::Micros,
+    value: |e| real(e.wait_p99_us),
+    csv: csv("wait_p99_us", 1),
+    total: Total::Server(|s| real(s.totals.wait_p99_us)),
+    text: text("WAIT_P99", 9),
+    tui: Some(Tui {
+        title: "WAIT99",
+        label: "wait p99",
+        width: 7,
+        fairness: at(70, None),
+        workload: None,
+    }),
+    prometheus: Some("queue_wait_seconds"),
+    doc: "99th percentile of its queue wait, interval",
+};
+
+pub const EXEC_SHARE: Field = Field {
+    json: "exec_share",
+    unit: Unit::Percent,
+    value: |e| real(e.exec_share),
+    csv: csv("exec_share", 6),
+    total: Total::Server(server_share),
+    text: text("EXEC", 6),
+    tui: Some(Tui {
+        title: "EXEC",
+        label: "exec share",
+        width: 6,
+        fairness: at(80, Some(10)),
+        workload: at(50, Some(20)),
+    }),
+    prometheus: Some("execution_seconds_total"),
+    doc: "its share of nfsd thread time (svc_stats_latency execute), interval: round\\-robin evens out dispatches, not thread time",
+};
+
+pub const REQUESTS: Field = Field {
+    json: "requests",
+    unit: Unit::Count,
+    value: |e| int(e.requests),
+    csv: csv("requests_total", 0),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("requests_total"),
+    doc: "requests answered since the start",
+};
+
+pub const REQUEST_RATE: Field = Field {
+    json: "request_rate",
+    unit: Unit::PerSecond,
+    value: |e| real(e.request_rate),
+    csv: csv("request_rate", 3),
+    total: Total::Server(|s| real(s.peers.iter().map(|p| p.request_rate).sum())),
+    text: text("OPS/S", 8),
+    tui: Some(Tui {
+        title: "OPS/S",
+        label: "ops/s",
+        width: 7,
+        fairness: None,
+        workload: at(20, None),
+    }),
+    prometheus: Some("requests_total"),
+    doc: "the workload view: requests answered per second (svc_stats_latency), interval",
+};
+
+pub const BYTES_IN: Field = Field {
+    json: "bytes_in",
+    unit: Unit::Count,
+    value: |e| e.bytes_in.map(Value::Int),
+    csv: csv("bytes_in_total", 0),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("received_bytes_total"),
+    doc: "bytes received since the start",
+};
+
+pub const BYTES_OUT: Field = Field {
+    json: "bytes_out",
+    unit: Unit::Count,
+    value: |e| e.bytes_out.map(Value::Int),
+    csv: csv("bytes_out_total", 0),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("sent_bytes_total"),
+    doc: "bytes sent since the start",
+};
+
+pub const BYTES_IN_RATE: Field = Field {
+    json: "bytes_in_rate",
+    unit: Unit::BytesPerSecond,
+    value: |e| e.bytes_in_rate.map(Value::Real),
+    csv: csv("bytes_in_rate", 3),
+    total: Total::SumOfPeers,
+    text: text("IN/S", 10),
+    tui: Some(Tui {
+        title: "IN/S",
+        label: "bytes in/s",
+        // "1023KiB/s" and the sort arrow's room.
+        width: 10,
+        fairness: None,
+        workload: at(30, Some(60)),
+    }),
+    prometheus: Some("received_bytes_total"),
+    doc: "the workload view: bytes its requests brought in per second, RPC headers included (rq_arg.len), interval, in binary units (4.20KiB/s, 35.9MiB/s); \\- where not measured (the classic tracepoint has no lengths), never 0",
+};
+
+pub const BYTES_OUT_RATE: Field = Field {
+    json: "bytes_out_rate",
+    unit: Unit::BytesPerSecond,
+    value: |e| e.bytes_out_rate.map(Value::Real),
+    csv: csv("bytes_out_rate", 3),
+    total: Total::SumOfPeers,
+    text: text("OUT/S", 10),
+    tui: Some(Tui {
+        title: "OUT/S",
+        label: "bytes out/s",
+        width: 10,
+        fairness: None,
+        workload: at(40, None),
+    }),
+    prometheus: Some("sent_bytes_total"),
+    doc: "the workload view: bytes its replies sent per second (rq_res.len), as IN/S. The drill\\-down shows the requests and bytes since the start beside their rates, and the requests per RPC procedure (the kernel's names): each one's rate, share of the client's requests this interval, mean execution time, and P99, the 99th percentile of those requests whose execution time arrived one by one (every one on classic tracepoints; on raw ones those the kernel did not add up with others; \\- where none did)",
+};
+
+/// Every per-entity number, in the order of the CSV's and the batch
+/// text's columns.
+pub const FIELDS: &[Field] = &[
+    CONNECTIONS,
+    DISPATCHES,
+    DISPATCH_RATE,
+    SHARE,
+    FAIR_SHARE,
+    ENTITLED,
+    FAIRNESS,
+    WAIT_P50,
+    WAIT_P99,
+    EXEC_SHARE,
+    REQUESTS,
+    REQUEST_RATE,
+    BYTES_IN,
+    BYTES_OUT,
+    BYTES_IN_RATE,
+    BYTES_OUT_RATE,
+];
+
+/// The fields with a batch-text column, in order.
+pub fn text_columns() -> impl Iterator<Item = (&'static Field, Text)> {
+    FIELDS.iter().filter_map(|f| f.text.map(|t| (f, t)))
+}
+
+/// The fields with a CSV column, in order: those before the clients'
+/// names (`false`) or after them (`true`).
+pub fn csv_columns(after_names: bool) -> impl Iterator<Item = (&'static Field, Csv)> {
+    FIELDS
+        .iter()
+        .filter_map(|f| f.csv.map(|c| (f, c)))
+        .filter(move |(_, c)| c.after_names == after_names)
+}
+
+#[cfg(test)]
+#[path = "fields_tests.rs"]
+mod tests;

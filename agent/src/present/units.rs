@@ -1,0 +1,304 @@
+//! Numbers as a person reads them, one formatter per unit: shares as
+//! `38.4%`, rates as `50.0`, waits as `18ms`, byte rates as `4.20KiB/s`.
+//! Each [`Unit`] rounds a value to the digits it prints and prints that
+//! rounded value, so the sort key ([`Unit::key`]) and the text come from
+//! one number: values that show the same sort as equal (8.3% and 8.3%
+//! tie, and go by name), without reading text back.
+
+/// Binary units, each 1024 times the last.
+const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+/// What a per-entity number is, for showing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// A whole number: `3`.
+    Count,
+    /// Per second: one decimal below 100 (`50.0`), none above (`120`).
+    PerSecond,
+    /// A fraction shown in percent with one decimal: `38.4%`.
+    Percent,
+    /// A ratio or a mean, two decimals: `1.00`, `0.38`.
+    Ratio,
+    /// Microseconds: `960us`, `9.2ms`, `74ms`, `1.20s`.
+    Micros,
+    /// Bytes per second in binary units: `4.20KiB/s`.
+    BytesPerSecond,
+}
+
+/// A value as shown: its text, and the value that text stands for (the
+/// sort key). `-` (nothing to show) sorts below every value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    pub key: f64,
+    pub text: String,
+}
+
+impl Shown {
+    fn none() -> Shown {
+        Shown {
+            key: -1.0,
+            text: "-".into(),
+        }
+    }
+}
+
+/// `x` rounded to `decimals` (ties to even, as the formatter rounds).
+fn round_to(x: f64, decimals: i32) -> f64 {
+    let p = 10f64.powi(decimals);
+    (x * p).round_ties_even() / p
+}
+
+impl Unit {
+    /// `v` as shown in this unit (`None`, NaN and the like: `-`).
+    pub fn show(self, v: Option<f64>) -> Shown {
+        let Some(x) = v else {
+            return Shown::none();
+        };
+        match self {
+            Unit::Count => {
+                let n = x.round();
+                Shown {
+                    key: n,
+                    text: format!("{n:.0}"),
+                }
+            }
+            Unit::PerSecond => {
+                let d = if x < 100.0 { 1 } else { 0 };
+                let k = round_to(x, d);
+                Shown {
+                    key: k,
+                    text: format!("{k:.*}", d as usize),
+                }
+            }
+            Unit::Percent => {
+                let k = round_to(x * 100.0, 1);
+                Shown {
+                    key: k,
+                    text: format!("{k:.1}%"),
+                }
+            }
+            Unit::Ratio if x.is_finite() => {
+                let k = round_to(x, 2);
+                Shown {
+                    key: k,
+                    text: format!("{k:.2}"),
+                }
+            }
+            Unit::Ratio => Shown::none(),
+            Unit::Micros => micros(x),
+            Unit::BytesPerSecond => match human(x) {
+                Some((key, t)) => Shown {
+                    key,
+                    text: format!("{t}/s"),
+                },
+                None => Shown::none(),
+            },
+        }
+    }
+
+    /// The text of `v` in this unit.
+    pub fn text(self, v: Option<f64>) -> String {
+        self.show(v).text
+    }
+
+    /// The sort key of `v`: the value its text stands for.
+    pub fn key(self, v: Option<f64>) -> f64 {
+        self.show(v).key
+    }
+}
+
+/// Microseconds (`0` for nothing measured).
+fn micros(us: f64) -> Shown {
+    let (key, text) = if !us.is_finite() || us <= 0.0 {
+        (0.0, "0".to_string())
+    } else if us < 1_000.0 {
+        let k = round_to(us, 0);
+        (k, format!("{k:.0}us"))
+    } else if us < 10_000.0 {
+        let k = round_to(us / 1e3, 1);
+        (k * 1e3, format!("{k:.1}ms"))
+    } else if us < 1_000_000.0 {
+        let k = round_to(us / 1e3, 0);
+        (k * 1e3, format!("{k:.0}ms"))
+    } else {
+        let k = round_to(us / 1e6, 2);
+        (k * 1e6, format!("{k:.2}s"))
+    };
+    Shown { key, text }
+}
+
+/// Microseconds as a person reads them: `960us`, `9.2ms`, `74ms`,
+/// `1.20s` (the UI's and the batch text's waits).
+pub fn fmt_us(us: f64) -> String {
+    micros(us).text
+}
+
+/// A fraction in percent: `38.4%`.
+pub fn pct(x: f64) -> String {
+    Unit::Percent.text(Some(x))
+}
+
+/// A rate as DISP/S and OPS/S show it: a decimal below 100.
+pub fn per_second(x: f64) -> String {
+    Unit::PerSecond.text(Some(x))
+}
+
+/// A ratio with two decimals; `-` when there is none.
+pub fn fmt_ratio(r: Option<f64>) -> String {
+    Unit::Ratio.text(r)
+}
+
+/// At most four digits and a unit (`1023B`, `4.20KiB`, `42.0MiB`,
+/// `420GiB`), so a column of them stays 9 cells wide with `/s`; past
+/// the last unit, `>1023EiB` (key: infinity). With the bytes the text
+/// stands for. None for what cannot be a count of bytes (NaN, infinite,
+/// negative).
+fn human(x: f64) -> Option<(f64, String)> {
+    if !x.is_finite() || x < 0.0 {
+        return None;
+    }
+    // Whole bytes below 1 KiB: a fraction of a byte says nothing.
+    if x < 1023.5 {
+        let k = round_to(x, 0);
+        return Some((k, format!("{k:.0}B")));
+    }
+    let mut v = x;
+    let mut scale = 1.0;
+    for unit in &UNITS[1..] {
+        v /= 1024.0;
+        scale *= 1024.0;
+        // Rounded to what is printed, still under 1024: this unit.
+        if v < 1023.5 {
+            let d = if v < 9.995 {
+                2
+            } else if v < 99.95 {
+                1
+            } else {
+                0
+            };
+            let k = round_to(v, d);
+            return Some((k * scale, format!("{k:.*}{unit}", d as usize)));
+        }
+    }
+    Some((f64::INFINITY, ">1023EiB".into()))
+}
+
+/// Cumulative bytes: `-` where not measured (never `0B` for unknown).
+pub fn fmt_bytes(b: Option<u64>) -> String {
+    b.and_then(|b| human(b as f64))
+        .map_or_else(|| "-".into(), |(_, t)| t)
+}
+
+/// Bytes per second: `4.20KiB/s`; `-` where not measured.
+pub fn fmt_byte_rate(r: Option<f64>) -> String {
+    Unit::BytesPerSecond.text(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edges_of_each_unit() {
+        let r = |x: f64| fmt_byte_rate(Some(x));
+        assert_eq!(r(0.0), "0B/s");
+        assert_eq!(r(1.0), "1B/s");
+        assert_eq!(r(1023.0), "1023B/s");
+        // Would print as 1024B: the next unit instead.
+        assert_eq!(r(1023.6), "1.00KiB/s");
+        assert_eq!(r(1024.0), "1.00KiB/s");
+        assert_eq!(r(4300.0), "4.20KiB/s");
+        assert_eq!(r(9.999 * 1024.0), "10.0KiB/s");
+        assert_eq!(r(99.96 * 1024.0), "100KiB/s");
+        assert_eq!(r(1023.0 * 1024.0), "1023KiB/s");
+        assert_eq!(r(1023.7 * 1024.0), "1.00MiB/s");
+        assert_eq!(r(1.5 * 1024f64.powi(3)), "1.50GiB/s");
+        assert_eq!(fmt_bytes(Some(0)), "0B");
+        assert_eq!(fmt_bytes(Some(1023)), "1023B");
+        assert_eq!(fmt_bytes(Some(1024)), "1.00KiB");
+    }
+
+    #[test]
+    fn huge_and_not_a_count() {
+        assert_eq!(fmt_bytes(Some(u64::MAX)), "16.0EiB");
+        assert_eq!(fmt_byte_rate(Some(1e300)), ">1023EiB/s");
+        assert_eq!(fmt_byte_rate(Some(f64::MAX)), ">1023EiB/s");
+        for x in [f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(fmt_byte_rate(Some(x)), "-", "{x}");
+        }
+        // Not measured is never 0.
+        assert_eq!(fmt_byte_rate(None), "-");
+        assert_eq!(fmt_bytes(None), "-");
+    }
+
+    /// Every text is at most 9 cells with `/s` (the table's columns).
+    #[test]
+    fn never_wider_than_nine_cells() {
+        let mut x = 0.5;
+        while x < 1e22 {
+            for f in [1.0, 1.0004, 1.02, 1.5, 9.99, 99.9, 999.9, 1023.4, 1023.6] {
+                let t = fmt_byte_rate(Some(x * f));
+                assert!(t.chars().count() <= 10, "{} is {t}", x * f);
+                assert!(t.len() <= 9 || t.starts_with('>'), "{} is {t}", x * f);
+            }
+            x *= 2.0;
+        }
+    }
+
+    /// The key is the value the text stands for: what shows the same
+    /// sorts the same, more never sorts below less, and `-` below all.
+    #[test]
+    fn keys_follow_the_text() {
+        let u = Unit::BytesPerSecond;
+        assert_eq!(u.key(None), -1.0);
+        assert_eq!(u.key(Some(1023.0)), 1023.0);
+        assert_eq!(u.key(Some(4300.0)), 4.2 * 1024.0);
+        assert_eq!(u.key(Some(1e300)), f64::INFINITY);
+        for unit in [
+            Unit::Count,
+            Unit::PerSecond,
+            Unit::Percent,
+            Unit::Ratio,
+            Unit::Micros,
+            Unit::BytesPerSecond,
+        ] {
+            let mut last = u.key(None);
+            let mut prev: Option<Shown> = None;
+            let mut x = 0.0;
+            while x < 1e20 {
+                let s = unit.show(Some(x));
+                assert!(
+                    s.key >= last,
+                    "{unit:?} {x}: {} keys {} < {last}",
+                    s.text,
+                    s.key
+                );
+                if let Some(p) = &prev {
+                    if p.text == s.text {
+                        assert_eq!(p.key, s.key, "{unit:?} {x}: {}", s.text);
+                    }
+                }
+                last = s.key;
+                prev = Some(s);
+                x = x * 1.0013 + 0.000_7;
+            }
+        }
+    }
+
+    #[test]
+    fn each_unit_as_the_table_shows_it() {
+        assert_eq!(pct(0.0834), "8.3%");
+        assert_eq!(per_second(37.0), "37.0");
+        assert_eq!(per_second(99.96), "100.0");
+        assert_eq!(per_second(120.4), "120");
+        assert_eq!(fmt_ratio(Some(0.995_1)), "1.00");
+        assert_eq!(fmt_ratio(None), "-");
+        assert_eq!(fmt_ratio(Some(f64::INFINITY)), "-");
+        assert_eq!(fmt_us(850.0), "850us");
+        assert_eq!(fmt_us(5_100.0), "5.1ms");
+        assert_eq!(fmt_us(180_000.0), "180ms");
+        assert_eq!(fmt_us(1_200_000.0), "1.20s");
+        assert_eq!(fmt_us(f64::NAN), "0");
+        assert_eq!(Unit::Count.text(Some(3.0)), "3");
+    }
+}
