@@ -91,13 +91,16 @@ fn run(tag: &str, extra: &[&str]) -> String {
 //   = 100000 out, 50 × 100 = 5000 B/s in (4.88KiB/s), 50000 out
 //   (48.8KiB/s); 10.0.0.2: 99 × 200 = 19800 in, 99 × 4296 = 425304 out,
 //   10000 B/s in (9.77KiB/s), 214800 out (209.8 KiB/s: 210KiB/s); the
-//   server: 15000 B/s in, 264800 out.
+//   server: 15000 B/s in, 264800 out;
+// - requests in flight: each peer's 50 requests of 10 ms in the second
+//   second are 0.5 s of thread time, 0.50 on average; the server's 1.00
+//   (its one thread, always busy).
 const TEXT_SECOND: &str = "\
 nfsdtop - demo tiny policy=rr-peer threads=1 service=10ms (demo) wait source: enqueue-dequeue - interval 1.00s
 dispatches 200 since start, 100/s  backlogged 2  jain 1.000  wait of all dispatches p50 18ms p99 31ms  lost 0
-PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S
-10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s
-10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%     50.0  4.88KiB/s  48.8KiB/s
+PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT
+10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50
+10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%     50.0  4.88KiB/s  48.8KiB/s   0.50
 ";
 
 #[test]
@@ -120,11 +123,11 @@ fn batch_text_of_a_hand_computed_scenario() {
     let lines: Vec<&str> = second.lines().collect();
     assert_eq!(
         lines[2],
-        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S"
+        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT"
     );
     assert_eq!(
         lines[3],
-        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s"
+        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50"
     );
 }
 
@@ -137,7 +140,7 @@ fn batch_csv_of_a_hand_computed_scenario() {
         "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,\
          share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,\
          requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,\
-         client_names,hostname"
+         client_names,hostname,inflight_mean"
     );
     // Header, then (2 peers + the total row) per iteration.
     assert_eq!(lines.len(), 7, "{out}");
@@ -163,11 +166,11 @@ fn batch_csv_of_a_hand_computed_scenario() {
         rest,
         [
             "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000,\
-             99,50.000,19800,425304,10000.000,214800.000,,",
+             99,50.000,19800,425304,10000.000,214800.000,,,0.500",
             "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000,\
-             100,50.000,10000,100000,5000.000,50000.000,,",
+             100,50.000,10000,100000,5000.000,50000.000,,,0.500",
             "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000,\
-             ,100.000,,,15000.000,264800.000,,",
+             ,100.000,,,15000.000,264800.000,,,1.000",
         ],
         "{out}"
     );

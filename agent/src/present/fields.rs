@@ -477,6 +477,28 @@ pub const BYTES_OUT_RATE: Field = Field {
     doc: "the workload view: bytes its replies sent per second (rq_res.len), as IN/S. The drill\\-down shows the requests and bytes since the start beside their rates, and the requests per RPC procedure (the kernel's names): each one's rate, share of the client's requests this interval, mean execution time, and P99, the 99th percentile of those requests whose execution time arrived one by one (every one on classic tracepoints; on raw ones those the kernel did not add up with others; \\- where none did)",
 };
 
+pub const INFLIGHT: Field = Field {
+    json: "inflight_mean",
+    unit: Unit::Ratio,
+    value: |e| real(e.inflight_mean),
+    csv: Some(Csv {
+        header: "inflight_mean",
+        decimals: 3,
+        after_names: true,
+    }),
+    total: Total::SumOfPeers,
+    text: text("INFLT", 6),
+    tui: Some(Tui {
+        title: "INFLT",
+        label: "in flight",
+        width: 6,
+        fairness: None,
+        workload: at(45, Some(15)),
+    }),
+    prometheus: Some("execution_seconds_total"),
+    doc: "the workload view: its requests in flight, mean over the interval: its nfsd thread time in the interval / the interval's length (a request counts while it executes, not while it waits in the queue); 2.00 is two threads busy with it throughout, and the peers' add up to the header's busy threads",
+};
+
 /// Every per-entity number, in the order of the CSV's and the batch
 /// text's columns.
 pub const FIELDS: &[Field] = &[
@@ -496,6 +518,7 @@ pub const FIELDS: &[Field] = &[
     BYTES_OUT,
     BYTES_IN_RATE,
     BYTES_OUT_RATE,
+    INFLIGHT,
 ];
 
 /// The fields with a batch-text column, in order.

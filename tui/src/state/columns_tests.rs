@@ -144,7 +144,8 @@ fn next_cycles_through_every_column() {
     let w = View::Workload;
     assert_eq!(Column::by_digit('4', true, w), Some(Column::OPS));
     assert_eq!(Column::by_digit('6', true, w), Some(Column::BYTES_OUT));
-    assert_eq!(Column::by_digit('9', true, w), None);
+    assert_eq!(Column::by_digit('9', true, w), Some(Column::SHARE));
+    assert_eq!(Column::by_digit('0', true, w), None);
     assert_eq!(Column::SHARE.next(w), Column::Name);
     assert!(w.shows(Column::Peers) && !w.shows(Column::RATIO));
 }
@@ -197,4 +198,24 @@ fn byte_rates_sort_on_their_shown_values() {
         last = k;
         x = x * 1.07 + 3.0;
     }
+}
+
+/// Requests in flight: a workload column from the field table, shown on
+/// a wide terminal, given up right after CONN on a narrow one (80
+/// columns keep EXEC), sorted on its value.
+#[test]
+fn the_workload_view_shows_requests_in_flight() {
+    use nfsdtop_agent::present::fields::INFLIGHT;
+    let inflt = Column::Field(&INFLIGHT);
+    assert_eq!(inflt.title(), "INFLT");
+    let w = View::Workload;
+    assert!(fitting(200, true, false, w, &[]).contains(&inflt));
+    assert!(!fitting(80, true, false, w, &[]).contains(&inflt));
+    assert!(!View::Fairness.columns().contains(&inflt));
+    let e = |x: f64| EntityStats {
+        inflight_mean: x,
+        ..Default::default()
+    };
+    assert!(inflt.sort_key(&e(0.38)) < inflt.sort_key(&e(2.0)));
+    assert_eq!(inflt.sort_key(&e(0.381)), inflt.sort_key(&e(0.379)));
 }
