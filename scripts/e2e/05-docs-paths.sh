@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The documentation refers only to what the repository holds: every
 # relative link and every path-like reference (`dir/file`, a link target,
-# a path in a code block or a config comment) in README.md, BENCHMARKS.md,
+# a path in a code block or a config comment) in README.md, ARCHITECTURE.md, BENCHMARKS.md,
 # docs/, dashboards/, dist/, scripts/*/README.md and the example config must
 # name a tracked file or directory (globs, {a,b} and placeholders such as
 # NAME.env allowed), a link's #anchor a heading of its page; no tracked
@@ -44,7 +44,7 @@ def expand(tok):
     return [x for alt in m.group(1).split(",") for x in expand(tok[:m.start()] + alt + tok[m.end():])]
 
 DOCS = [f for f in tracked if (
-    f in ("README.md", "BENCHMARKS.md", "exporter/nfsdtopd.example.toml")
+    f in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "exporter/nfsdtopd.example.toml")
     or f.startswith(("docs/", "dashboards/", "dist/"))
     or (f.startswith("scripts/") and f.endswith((".md", ".sh", ".bash", ".toml")))
 ) and not f.endswith(".json")]
