@@ -16,38 +16,9 @@ use nfsdtop_agent::aggregate::Aggregator;
 use nfsdtop_agent::pipeline::{Flow, Pace, Pipeline};
 use nfsdtop_agent::source::demo::{DemoSource, Scenario};
 
-/// Three peers in two classes: one with its own request sizes and an
-/// NFSv4 client name, two with the default sizes; one thread, 10 ms a
-/// request, round-robin across peers.
-const SCENARIO: &str = r#"
-name = "golden"
-threads = 1
-service_ms = 10.0
-jitter = 0.0
-policy = "rr-peer"
-
-[[class]]
-prefix = "10.0.0.0/28"
-name = "lab"
-
-[[client]]
-address = "10.0.0.10"
-connections = 1
-inflight = 2
-request_bytes = 100
-reply_bytes = 1000
-nfs_name = "Linux NFSv4.2 golden-a"
-
-[[client]]
-address = "10.0.0.2"
-connections = 2
-inflight = 2
-
-[[client]]
-address = "10.0.1.7"
-connections = 1
-inflight = 1
-"#;
+/// The input of every golden file here and of nfsdtopd's
+/// (exporter/tests/golden.rs).
+const SCENARIO: &str = include_str!("golden/scenario.toml");
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
