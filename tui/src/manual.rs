@@ -48,7 +48,7 @@ peers or classes
 the fairness view (turns against fair shares) or the workload view (what each client asks: WORKLOAD_ONLY); the table's title says which. A sort by a column the other view does not show becomes a sort by SHARE
 .TP
 \fB/\fR
-filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), a column against a number (\fBratio<0.6\fR, \fBwait99>20ms\fR, \fBshare>=10%\fR, \fBconn>4\fR; the columns ratio, share, fair, exec (percent), wait50, wait99 (us, ms or s; ms by default), conn, disp; the operators <, <=, >, >=, =), or else a case\-insensitive substring of the name or the class. A comparison naming no column or no number is left out and said in the footer
+filter rows (Enter applies, Esc clears). Words separated by spaces must all match; each is an address prefix (\fB10.20.0.0/24\fR, \fBfd00:1234::/32\fR: peers whose address is in it, and per\-peer classes), \fB<fair\fR (below fair share: ratio under 1) or \fB>fair\fR (above it), a column against a number (\fBratio<0.6\fR, \fBwait99>20ms\fR, \fBshare>=10%\fR, \fBconn>4\fR; the columns FILTER_COLUMNS (shares in percent, waits in us, ms or s, ms by default, byte rates in B, KiB, MiB and so on); the operators <, <=, >, >=, =), or else a case\-insensitive substring of the name or the class. A comparison naming no column or no number is left out and said in the footer
 .TP
 \fB+\fR, \fB\-\fR
 longer or shorter refresh interval
@@ -298,7 +298,8 @@ fn extra(name: &str) -> String {
         "nfsdtop" => format!("{NFSDTOP}{}{NFSDTOP_TAIL}", field_columns())
             .replace("VIEW_COLUMNS", &view_columns())
             .replace("NARROW", &narrow())
-            .replace("WORKLOAD_ONLY", &workload_only()),
+            .replace("WORKLOAD_ONLY", &workload_only())
+            .replace("FILTER_COLUMNS", &nfsdtop::state::filter::names()),
         "nfsdtop-record" => RECORD.into(),
         "nfsdtop-doctor" => DOCTOR.into(),
         _ => String::new(),

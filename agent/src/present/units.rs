@@ -105,6 +105,62 @@ impl Unit {
     pub fn key(self, v: Option<f64>) -> f64 {
         self.show(v).key
     }
+
+    /// `v` in the numbers a person types for this unit ([`Unit::read`]):
+    /// a fraction in percent, everything else as it is.
+    pub fn typed(self, v: f64) -> f64 {
+        match self {
+            Unit::Percent => v * 100.0,
+            _ => v,
+        }
+    }
+
+    /// A number typed in this unit (a filter's `share>=10%`): percent
+    /// with or without `%`; microseconds from `us`, `ms` or `s` (ms
+    /// without a suffix); bytes from `B`, `KiB`, `MiB`... with or
+    /// without `/s`; a plain number otherwise. None when it is none.
+    pub fn read(self, text: &str) -> Option<f64> {
+        let number = |t: &str| t.parse::<f64>().ok().filter(|v| v.is_finite());
+        match self {
+            Unit::Percent => number(text.strip_suffix('%').unwrap_or(text)),
+            Unit::Micros => {
+                let (n, scale) = if let Some(n) = text.strip_suffix("us") {
+                    (n, 1.0)
+                } else if let Some(n) = text.strip_suffix("ms") {
+                    (n, 1e3)
+                } else if let Some(n) = text.strip_suffix('s') {
+                    (n, 1e6)
+                } else {
+                    (text, 1e3)
+                };
+                number(n).map(|v| v * scale)
+            }
+            Unit::BytesPerSecond => {
+                // In any case: a filter reads its words in lower case.
+                let lower = text.to_ascii_lowercase();
+                let t = lower.strip_suffix("/s").unwrap_or(&lower);
+                // Longest suffix first: "b" ends every unit.
+                for (i, unit) in UNITS.iter().enumerate().rev() {
+                    if let Some(n) = t.strip_suffix(unit.to_ascii_lowercase().as_str()) {
+                        return number(n).map(|v| v * 1024f64.powi(i as i32));
+                    }
+                }
+                number(t)
+            }
+            Unit::Count | Unit::PerSecond | Unit::Ratio => number(text),
+        }
+    }
+
+    /// How a number in this unit is typed, for a message: empty where a
+    /// plain number is all there is.
+    pub fn how_typed(self) -> &'static str {
+        match self {
+            Unit::Percent => " (a percentage, e.g. 10 or 10%)",
+            Unit::Micros => " (e.g. 20ms, 850us, 1.5s)",
+            Unit::BytesPerSecond => " (bytes, e.g. 512, 4KiB, 1.5MiB)",
+            _ => "",
+        }
+    }
 }
 
 /// Microseconds (`0` for nothing measured).
@@ -283,6 +339,25 @@ mod tests {
                 x = x * 1.0013 + 0.000_7;
             }
         }
+    }
+
+    #[test]
+    fn numbers_as_typed() {
+        assert_eq!(Unit::Percent.read("10%"), Some(10.0));
+        assert_eq!(Unit::Percent.read("10"), Some(10.0));
+        assert_eq!(Unit::Micros.read("20"), Some(20_000.0));
+        assert_eq!(Unit::Micros.read("850us"), Some(850.0));
+        assert_eq!(Unit::Micros.read("1.5s"), Some(1_500_000.0));
+        assert_eq!(Unit::BytesPerSecond.read("4KiB/s"), Some(4096.0));
+        assert_eq!(
+            Unit::BytesPerSecond.read("2MiB"),
+            Some(2.0 * 1024.0 * 1024.0)
+        );
+        assert_eq!(Unit::BytesPerSecond.read("512"), Some(512.0));
+        assert_eq!(Unit::BytesPerSecond.read("1kib"), Some(1024.0));
+        assert_eq!(Unit::Ratio.read("soon"), None);
+        assert_eq!(Unit::Count.read("inf"), None);
+        assert_eq!(Unit::Percent.typed(0.25), 25.0);
     }
 
     #[test]

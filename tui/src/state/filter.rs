@@ -2,7 +2,8 @@
 //! must all match. A word is an address prefix (`10.20.0.0/24`,
 //! `fd00:1234::/32`), `<fair` (below fair share: ratio under 1) or
 //! `>fair` (above it), a comparison of a column with a number
-//! (`ratio<0.6`, `wait99>20ms`, `share>=10%`, `conn>4`: see [`FIELDS`]),
+//! (`ratio<0.6`, `wait99>20ms`, `share>=10%`, `conn>4`: any number of
+//! the field table with a TUI column, see [`names`]),
 //! or else a case-insensitive substring of the name or the class.
 //! Parsing is by `std::net` (addresses) and a bit mask; a word that is not
 //! a valid prefix (`customers/10.2.0.1`, `10.0.0.0/40`) is a substring like
@@ -13,6 +14,7 @@
 use std::net::IpAddr;
 
 use nfsdtop_agent::model::EntityStats;
+use nfsdtop_agent::present::fields;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Term {
@@ -35,73 +37,42 @@ enum Op {
     Eq,
 }
 
-/// What a comparison reads of an entity, in the table's units: shares in
-/// percent, waits in microseconds (typed with a unit, ms by default).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Field {
-    Ratio,
-    Share,
-    Fair,
-    Exec,
-    Wait50,
-    Wait99,
-    Conn,
-    Disp,
+/// A column a comparison may name: a number of the field table with a
+/// TUI column.
+type Field = &'static fields::Field;
+
+/// The name a comparison gives `f`: its title in lower case, without a
+/// trailing `/s` ("disp", "ops", "in"; "disp/s" reads too).
+fn name_of(f: Field) -> Option<String> {
+    let title = f.tui?.title.to_ascii_lowercase();
+    Some(
+        title
+            .strip_suffix("/s")
+            .map_or(title.clone(), str::to_string),
+    )
 }
 
 /// The columns a comparison may name, as the table titles them.
-pub const FIELDS: &str = "ratio, share, fair, exec, wait50, wait99, conn, disp";
+pub fn names() -> String {
+    fields::FIELDS
+        .iter()
+        .filter_map(name_of)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
-impl Field {
-    fn named(name: &str) -> Option<Field> {
-        Some(match name {
-            "ratio" => Field::Ratio,
-            "share" => Field::Share,
-            "fair" => Field::Fair,
-            "exec" => Field::Exec,
-            "wait50" => Field::Wait50,
-            "wait99" => Field::Wait99,
-            "conn" => Field::Conn,
-            "disp" | "disp/s" => Field::Disp,
-            _ => return None,
-        })
-    }
+/// The column `name` stands for.
+fn named(name: &str) -> Option<Field> {
+    let name = name.strip_suffix("/s").unwrap_or(name);
+    fields::FIELDS
+        .iter()
+        .find(|f| name_of(f).is_some_and(|n| n == name))
+}
 
-    fn of(self, e: &EntityStats) -> Option<f64> {
-        Some(match self {
-            Field::Ratio => e.fairness?,
-            Field::Share => e.share * 100.0,
-            Field::Fair => e.fair_share * 100.0,
-            Field::Exec => e.exec_share * 100.0,
-            Field::Wait50 => e.wait_p50_us,
-            Field::Wait99 => e.wait_p99_us,
-            Field::Conn => e.connections as f64,
-            Field::Disp => e.dispatch_rate,
-        })
-    }
-
-    /// The number typed, in this field's unit.
-    fn value(self, text: &str) -> Option<f64> {
-        let number = |t: &str| t.parse::<f64>().ok().filter(|v| v.is_finite());
-        match self {
-            Field::Share | Field::Fair | Field::Exec => {
-                number(text.strip_suffix('%').unwrap_or(text))
-            }
-            Field::Wait50 | Field::Wait99 => {
-                let (n, scale) = if let Some(n) = text.strip_suffix("us") {
-                    (n, 1.0)
-                } else if let Some(n) = text.strip_suffix("ms") {
-                    (n, 1e3)
-                } else if let Some(n) = text.strip_suffix('s') {
-                    (n, 1e6)
-                } else {
-                    (text, 1e3)
-                };
-                number(n).map(|v| v * scale)
-            }
-            _ => number(text),
-        }
-    }
+/// What a comparison reads of an entity: the field's value in the
+/// numbers typed for its unit (shares in percent, waits in microseconds).
+fn of(f: Field, e: &EntityStats) -> Option<f64> {
+    f.get(e).map(|v| f.unit.typed(v))
 }
 
 /// `word` as a comparison (`NAME OP NUMBER`): None when it does not read
@@ -124,18 +95,14 @@ fn comparison(word: &str) -> Option<Result<Term, String>> {
     ]
     .iter()
     .find_map(|(s, op)| rest.strip_prefix(s).map(|v| (*op, v)))?;
-    let Some(field) = Field::named(name) else {
-        return Some(Err(format!("{word}: no column {name:?} (use {FIELDS})")));
+    let Some(field) = named(name) else {
+        return Some(Err(format!("{word}: no column {name:?} (use {})", names())));
     };
-    Some(match field.value(value) {
+    Some(match field.unit.read(value) {
         Some(v) => Ok(Term::Compare(field, op, v)),
         None => Err(format!(
             "{word}: {value:?} is not a number{}",
-            match field {
-                Field::Wait50 | Field::Wait99 => " (e.g. 20ms, 850us, 1.5s)",
-                Field::Share | Field::Fair | Field::Exec => " (a percentage, e.g. 10 or 10%)",
-                _ => "",
-            }
+            field.unit.how_typed()
         )),
     })
 }
@@ -187,7 +154,7 @@ impl Filter {
             Term::Prefix(net, len) => address_of(&e.name).is_some_and(|a| within(a, *net, *len)),
             Term::BelowFair => e.fairness.is_some_and(|r| r < 1.0),
             Term::AboveFair => e.fairness.is_some_and(|r| r > 1.0),
-            Term::Compare(field, op, v) => field.of(e).is_some_and(|x| match op {
+            Term::Compare(field, op, v) => of(field, e).is_some_and(|x| match op {
                 Op::Lt => x < *v,
                 Op::Le => x <= *v,
                 Op::Gt => x > *v,
@@ -331,6 +298,22 @@ mod tests {
         assert_eq!(names("share<=11.1"), ["10.0.0.2", "idle"]);
         assert_eq!(names("conn=16"), ["10.0.0.3"]);
         assert_eq!(names("conn>1 ratio<1"), ["10.0.0.2"]);
+        // Every numeric column of the field table, by its title.
+        assert_eq!(names("disp/s>=0 conn=2"), ["10.0.0.2"]);
+        let mut rows = rows;
+        rows[1].bytes_in_rate = Some(4096.0);
+        rows[1].inflight_mean = 2.5;
+        let names = |f: &str| -> Vec<String> {
+            let f = Filter::parse(f);
+            assert!(f.problems().is_empty(), "{:?}", f.problems());
+            rows.iter()
+                .filter(|r| f.matches(r))
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        assert_eq!(names("in/s>=4KiB"), ["10.0.0.3"]);
+        assert_eq!(names("in>1000"), ["10.0.0.3"]);
+        assert_eq!(names("inflt>2"), ["10.0.0.3"]);
     }
 
     #[test]
