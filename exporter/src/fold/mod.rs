@@ -36,6 +36,7 @@ use nfsdtop_agent::model::EntityStats;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::metrics::OTHER;
+pub use counters::{delta_f, delta_u, Counters};
 
 /// A victim is below this fraction of its fair share (the TUI's yellow:
 /// a margin under 1.0 so that entities at their fair share, whose ratio
@@ -51,52 +52,20 @@ pub const DISPLACE_FACTOR: f64 = 0.75;
 /// since it appeared (a fresh entity is judged on what is known).
 pub const SMOOTH_SECONDS: f64 = 60.0;
 
-impl Series {
-    /// A folded entity's deltas of the counters without an
-    /// aggregator-wide total (so "other" sums them).
-    fn add_folded(&mut self, d: &Delta) {
-        self.entitled += d.entitled;
-        self.backlogged_seconds += d.backlogged_seconds;
-        self.requests += d.requests;
-        self.received_bytes = add_opt(self.received_bytes, d.bytes_in);
-        self.sent_bytes = add_opt(self.sent_bytes, d.bytes_out);
-    }
-}
-
 /// One exported series (a labelled entity or "other").
 #[derive(Clone, Debug, Default)]
 pub struct Series {
     /// Label values (as they are: each encoder escapes for its format).
     pub name: String,
     pub class: String,
-    pub dispatches: u64,
-    pub entitled: f64,
-    pub exec_seconds: f64,
-    pub backlogged_seconds: f64,
+    pub counts: Counters,
     pub connections: u64,
     pub backlogged: bool,
     pub hist: HistAcc,
-    /// Requests executed, and bytes received and sent: `None` until a
-    /// snapshot measured them (classic tracepoints never do), so an
-    /// unmeasured series is absent from /metrics rather than 0.
-    pub requests: u64,
-    pub received_bytes: Option<u64>,
-    pub sent_bytes: Option<u64>,
     /// Requests per procedure (labelled series only).
     pub procedures: procedures::Procedures,
     /// NFSv4 operations (labelled series only).
     pub operations: operations::Operations,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Seen {
-    dispatches: u64,
-    entitled: f64,
-    exec_seconds: f64,
-    backlogged_seconds: f64,
-    requests: u64,
-    bytes_in: Option<u64>,
-    bytes_out: Option<u64>,
 }
 
 /// An entity's fairness over about the last [`SMOOTH_SECONDS`]:
@@ -151,7 +120,7 @@ pub fn key_of(e: &EntityStats) -> Key {
 
 #[derive(Clone, Copy, Debug)]
 struct SeenEntry {
-    v: Seen,
+    v: Counters,
     smooth: Smooth,
     folded: bool,
     generation: u64,
@@ -163,40 +132,8 @@ struct Delta {
     key: Key,
     known: bool,
     was_folded: bool,
-    dispatches: u64,
-    entitled: f64,
-    exec_seconds: f64,
-    backlogged_seconds: f64,
-    requests: u64,
-    bytes_in: Option<u64>,
-    bytes_out: Option<u64>,
-}
-
-/// A measured-or-not counter's change: `None` while it is not measured.
-fn delta_opt(cur: Option<u64>, prev: Option<Option<u64>>) -> Option<u64> {
-    cur.map(|c| delta_u(c, prev.flatten()))
-}
-
-/// `acc + d`, measured once either side is.
-fn add_opt(acc: Option<u64>, d: Option<u64>) -> Option<u64> {
-    match (acc, d) {
-        (None, None) => None,
-        (a, d) => Some(a.unwrap_or(0) + d.unwrap_or(0)),
-    }
-}
-
-pub fn delta_f(cur: f64, prev: Option<f64>) -> f64 {
-    match prev {
-        Some(p) if cur >= p => cur - p,
-        Some(_) | None => cur.max(0.0),
-    }
-}
-
-pub fn delta_u(cur: u64, prev: Option<u64>) -> u64 {
-    match prev {
-        Some(p) if cur >= p => cur - p,
-        Some(_) | None => cur,
-    }
+    /// Its counters' change.
+    c: Counters,
 }
 
 /// Folds entities into at most `k` labelled series plus "other".
@@ -279,40 +216,23 @@ impl Folder {
         let mut unfair_now = 0;
         for (e, &key) in entities.iter().zip(&keys) {
             let entry = self.seen.get(&key).copied();
-            let prev = entry.map(|s| s.v);
+            let now = Counters::of(e);
             let d = Delta {
                 key,
                 known: entry.is_some(),
                 was_folded: entry.is_some_and(|s| s.folded),
-                dispatches: delta_u(e.dispatches, prev.map(|p| p.dispatches)),
-                entitled: delta_f(e.entitled, prev.map(|p| p.entitled)),
-                exec_seconds: delta_f(e.exec_seconds, prev.map(|p| p.exec_seconds)),
-                backlogged_seconds: delta_f(
-                    e.backlogged_seconds,
-                    prev.map(|p| p.backlogged_seconds),
-                ),
-                requests: delta_u(e.requests, prev.map(|p| p.requests)),
-                bytes_in: delta_opt(e.bytes_in, prev.map(|p| p.bytes_in)),
-                bytes_out: delta_opt(e.bytes_out, prev.map(|p| p.bytes_out)),
+                c: now.since(entry.as_ref().map(|s| &s.v)),
             };
             let mut smooth = entry.map(|s| s.smooth).unwrap_or_default();
-            let active = e.backlogged || d.entitled > 0.0 || d.backlogged_seconds > 0.0;
-            smooth.add(dt, d.dispatches, d.entitled, active);
+            let active = e.backlogged || d.c.entitled > 0.0 || d.c.backlogged_seconds > 0.0;
+            smooth.add(dt, d.c.dispatches, d.c.entitled, active);
             if smooth.below(self.unfair_below).is_some() {
                 unfair_now += 1;
             }
             self.seen.insert(
                 key,
                 SeenEntry {
-                    v: Seen {
-                        dispatches: e.dispatches,
-                        entitled: e.entitled,
-                        exec_seconds: e.exec_seconds,
-                        backlogged_seconds: e.backlogged_seconds,
-                        requests: e.requests,
-                        bytes_in: e.bytes_in,
-                        bytes_out: e.bytes_out,
-                    },
+                    v: now,
                     smooth,
                     folded: entry.is_some_and(|s| s.folded),
                     generation,
@@ -346,20 +266,14 @@ impl Folder {
             let fresh_label = d.known && newly.contains(&key);
             match self.labelled.get_mut(&key) {
                 Some(s) if !fresh_label => {
-                    s.dispatches += d.dispatches;
-                    s.entitled += d.entitled;
-                    s.exec_seconds += d.exec_seconds;
-                    s.backlogged_seconds += d.backlogged_seconds;
-                    s.requests += d.requests;
-                    s.received_bytes = add_opt(s.received_bytes, d.bytes_in);
-                    s.sent_bytes = add_opt(s.sent_bytes, d.bytes_out);
+                    s.counts.add(&d.c);
                     s.connections = e.connections;
                     s.backlogged = e.backlogged;
                     s.class.clone_from(&e.class);
                     s.procedures.add(&e.procedures);
                     s.operations.add(&e.nfs4_operations);
-                    labelled_disp += d.dispatches;
-                    labelled_exec += d.exec_seconds;
+                    labelled_disp += d.c.dispatches;
+                    labelled_exec += d.c.exec_seconds;
                     if self.with_hist {
                         let now = dense(&e.wait_histogram);
                         let dh: Vec<u64> = match self.seen_hist.get(&key) {
@@ -383,10 +297,10 @@ impl Folder {
                     if self.with_hist {
                         self.seen_hist.insert(key, dense(&e.wait_histogram));
                     }
-                    self.other.add_folded(d);
+                    self.other.counts.add_folded(&d.c);
                 }
                 None => {
-                    self.other.add_folded(d);
+                    self.other.counts.add_folded(&d.c);
                     other_conn += e.connections;
                     other_backlogged |= e.backlogged;
                     folded_now += 1;
@@ -406,8 +320,8 @@ impl Folder {
         self.folded_now = folded_now;
         self.unfair_now = unfair_now;
         self.unfair_folded = unfair_folded;
-        self.other.dispatches += total_dispatches.saturating_sub(labelled_disp);
-        self.other.exec_seconds += (total_exec - labelled_exec).max(0.0);
+        self.other.counts.dispatches += total_dispatches.saturating_sub(labelled_disp);
+        self.other.counts.exec_seconds += (total_exec - labelled_exec).max(0.0);
         self.other.connections = other_conn;
         self.other.backlogged = other_backlogged;
         if let Some(t) = total_hist {
@@ -541,6 +455,7 @@ impl Folder {
     }
 }
 
+mod counters;
 mod hist;
 mod operations;
 mod procedures;

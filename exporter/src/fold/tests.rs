@@ -61,7 +61,7 @@ fn labels(f: &Folder) -> Vec<String> {
 }
 
 fn other_dispatches(f: &Folder) -> u64 {
-    f.series().last().map(|s| s.dispatches).unwrap()
+    f.series().last().map(|s| s.counts.dispatches).unwrap()
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn victims_get_labels_ahead_of_the_busiest() {
     let (e, total) = step(&mut sims);
     f.update(&e, 1.0, total, 0.0, None);
     assert_eq!(labels(&f), ["a", "v1", "v2"]);
-    let labelled: u64 = f.series().iter().map(|s| s.dispatches).sum();
+    let labelled: u64 = f.series().iter().map(|s| s.counts.dispatches).sum();
     assert_eq!(labelled, 2 * 770, "labelled + other = every dispatch");
 }
 
@@ -256,11 +256,15 @@ fn requests_and_bytes_add_up_across_labels_and_unmeasured_bytes_stay_absent() {
         want = (round * 100, round * 300 * 6, round * 5000 * 6);
     }
     let series = f.series();
-    let requests: u64 = series.iter().map(|s| s.requests).sum();
-    let received: u64 = series.iter().filter_map(|s| s.received_bytes).sum();
-    let sent: u64 = series.iter().filter_map(|s| s.sent_bytes).sum();
+    let requests: u64 = series.iter().map(|s| s.counts.requests).sum();
+    let received: u64 = series.iter().filter_map(|s| s.counts.bytes_in).sum();
+    let sent: u64 = series.iter().filter_map(|s| s.counts.bytes_out).sum();
     assert_eq!((requests, received, sent), want);
     if let Some(s) = series.iter().find(|s| s.name == "10.0.0.4") {
-        assert_eq!((s.received_bytes, s.sent_bytes), (None, None), "{s:?}");
+        assert_eq!(
+            (s.counts.bytes_in, s.counts.bytes_out),
+            (None, None),
+            "{s:?}"
+        );
     }
 }
