@@ -401,7 +401,7 @@ fn peer_drill_down_at_eighty_by_twenty_four() {
         "share 11.1%",
         "fair share 50.0%",
         "ratio 0.22",
-        "thread time, 1.8 in flight)",
+        "thread time, 1.78 in flight)",
         "backlogged (2 queued)  2 connections",
         "10.0.0.1:2049",
         "transports (2)",

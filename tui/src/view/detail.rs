@@ -19,7 +19,11 @@ use super::styles;
 use super::table::row_style;
 use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
-use nfsdtop_agent::present::units::{fmt_byte_rate, fmt_bytes};
+use nfsdtop_agent::present::fields::{
+    BYTES_IN_RATE, BYTES_OUT_RATE, DISPATCH_RATE, EXEC_SHARE, FAIRNESS, FAIR_SHARE, INFLIGHT,
+    REQUEST_RATE, SHARE, WAIT_P50, WAIT_P99,
+};
+use nfsdtop_agent::present::units::fmt_bytes;
 use nfsdtop_agent::present::units::{fmt_ratio as ratio, pct, per_second as rate};
 
 pub fn draw(f: &mut Frame, area: Rect, state: &State) {
@@ -267,7 +271,7 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         .offender()
         .is_some_and(|o| o.name == e.name && o.kind == e.kind);
     let mut ratio_span = Span::styled(
-        format!("ratio {}", ratio(e.fairness)),
+        format!("ratio {}", FAIRNESS.show(e)),
         row_style(state, e, off),
     );
     if off {
@@ -283,25 +287,25 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
     let mut lines = vec![
         Line::from(vec![
             Span::styled(
-                format!("share {}", pct(e.share)),
+                format!("share {}", SHARE.show(e)),
                 Style::default().fg(styles::SHARE),
             ),
             Span::raw("  "),
             Span::styled(
-                format!("fair share {}", pct(e.fair_share)),
+                format!("fair share {}", FAIR_SHARE.show(e)),
                 Style::default().fg(styles::FAIR),
             ),
             Span::raw("  "),
             ratio_span,
-            Span::raw(format!("  {} disp/s", rate(e.dispatch_rate))),
+            Span::raw(format!("  {} disp/s", DISPATCH_RATE.show(e))),
         ]),
         Line::raw(format!(
-            "wait p50 {} p99 {}  exec share {} ({:.2}s thread time, {:.1} in flight)",
-            fmt_us(e.wait_p50_us),
-            fmt_us(e.wait_p99_us),
-            pct(e.exec_share),
+            "wait p50 {} p99 {}  exec share {} ({:.2}s thread time, {} in flight)",
+            WAIT_P50.show(e),
+            WAIT_P99.show(e),
+            EXEC_SHARE.show(e),
             e.exec_seconds,
-            e.inflight_mean
+            INFLIGHT.show(e)
         )),
         Line::from(vec![
             backlog,
@@ -313,11 +317,11 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
         Line::raw(format!(
             "requests {} ({}/s)  in {} ({})  out {} ({})",
             e.requests,
-            rate(e.request_rate),
+            REQUEST_RATE.show(e),
             fmt_bytes(e.bytes_in),
-            fmt_byte_rate(e.bytes_in_rate),
+            BYTES_IN_RATE.show(e),
             fmt_bytes(e.bytes_out),
-            fmt_byte_rate(e.bytes_out_rate)
+            BYTES_OUT_RATE.show(e)
         )),
         // A line of its own: whole on an 80-column terminal.
         Line::styled(
