@@ -8,6 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
+use nfsdtop_agent::present::units::{fmt_ratio, pct, per_second};
+
 use super::help::centered;
 use super::styles;
 use crate::state::State;
@@ -56,15 +58,14 @@ pub fn lines(services: &[ServiceView]) -> Vec<Line<'static>> {
             styles::dim(),
         ));
         for p in &s.peers {
-            let fair = p.fairness.map_or("-".to_string(), |r| format!("{r:.2}"));
             let queued = if p.backlogged { " queued" } else { "" };
             out.push(Line::raw(format!(
-                "  {:<24} {:>10} {:>8.1} {:>6.1}% {:>6}{queued}",
+                "  {:<24} {:>10} {:>8} {:>7} {:>6}{queued}",
                 p.peer,
                 p.dispatches,
-                p.dispatch_rate,
-                p.share * 100.0,
-                fair
+                per_second(p.dispatch_rate),
+                pct(p.share),
+                fmt_ratio(p.fairness)
             )));
         }
     }
