@@ -5,9 +5,6 @@
 //! one number: values that show the same sort as equal (8.3% and 8.3%
 //! tie, and go by name), without reading text back.
 
-/// Binary units, each 1024 times the last.
-const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-
 /// What a per-entity number is, for showing it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {
@@ -33,77 +30,77 @@ pub struct Shown {
     pub text: String,
 }
 
-impl Shown {
-    fn none() -> Shown {
-        Shown {
-            key: -1.0,
-            text: "-".into(),
-        }
-    }
+/// A value rounded to what its unit prints, before any text is made (so
+/// a sort key costs no allocation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Form {
+    /// `-`: not measured, nothing to judge, not a number.
+    Nothing,
+    /// `0` (a wait of nothing).
+    Zero,
+    /// `>1023EiB`: past the last binary unit.
+    Over,
+    /// `number` printed with `decimals`, then `suffix`; `key` is the
+    /// value that stands for, in the unit's own terms.
+    Number {
+        key: f64,
+        number: f64,
+        decimals: usize,
+        suffix: &'static str,
+    },
 }
 
 /// `x` rounded to `decimals` (ties to even, as the formatter rounds).
-fn round_to(x: f64, decimals: i32) -> f64 {
-    let p = 10f64.powi(decimals);
+fn round_to(x: f64, decimals: usize) -> f64 {
+    let p = 10f64.powi(decimals as i32);
     (x * p).round_ties_even() / p
 }
 
+/// `x` printed with `decimals` and `suffix`, the key its value times
+/// `scale`.
+fn number(x: f64, decimals: usize, scale: f64, suffix: &'static str) -> Form {
+    let number = round_to(x, decimals);
+    Form::Number {
+        key: number * scale,
+        number,
+        decimals,
+        suffix,
+    }
+}
+
 impl Unit {
-    /// `v` as shown in this unit (`None`, NaN and the like: `-`).
-    pub fn show(self, v: Option<f64>) -> Shown {
+    fn form(self, v: Option<f64>) -> Form {
         let Some(x) = v else {
-            return Shown::none();
+            return Form::Nothing;
         };
         match self {
-            Unit::Count => {
-                let n = x.round();
-                Shown {
-                    key: n,
-                    text: format!("{n:.0}"),
-                }
-            }
-            Unit::PerSecond => {
-                let d = if x < 100.0 { 1 } else { 0 };
-                let k = round_to(x, d);
-                Shown {
-                    key: k,
-                    text: format!("{k:.*}", d as usize),
-                }
-            }
-            Unit::Percent => {
-                let k = round_to(x * 100.0, 1);
-                Shown {
-                    key: k,
-                    text: format!("{k:.1}%"),
-                }
-            }
-            Unit::Ratio if x.is_finite() => {
-                let k = round_to(x, 2);
-                Shown {
-                    key: k,
-                    text: format!("{k:.2}"),
-                }
-            }
-            Unit::Ratio => Shown::none(),
+            Unit::Count => number(x, 0, 1.0, ""),
+            Unit::PerSecond => number(x, if x < 100.0 { 1 } else { 0 }, 1.0, ""),
+            Unit::Percent => number(x * 100.0, 1, 1.0, "%"),
+            Unit::Ratio if x.is_finite() => number(x, 2, 1.0, ""),
+            Unit::Ratio => Form::Nothing,
             Unit::Micros => micros(x),
-            Unit::BytesPerSecond => match human(x) {
-                Some((key, t)) => Shown {
-                    key,
-                    text: format!("{t}/s"),
-                },
-                None => Shown::none(),
-            },
+            Unit::BytesPerSecond => human(x, &RATE_UNITS),
+        }
+    }
+
+    /// `v` as shown in this unit (`None`, NaN and the like: `-`).
+    pub fn show(self, v: Option<f64>) -> Shown {
+        let form = self.form(v);
+        Shown {
+            key: key_of(form),
+            text: text_of(form, self == Unit::BytesPerSecond),
         }
     }
 
     /// The text of `v` in this unit.
     pub fn text(self, v: Option<f64>) -> String {
-        self.show(v).text
+        text_of(self.form(v), self == Unit::BytesPerSecond)
     }
 
     /// The sort key of `v`: the value its text stands for.
     pub fn key(self, v: Option<f64>) -> f64 {
-        self.show(v).key
+        key_of(self.form(v))
     }
 
     /// `v` in the numbers a person types for this unit ([`Unit::read`]):
@@ -140,7 +137,7 @@ impl Unit {
                 let lower = text.to_ascii_lowercase();
                 let t = lower.strip_suffix("/s").unwrap_or(&lower);
                 // Longest suffix first: "b" ends every unit.
-                for (i, unit) in UNITS.iter().enumerate().rev() {
+                for (i, unit) in BYTE_UNITS.iter().enumerate().rev() {
                     if let Some(n) = t.strip_suffix(unit.to_ascii_lowercase().as_str()) {
                         return number(n).map(|v| v * 1024f64.powi(i as i32));
                     }
@@ -163,30 +160,49 @@ impl Unit {
     }
 }
 
+fn key_of(form: Form) -> f64 {
+    match form {
+        Form::Nothing => -1.0,
+        Form::Zero => 0.0,
+        Form::Over => f64::INFINITY,
+        Form::Number { key, .. } => key,
+    }
+}
+
+fn text_of(form: Form, per_second: bool) -> String {
+    match form {
+        Form::Nothing => "-".into(),
+        Form::Zero => "0".into(),
+        Form::Over if per_second => ">1023EiB/s".into(),
+        Form::Over => ">1023EiB".into(),
+        Form::Number {
+            number,
+            decimals,
+            suffix,
+            ..
+        } => format!("{number:.decimals$}{suffix}"),
+    }
+}
+
 /// Microseconds (`0` for nothing measured).
-fn micros(us: f64) -> Shown {
-    let (key, text) = if !us.is_finite() || us <= 0.0 {
-        (0.0, "0".to_string())
+fn micros(us: f64) -> Form {
+    if !us.is_finite() || us <= 0.0 {
+        Form::Zero
     } else if us < 1_000.0 {
-        let k = round_to(us, 0);
-        (k, format!("{k:.0}us"))
+        number(us, 0, 1.0, "us")
     } else if us < 10_000.0 {
-        let k = round_to(us / 1e3, 1);
-        (k * 1e3, format!("{k:.1}ms"))
+        number(us / 1e3, 1, 1e3, "ms")
     } else if us < 1_000_000.0 {
-        let k = round_to(us / 1e3, 0);
-        (k * 1e3, format!("{k:.0}ms"))
+        number(us / 1e3, 0, 1e3, "ms")
     } else {
-        let k = round_to(us / 1e6, 2);
-        (k * 1e6, format!("{k:.2}s"))
-    };
-    Shown { key, text }
+        number(us / 1e6, 2, 1e6, "s")
+    }
 }
 
 /// Microseconds as a person reads them: `960us`, `9.2ms`, `74ms`,
 /// `1.20s` (the UI's and the batch text's waits).
 pub fn fmt_us(us: f64) -> String {
-    micros(us).text
+    Unit::Micros.text(Some(us))
 }
 
 /// A fraction in percent: `38.4%`.
@@ -204,23 +220,25 @@ pub fn fmt_ratio(r: Option<f64>) -> String {
     Unit::Ratio.text(r)
 }
 
+/// Binary units after a count of bytes, and after a rate.
+const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+const RATE_UNITS: [&str; 7] = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s", "PiB/s", "EiB/s"];
+
 /// At most four digits and a unit (`1023B`, `4.20KiB`, `42.0MiB`,
 /// `420GiB`), so a column of them stays 9 cells wide with `/s`; past
-/// the last unit, `>1023EiB` (key: infinity). With the bytes the text
-/// stands for. None for what cannot be a count of bytes (NaN, infinite,
-/// negative).
-fn human(x: f64) -> Option<(f64, String)> {
+/// the last unit, `>1023EiB`. Nothing for what cannot be a count of
+/// bytes (NaN, infinite, negative).
+fn human(x: f64, units: &[&'static str; 7]) -> Form {
     if !x.is_finite() || x < 0.0 {
-        return None;
+        return Form::Nothing;
     }
     // Whole bytes below 1 KiB: a fraction of a byte says nothing.
     if x < 1023.5 {
-        let k = round_to(x, 0);
-        return Some((k, format!("{k:.0}B")));
+        return number(x, 0, 1.0, units[0]);
     }
     let mut v = x;
     let mut scale = 1.0;
-    for unit in &UNITS[1..] {
+    for unit in &units[1..] {
         v /= 1024.0;
         scale *= 1024.0;
         // Rounded to what is printed, still under 1024: this unit.
@@ -232,17 +250,18 @@ fn human(x: f64) -> Option<(f64, String)> {
             } else {
                 0
             };
-            let k = round_to(v, d);
-            return Some((k * scale, format!("{k:.*}{unit}", d as usize)));
+            return number(v, d, scale, unit);
         }
     }
-    Some((f64::INFINITY, ">1023EiB".into()))
+    Form::Over
 }
 
 /// Cumulative bytes: `-` where not measured (never `0B` for unknown).
 pub fn fmt_bytes(b: Option<u64>) -> String {
-    b.and_then(|b| human(b as f64))
-        .map_or_else(|| "-".into(), |(_, t)| t)
+    text_of(
+        b.map_or(Form::Nothing, |b| human(b as f64, &BYTE_UNITS)),
+        false,
+    )
 }
 
 /// Bytes per second: `4.20KiB/s`; `-` where not measured.
