@@ -5,8 +5,9 @@
 //! Prometheus family it comes from and the manual's sentence. The TUI's
 //! table, filter and drill-down, the batch text and CSV
 //! ([`crate::output`]) and the manual read it; the JSON contracts, the
-//! metric families and the docs are checked against it (tests). A new per-entity number is a new entry in [`FIELDS`], in the
-//! place its CSV and batch-text columns go (see ARCHITECTURE.md).
+//! metric families and the docs are checked against it (tests). A new
+//! per-entity number is a new entry in [`FIELDS`], in the place its CSV
+//! and batch-text columns go (see ARCHITECTURE.md).
 //!
 //! The identity columns (name, class, a class's peer count, the clients'
 //! names) are not numbers and stay with each surface.
