@@ -307,13 +307,10 @@ impl OtherServices {
             let snap = s.agg.snapshot(at.now_ns, at.wall_time, &at.source);
             let counts = s.agg.service_counts();
             let mut peers: Vec<&crate::model::EntityStats> = snap.peers.iter().collect();
-            // Starved first (backlogged, under its fair share this
-            // interval: the clients an operator looks for), worst first;
-            // then the busiest in the interval.
-            let starved = |p: &crate::model::EntityStats| {
-                p.fairness.filter(|&f| p.interval_entitled > 0.0 && f < 1.0)
-            };
-            peers.sort_by(|a, b| match (starved(a), starved(b)) {
+            // Short of their turn first (the clients an operator looks
+            // for), worst first; then the busiest in the interval.
+            let short = crate::present::fairness::short_of_turn;
+            peers.sort_by(|a, b| match (short(a), short(b)) {
                 (Some(x), Some(y)) => x.total_cmp(&y).then_with(|| a.name.cmp(&b.name)),
                 (Some(_), None) => std::cmp::Ordering::Less,
                 (None, Some(_)) => std::cmp::Ordering::Greater,

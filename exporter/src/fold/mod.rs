@@ -38,10 +38,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::metrics::OTHER;
 pub use counters::{delta_f, delta_u, Counters};
 
-/// A victim is below this fraction of its fair share (the TUI's yellow:
-/// a margin under 1.0 so that entities at their fair share, whose ratio
-/// wobbles around 1, do not compete for labels).
-pub const VICTIM_BELOW: f64 = 0.9;
+/// A victim is under its fair share (the TUI's yellow: entities at their
+/// fair share, whose ratio wobbles around 1, do not compete for labels).
+pub const VICTIM_BELOW: f64 = nfsdtop_agent::present::fairness::UNDER_SHARE;
 
 /// A waiting victim takes a labelled victim's slot only when its own ratio
 /// is below this fraction of the labelled one's.

@@ -31,8 +31,9 @@ pub use exposition::{encode_openmetrics, openmetrics_to_text, Exposition, Format
 mod server;
 
 /// The default fairness ratio under which an entity counts as unfairly
-/// served (the NfsdtopUnfairShare alert's default UNFAIR_RATIO).
-pub const DEFAULT_UNFAIR_BELOW: f64 = 0.5;
+/// served: below half its fair share (the NfsdtopUnfairShare alert's
+/// default `unfairRatio` too).
+pub const DEFAULT_UNFAIR_BELOW: f64 = nfsdtop_agent::present::fairness::BELOW_HALF;
 
 /// The git revision nfsdtopd was built from (`git rev-parse HEAD` at build
 /// time, build.rs), or "unknown" for a build outside a git checkout.

@@ -8,6 +8,7 @@ use ratatui::Frame;
 
 use super::styles;
 use crate::state::State;
+use nfsdtop_agent::present::fairness::{BELOW_HALF, UNDER_SHARE};
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
@@ -66,9 +67,9 @@ pub fn draw_help(f: &mut Frame, area: Rect) {
     ]));
     lines.push(Line::from(vec![
         Span::raw("  "),
-        Span::styled("< 0.9 yellow", styles::warn()),
+        Span::styled(format!("< {UNDER_SHARE} yellow"), styles::warn()),
         Span::raw(", "),
-        Span::styled("< 0.5 red", styles::ratio(Some(0.0))),
+        Span::styled(format!("< {BELOW_HALF} red"), styles::ratio(Some(0.0))),
         Span::raw(", "),
         Span::styled("* top offender", styles::offender()),
     ]));

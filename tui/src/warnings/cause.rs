@@ -91,7 +91,10 @@ fn merged_class(s: &Snapshot, e: &EntityStats) -> Option<String> {
         .classes
         .iter()
         .find(|c| c.name == e.class && c.netns == e.netns)?;
-    if class.fairness.is_some_and(|r| r < 0.5) {
+    if class
+        .fairness
+        .is_some_and(|r| r < nfsdtop_agent::present::fairness::BELOW_HALF)
+    {
         return None;
     }
     let members = s

@@ -64,10 +64,7 @@ fn plural(n: usize, kind: EntityKind) -> String {
 /// Microseconds as a short human duration, as the batch text prints them.
 pub use nfsdtop_agent::present::units::fmt_us;
 
-/// Backlogged during the interval yet not one dispatch.
-pub fn is_starved(e: &EntityStats) -> bool {
-    e.interval_dispatches == 0 && (e.backlogged || e.interval_entitled >= 1.0)
-}
+pub use nfsdtop_agent::present::fairness::is_starved;
 
 /// Ratios this close to 1 are fair: nobody is marked as an offender
 /// when every entity gets its turn give or take rounding.

@@ -19,11 +19,11 @@ use std::collections::HashMap;
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
 
 use super::is_starved;
+use nfsdtop_agent::present::fairness;
 
-/// Ratios below these are a level worse each: below 0.9 "under its
-/// share" (yellow), below 0.5 "below half its fair share" (red, and the
-/// warning).
-pub const THRESHOLDS: [f64; 2] = [0.9, 0.5];
+/// Ratios below these are a level worse each: "under its share"
+/// (yellow), "below half its fair share" (red, and the warning).
+pub const THRESHOLDS: [f64; 2] = [fairness::UNDER_SHARE, fairness::BELOW_HALF];
 
 /// The level of a ratio below half its fair share.
 pub const BELOW_HALF: u8 = 2;
