@@ -1,21 +1,34 @@
-//! nfsdtop's pipeline, in the order data flows through it:
+//! nfsdtop's pipeline. Every module, in the order data flows through it
+//! (ARCHITECTURE.md at the top of the repository draws the same path):
 //!
 //! - [`source`]: where events come from — the live kernel (BPF on the
 //!   sunrpc tracepoints), the built-in demo simulator, or a recording;
+//! - [`record`]: recordings, events to a checked file and back;
+//! - [`input`]: the small files a user hands over (class maps, scenarios,
+//!   configs, certificates), read with a size limit;
+//! - [`text`]: text from outside (kernel files, recordings, DNS, remote
+//!   agents) made safe to show;
 //! - [`classify`]: peers → classes (class map file or the kernel's class);
 //! - [`clients`]: peers → the NFSv4 clients' own names (nfsd's client list);
+//! - [`resolve`]: peers → host names, only when asked (`--resolve`);
+//! - [`redact`]: client addresses hidden where the list is sensitive;
 //! - [`aggregate`]: events → shares, fair shares, waits, execution time
 //!   (nfsd's, and each other RPC service's apart in `aggregate::services`);
+//! - [`server`]: the server's threads and how busy the interval kept them;
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
-//!   to a view (TUI, batch output, HTTP API, exporter);
+//!   to a view (TUI, batch output, HTTP API, exporter), with [`playback`]
+//!   (pause, step, seek, speed) for a virtual source;
 //! - [`session`]: the source, class map and pacing a front end asks for,
 //!   opened and run (with the shared source flags under feature `cli`);
+//! - [`present`]: the per-entity field table, one formatter per unit and
+//!   the fairness vocabulary, which the TUI, the batch output ([`output`])
+//!   and the manual show from;
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`);
-//! - [`present`]: the per-entity field table and one formatter per unit,
-//!   which the TUI, the batch output ([`output`]) and the manual show from;
-//! - [`keyhash`]: the seeded hash of maps keyed by what clients choose.
+//! - [`keyhash`]: the seeded hash of maps keyed by what clients choose;
+//! - [`testing`]: how tests that need BPF, tracefs or root say "skipped";
+//!   `fuzzing`: the entry points of the fuzz targets (hidden).
 
 pub mod aggregate;
 pub mod classify;
