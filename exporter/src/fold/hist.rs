@@ -5,7 +5,11 @@
 
 use nfsdtop_agent::aggregate::histogram::{bucket_bounds, bucket_of, WaitHistogram, BUCKETS};
 
-use crate::metrics::WAIT_BOUNDS_POW;
+/// Upper bounds of the exported queue-wait buckets, in µs: powers of two
+/// from 16 µs to 2^22 µs (4.19 s). Every power of two is a bucket boundary
+/// of the agent's wait histogram, so the exported cumulative counts are
+/// exact.
+pub const WAIT_BOUNDS_POW: std::ops::RangeInclusive<u32> = 4..=22;
 
 /// A full-resolution cumulative histogram, accumulated from deltas.
 #[derive(Clone, Debug, Default)]

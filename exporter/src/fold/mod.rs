@@ -35,8 +35,11 @@ use nfsdtop_agent::keyhash::process_hash;
 use nfsdtop_agent::model::EntityStats;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::metrics::OTHER;
 pub use counters::{delta_f, delta_u, Counters};
+
+/// The label value of the folded series (peers and classes past the
+/// top-K bound, summed).
+pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
 
 /// A victim is under its fair share (the TUI's yellow: entities at their
 /// fair share, whose ratio wobbles around 1, do not compete for labels).
@@ -456,6 +459,7 @@ impl Folder {
 
 mod counters;
 mod hist;
+pub use hist::WAIT_BOUNDS_POW;
 mod operations;
 mod procedures;
 pub use hist::{dense, HistAcc};

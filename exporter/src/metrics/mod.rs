@@ -42,13 +42,9 @@ pub const BUILD_REVISION: &str = env!("NFSDTOP_BUILD_REVISION");
 /// The rustc that built nfsdtopd (`rustc --version`, build.rs).
 pub const BUILD_RUSTC: &str = env!("NFSDTOP_BUILD_RUSTC");
 
-/// The label value of the folded series.
-pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
-
-/// Upper bounds of the exported queue-wait buckets, in µs: powers of two
-/// from 16 µs to 2^22 µs (4.19 s). Every power of two is a bucket boundary
-/// of [`WaitHistogram`], so the exported cumulative counts are exact.
-pub const WAIT_BOUNDS_POW: std::ops::RangeInclusive<u32> = 4..=22;
+/// The label value of the folded series, and the exported queue-wait
+/// buckets: the fold's, which it folds into and accumulates.
+pub use crate::fold::{OTHER, WAIT_BOUNDS_POW};
 
 /// The BPF self-metrics of a snapshot: the live source's per-program
 /// counters (run time and runs are the kernel's `bpf_prog_info` numbers,
