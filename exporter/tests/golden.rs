@@ -8,29 +8,16 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use nfsdtop_agent::aggregate::Aggregator;
-use nfsdtop_agent::pipeline::{Flow, Pace, Pipeline};
-use nfsdtop_agent::source::demo::{DemoSource, Scenario};
+use nfsdtop_agent::pipeline::Flow;
 use nfsdtop_exporter::metrics::{
     encode_openmetrics, registry, MetricsState, BUILD_REVISION, BUILD_RUSTC,
 };
-
-const SCENARIO: &str = include_str!("../../tui/tests/golden/scenario.toml");
+use nfsdtop_testkit::golden_pipeline;
 
 #[test]
 fn the_exposition_of_the_golden_scenario() {
-    let scenario = Scenario::parse(SCENARIO, "golden").unwrap();
-    let classes = scenario.class_map().unwrap();
-    let p = Pipeline {
-        pace: Pace::AsFastAsPossible,
-        ..Pipeline::new(
-            Box::new(DemoSource::new(scenario)),
-            Aggregator::new(classes, Default::default()),
-            Duration::from_secs(1),
-        )
-    };
+    let p = golden_pipeline();
     let mut state = MetricsState::new(2, 2);
     let mut n = 0;
     p.run(None, |mut s| {

@@ -116,16 +116,7 @@ fn bad_queries_get_a_json_400() {
 /// took are still answered.
 #[test]
 fn distinct_queries_past_the_bound_are_refused_as_overload() {
-    let d = Daemon::start(&[
-        "--demo",
-        "seed-k16",
-        "--policy",
-        "flat",
-        "--listen",
-        "127.0.0.1:0",
-        "--interval",
-        "5",
-    ]);
+    let d = common::demo(&["--interval", "5"]);
     d.wait_for("an unfair list", 30, |d| {
         (d.get("/api/v1/unfair").status == 200).then_some(())
     });

@@ -1,9 +1,34 @@
 //! What the integration tests of several crates share (a dev-dependency
 //! of each, never built into a binary): stand-ins for the host's files
-//! (nfsd's client list) and the command that runs a binary unprivileged.
+//! (nfsd's client list), the command that runs a binary unprivileged, and
+//! the golden scenario every golden file is made from.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use nfsdtop_agent::aggregate::Aggregator;
+use nfsdtop_agent::pipeline::{Pace, Pipeline};
+use nfsdtop_agent::source::demo::{DemoSource, Scenario};
+
+/// The fixed demo scenario of the golden files (tui/tests/golden.rs,
+/// exporter/tests/golden.rs).
+pub const GOLDEN_SCENARIO: &str = include_str!("../../tui/tests/golden/scenario.toml");
+
+/// The golden scenario's pipeline: one-second snapshots, as fast as it
+/// runs, with the scenario's own class map.
+pub fn golden_pipeline() -> Pipeline<'static> {
+    let scenario = Scenario::parse(GOLDEN_SCENARIO, "golden").expect("the golden scenario");
+    let classes = scenario.class_map().expect("its class map");
+    Pipeline {
+        pace: Pace::AsFastAsPossible,
+        ..Pipeline::new(
+            Box::new(DemoSource::new(scenario)),
+            Aggregator::new(classes, Default::default()),
+            Duration::from_secs(1),
+        )
+    }
+}
 
 /// One NFSv4 client as nfsd lists it (`/proc/fs/nfsd/clients/ID/info`).
 pub struct NfsdClient<'a> {

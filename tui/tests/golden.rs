@@ -10,15 +10,12 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use nfsdtop_agent::aggregate::Aggregator;
-use nfsdtop_agent::pipeline::{Flow, Pace, Pipeline};
-use nfsdtop_agent::source::demo::{DemoSource, Scenario};
+use nfsdtop_agent::pipeline::Flow;
 
 /// The input of every golden file here and of nfsdtopd's
 /// (exporter/tests/golden.rs).
-const SCENARIO: &str = include_str!("golden/scenario.toml");
+use nfsdtop_testkit::{golden_pipeline, GOLDEN_SCENARIO as SCENARIO};
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -126,16 +123,7 @@ fn batch_text() {
 /// form), the second of two one-second snapshots.
 #[test]
 fn snapshot_json() {
-    let scenario = Scenario::parse(SCENARIO, "golden").unwrap();
-    let classes = scenario.class_map().unwrap();
-    let p = Pipeline {
-        pace: Pace::AsFastAsPossible,
-        ..Pipeline::new(
-            Box::new(DemoSource::new(scenario)),
-            Aggregator::new(classes, Default::default()),
-            Duration::from_secs(1),
-        )
-    };
+    let p = golden_pipeline();
     let mut snaps = Vec::new();
     p.run(None, |s| {
         snaps.push(s);
