@@ -223,14 +223,26 @@ fn folded_execution_times_reach_the_agent_once() {
         procedures <= sent && procedures * 1000 >= sent * 999,
         "hits {sent}, procedures {procedures}"
     );
-    // Ours at least, less what the races above may have lost.
+    // Each of our threads' wake-ups is named by its class: the count
+    // above is exact in sum, so a class is judged by most of its wake-ups.
+    // A few may be missing from a class on a busy host: a wake-up the
+    // kernel's recursion guard kept from the program (an interrupt inside
+    // it, or a task preempted in it where tracepoints are preemptible) or
+    // one whose fold raced its row's takeover. A naming that is wrong
+    // would move all of a class.
     assert!(own.iter().all(|t| t.is_finished()), "our wake-ups ended");
     let lost = sent - procedures;
+    let skipped = bpf::raw_program_name(s)
+        .and_then(|name| bpf::recursion_misses(&ebpf, name))
+        .unwrap_or(0);
+    println!("{skipped} wake-ups skipped by the recursion guard");
     let null = by_name.get("NULL").copied().unwrap_or_default();
     let other = by_name.get("(other)").copied().unwrap_or_default();
+    let most = OWN_WAKEUPS - OWN_WAKEUPS / 100;
     assert!(
-        null.0 + lost >= OWN_WAKEUPS && other.0 + lost >= OWN_WAKEUPS,
-        "normal tasks' wake-ups are NULL, nice 5's (other), {OWN_WAKEUPS} of each ours ({lost} lost): {by_name:?}"
+        null.0 + lost + skipped >= most && other.0 + lost + skipped >= most,
+        "normal tasks' wake-ups are NULL, nice 5's (other), {OWN_WAKEUPS} of each ours \
+         ({lost} lost, {skipped} skipped by the recursion guard): {by_name:?}"
     );
     assert!(null.1 > 0, "some came folded from a row: {by_name:?}");
 }
