@@ -35,7 +35,7 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
             out.push(Event {
                 ts_ns: ts,
                 xprt: *k,
-                kind: EventKind::Enqueue,
+                kind: EventKind::Enqueue { inflight: None },
             });
         }
         for k in &keys {

@@ -96,7 +96,7 @@ fn churn(n_peers: u32) -> Vec<Event> {
             out.push(Event {
                 ts_ns: ts,
                 xprt: k,
-                kind: EventKind::Enqueue,
+                kind: EventKind::Enqueue { inflight: None },
             });
             out.push(Event {
                 ts_ns: ts + rng % 30_000,

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ClientName, EntityKind, EntityStats, Operations, Procedures, Schema, ServerView, Snapshot,
-    SourceInfo, Tracepoint,
+    ClientName, DepthHistogram, EntityKind, EntityStats, Operations, Procedures, Schema,
+    ServerView, Snapshot, SourceInfo, Tracepoint,
 };
 use crate::present::fields::{self, Field};
 use crate::present::units::fmt_us;
@@ -108,6 +108,14 @@ pub struct BatchEntity<'a> {
     pub bytes_in_rate: Option<f64>,
     #[serde(default)]
     pub bytes_out_rate: Option<f64>,
+    /// In-flight depth at enqueue, as the snapshot's (`null` where not
+    /// measured, or reading a line from before they existed).
+    #[serde(default)]
+    pub enqueue_depth: Option<DepthHistogram>,
+    #[serde(default)]
+    pub depth0_share: Option<f64>,
+    #[serde(default)]
+    pub enqueue_depth_mean: Option<f64>,
     /// Requests per RPC procedure, as the snapshot's (absent where
     /// procedures are not counted).
     #[serde(default, skip_serializing_if = "Procedures::is_empty")]
@@ -265,6 +273,9 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 bytes_out: e.bytes_out,
                 bytes_in_rate: e.bytes_in_rate,
                 bytes_out_rate: e.bytes_out_rate,
+                enqueue_depth: e.enqueue_depth,
+                depth0_share: e.depth0_share,
+                enqueue_depth_mean: e.enqueue_depth_mean,
                 procedures: Cow::Borrowed(&e.procedures),
                 nfs4_operations: Cow::Borrowed(&e.nfs4_operations),
                 client_names: Cow::Borrowed(&e.client_names),

@@ -41,7 +41,7 @@ fn stream(name: &str, policy: Policy, secs: u64) -> (Vec<Event>, Scenario) {
     let mut queued_at = HashMap::new();
     for e in &mut events {
         match &mut e.kind {
-            EventKind::Enqueue => {
+            EventKind::Enqueue { .. } => {
                 queued_at.entry(e.xprt).or_insert(e.ts_ns);
             }
             EventKind::Dequeue { qtime_ns, .. } => {
@@ -83,7 +83,7 @@ fn dequeues_alone_give_every_peer_the_same_fair_share() {
         for chunk in full.chunk_by(|a, b| a.ts_ns / 100_000_000 == b.ts_ns / 100_000_000) {
             for e in chunk
                 .iter()
-                .filter(|e| !matches!(e.kind, EventKind::Enqueue))
+                .filter(|e| !matches!(e.kind, EventKind::Enqueue { .. }))
             {
                 rebuild.push(*e);
             }
@@ -217,7 +217,7 @@ fn an_agent_that_falls_behind_gives_the_snapshots_of_one_that_kept_up() {
     let (full, scenario) = stream("seed-k16", Policy::Flat, 32);
     let records: Vec<Event> = full
         .into_iter()
-        .filter(|e| !matches!(e.kind, EventKind::Enqueue))
+        .filter(|e| !matches!(e.kind, EventKind::Enqueue { .. }))
         .collect();
     let reader = |stalls: Vec<Range<u64>>| LateReader {
         stream: records.clone(),

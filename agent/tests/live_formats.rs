@@ -304,14 +304,14 @@ fn decode_raw_record_bytes_to_events() {
         decode_item(&ring_item(&l518, Slot::Enqueue, busy_conn), &l518)
             .unwrap()
             .kind,
-        EventKind::Enqueue
+        EventKind::Enqueue { inflight: None }
     );
     let conn = TraceFields { flags: 0x2, ..base };
     assert_eq!(
         decode_item(&ring_item(&l66, Slot::Enqueue, conn), &l66)
             .unwrap()
             .kind,
-        EventKind::Enqueue
+        EventKind::Enqueue { inflight: None }
     );
 
     // Execution time µs → ns; IPv6 client and server (the longest record).

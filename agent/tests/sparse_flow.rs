@@ -86,7 +86,7 @@ fn overtaken_by(events: &[Event], from_ns: u64) -> Vec<usize> {
     for e in events {
         let bursty = e.xprt.peer().to_string() == BURSTY;
         match e.kind {
-            EventKind::Enqueue if bursty && e.ts_ns > from_ns => waiting = Some(0),
+            EventKind::Enqueue { .. } if bursty && e.ts_ns > from_ns => waiting = Some(0),
             EventKind::Dequeue { .. } if bursty => out.extend(waiting.take()),
             EventKind::Dequeue { .. } => {
                 if let Some(n) = waiting.as_mut() {

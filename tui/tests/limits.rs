@@ -55,7 +55,7 @@ fn flood_recording() -> PathBuf {
         let x = xprt(SocketAddr::new(IpAddr::V6(ip), 40_000));
         ts += 2_000_000;
         events.push(ev(ts, x, EventKind::Accepted));
-        events.push(ev(ts + 1_000, x, EventKind::Enqueue));
+        events.push(ev(ts + 1_000, x, EventKind::Enqueue { inflight: None }));
         events.push(ev(
             ts + 2_000,
             x,

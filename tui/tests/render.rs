@@ -428,7 +428,7 @@ fn two_namespaces(ns_a: u32, ns_b: u32) -> Snapshot {
         };
         let ts = 1_000 + i as u64 * 10_000;
         for (ts, kind) in [
-            (ts, EventKind::Enqueue),
+            (ts, EventKind::Enqueue { inflight: None }),
             (
                 ts + 1_000,
                 EventKind::Dequeue {
@@ -524,8 +524,16 @@ fn r_shows_the_other_services_own_shares_and_esc_closes_it() {
         class: None,
     };
     let mut agg = Aggregator::default();
-    agg.ingest(&ev("10.0.0.5:700", EventKind::Enqueue, 1));
-    agg.ingest(&ev("10.0.0.6:700", EventKind::Enqueue, 2));
+    agg.ingest(&ev(
+        "10.0.0.5:700",
+        EventKind::Enqueue { inflight: None },
+        1,
+    ));
+    agg.ingest(&ev(
+        "10.0.0.6:700",
+        EventKind::Enqueue { inflight: None },
+        2,
+    ));
     agg.ingest(&ev("10.0.0.5:700", deq, 3));
     agg.ingest(&ev("10.0.0.6:700", deq, 4));
     agg.ingest(&ev(

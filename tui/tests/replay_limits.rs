@@ -129,7 +129,7 @@ fn dispatches(from: u64, n: u64) -> Vec<Event> {
                 Event {
                     ts_ns: ts,
                     xprt: key(2),
-                    kind: EventKind::Enqueue,
+                    kind: EventKind::Enqueue { inflight: None },
                 },
                 Event {
                     ts_ns: ts + 1000,

@@ -192,7 +192,7 @@ fn two_namespace_recording(dir: &Path) -> PathBuf {
                 kind,
             })
         };
-        add(0, a, EventKind::Enqueue);
+        add(0, a, EventKind::Enqueue { inflight: None });
         add(10_000, a, dequeue);
         let done = EventKind::Executed {
             exec_ns: ms,
@@ -202,7 +202,7 @@ fn two_namespace_recording(dir: &Path) -> PathBuf {
         };
         add(ms + 10_000, a, done);
         if i % 10 == 0 {
-            add(20_000, b, EventKind::Enqueue);
+            add(20_000, b, EventKind::Enqueue { inflight: None });
             add(15 * ms, b, dequeue);
         }
     }

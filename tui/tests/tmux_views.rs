@@ -220,10 +220,10 @@ fn lockd_recording(dir: &Path) -> PathBuf {
     for i in 0..2_000u64 {
         let t = start + i * 10 * ms;
         for (dt, x, kind) in [
-            (0, nfs, EventKind::Enqueue),
+            (0, nfs, EventKind::Enqueue { inflight: None }),
             (10_000, nfs, dequeue),
-            (100_000, c, EventKind::Enqueue),
-            (101_000, d, EventKind::Enqueue),
+            (100_000, c, EventKind::Enqueue { inflight: None }),
+            (101_000, d, EventKind::Enqueue { inflight: None }),
             (110_000, c, dequeue),
             (120_000, d, dequeue),
             (130_000, c, lock),

@@ -327,9 +327,17 @@ impl Aggregator {
         }
         let ts = ev.ts_ns;
         match ev.kind {
-            EventKind::Enqueue => {
+            EventKind::Enqueue { inflight } => {
                 self.events[Tracepoint::Enqueue.index()] += 1;
                 let xi = self.xprt(&ev.xprt, ts);
+                if let Some(depth) = inflight {
+                    // Every enqueue the kernel made counts, also one the
+                    // queue below takes for a duplicate.
+                    let (ps, cs) = self.owners(xi);
+                    for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
+                        e.depth.get_or_insert_default()[0].record(depth);
+                    }
+                }
                 self.enqueue(xi, ts);
             }
             EventKind::Dequeue { qtime_ns, class } => {

@@ -210,6 +210,11 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             e.prev_bytes = b;
             r
         });
+        let depth = e.depth.as_deref_mut().map(|[now, then]| {
+            let interval = now.since(then);
+            *then = *now;
+            (*now, interval)
+        });
         e.prev_dispatches = e.dispatches;
         e.prev_entitled = entitled;
         e.prev_exec_ns = e.exec_ns;
@@ -282,6 +287,9 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
                 .as_mut()
                 .map(|p| p.snapshot(ctx.interval_s))
                 .unwrap_or_default(),
+            enqueue_depth: depth.map(|d| d.0),
+            depth0_share: depth.and_then(|d| d.1.depth0_share()),
+            enqueue_depth_mean: depth.and_then(|d| d.1.mean()),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

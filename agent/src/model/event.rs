@@ -210,7 +210,10 @@ impl<'de> Deserialize<'de> for PerTracepoint {
 pub enum EventKind {
     /// A real enqueue: the transport went onto a pool's ready queue. Sources
     /// must not emit attempts that found the transport BUSY (6.6+ kernels).
-    Enqueue,
+    /// `inflight`: the transport's requests in flight at that moment (the
+    /// kernel's `xpt_nr_rqsts`: received, not yet replied to), where the
+    /// source reads it.
+    Enqueue { inflight: Option<u32> },
     /// A thread took the transport off the ready queue: one dispatch.
     /// `qtime_ns` is the kernel's own queue wait (6.16+ `qtime`); `class`
     /// is the kernel's class when the dequeue tracepoint carries one.

@@ -1,6 +1,7 @@
 //! The data model shared by every stage: events in, snapshots out.
 
 pub mod bounds;
+mod depth;
 mod event;
 pub mod histogram;
 mod operations;
@@ -8,6 +9,7 @@ mod procedures;
 mod schema;
 mod snapshot;
 
+pub use depth::{DepthHistogram, DEPTH_BUCKETS, DEPTH_LOWER};
 pub use event::{
     Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, ProcName, Tracepoint, XprtKey,
 };

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::histogram::WaitHistogram;
-use super::{Operations, PerTracepoint, Procedures, Schema};
+use super::{DepthHistogram, Operations, PerTracepoint, Procedures, Schema};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -266,6 +266,18 @@ pub struct EntityStats {
     /// absent where not counted or none seen).
     #[serde(default, skip_serializing_if = "Operations::is_empty")]
     pub nfs4_operations: Operations,
+    /// In-flight depth at enqueue: its transports' enqueues by the
+    /// requests each had in flight then, cumulative; `null` where the
+    /// source does not measure it (`source.detail` says so).
+    #[serde(default)]
+    pub enqueue_depth: Option<DepthHistogram>,
+    /// Of this interval's enqueues, the share at depth 0; `null` where
+    /// none was measured in the interval.
+    #[serde(default)]
+    pub depth0_share: Option<f64>,
+    /// Their mean depth, `null` likewise.
+    #[serde(default)]
+    pub enqueue_depth_mean: Option<f64>,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

@@ -500,6 +500,38 @@ pub const INFLIGHT: Field = Field {
     doc: "the workload view: its requests in flight, mean over the interval: its nfsd thread time in the interval / the interval's length (a request counts while it executes, not while it waits in the queue); 2.00 is two threads busy with it throughout, and the peers' add up to the header's busy threads",
 };
 
+pub const DEPTH0_SHARE: Field = Field {
+    json: "depth0_share",
+    unit: Unit::Percent,
+    value: |e| e.depth0_share.map(Value::Real),
+    csv: Some(Csv {
+        header: "depth0_share",
+        decimals: 6,
+        after_names: true,
+    }),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("enqueue_depth"),
+    doc: "the drill\\-down: of its transports' enqueues this interval, the share that found nothing in flight (the kernel's xpt_nr_rqsts 0: every request it had sent was answered); a sparse\\-flow queue protects a flow only while about 1 in 64 of its enqueues are at depth 0. \\- where not measured",
+};
+
+pub const DEPTH_MEAN: Field = Field {
+    json: "enqueue_depth_mean",
+    unit: Unit::Ratio,
+    value: |e| e.enqueue_depth_mean.map(Value::Real),
+    csv: Some(Csv {
+        header: "enqueue_depth_mean",
+        decimals: 3,
+        after_names: true,
+    }),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: Some("enqueue_depth"),
+    doc: "the drill\\-down: the mean of its requests in flight at its enqueues this interval, beside the since\\-start histogram (0, 1, 2\\-3, 4\\-7, 8 and more)",
+};
+
 /// Every per-entity number, in the order of the CSV's and the batch
 /// text's columns.
 pub const FIELDS: &[Field] = &[
@@ -520,6 +552,8 @@ pub const FIELDS: &[Field] = &[
     BYTES_IN_RATE,
     BYTES_OUT_RATE,
     INFLIGHT,
+    DEPTH0_SHARE,
+    DEPTH_MEAN,
 ];
 
 /// The fields with a batch-text column, in order.

@@ -22,9 +22,10 @@ pub const MAGIC: [u8; 8] = *b"NFSDTREC";
 /// The format version this build writes, and the newest it reads. v2
 /// added the executed record's byte counts ([`flag::BYTES`]), v3 the
 /// procedure records ([`flag::PROCEDURE`]), v4 the NFSv4 operation
-/// records ([`flag::OPERATION`]); an older file never sets those flags, so
-/// it replays unchanged.
-pub const FORMAT_VERSION: u16 = 4;
+/// records ([`flag::OPERATION`]), v5 the enqueue's in-flight depth
+/// ([`flag::INFLIGHT`]); an older file never sets those flags, so it
+/// replays unchanged.
+pub const FORMAT_VERSION: u16 = 5;
 
 /// Procedure names a file defines at most (v3); a writer records any
 /// further name as `(other)`.
@@ -101,6 +102,10 @@ pub mod flag {
     pub const QTIME: u8 = 0x10;
     /// Dequeue only: a kernel class varint follows.
     pub const CLASS: u8 = 0x20;
+    /// Enqueue only, v5 (the bit QTIME has on a dequeue): the transport's
+    /// requests in flight at the enqueue (a varint) follow; without it
+    /// they were not measured.
+    pub const INFLIGHT: u8 = 0x10;
     /// Executed only (the bit QTIME has on a dequeue): a request-count
     /// varint follows; without it the record is one request.
     pub const REQUESTS: u8 = 0x10;

@@ -111,6 +111,8 @@ pub struct Reader<R: Read> {
     proc_names: Option<Vec<ProcName>>,
     /// v4+: NFSv4 operation records ([`flag::OPERATION`]).
     operations: bool,
+    /// v5+: enqueues with their in-flight depth ([`flag::INFLIGHT`]).
+    inflight: bool,
     payload: Vec<u8>,
     state: State,
 }
@@ -245,6 +247,7 @@ impl<R: Read> Reader<R> {
             prev_xprt: None,
             proc_names: (version >= 3).then(Vec::new),
             operations: version >= 4,
+            inflight: version >= 5,
             payload: Vec::new(),
             state: State::Reading,
         })
@@ -546,6 +549,7 @@ impl<R: Read> Reader<R> {
             code::DEQUEUE => {}
             // REQUESTS and BYTES: the bits QTIME and CLASS have on a dequeue.
             code::EXECUTED => {}
+            code::ENQUEUE if self.inflight && tag & flag::CLASS == 0 => {}
             _ if tag & (flag::QTIME | flag::CLASS) != 0 => {
                 return Err(format!(
                     "dequeue-only flags on another record (tag {tag:#04x})"
@@ -575,7 +579,15 @@ impl<R: Read> Reader<R> {
             xi
         };
         let kind = match code {
-            code::ENQUEUE => EventKind::Enqueue,
+            code::ENQUEUE => {
+                let inflight = if tag & flag::INFLIGHT != 0 {
+                    let v = c.varint().map_err(|e| format!("in flight: {e}"))?;
+                    Some(u32::try_from(v).map_err(|_| format!("in flight {v} > 2^32"))?)
+                } else {
+                    None
+                };
+                EventKind::Enqueue { inflight }
+            }
             code::DEQUEUE => {
                 let qtime_ns = if tag & flag::QTIME != 0 {
                     Some(c.varint().map_err(|e| format!("qtime: {e}"))?)

@@ -68,10 +68,13 @@ fn every_kind(n: u32) -> Vec<Event> {
     for i in 0..n {
         let k = key(i % 50);
         ts += u64::from(i % 1000) * 997;
+        // v5: the depth at enqueue, measured now and then, up to 2^32.
         v.push(Event {
             ts_ns: ts,
             xprt: k,
-            kind: EventKind::Enqueue,
+            kind: EventKind::Enqueue {
+                inflight: (i % 4 != 0).then_some(if i % 11 == 0 { u32::MAX } else { i % 70 }),
+            },
         });
         v.push(Event {
             ts_ns: ts + 5,
@@ -140,12 +143,12 @@ fn every_kind(n: u32) -> Vec<Event> {
     v.push(Event {
         ts_ns: u64::MAX,
         xprt: key(1),
-        kind: EventKind::Enqueue,
+        kind: EventKind::Enqueue { inflight: None },
     });
     v.push(Event {
         ts_ns: 0,
         xprt: key(1),
-        kind: EventKind::Enqueue,
+        kind: EventKind::Enqueue { inflight: None },
     });
     v
 }
@@ -189,7 +192,7 @@ fn a_dispatch_costs_a_few_bytes() {
         events.push(Event {
             ts_ns: ts,
             xprt: k,
-            kind: EventKind::Enqueue,
+            kind: EventKind::Enqueue { inflight: None },
         });
         events.push(Event {
             ts_ns: ts + 20_000,
@@ -234,7 +237,7 @@ fn the_transport_table_resets_when_full() {
                 netns: i,
                 ..XprtKey::default()
             },
-            kind: EventKind::Enqueue,
+            kind: EventKind::Enqueue { inflight: None },
         })
         .chain((0..3).map(|i| Event {
             ts_ns: 0,
@@ -364,8 +367,10 @@ fn version_1_files_still_replay() {
             )
         })
         .map(|mut e| {
-            if let EventKind::Executed { bytes, .. } = &mut e.kind {
-                *bytes = None;
+            match &mut e.kind {
+                EventKind::Executed { bytes, .. } => *bytes = None,
+                EventKind::Enqueue { inflight } => *inflight = None,
+                _ => {}
             }
             e
         })
@@ -400,6 +405,26 @@ fn operation_records_are_v4() {
     assert_eq!((c.damage, c.events), (None, vec![op]));
     bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
     assert!(read_bytes(&bytes).unwrap().damage.is_some());
+}
+
+/// v5's enqueue with its in-flight depth reads back, 0 as 0 (not "not
+/// measured"); in a v4 file the same flag on an enqueue is damage.
+#[test]
+fn inflight_enqueues_are_v5() {
+    let at = |inflight| Event {
+        ts_ns: 2_000_000,
+        xprt: key(3),
+        kind: EventKind::Enqueue { inflight },
+    };
+    let events = [at(Some(0)), at(None), at(Some(7))];
+    let (mut bytes, _) = record(&events);
+    let c = read_bytes(&bytes).unwrap();
+    assert_eq!((c.damage, c.events), (None, events.to_vec()));
+    bytes[8..10].copy_from_slice(&4u16.to_le_bytes());
+    assert!(read_bytes(&bytes).unwrap().damage.is_some());
+    let (mut plain, _) = record(&[at(None)]);
+    plain[8..10].copy_from_slice(&4u16.to_le_bytes());
+    assert_eq!(read_bytes(&plain).unwrap().events, vec![at(None)]);
 }
 
 /// v3's procedure records: names defined once then by index, at most

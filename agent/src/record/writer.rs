@@ -231,7 +231,14 @@ impl<W: Write> Writer<W> {
                 flag::PROCEDURE | if requests != 1 { flag::REQUESTS } else { 0 },
             ),
             EventKind::Operation { .. } => (code::EXECUTED, flag::OPERATION),
-            EventKind::Enqueue => (code::ENQUEUE, 0),
+            EventKind::Enqueue { inflight } => (
+                code::ENQUEUE,
+                if inflight.is_some() {
+                    flag::INFLIGHT
+                } else {
+                    0
+                },
+            ),
             EventKind::Dequeue { qtime_ns, class } => (
                 code::DEQUEUE,
                 if qtime_ns.is_some() { flag::QTIME } else { 0 }
@@ -318,7 +325,12 @@ impl<W: Write> Writer<W> {
                 e.varint(u64::from(count));
                 e.byte(op);
             }
-            EventKind::Enqueue | EventKind::Accepted | EventKind::Closed => {}
+            EventKind::Enqueue { inflight } => {
+                if let Some(n) = inflight {
+                    e.varint(u64::from(n));
+                }
+            }
+            EventKind::Accepted | EventKind::Closed => {}
         }
         self.plen += e.n;
         self.frame_events += 1;

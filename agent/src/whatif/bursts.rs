@@ -89,7 +89,7 @@ impl Bursts {
     pub fn ingest(&mut self, e: &Event) {
         let counts = matches!(
             e.kind,
-            EventKind::Enqueue | EventKind::Dequeue { .. } | EventKind::Executed { .. }
+            EventKind::Enqueue { .. } | EventKind::Dequeue { .. } | EventKind::Executed { .. }
         );
         if !counts {
             if e.kind == EventKind::Closed {
@@ -99,7 +99,7 @@ impl Bursts {
         }
         let st = self.transports.entry(e.xprt).or_default();
         match e.kind {
-            EventKind::Enqueue => {
+            EventKind::Enqueue { .. } => {
                 let peer = self
                     .peers
                     .entry((e.xprt.netns, e.xprt.peer().to_string()))
@@ -192,13 +192,13 @@ mod tests {
     fn a_burst_ends_when_nothing_is_in_flight_or_queued() {
         let mut b = Bursts::default();
         b.ingest_all(&[
-            ev(10, EventKind::Enqueue),
+            ev(10, EventKind::Enqueue { inflight: None }),
             deq(20),
-            ev(20, EventKind::Enqueue), // received: one more waiting, depth 1
+            ev(20, EventKind::Enqueue { inflight: None }), // received: one more waiting, depth 1
             done(30),
             deq(40),
             done(50),
-            ev(100, EventKind::Enqueue), // the next burst
+            ev(100, EventKind::Enqueue { inflight: None }), // the next burst
             deq(110),
             done(130),
         ]);
@@ -215,9 +215,14 @@ mod tests {
     #[test]
     fn reset_drops_counts_and_bursts_under_way() {
         let mut b = Bursts::default();
-        b.ingest_all(&[ev(10, EventKind::Enqueue), deq(20)]);
+        b.ingest_all(&[ev(10, EventKind::Enqueue { inflight: None }), deq(20)]);
         b.reset_counts();
-        b.ingest_all(&[done(30), ev(40, EventKind::Enqueue), deq(41), done(45)]);
+        b.ingest_all(&[
+            done(30),
+            ev(40, EventKind::Enqueue { inflight: None }),
+            deq(41),
+            done(45),
+        ]);
         let p = b.peer(1, "10.0.0.2").unwrap();
         assert_eq!(p.bursts(), 1);
         assert_eq!(p.completion_us(0.5), Some(0.005));

@@ -297,7 +297,7 @@ impl Fitter {
             }
         }
         match ev.kind {
-            EventKind::Enqueue => {
+            EventKind::Enqueue { .. } => {
                 let mut newly = false;
                 if let Some(s) = self.state(&ev.xprt) {
                     if !s.queued {

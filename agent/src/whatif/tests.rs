@@ -271,7 +271,7 @@ fn after_mounts(events: &[Event]) -> Vec<Event> {
                 procedure: None,
             };
             for (dt, kind) in [
-                (0, EventKind::Enqueue),
+                (0, EventKind::Enqueue { inflight: None }),
                 (10_000, dequeue),
                 (1_010_000, executed),
             ] {

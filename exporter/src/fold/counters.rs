@@ -3,7 +3,7 @@
 //! snapshot had them, their change since, and a series' running sum
 //! (a labelled entity's, or "other"'s).
 
-use nfsdtop_agent::model::EntityStats;
+use nfsdtop_agent::model::{DepthHistogram, EntityStats};
 
 /// Dispatches, entitlement, execution and backlogged time, requests and
 /// bytes. Bytes are `None` until measured (classic tracepoints never do),
@@ -17,6 +17,8 @@ pub struct Counters {
     pub requests: u64,
     pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
+    /// In-flight depth at enqueue, `None` likewise.
+    pub depth: Option<DepthHistogram>,
 }
 
 impl Counters {
@@ -30,6 +32,7 @@ impl Counters {
             requests: e.requests,
             bytes_in: e.bytes_in,
             bytes_out: e.bytes_out,
+            depth: e.enqueue_depth,
         }
     }
 
@@ -48,6 +51,10 @@ impl Counters {
             requests: delta_u(self.requests, prev.map(|p| p.requests)),
             bytes_in: delta_opt(self.bytes_in, prev.map(|p| p.bytes_in)),
             bytes_out: delta_opt(self.bytes_out, prev.map(|p| p.bytes_out)),
+            depth: self.depth.map(|d| match prev.and_then(|p| p.depth) {
+                Some(p) if d.count() >= p.count() && d.sum >= p.sum => d.since(&p),
+                _ => d,
+            }),
         }
     }
 
@@ -67,6 +74,9 @@ impl Counters {
         self.requests += d.requests;
         self.bytes_in = add_opt(self.bytes_in, d.bytes_in);
         self.bytes_out = add_opt(self.bytes_out, d.bytes_out);
+        if let Some(d) = d.depth {
+            self.depth.get_or_insert_default().merge(&d);
+        }
     }
 }
 

@@ -35,6 +35,14 @@ fn entity(name: &str, kind: EntityKind, dispatches: u64) -> EntityStats {
     for us in [20, 300, 5000] {
         e.wait_histogram.record_us(us);
     }
+    // Depth at enqueue measured for all but fd00::3, as the bytes.
+    if name != "fd00::3" {
+        let mut d = nfsdtop_agent::model::DepthHistogram::default();
+        for depth in [0, 0, 1, 3, 70] {
+            d.record(depth);
+        }
+        e.enqueue_depth = Some(d);
+    }
     // Requests per procedure: READ and GETATTR (the procedure families).
     for (p, n) in [("READ", dispatches), ("GETATTR", 1)] {
         let stats = nfsdtop_agent::model::ProcedureStats {

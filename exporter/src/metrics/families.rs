@@ -10,7 +10,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet}
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
-use nfsdtop_agent::model::BpfProgramStats;
+use nfsdtop_agent::model::{BpfProgramStats, DepthHistogram, DEPTH_LOWER};
 
 use super::MetricsState;
 use crate::fold::{Folder, Series};
@@ -30,6 +30,9 @@ pub(super) enum EntityValue {
     Gauge(fn(&Series) -> f64),
     /// The queue-wait histogram (classes only: peers have none).
     QueueWait,
+    /// The in-flight depth at enqueue, a histogram where measured (absent
+    /// where not).
+    EnqueueDepth,
 }
 
 pub(super) struct EntityFamily {
@@ -98,6 +101,13 @@ pub(super) const ENTITY: &[EntityFamily] = &[
         peer_help: None,
         unit: Some(Unit::Seconds),
         value: EntityValue::QueueWait,
+    },
+    EntityFamily {
+        what: "enqueue_depth",
+        class_help: "Requests in flight on the class's transport at each of its enqueues (the kernel's xpt_nr_rqsts); the le=\"0\" bucket over _count is its share of enqueues at depth 0. Absent where not measured.",
+        peer_help: Some("Requests in flight on the peer's transport at each of its enqueues (xpt_nr_rqsts); absent where not measured."),
+        unit: None,
+        value: EntityValue::EnqueueDepth,
     },
     EntityFamily {
         what: "connections",
@@ -252,7 +262,7 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
         let ty = match row.value {
             EntityValue::Counter(_) | EntityValue::MeasuredCounter(_) => MetricType::Counter,
             EntityValue::Gauge(_) => MetricType::Gauge,
-            EntityValue::QueueWait => MetricType::Histogram,
+            EntityValue::QueueWait | EntityValue::EnqueueDepth => MetricType::Histogram,
         };
         let mut m = enc.encode_descriptor(&name, help, row.unit.as_ref(), ty)?;
         for s in series {
@@ -263,10 +273,16 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
                 }
                 continue;
             }
+            if let EntityValue::EnqueueDepth = &row.value {
+                if let Some(d) = s.counts.depth {
+                    depth_histogram(&mut m.encode_family(&l)?, &d)?;
+                }
+                continue;
+            }
             let mut f = m.encode_family(&l)?;
             match &row.value {
                 EntityValue::Counter(v) => counter(&mut f, v(s))?,
-                EntityValue::MeasuredCounter(_) => {}
+                EntityValue::MeasuredCounter(_) | EntityValue::EnqueueDepth => {}
                 EntityValue::Gauge(v) => f.encode_gauge(&v(s))?,
                 EntityValue::QueueWait => {
                     let (sum, count, buckets) = s.hist.export();
@@ -283,6 +299,24 @@ pub(super) fn encode_entities<L: EncodeLabelSet>(
         }
     }
     Ok(())
+}
+
+/// A depth histogram with buckets at its own bounds: le 0, 1, 3, 7, ...,
+/// 63, +Inf.
+fn depth_histogram(
+    f: &mut prometheus_client::encoding::MetricEncoder,
+    d: &DepthHistogram,
+) -> std::fmt::Result {
+    let buckets: Vec<(f64, u64)> = d
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| match DEPTH_LOWER.get(i + 1) {
+            Some(&next) => (f64::from(next - 1), c),
+            None => (f64::INFINITY, c),
+        })
+        .collect();
+    f.encode_histogram::<NoLabelSet>(d.sum as f64, d.count(), &buckets, None)
 }
 
 /// Requests per RPC procedure of the labelled series of `kind` (none
@@ -418,7 +452,7 @@ mod tests {
         };
         let total = match f.value {
             EntityValue::Counter(_) | EntityValue::MeasuredCounter(_) => "_total",
-            EntityValue::Gauge(_) | EntityValue::QueueWait => "",
+            EntityValue::Gauge(_) | EntityValue::QueueWait | EntityValue::EnqueueDepth => "",
         };
         format!("{}{unit}{total}", f.what)
     }

@@ -11,7 +11,7 @@ use ratatui::widgets::{
 };
 use ratatui::Frame;
 
-use nfsdtop_agent::model::{ClientName, EntityKind, EntityStats};
+use nfsdtop_agent::model::{ClientName, DepthHistogram, EntityKind, EntityStats, DEPTH_BUCKETS};
 use nfsdtop_agent::output;
 
 use super::mini_histogram::WaitBars;
@@ -20,8 +20,8 @@ use super::table::row_style;
 use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
 use nfsdtop_agent::present::fields::{
-    BYTES_IN_RATE, BYTES_OUT_RATE, DISPATCH_RATE, EXEC_SHARE, FAIRNESS, FAIR_SHARE, INFLIGHT,
-    REQUEST_RATE, SHARE, WAIT_P50, WAIT_P99,
+    BYTES_IN_RATE, BYTES_OUT_RATE, DEPTH0_SHARE, DEPTH_MEAN, DISPATCH_RATE, EXEC_SHARE, FAIRNESS,
+    FAIR_SHARE, INFLIGHT, REQUEST_RATE, SHARE, WAIT_P50, WAIT_P99,
 };
 use nfsdtop_agent::present::units::fmt_bytes;
 use nfsdtop_agent::present::units::{fmt_ratio as ratio, pct, per_second as rate};
@@ -332,12 +332,33 @@ fn summary_lines<'a>(e: Option<&'a EntityStats>, state: &State) -> Vec<Line<'a>>
             styles::dim(),
         ),
     ];
+    lines.extend(e.enqueue_depth.map(|d| Line::raw(depth_line(e, &d))));
     lines.extend(client_line(e));
     lines.extend(e.hostname.as_ref().map(|h| {
         // Cut at the edge rather than wrapped, like the client's line.
         Line::styled(format!("host {h}"), Style::default().fg(styles::FAIR))
     }));
     lines
+}
+
+/// Its transports' in-flight depth at enqueue: this interval's share at
+/// depth 0 and mean, and since the start the shares of depth 0, 1, 2-7
+/// and 8 or more (at most 79 cells).
+fn depth_line(e: &EntityStats, d: &DepthHistogram) -> String {
+    let n = d.count().max(1) as f64;
+    let part = |r: std::ops::Range<usize>| {
+        let c: u64 = d.counts[r].iter().sum();
+        format!("{:.0}", 100.0 * c as f64 / n)
+    };
+    format!(
+        "at enqueue: {} at depth 0, mean {}; since start 0|1|2-7|8+: {}|{}|{}|{}%",
+        DEPTH0_SHARE.show(e),
+        DEPTH_MEAN.show(e),
+        part(0..1),
+        part(1..2),
+        part(2..4),
+        part(4..DEPTH_BUCKETS)
+    )
 }
 
 /// A peer's network namespace (its inode), where nfsd serves more than

@@ -47,7 +47,7 @@ impl Script {
         self
     }
     fn enq(&mut self, c: &str) -> &mut Self {
-        self.ev(c, EventKind::Enqueue)
+        self.ev(c, EventKind::Enqueue { inflight: None })
     }
     fn deq(&mut self, c: &str) -> &mut Self {
         self.ev(

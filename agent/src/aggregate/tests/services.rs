@@ -25,12 +25,17 @@ fn other_services_stay_out_of_nfsds_numbers() {
     let mut s = Script::new();
     s.enq("10.0.0.2:1").enq("10.0.0.3:1");
     for ts in [10_000, 11_000] {
-        s.agg.ingest(&lockd(None, 53601, EventKind::Enqueue, ts));
+        s.agg.ingest(&lockd(
+            None,
+            53601,
+            EventKind::Enqueue { inflight: None },
+            ts,
+        ));
         s.agg.ingest(&lockd(None, 53601, deq, ts + 1));
         s.agg.ingest(&lockd(
             Some("10.0.0.2:900"),
             4045,
-            EventKind::Enqueue,
+            EventKind::Enqueue { inflight: None },
             ts + 2,
         ));
         s.agg
@@ -41,7 +46,7 @@ fn other_services_stay_out_of_nfsds_numbers() {
     s.agg.ingest(&lockd(
         Some("10.0.0.3:901"),
         4045,
-        EventKind::Enqueue,
+        EventKind::Enqueue { inflight: None },
         12_000,
     ));
     s.agg.ingest(&lockd(
@@ -123,10 +128,18 @@ fn each_other_service_has_its_own_fair_shares_and_its_name() {
     let t0 = s.ts;
     s.agg.snapshot(t0, 0.0, &SourceInfo::default());
     assert_eq!(s.agg.services().len(), 1);
-    s.agg
-        .ingest(&on_port(4045, "10.0.0.5:700", EventKind::Enqueue, 1_000));
-    s.agg
-        .ingest(&on_port(4045, "10.0.0.6:700", EventKind::Enqueue, 1_001));
+    s.agg.ingest(&on_port(
+        4045,
+        "10.0.0.5:700",
+        EventKind::Enqueue { inflight: None },
+        1_000,
+    ));
+    s.agg.ingest(&on_port(
+        4045,
+        "10.0.0.6:700",
+        EventKind::Enqueue { inflight: None },
+        1_001,
+    ));
     s.agg.ingest(&on_port(4045, "10.0.0.5:700", DEQ, 1_002));
     s.agg
         .ingest(&on_port(4045, "10.0.0.5:700", proc("NULL"), 1_003));
@@ -244,10 +257,20 @@ fn a_starved_peer_of_another_service_is_listed_before_the_busy_ones() {
     let mut agg = Aggregator::default();
     // 40 clients dispatched in turn while 10.9.9.9 stays queued, never
     // dispatched: the worst off, listed first although it has the fewest.
-    agg.ingest(&on_port(4045, "10.9.9.9:700", EventKind::Enqueue, 1));
+    agg.ingest(&on_port(
+        4045,
+        "10.9.9.9:700",
+        EventKind::Enqueue { inflight: None },
+        1,
+    ));
     for i in 0..40u64 {
         let c = format!("10.0.1.{}:700", i + 1);
-        agg.ingest(&on_port(4045, &c, EventKind::Enqueue, 10 + 2 * i));
+        agg.ingest(&on_port(
+            4045,
+            &c,
+            EventKind::Enqueue { inflight: None },
+            10 + 2 * i,
+        ));
         agg.ingest(&on_port(4045, &c, DEQ, 11 + 2 * i));
     }
     agg.snapshot(1_000, 0.0, &SourceInfo::default());

@@ -5,7 +5,7 @@ mod bounds;
 pub mod scenario;
 pub mod sim;
 
-pub use scenario::{Policy, Scenario};
+pub use scenario::{Policy, Scenario, BUILTIN};
 pub use sim::Simulator;
 
 use super::{Poll, Source};

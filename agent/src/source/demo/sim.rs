@@ -513,7 +513,9 @@ impl Simulator {
         out.push(Event {
             ts_ns: self.now,
             xprt: tr.key,
-            kind: EventKind::Enqueue,
+            kind: EventKind::Enqueue {
+                inflight: Some(tr.inflight),
+            },
         });
         if self.scenario.policy == Policy::SparseFlow {
             if tr.inflight == 0 {

@@ -124,7 +124,7 @@ impl Rebuild {
             self.hold(Event {
                 ts_ns: ev.ts_ns.saturating_sub(q),
                 xprt: ev.xprt,
-                kind: EventKind::Enqueue,
+                kind: EventKind::Enqueue { inflight: None },
             });
         }
         self.hold(ev);
@@ -266,7 +266,7 @@ mod tests {
         out.iter()
             .map(|e| {
                 let k = match e.kind {
-                    EventKind::Enqueue => "enq",
+                    EventKind::Enqueue { .. } => "enq",
                     EventKind::Dequeue { .. } => "deq",
                     _ => "other",
                 };
@@ -371,7 +371,7 @@ mod tests {
             used[1] |= !r.held.is_empty();
             let enq = Event {
                 ts_ns: ts.saturating_sub(q),
-                kind: EventKind::Enqueue,
+                kind: EventKind::Enqueue { inflight: None },
                 ..ev
             };
             for e in [enq, ev] {

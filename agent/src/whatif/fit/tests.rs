@@ -38,11 +38,15 @@ fn bursts_and_think_times_are_read_from_busy_periods() {
     let mut t = 0;
     for _ in 0..4 {
         // A burst of 3: enqueue, three dispatches (re-enqueued), idle.
-        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t, 700, EventKind::Enqueue { inflight: None }));
         for i in 0..3 {
             f.ingest(&ev(t + i * 1_000, 700, DQ));
             if i < 2 {
-                f.ingest(&ev(t + i * 1_000, 700, EventKind::Enqueue));
+                f.ingest(&ev(
+                    t + i * 1_000,
+                    700,
+                    EventKind::Enqueue { inflight: None },
+                ));
             }
             f.ingest(&ev(t + i * 1_000 + 1_000, 700, EX));
         }
@@ -63,10 +67,10 @@ fn bursts_and_think_times_are_read_from_busy_periods() {
 #[test]
 fn a_transport_that_never_ran_dry_is_backlogged() {
     let mut f = Fitter::new();
-    f.ingest(&ev(0, 800, EventKind::Enqueue));
+    f.ingest(&ev(0, 800, EventKind::Enqueue { inflight: None }));
     for i in 0..100 {
         f.ingest(&ev(i * 10, 800, DQ));
-        f.ingest(&ev(i * 10, 800, EventKind::Enqueue));
+        f.ingest(&ev(i * 10, 800, EventKind::Enqueue { inflight: None }));
         f.ingest(&ev(i * 10 + 5, 800, EX));
     }
     let fit = f.finish();
@@ -85,22 +89,22 @@ fn a_transport_that_sent_once_and_went_quiet_is_one_burst_not_backlogged() {
     // 0.9 ms after the second was dispatched (an arrival while one was
     // in service, too little for a closed loop), one execution seen.
     fn burst(f: &mut Fitter) {
-        f.ingest(&ev(0, 700, EventKind::Enqueue));
+        f.ingest(&ev(0, 700, EventKind::Enqueue { inflight: None }));
         for i in 0..3 {
             f.ingest(&ev(i * US, 700, DQ));
             if i < 2 {
-                f.ingest(&ev(i * US, 700, EventKind::Enqueue));
+                f.ingest(&ev(i * US, 700, EventKind::Enqueue { inflight: None }));
             }
             f.ingest(&ev(i * US + US, 700, EX));
         }
     }
     fn mount(f: &mut Fitter) {
         for (t, kind) in [
-            (4_700, EventKind::Enqueue),
+            (4_700, EventKind::Enqueue { inflight: None }),
             (8_500, DQ),
-            (8_600, EventKind::Enqueue),
+            (8_600, EventKind::Enqueue { inflight: None }),
             (10_000, DQ),
-            (10_900, EventKind::Enqueue),
+            (10_900, EventKind::Enqueue { inflight: None }),
             (13_600, DQ),
             (14_400, EX),
         ] {
@@ -120,12 +124,16 @@ fn a_transport_that_sent_once_and_went_quiet_is_one_burst_not_backlogged() {
             f.ingest(&ev(t, 700, EventKind::Closed));
         }
         // The load, backlogged to the end at 1 s.
-        f.ingest(&ev(20 * 1_000 * US, 800, EventKind::Enqueue));
+        f.ingest(&ev(
+            20 * 1_000 * US,
+            800,
+            EventKind::Enqueue { inflight: None },
+        ));
         let end = 1_000_000 * US;
         for i in 0..98 {
             let t = 20 * 1_000 * US + i * 10_000 * US;
             f.ingest(&ev(t, 800, DQ));
-            f.ingest(&ev(t, 800, EventKind::Enqueue));
+            f.ingest(&ev(t, 800, EventKind::Enqueue { inflight: None }));
             f.ingest(&ev(t + 5, 800, EX));
         }
         f.ingest(&ev(end, 800, DQ));
@@ -210,13 +218,13 @@ fn the_simulators_three_kinds_of_client_are_told_apart() {
 fn service_times_scale_to_a_saturated_threads_time_per_request() {
     let stream = |exec_ns: u64| {
         let mut f = Fitter::new();
-        f.ingest(&ev(0, 700, EventKind::Enqueue));
-        f.ingest(&ev(0, 701, EventKind::Enqueue));
+        f.ingest(&ev(0, 700, EventKind::Enqueue { inflight: None }));
+        f.ingest(&ev(0, 701, EventKind::Enqueue { inflight: None }));
         for i in 0..400u64 {
             let port = 700 + (i % 2) as u16;
             let t = i * 1_000_000;
             f.ingest(&ev(t, port, DQ));
-            f.ingest(&ev(t + 1, port, EventKind::Enqueue));
+            f.ingest(&ev(t + 1, port, EventKind::Enqueue { inflight: None }));
             f.ingest(&ev(
                 t + exec_ns,
                 port,
@@ -262,13 +270,13 @@ fn a_threads_time_per_request_is_capped_by_the_whole_recording() {
         bytes: None,
         procedure: None,
     };
-    f.ingest(&ev(0, 700, EventKind::Enqueue));
-    f.ingest(&ev(0, 701, EventKind::Enqueue));
+    f.ingest(&ev(0, 700, EventKind::Enqueue { inflight: None }));
+    f.ingest(&ev(0, 701, EventKind::Enqueue { inflight: None }));
     let mut t = 0;
     for i in 0..200u64 {
         let port = 700 + (i % 2) as u16;
         f.ingest(&ev(t, port, DQ));
-        f.ingest(&ev(t + 1, port, EventKind::Enqueue));
+        f.ingest(&ev(t + 1, port, EventKind::Enqueue { inflight: None }));
         f.ingest(&ev(t + 250_000, port, exec(t)));
         t += 4_000_000;
     }
@@ -280,7 +288,7 @@ fn a_threads_time_per_request_is_capped_by_the_whole_recording() {
     f.ingest(&ev(t + 250_000, 701, exec(t)));
     for _ in 0..598u64 {
         t += 1_000_000;
-        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t, 700, EventKind::Enqueue { inflight: None }));
         f.ingest(&ev(t + 1, 700, DQ));
         f.ingest(&ev(t + 250_000, 700, exec(t)));
     }
@@ -308,7 +316,7 @@ fn a_scaled_second_pass_completes_requests_a_threads_time_later() {
     let mut f = Fitter::with_estimated_completions_scaled(4.0);
     for i in 0..10u64 {
         let t = i * 10_000_000;
-        f.ingest(&ev(t, 700, EventKind::Enqueue));
+        f.ingest(&ev(t, 700, EventKind::Enqueue { inflight: None }));
         f.ingest(&ev(t + 1, 700, DQ));
         f.ingest(&ev(
             t + 2,

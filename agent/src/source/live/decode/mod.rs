@@ -92,7 +92,7 @@ fn kind(rec: &RecordView<'_>, s: Slot, cfg: &SlotConfig, layout: &Layout) -> Opt
                     return None;
                 }
             }
-            EventKind::Enqueue
+            EventKind::Enqueue { inflight: None }
         }
         Slot::Dequeue => EventKind::Dequeue {
             qtime_ns: if layout.qtime {

@@ -291,7 +291,7 @@ fn short_records_need_a_full_one_first() {
     // Unknown pointer: no event (counted by the caller as lost).
     assert_eq!(run(short(Slot::Dequeue, 1, 9)), None);
     let enq = run(full(Slot::Enqueue, 2)).unwrap();
-    assert_eq!(enq.kind, EventKind::Enqueue);
+    assert_eq!(enq.kind, EventKind::Enqueue { inflight: None });
     let deq = run(short(Slot::Dequeue, 3, 40)).unwrap();
     assert_eq!(deq.xprt, enq.xprt, "the transport of the full record");
     assert_eq!(
@@ -437,7 +437,10 @@ fn folded_execution_totals_are_reported_once() {
         ev.iter().take(1).map(exec).collect::<Vec<_>>(),
         [(700, 30_000, 2, (200, 2000))]
     );
-    assert_eq!((ev.len(), ev[1].kind), (2, EventKind::Enqueue));
+    assert_eq!(
+        (ev.len(), ev[1].kind),
+        (2, EventKind::Enqueue { inflight: None })
+    );
     // B is freed: its free settles its own claim, then closes it.
     let ev = decode(
         &mut known,
