@@ -175,6 +175,7 @@ fn main() {
         net_ns_inum: 40,
         xpt_local: 48,
         xpt_qtime: None,
+        xpt_nr_rqsts: Some(88),
         rq_lens: Some((56, 64)),
         rq_procs: Some([72, 76, 80]),
         thread: None,

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::source::live::{bpf, drain};
-use nfsdtop_common::{Record, RecordView, Slot};
+use nfsdtop_common::{rawrec, Record, RecordView, Slot};
 
 mod ring;
 use ring::{ready, spawn_true, stable, task_btf, task_offset};
@@ -25,9 +25,9 @@ use ring::{ready, spawn_true, stable, task_btf, task_offset};
 /// through `real_parent`, as the program goes through `xpt_net`, the
 /// "address block" = from its `comm`.
 struct ExecRun {
-    /// Pid → (flags field, netns field, comm bytes) of each record of one
-    /// of the spawned children.
-    records: std::collections::BTreeMap<u32, (u64, u64, Vec<u8>)>,
+    /// Pid → (flags field, netns field, comm bytes, value word) of each
+    /// record of one of the spawned children.
+    records: std::collections::BTreeMap<u32, (u64, u64, Vec<u8>, u64)>,
     spawned: BTreeSet<u32>,
     parent: u64,
     counters: SlotCounters,
@@ -62,6 +62,13 @@ fn exec_run(
         // Any bit: the program reads the "flags" (a slot that drops
         // nothing on them skips the read).
         need_mask: u64::MAX,
+        // The enqueue's depth word: "xpt_nr_rqsts" = the task's tgid.
+        value: if s == Slot::Enqueue {
+            rawrec::VALUE_INFLIGHT
+        } else {
+            rawrec::VALUE_NONE
+        },
+        xpt_nr_rqsts: off(&["tgid"]),
         ..RawConfig::default()
     };
     bpf::write_raw_config(&mut ebpf, &raw).unwrap();
@@ -96,6 +103,7 @@ fn exec_run(
                         r.field(16, 8).unwrap(),
                         r.field(24, 4).unwrap(),
                         r.raw()[40..45].to_vec(),
+                        r.field(rawrec::VALUE, 8).unwrap(),
                     ),
                 );
             }
@@ -122,7 +130,7 @@ fn raw_program_reads_fields_at_btf_offsets() {
         run.spawned,
         "every exec reached the ring"
     );
-    for (pid, (flags, netns, comm)) in &run.records {
+    for (pid, (flags, netns, comm, _)) in &run.records {
         // Eight bytes read at `pid`: the pid, then the tgid.
         assert_eq!(
             *flags as u32, *pid,
@@ -152,10 +160,13 @@ fn raw_enqueue_drops_on_its_flags_argument() {
         "records for the even pids only ({} spawned)",
         run.spawned.len()
     );
-    for (pid, (flags, netns, comm)) in &run.records {
+    for (pid, (flags, netns, comm, depth)) in &run.records {
         assert_eq!(*flags, u64::from(*pid), "flags: argument 1");
         assert_eq!(*netns, run.parent, "the task was read for a kept record");
         assert_eq!(comm, b"true\0");
+        // The depth at enqueue, read at its offset into the value word:
+        // here the child's tgid, its pid.
+        assert_eq!(*depth, u64::from(*pid), "xpt_nr_rqsts: the value word");
     }
     let d = run.counters;
     assert!(
@@ -239,7 +250,6 @@ type Seen = std::collections::BTreeMap<u64, (Vec<u64>, Vec<u64>)>;
 /// Records of the "dequeue" slot into `seen`, until `until` holds or
 /// `limit` has passed.
 fn take(drain: &drain::Drain, seen: &mut Seen, limit: Duration, until: &dyn Fn(&Seen) -> bool) {
-    use nfsdtop_common::rawrec;
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline && !until(seen) {
         let Ok(chunk) = drain.recv_timeout(Duration::from_millis(50)) else {

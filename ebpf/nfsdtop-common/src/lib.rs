@@ -174,6 +174,11 @@ pub mod rawrec {
     pub const VALUE_QTIME: u32 = 1;
     /// now - `rqst->rq_stime` (svc_stats_latency's `execute`).
     pub const VALUE_EXECUTE: u32 = 2;
+    /// The transport's requests in flight, `xprt->xpt_nr_rqsts` (an
+    /// `atomic_t`), at svc_xprt_enqueue; [`INFLIGHT_UNREAD`] where the
+    /// read failed.
+    pub const VALUE_INFLIGHT: u32 = 3;
+    pub const INFLIGHT_UNREAD: u64 = u64::MAX;
     /// `struct svc_xprt` has `xpt_local`, `xpt_locallen`, `xpt_remote`,
     /// `xpt_remotelen` in a row (two `sockaddr_storage` and two `size_t`):
     /// one read of this many bytes from `xpt_local` gets all four.
@@ -336,6 +341,9 @@ pub struct RawConfig {
     /// program does the work of a hit the kernel skipped it for (see
     /// [`twin`]).
     pub twin: u32,
+    /// `svc_xprt.xpt_nr_rqsts`, read where `value` is
+    /// [`rawrec::VALUE_INFLIGHT`].
+    pub xpt_nr_rqsts: u32,
 }
 
 /// Twin programs: exact counts where the kernel can preempt a raw or
@@ -621,7 +629,7 @@ impl<'a> RecordView<'a> {
 const _: () = assert!(Record::SIZE == 16 + RAW_BYTES);
 const _: () = assert!(core::mem::offset_of!(Record, raw) == Record::RAW_AT);
 const _: () = assert!(core::mem::size_of::<SlotConfig>() == 40);
-const _: () = assert!(core::mem::size_of::<RawConfig>() == 96);
+const _: () = assert!(core::mem::size_of::<RawConfig>() == 104);
 const _: () = assert!(core::mem::size_of::<procs::ProcProgram>() == 16);
 const _: () = assert!(core::mem::size_of::<procs::ProcRow>() == procs::ROW_WORDS * 8);
 const _: () = assert!(core::mem::size_of::<exec::ExecTotals>() == 48);

@@ -487,7 +487,11 @@ fn raw_from_xprt(
         rawrec::VALUE_EXECUTE => kread::<u64>(arg0 + cfg.rq_stime as u64),
         _ => None,
     };
-    let value_us = since.map_or(0, |t| now.saturating_sub(t) / 1000);
+    let value_us = match cfg.value {
+        rawrec::VALUE_INFLIGHT => kread::<u32>(xprt + cfg.xpt_nr_rqsts as u64)
+            .map_or(rawrec::INFLIGHT_UNREAD, u64::from),
+        _ => since.map_or(0, |t| now.saturating_sub(t) / 1000),
+    };
     let mut procedure = 0u32;
     if matches!(slot, Slot::StatsLatency) {
         fold_pool(Some(arg0), value_us);

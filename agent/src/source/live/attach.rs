@@ -169,6 +169,7 @@ impl Attachment {
         report.raw = raw::attach_order().filter(|&s| plan.is_raw(s)).collect();
         report.folds_exec = plan.folds_exec();
         report.measures_bytes = plan.measures_bytes();
+        report.measures_depth = plan.measures_depth();
         report.measures_procedures = plan.measures_procedures();
         report.record_procedures = layout.procedure_loc != nfsdtop_common::OFF_NONE;
         report.kept_classic = plan.kept_classic.clone();

@@ -65,6 +65,9 @@ pub struct KernelOffsets {
     pub xpt_local: u32,
     /// 6.16+ (the transport's enqueue time, for `qtime`).
     pub xpt_qtime: Option<u32>,
+    /// `svc_xprt.xpt_nr_rqsts` (its requests in flight, read at each
+    /// enqueue); without it the depth at enqueue is not measured.
+    pub xpt_nr_rqsts: Option<u32>,
     /// `svc_rqst.rq_arg.len` and `rq_res.len` (bytes received and sent),
     /// both or neither: without them bytes are not measured.
     pub rq_lens: Option<(u32, u32)>,
@@ -119,6 +122,7 @@ impl KernelOffsets {
             net_ns_inum: need("net", &["ns", "inum"])?,
             xpt_local: local,
             xpt_qtime: btf.offset_of("svc_xprt", &["xpt_qtime"]),
+            xpt_nr_rqsts: btf.offset_of("svc_xprt", &["xpt_nr_rqsts"]),
             rq_lens: btf
                 .offset_of("svc_rqst", &["rq_arg", "len"])
                 .zip(btf.offset_of("svc_rqst", &["rq_res", "len"])),
@@ -301,6 +305,12 @@ impl RawPlan {
         c.enabled != 0 && c.rq_arg_len != 0
     }
 
+    /// Whether the raw enqueue program reads the depth at enqueue.
+    pub fn measures_depth(&self) -> bool {
+        let c = &self.configs[Slot::Enqueue as usize];
+        c.enabled != 0 && c.value == rawrec::VALUE_INFLIGHT
+    }
+
     /// Whether svc_stats_latency hits of known transports are folded.
     pub fn folds_exec(&self) -> bool {
         self.configs
@@ -365,6 +375,7 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
                 }
             },
             Slot::StatsLatency => rawrec::VALUE_EXECUTE,
+            Slot::Enqueue if k.xpt_nr_rqsts.is_some() => rawrec::VALUE_INFLIGHT,
             _ => rawrec::VALUE_NONE,
         };
         p.configs[i] = RawConfig {
@@ -390,6 +401,7 @@ pub fn plan(layout: &Layout, k: &KernelOffsets, choice: Tracepoints) -> RawPlan 
             rq_proc: 0,
             fold_procs: 0,
             twin: 0,
+            xpt_nr_rqsts: k.xpt_nr_rqsts.unwrap_or(0),
         };
         p.decode.slots[i] = raw_record_layout(classic, value != rawrec::VALUE_NONE);
         if s == Slot::StatsLatency {

@@ -31,6 +31,9 @@ pub struct AccessReport {
     /// svc_stats_latency program reads their lengths); else they are
     /// absent (null in JSON), never 0.
     pub measures_bytes: bool,
+    /// The raw enqueue program reads the transport's requests in flight
+    /// (`xpt_nr_rqsts`); else the depth at enqueue is absent (null).
+    pub measures_depth: bool,
     /// The raw svc_stats_latency program reads each request's procedure
     /// (`super::procs`).
     pub measures_procedures: bool,
@@ -169,6 +172,16 @@ impl fmt::Display for AccessReport {
                  read at svc_rqst offsets from the kernel's BTF)"
             )?;
         }
+        if self.measures_depth {
+            f.write_str("; depth at enqueue from xpt_nr_rqsts")?;
+            if self.moved(Slot::Enqueue) {
+                write!(
+                    f,
+                    " until {} moved to its classic tracepoint (not measured since)",
+                    Slot::Enqueue.name()
+                )?;
+            }
+        }
         let raw_stats = self.raw.contains(&Slot::StatsLatency);
         if raw_stats && self.measures_procedures {
             f.write_str("; procedures from rq_prog/rq_vers/rq_proc")?;
@@ -240,6 +253,7 @@ mod tests {
             folds_exec: true,
             fold_unavailable: None,
             measures_bytes: true,
+            measures_depth: false,
             measures_procedures: true,
             record_procedures: true,
             kept_classic: vec!["svc_stats_latency: why".into()],
@@ -318,6 +332,29 @@ mod tests {
                  raw program (typed one not used: no BTF);"
             ),
             "{text}"
+        );
+        // The depth at enqueue, and where it stops.
+        let mut d = AccessReport {
+            asked: Tracepoints::Raw,
+            raw: vec![Slot::Enqueue],
+            measures_depth: true,
+            ..AccessReport::default()
+        };
+        assert!(
+            d.to_string()
+                .contains("; depth at enqueue from xpt_nr_rqsts;"),
+            "{d}"
+        );
+        d.hand_overs.push(HandOver::Moved {
+            slots: vec![Slot::Enqueue],
+            missed: 1,
+        });
+        assert!(
+            d.to_string().contains(
+                "; depth at enqueue from xpt_nr_rqsts until svc_xprt_enqueue moved to its \
+                 classic tracepoint (not measured since);"
+            ),
+            "{d}"
         );
         // Bytes stop being measured when svc_stats_latency moves.
         let mut m = AccessReport {

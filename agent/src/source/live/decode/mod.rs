@@ -92,7 +92,15 @@ fn kind(rec: &RecordView<'_>, s: Slot, cfg: &SlotConfig, layout: &Layout) -> Opt
                     return None;
                 }
             }
-            EventKind::Enqueue { inflight: None }
+            // Only a raw program's layout has this word (its
+            // `rawrec::VALUE_INFLIGHT`); an `atomic_t` above i32::MAX is
+            // a failed read (`rawrec::INFLIGHT_UNREAD`) or not a count.
+            EventKind::Enqueue {
+                inflight: rec
+                    .field(cfg.value_off, cfg.value_size)
+                    .filter(|&v| v <= i32::MAX as u64)
+                    .map(|v| v as u32),
+            }
         }
         Slot::Dequeue => EventKind::Dequeue {
             qtime_ns: if layout.qtime {

@@ -44,6 +44,7 @@ pub(super) fn btf(local: u32, remote_rel: u32, qtime: bool) -> Btf {
         ("xpt_remote", u64t, 8 * (local + remote_rel)),
         ("xpt_remotelen", u64t, 8 * (local + 264)),
         ("xpt_net", netp, 8 * 700),
+        ("xpt_nr_rqsts", u32t, 8 * 48),
     ];
     if qtime {
         xprt_members.push(("xpt_qtime", u64t, 8 * 24));
@@ -89,6 +90,7 @@ fn offsets_from_btf_and_the_address_block_check() {
             net_ns_inum: 136,
             xpt_local: 160,
             xpt_qtime: Some(24),
+            xpt_nr_rqsts: Some(48),
             rq_lens: Some((464, 664)),
             rq_procs: Some([800, 804, 808]),
             thread: None,
@@ -124,6 +126,17 @@ fn plan_per_generation() {
         let c = p.configs[s as usize];
         assert_eq!((c.arg_is_rqst, c.value), (0, rawrec::VALUE_NONE), "{s:?}");
     }
+    // The enqueue reads its transport's requests in flight into the
+    // value word, which the decoder then reads; without the field, not.
+    let c = p.configs[Slot::Enqueue as usize];
+    assert_eq!((c.value, c.xpt_nr_rqsts), (rawrec::VALUE_INFLIGHT, 48));
+    let d = p.decode.slots[Slot::Enqueue as usize];
+    assert_eq!((d.value_off, d.value_size), (rawrec::VALUE, 8));
+    let mut without = k.clone();
+    without.xpt_nr_rqsts = None;
+    let p0 = plan(&l, &without, Tracepoints::Raw);
+    assert_eq!(p0.configs[Slot::Enqueue as usize].value, rawrec::VALUE_NONE);
+    assert_eq!(p0.decode.slots[Slot::Enqueue as usize].value_size, 0);
     // A prototype that is not what the raw program reads (here a
     // dequeue taking the pool first): that slot stays classic.
     let mut odd = k.clone();
@@ -142,7 +155,7 @@ fn plan_per_generation() {
     assert!(q.configs.iter().all(|c| c.short_records == 0));
     assert!(q.is_raw(Slot::Dequeue));
     let enq = p.configs[Slot::Enqueue as usize];
-    assert_eq!((enq.arg_is_rqst, enq.value), (0, rawrec::VALUE_NONE));
+    assert_eq!((enq.arg_is_rqst, enq.value), (0, rawrec::VALUE_INFLIGHT));
     assert_eq!(enq.drop_mask, l.slots[Slot::Enqueue as usize].drop_mask);
     assert_ne!(enq.need_mask, 0);
     assert_eq!(p.configs[Slot::Dequeue as usize].value, rawrec::VALUE_NONE);
@@ -291,7 +304,17 @@ fn short_records_need_a_full_one_first() {
     // Unknown pointer: no event (counted by the caller as lost).
     assert_eq!(run(short(Slot::Dequeue, 1, 9)), None);
     let enq = run(full(Slot::Enqueue, 2)).unwrap();
-    assert_eq!(enq.kind, EventKind::Enqueue { inflight: None });
+    assert_eq!(
+        enq.kind,
+        EventKind::Enqueue {
+            inflight: Some(250)
+        }
+    );
+    // A short enqueue carries its depth too; a failed read is none.
+    let again = run(short(Slot::Enqueue, 2, 3)).unwrap();
+    assert_eq!(again.kind, EventKind::Enqueue { inflight: Some(3) });
+    let unread = run(short(Slot::Enqueue, 2, rawrec::INFLIGHT_UNREAD)).unwrap();
+    assert_eq!(unread.kind, EventKind::Enqueue { inflight: None });
     let deq = run(short(Slot::Dequeue, 3, 40)).unwrap();
     assert_eq!(deq.xprt, enq.xprt, "the transport of the full record");
     assert_eq!(
@@ -437,9 +460,10 @@ fn folded_execution_totals_are_reported_once() {
         ev.iter().take(1).map(exec).collect::<Vec<_>>(),
         [(700, 30_000, 2, (200, 2000))]
     );
+    // (The record's value word, 0 here, is its depth at enqueue.)
     assert_eq!(
         (ev.len(), ev[1].kind),
-        (2, EventKind::Enqueue { inflight: None })
+        (2, EventKind::Enqueue { inflight: Some(0) })
     );
     // B is freed: its free settles its own claim, then closes it.
     let ev = decode(
@@ -524,6 +548,14 @@ fn raw_records_decode_like_classic_ones() {
         let raw = decode::kernel_record(&p.decode.slots[i], s, 7, &f).to_bytes();
         let a = decode::decode(&RecordView::new(&classic).unwrap(), &l);
         let mut b = decode::decode(&RecordView::new(&raw).unwrap(), &p.decode);
+        if let Some(crate::model::Event {
+            kind: EventKind::Enqueue { inflight },
+            ..
+        }) = b.as_mut()
+        {
+            // Only the raw record has the depth (the value word's 250).
+            assert_eq!(inflight.take(), Some(250));
+        }
         if let Some(crate::model::Event {
             kind: EventKind::Executed { bytes, .. },
             ..
