@@ -36,6 +36,8 @@ pub struct Daemon {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr: mpsc::Receiver<String>,
+    /// Its stderr lines before the "listening on" line.
+    pub early: Vec<String>,
 }
 
 impl Drop for Daemon {
@@ -93,6 +95,7 @@ impl Daemon {
                             child,
                             addr,
                             stderr: rx,
+                            early: seen,
                         });
                     }
                     seen.push(line);
