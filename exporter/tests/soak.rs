@@ -1,5 +1,6 @@
 //! A bounded soak of the real `nfsdtopd`: a 20,000-peer demo for 60 s
-//! with 50 slow stream readers, 20 snapshot pollers and 200 idle sockets.
+//! with 50 slow stream readers, 3 stalled ones, 20 snapshot pollers and
+//! 200 idle sockets.
 //! Every /metrics scrape answers within 1 s, the daemon's RSS stays under
 //! [`RSS_BOUND_MIB`], and SIGTERM ends it within 5 s. It runs the debug
 //! build, as the rest of the suite does; `NFSDTOP_SOAK_SECS` changes the
@@ -95,6 +96,48 @@ fn slow_reader(
     })
 }
 
+/// A stream reader that reads the start of its first snapshot, up to its
+/// `"time"`, and then nothing more: it holds that snapshot however fast
+/// the host is. Returns the socket (kept open) and the snapshot's time.
+fn stalled_reader(addr: SocketAddr) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(addr).expect("a stream socket");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n").expect("a stream request");
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let n = s.read(&mut buf).expect("the stream's first bytes");
+        assert!(n > 0, "the stream ended before its first snapshot");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(rest) = text.split_once("\"time\":").map(|(_, r)| r) {
+            if let Some(end) = rest.find(',') {
+                return (s, rest[..end].to_string());
+            }
+        }
+        assert!(got.len() < 1 << 16, "no snapshot time in {text:.200}");
+    }
+}
+
+/// Three stalled readers, each on a snapshot of its own: past the latest
+/// two, more than `MAX_STALE` old snapshots are held, so the daemon must
+/// drop the readers of the oldest, whatever the host's speed.
+fn stalled_on_three_snapshots(addr: SocketAddr) -> Vec<TcpStream> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut held: Vec<(TcpStream, String)> = Vec::new();
+    while held.len() < 3 {
+        assert!(Instant::now() < deadline, "no new snapshot in 60 s");
+        let (s, time) = stalled_reader(addr);
+        if held.iter().all(|(_, t)| *t != time) {
+            held.push((s, time));
+        } else {
+            // Until the daemon publishes its next snapshot: a retry's
+            // pace, not synchronisation.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    held.into_iter().map(|(s, _)| s).collect()
+}
+
 fn poller(
     addr: SocketAddr,
     n: usize,
@@ -167,6 +210,7 @@ fn soak_20k_peers_slow_readers_pollers_and_idle_sockets() {
     let pollers: Vec<_> = (0..20)
         .map(|n| poller(d.addr, n, stop_polls.clone(), counts.clone()))
         .collect();
+    let stalled = stalled_on_three_snapshots(d.addr);
 
     let t0 = Instant::now();
     let (mut slowest, mut scrapes, mut late) = (Duration::ZERO, 0, Vec::new());
@@ -210,6 +254,7 @@ fn soak_20k_peers_slow_readers_pollers_and_idle_sockets() {
     let stopped_in = t.elapsed();
     stop_streams.store(true, Ordering::SeqCst);
     drop(idle);
+    drop(stalled);
     for r in readers {
         r.join().unwrap();
     }
@@ -248,5 +293,7 @@ served ({} not 200); {small} small-view events; {} streams dropped ({drops_logge
         small >= 10,
         "the small-view readers kept getting snapshots: {small}"
     );
+    // The stalled readers at least (the paced ones too where the host is
+    // fast enough to leave them behind).
     assert!(drops_logged > 0, "the too-slow readers were dropped");
 }
