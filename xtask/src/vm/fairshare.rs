@@ -62,6 +62,27 @@ impl EnqueueRule {
     }
 }
 
+/// Per client of nfsd: its real enqueues (by `rule`) over the whole
+/// trace.
+pub fn real_enqueues(trace: &str, rule: EnqueueRule) -> BTreeMap<IpAddr, u64> {
+    let mut n = BTreeMap::new();
+    for line in trace.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, rest)) = line.split_once(" svc_xprt_enqueue: ") else {
+            continue;
+        };
+        if other_service(rest).is_some() || is_listener(rest) {
+            continue;
+        }
+        if !rule.queues(field(rest, "flags").unwrap_or("")) {
+            continue;
+        }
+        if let Some(c) = field(rest, "client").and_then(|c| c.parse::<SocketAddr>().ok()) {
+            *n.entry(c.ip()).or_default() += 1;
+        }
+    }
+    n
+}
+
 /// Per peer of nfsd: dispatches and entitled dispatches over the whole
 /// trace.
 pub fn entitled(trace: &str, rule: EnqueueRule) -> BTreeMap<Peer, (u64, f64)> {

@@ -199,6 +199,26 @@ pub fn check_nfsdtop_run(
                 ),
             );
         }
+        // Depth at enqueue, where the run read it: one for each of
+        // ftrace's real enqueues of the client.
+        if last
+            .source
+            .detail
+            .contains("depth at enqueue from xpt_nr_rqsts")
+        {
+            let enqueues = fairshare::real_enqueues(&trace, rule);
+            for e in &last.entities {
+                let Ok(ip) = e.name.parse::<IpAddr>() else {
+                    continue;
+                };
+                let n = e.enqueue_depth.map_or(0, |d| d.count());
+                let f = enqueues.get(&ip).copied().unwrap_or(0);
+                rep.check(
+                    n == f,
+                    format!("{tag}: {ip}: depths at enqueue {n} == ftrace's real enqueues {f}"),
+                );
+            }
+        }
         // Records with a client address: exact everywhere. Listener and
         // UDP records: exact too, except in the "wait" scenario, where
         // nfsdtop attaches while nfsd starts its listeners and ftrace can

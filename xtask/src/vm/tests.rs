@@ -50,6 +50,28 @@ fn trace_counts_per_client() {
     assert_eq!(f.exec_per_client[&c1], (2, 151), "nfsd's only");
 }
 
+/// Real enqueues per client, by each kernel generation's rule: on 6.6+
+/// an attempt with BUSY, or without a reason to queue, is not one;
+/// listeners and other services are not clients of nfsd.
+#[test]
+fn real_enqueues_per_client() {
+    use super::fairshare::{real_enqueues, EnqueueRule};
+    let trace = "\
+ x-1 [000] ..... 1.000001: svc_xprt_enqueue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=DATA|TEMP
+ x-1 [000] ..... 1.000002: svc_xprt_enqueue: server=10.99.1.1:2049 client=10.99.1.2:812 flags=BUSY|DATA|TEMP
+ x-1 [000] ..... 1.000003: svc_xprt_enqueue: server=10.99.1.1:2049 client=10.99.1.2:813 flags=TEMP
+ x-1 [000] ..... 1.000004: svc_xprt_enqueue: server=[fd99:3::1]:2049 client=[fd99:3::2]:700 flags=CLOSE
+ x-1 [000] ..... 1.000005: svc_xprt_enqueue: server=0.0.0.0:2049 client=(einval) flags=CONN|LISTENER
+ x-1 [000] ..... 1.000006: svc_xprt_enqueue: server=10.99.1.1:4045 client=10.99.1.2:900 flags=DATA
+";
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let n = real_enqueues(trace, EnqueueRule::Attempts);
+    assert_eq!(n.len(), 2, "{n:?}");
+    assert_eq!((n[&ip("10.99.1.2")], n[&ip("fd99:3::2")]), (1, 1));
+    let every = real_enqueues(trace, EnqueueRule::EveryRecord);
+    assert_eq!(every[&ip("10.99.1.2")], 3);
+}
+
 #[test]
 fn ftrace_stats_losses() {
     let ok = "== cpu0\nentries: 5\noverrun: 0\ncommit overrun: 0\nbytes: 9\ndropped events: 0\n== cpu1\noverrun: 0\n";
