@@ -66,18 +66,9 @@ impl EnqueueRule {
 /// trace.
 pub fn real_enqueues(trace: &str, rule: EnqueueRule) -> BTreeMap<IpAddr, u64> {
     let mut n = BTreeMap::new();
-    for line in trace.lines().filter(|l| !l.starts_with('#')) {
-        let Some((_, rest)) = line.split_once(" svc_xprt_enqueue: ") else {
-            continue;
-        };
-        if other_service(rest).is_some() || is_listener(rest) {
-            continue;
-        }
-        if !rule.queues(field(rest, "flags").unwrap_or("")) {
-            continue;
-        }
-        if let Some(c) = field(rest, "client").and_then(|c| c.parse::<SocketAddr>().ok()) {
-            *n.entry(c.ip()).or_default() += 1;
+    for r in records(trace, rule, None) {
+        if let (ENQUEUE, Peer::Client(ip)) = (r.kind, r.peer) {
+            *n.entry(ip).or_default() += 1;
         }
     }
     n
@@ -96,13 +87,65 @@ pub fn entitled_in(
     rule: EnqueueRule,
     port: Option<u16>,
 ) -> BTreeMap<Peer, (u64, f64)> {
-    // (timestamp, line order, event, transport, peer)
+    let mut events = records(trace, rule, port);
+    // ftrace merges its per-CPU buffers by time; sort to be sure.
+    events.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(a.order.cmp(&b.order)));
+
+    let mut queued: HashSet<String> = HashSet::new();
+    let mut queued_of: HashMap<Peer, u32> = HashMap::new();
+    let mut out: BTreeMap<Peer, (u64, f64)> = BTreeMap::new();
+    for Record {
+        kind, xprt, peer, ..
+    } in events
+    {
+        match kind {
+            ENQUEUE => {
+                if queued.insert(xprt) {
+                    *queued_of.entry(peer).or_default() += 1;
+                }
+            }
+            DEQUEUE => {
+                let mut backlogged: Vec<Peer> = queued_of.keys().copied().collect();
+                if !backlogged.contains(&peer) {
+                    backlogged.push(peer);
+                }
+                let share = 1.0 / backlogged.len() as f64;
+                for p in backlogged {
+                    out.entry(p).or_default().1 += share;
+                }
+                out.entry(peer).or_default().0 += 1;
+                unqueue(&xprt, peer, &mut queued, &mut queued_of);
+            }
+            _ => unqueue(&xprt, peer, &mut queued, &mut queued_of),
+        }
+    }
+    out
+}
+
+const ENQUEUE: &str = "svc_xprt_enqueue";
+const DEQUEUE: &str = "svc_xprt_dequeue";
+
+/// One queue record of the trace, as the fair-share definition reads it.
+struct Record {
+    ts: f64,
+    /// Its line, which orders records of the same timestamp.
+    order: usize,
+    kind: &'static str,
+    xprt: String,
+    peer: Peer,
+}
+
+/// The enqueue, dequeue and free records of one service (nfsd's: `port`
+/// None) in trace order: enqueues only where `rule` says they queued (with
+/// `Qtime`, one at each dequeue's `ts - qtime`); records without a
+/// timestamp or with an unreadable client left out.
+fn records(trace: &str, rule: EnqueueRule, port: Option<u16>) -> Vec<Record> {
     let mut events = Vec::new();
     for (order, line) in trace.lines().enumerate() {
         if line.starts_with('#') {
             continue;
         }
-        let kind = ["svc_xprt_enqueue", "svc_xprt_dequeue", "svc_xprt_free"]
+        let kind = [ENQUEUE, DEQUEUE, "svc_xprt_free"]
             .into_iter()
             .find_map(|k| {
                 line.split_once(&format!(" {k}: "))
@@ -123,7 +166,7 @@ pub fn entitled_in(
         if other_service(rest) != port {
             continue;
         }
-        if kind == "svc_xprt_enqueue" && !rule.queues(flags) {
+        if kind == ENQUEUE && !rule.queues(flags) {
             continue;
         }
         let server = field(rest, "server").unwrap_or("");
@@ -136,43 +179,26 @@ pub fn entitled_in(
                 Err(_) => continue,
             }
         };
-        if kind == "svc_xprt_dequeue" && rule == EnqueueRule::Qtime {
+        if kind == DEQUEUE && rule == EnqueueRule::Qtime {
             if let Some(qtime_us) = field(rest, "qtime-us").and_then(|q| q.parse::<f64>().ok()) {
-                let since = ts - qtime_us / 1e6;
-                events.push((since, order, "svc_xprt_enqueue", xprt.clone(), peer));
+                events.push(Record {
+                    ts: ts - qtime_us / 1e6,
+                    order,
+                    kind: ENQUEUE,
+                    xprt: xprt.clone(),
+                    peer,
+                });
             }
         }
-        events.push((ts, order, kind, xprt, peer));
+        events.push(Record {
+            ts,
+            order,
+            kind,
+            xprt,
+            peer,
+        });
     }
-    // ftrace merges its per-CPU buffers by time; sort to be sure.
-    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-
-    let mut queued: HashSet<String> = HashSet::new();
-    let mut queued_of: HashMap<Peer, u32> = HashMap::new();
-    let mut out: BTreeMap<Peer, (u64, f64)> = BTreeMap::new();
-    for (_, _, kind, xprt, peer) in events {
-        match kind {
-            "svc_xprt_enqueue" => {
-                if queued.insert(xprt) {
-                    *queued_of.entry(peer).or_default() += 1;
-                }
-            }
-            "svc_xprt_dequeue" => {
-                let mut backlogged: Vec<Peer> = queued_of.keys().copied().collect();
-                if !backlogged.contains(&peer) {
-                    backlogged.push(peer);
-                }
-                let share = 1.0 / backlogged.len() as f64;
-                for p in backlogged {
-                    out.entry(p).or_default().1 += share;
-                }
-                out.entry(peer).or_default().0 += 1;
-                unqueue(&xprt, peer, &mut queued, &mut queued_of);
-            }
-            _ => unqueue(&xprt, peer, &mut queued, &mut queued_of),
-        }
-    }
-    out
+    events
 }
 
 fn unqueue(
