@@ -18,6 +18,6 @@ pub use procedures::Procedures;
 pub use schema::{Schema, SCHEMA};
 pub use snapshot::{
     BpfProgramStats, ClientName, EntityKind, EntityStats, OperationTotals, PoolView,
-    ProcedureStats, ServerView, ServicePeer, ServiceView, Snapshot, SourceInfo, SourceKind, Totals,
-    TransportStats, WaitSource,
+    ProcedureStats, ServerView, ServicePeer, ServiceView, Snapshot, SourceInfo, SourceKind,
+    ThreadsRunning, Totals, TransportStats, WaitSource,
 };

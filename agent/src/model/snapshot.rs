@@ -360,6 +360,35 @@ pub struct ServerView {
     /// started (`--nfs4-ops`); absent where they are not counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nfs4_operations: Option<OperationTotals>,
+    /// The threads that ran in the interval, where nfsd starts and stops
+    /// them (Linux 7.0+); absent elsewhere (see `crate::server::threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_running: Option<ThreadsRunning>,
+}
+
+/// nfsd's threads as they came and went in the interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct ThreadsRunning {
+    /// Threads running, time-weighted mean over the interval (busy
+    /// threads are at most this; busy / mean is the saturation).
+    pub mean: f64,
+    /// Fewest and most running at any moment of the interval.
+    pub min: u32,
+    pub max: u32,
+    /// Running at the end of the interval.
+    pub now: u32,
+    /// Threads started and exited in the interval, and since the start.
+    pub starts: u64,
+    pub exits: u64,
+    pub starts_total: u64,
+    pub exits_total: u64,
+    /// Start and exit events the ring lost (counted all the same; the
+    /// mean, min and max miss their moments).
+    pub lost: u64,
+    /// The pools' configured minimum and maximum (summed), from their
+    /// last start or exit; null before one.
+    pub configured_min: Option<u32>,
+    pub configured_max: Option<u32>,
 }
 
 /// NFSv4 operations sent to the agent, and those lost on the way (a full

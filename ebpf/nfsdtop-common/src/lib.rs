@@ -21,6 +21,7 @@ pub const ADDR_MAX: usize = 28;
 pub mod nfs4ops;
 pub mod procs;
 mod slot;
+pub mod threads;
 pub mod typed;
 pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
 
@@ -564,6 +565,12 @@ impl<'a> RecordView<'a> {
     #[inline]
     pub fn slot(&self) -> Option<Slot> {
         Slot::from_u8(self.0[8])
+    }
+    /// The record's slot byte as written (records that are not a slot's
+    /// use it for their own kind: see [`threads`]).
+    #[inline]
+    pub fn slot_byte(&self) -> u8 {
+        self.0[8]
     }
 
     /// Written by a raw-tracepoint program (see [`Record::raw_kind`]).

@@ -533,6 +533,7 @@ raw_programs! {
 }
 
 mod nfs4ops;
+mod threads;
 mod send;
 mod typed;
 

@@ -119,6 +119,19 @@ fn representative() -> MetricsState {
         server: ServerView {
             threads: Some(16),
             busy_threads: Some(3.5),
+            threads_running: Some(nfsdtop_agent::model::ThreadsRunning {
+                mean: 6.25,
+                min: 4,
+                max: 8,
+                now: 5,
+                starts: 4,
+                exits: 3,
+                starts_total: 12,
+                exits_total: 9,
+                lost: 0,
+                configured_min: Some(4),
+                configured_max: Some(16),
+            }),
             pools: (0..2)
                 .map(|pool| PoolView {
                     pool,

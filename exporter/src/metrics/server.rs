@@ -35,6 +35,10 @@ pub struct ServerMetrics {
     lag_s: Option<f64>,
     /// Per RPC service (nfsd, and each other service's port); at most 66.
     services: Vec<ServiceRow>,
+    /// The threads that ran in the latest interval, where nfsd starts and
+    /// stops them; and Σ mean × interval over the snapshots that said.
+    running: Option<nfsdtop_agent::model::ThreadsRunning>,
+    running_thread_seconds: f64,
 }
 
 /// One `server.services` row as labels and cumulative counts.
@@ -104,6 +108,10 @@ impl ServerMetrics {
         for (pool, b) in &self.pool_busy {
             *self.pool_busy_seconds.entry(*pool).or_default() += b * s.interval_s.max(0.0);
         }
+        if let Some(r) = v.threads_running.filter(|r| r.mean.is_finite()) {
+            self.running_thread_seconds += r.mean * s.interval_s.max(0.0);
+        }
+        self.running = v.threads_running;
         self.netns = Some(v.netns.len());
         self.hostname_lookups_dropped = s.totals.hostname_lookups_dropped;
         self.lag_s = s.totals.lag_s.filter(|l| l.is_finite());
@@ -155,6 +163,9 @@ impl ServerMetrics {
                 MetricType::Counter,
             )?;
             m.encode_counter::<NoLabelSet, _, f64>(&self.busy_thread_seconds, None)?;
+        }
+        if let Some(r) = &self.running {
+            self.encode_running(enc, r)?;
         }
         if let Some(n) = self.netns {
             enc.encode_descriptor(
@@ -231,6 +242,62 @@ impl ServerMetrics {
             }
         }
         self.encode_service_peers(enc)
+    }
+
+    /// nfsd's threads as they come and go (Linux 7.0+; absent elsewhere).
+    fn encode_running(
+        &self,
+        enc: &mut DescriptorEncoder,
+        r: &nfsdtop_agent::model::ThreadsRunning,
+    ) -> std::fmt::Result {
+        enc.encode_descriptor(
+            "nfsdtop_server_threads_running",
+            "nfsd threads running, time-weighted mean over the latest interval, where nfsd starts and stops threads (Linux 7.0+ with min-threads below threads); nfsdtop_server_busy_threads over it is the saturation.",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&r.mean)?;
+        let mut m = enc.encode_descriptor(
+            "nfsdtop_server_running_thread",
+            "nfsd thread-seconds run where threads come and go (rate() of it is the mean threads running; rate(nfsdtop_server_busy_thread_seconds_total) over it is the saturation).",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        )?;
+        m.encode_counter::<NoLabelSet, _, f64>(&self.running_thread_seconds, None)?;
+        type Pick = fn(&nfsdtop_agent::model::ThreadsRunning) -> u64;
+        let counters: [(&str, &str, Pick); 2] = [
+            (
+                "nfsdtop_server_thread_starts",
+                "nfsd threads started because every thread was busy (nfsd_dynthread_start): a saturation signal of its own.",
+                |r| r.starts_total,
+            ),
+            (
+                "nfsdtop_server_thread_exits",
+                "nfsd threads that exited after idling above the pool's minimum (nfsd_dynthread_kill).",
+                |r| r.exits_total,
+            ),
+        ];
+        for (name, help, pick) in counters {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            m.encode_counter::<NoLabelSet, _, u64>(&pick(r), None)?;
+        }
+        let bounds: Vec<(&str, u32)> = [("min", r.configured_min), ("max", r.configured_max)]
+            .into_iter()
+            .filter_map(|(b, v)| Some((b, v?)))
+            .collect();
+        if !bounds.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "nfsdtop_server_threads_configured",
+                "nfsd's configured thread bounds over all pools (min-threads and threads), as the latest thread start or exit gave them.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (bound, v) in bounds {
+                m.encode_family(&[("bound", bound)])?
+                    .encode_gauge(&f64::from(v))?;
+            }
+        }
+        Ok(())
     }
 
     /// Each other service's busiest peers: their dispatches and entitled

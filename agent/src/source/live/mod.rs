@@ -37,6 +37,7 @@ pub mod raw;
 pub mod rebuild;
 pub mod report;
 pub mod seed;
+pub mod threads;
 pub mod typed;
 
 use std::path::{Path, PathBuf};
@@ -173,6 +174,8 @@ pub struct LiveSource {
     decoded: Vec<Event>,
     /// NFSv4 operations counted (`--nfs4-ops`), or why they are not.
     nfs4ops: Option<Result<nfs4ops::Nfs4Ops, String>>,
+    /// nfsd's threads as they come and go, where they do (7.0+).
+    threads: Option<Result<threads::Threads, String>>,
     /// Known transports forgotten after missed lifecycle hits.
     forgotten: Forgotten,
 }
@@ -268,6 +271,9 @@ impl LiveSource {
         let nfs4ops = (opts.nfs4_ops && category == "sunrpc").then(|| {
             nfs4ops::Nfs4Ops::attach(&mut ebpf, &opts.btf_dir).map_err(|e| nfs4ops::not_counted(&e))
         });
+        let threads = (category == "sunrpc")
+            .then(|| threads::Threads::attach(&mut ebpf, &tracefs, &opts.proc_root))
+            .flatten();
         let mut known = decode::KnownXprts::default();
         if attach.plan.decode_folds_procedures() {
             // Unmapped, every request's procedure comes in its record.
@@ -292,6 +298,7 @@ impl LiveSource {
             intake,
             decoded: Vec::new(),
             nfs4ops,
+            threads,
             forgotten: Forgotten::default(),
         })
     }
@@ -361,6 +368,10 @@ impl LiveSource {
             };
             if r.raw_kind() == nfsdtop_common::nfs4ops::RECORD_KIND {
                 nfs4ops::decode(&r, out);
+            } else if r.raw_kind() == nfsdtop_common::threads::RECORD_KIND {
+                if let Some(Ok(t)) = &self.threads {
+                    t.take(&r);
+                }
             } else if r.is_raw() {
                 self.known.decode(&r, &self.attach.plan.decode, out);
             } else if let Some(mut ev) = decode::decode(&r, &self.attach.layout) {
@@ -481,6 +492,9 @@ impl Source for LiveSource {
                 lost: lost.saturating_add(skipped),
             });
         }
+        if let Some(Ok(threads)) = &self.threads {
+            t.running = threads.read();
+        }
         t
     }
 
@@ -498,6 +512,16 @@ impl Source for LiveSource {
             Some(Ok(_)) => {
                 detail.push_str("; NFSv4 operations counted (nfsd_compound, nfsd_compound_status)")
             }
+            Some(Err(why)) => {
+                detail.push_str("; ");
+                detail.push_str(why);
+            }
+            None => {}
+        }
+        match &self.threads {
+            Some(Ok(_)) => detail.push_str(
+                "; threads that come and go from nfsd_dynthread_start, nfsd_dynthread_kill",
+            ),
             Some(Err(why)) => {
                 detail.push_str("; ");
                 detail.push_str(why);

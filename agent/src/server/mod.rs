@@ -22,10 +22,17 @@
 //! (`source::live::pools`); a lone pool is as busy as the server. Where
 //! neither is known a pool's `busy_threads` is `None`: unknown is
 //! `None`, never 0.
+//!
+//! Where nfsd's threads come and go (Linux 7.0+), the source reads how
+//! many ran ([`threads`]); the interval's view then says how many ran
+//! (time-weighted mean, fewest, most), started and exited, and busy
+//! threads are bounded by the mean that ran, not by the configured count.
+
+pub mod threads;
 
 use std::path::Path;
 
-use crate::model::{PoolView, ServerView, Snapshot};
+use crate::model::{PoolView, ServerView, Snapshot, ThreadsRunning};
 
 /// Where a live host's nfsd says how many threads it runs.
 pub const PROC_NFSD: &str = "/proc/fs/nfsd";
@@ -49,6 +56,8 @@ pub struct NfsdThreads {
     pub ports: Option<crate::aggregate::services::NfsdPorts>,
     /// NFSv4 operations counted and lost, where the source counts them.
     pub nfs4_operations: Option<crate::model::OperationTotals>,
+    /// How many threads ran, where they come and go (see [`threads`]).
+    pub running: Option<threads::ThreadsReading>,
 }
 
 /// Read nfsd's thread counts from `dir` (normally `/proc/fs/nfsd`);
@@ -84,6 +93,8 @@ pub struct Tracker {
     last_pool_exec: Vec<f64>,
     pool_carried: Vec<f64>,
     last_unattributed: f64,
+    /// The last reading of the threads that ran (see [`threads`]).
+    last_running: Option<threads::ThreadsReading>,
 }
 
 impl Default for Tracker {
@@ -94,6 +105,7 @@ impl Default for Tracker {
             last_pool_exec: Vec::new(),
             pool_carried: Vec::new(),
             last_unattributed: 0.0,
+            last_running: None,
         }
     }
 }
@@ -101,8 +113,8 @@ impl Default for Tracker {
 /// `secs` of execution in an interval of `interval` seconds as mean busy
 /// threads, at most `threads` where known; and the seconds beyond that,
 /// for the next interval (at most one interval of every thread).
-fn busy_within(secs: f64, interval: f64, threads: Option<u32>) -> (f64, f64) {
-    match threads.filter(|&n| n > 0).map(f64::from) {
+fn busy_within(secs: f64, interval: f64, threads: Option<f64>) -> (f64, f64) {
+    match threads.filter(|&n| n > 0.0) {
         Some(n) => {
             let busy = (secs / interval).min(n);
             let rest = (secs - busy * interval).clamp(0.0, n * interval);
@@ -154,14 +166,52 @@ impl Tracker {
             .map(|(i, &now)| {
                 let before = last.get(i).copied().unwrap_or(0.0);
                 let secs = (now - before).max(0.0) + self.pool_carried[i];
-                let (busy, rest) = busy_within(secs, interval, threads.get(i).copied().flatten());
+                let bound = threads.get(i).copied().flatten().map(f64::from);
+                let (busy, rest) = busy_within(secs, interval, bound);
                 self.pool_carried[i] = rest;
                 Some(busy)
             })
             .collect()
     }
 
+    /// The interval's threads that ran, from the source's reading and the
+    /// last one (the first reading's interval is from the ledger's start).
+    fn running(
+        &mut self,
+        now: Option<threads::ThreadsReading>,
+        interval: f64,
+    ) -> Option<ThreadsRunning> {
+        let now = now?;
+        let last = self.last_running.replace(now).unwrap_or_default();
+        let seconds = (now.thread_seconds - last.thread_seconds).max(0.0);
+        let mean = if interval > 0.0 {
+            seconds / interval
+        } else {
+            f64::from(now.now)
+        };
+        Some(ThreadsRunning {
+            mean: mean.clamp(f64::from(now.low), f64::from(now.high)),
+            min: now.low,
+            max: now.high,
+            now: now.now,
+            starts: now.starts.saturating_sub(last.starts),
+            exits: now.exits.saturating_sub(last.exits),
+            starts_total: now.starts,
+            exits_total: now.exits,
+            lost: now.lost,
+            configured_min: now.configured_min,
+            configured_max: now.configured_max,
+        })
+    }
+
     pub fn view(&mut self, threads: &NfsdThreads, s: &Snapshot) -> ServerView {
+        let running = self.running(threads.running, s.interval_s);
+        // Busy threads are bounded by the threads that ran where they come
+        // and go, else by the threads nfsd has.
+        let bound = match &running {
+            Some(r) => Some(r.mean),
+            None => threads.threads.map(f64::from),
+        };
         let exec = s.totals.exec_seconds;
         let executions: u64 = s.peers.iter().map(|p| p.executions).sum();
         let busy = match self.last_exec {
@@ -171,7 +221,7 @@ impl Tracker {
                 if s.interval_s > 0.0 && (executions > n0 || s.totals.dispatch_rate == 0.0) =>
             {
                 let secs = (exec - e0).max(0.0) + self.carried;
-                let (busy, rest) = busy_within(secs, s.interval_s, threads.threads);
+                let (busy, rest) = busy_within(secs, s.interval_s, bound);
                 self.carried = rest;
                 Some(busy)
             }
@@ -224,6 +274,7 @@ impl Tracker {
             // The aggregator's, added by the pipeline.
             services: Vec::new(),
             nfs4_operations: threads.nfs4_operations,
+            threads_running: running,
         }
     }
 }
@@ -333,6 +384,66 @@ mod tests {
         assert_eq!(busy(&mut tr, 10.0, 5, 0.0), Some(0.0));
     }
 
+    /// Threads that come and go: the interval's mean, fewest, most, starts
+    /// and exits from two readings of the ledger; busy threads bounded by
+    /// the mean that ran (3 s of execution in 1 s with 2.5 threads
+    /// running on average: 2.5 busy, not 3 of the 8 configured).
+    #[test]
+    fn threads_that_come_and_go_bound_busy_threads_by_what_ran() {
+        use threads::{ThreadEvent, ThreadLedger};
+        let mut ledger = ThreadLedger::new(2, 0);
+        let s = 1_000_000_000u64;
+        let snap = |exec: f64, n: u64| Snapshot {
+            interval_s: 1.0,
+            totals: crate::model::Totals {
+                exec_seconds: exec,
+                dispatch_rate: 10.0,
+                ..Default::default()
+            },
+            peers: vec![EntityStats {
+                executions: n,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let with = |r| NfsdThreads {
+            threads: Some(8),
+            running: Some(r),
+            ..NfsdThreads::default()
+        };
+        let mut tr = Tracker::default();
+        let v = tr.view(&with(ledger.read(s, 0, 0, 0)), &snap(1.0, 1));
+        let r = v.threads_running.unwrap();
+        assert_eq!((r.mean, r.min, r.max, r.starts), (2.0, 2, 2, 0));
+        assert_eq!(v.busy_threads, Some(1.0));
+        // 1–1.5 s 2 threads, then a start: 1.5–2 s 3 threads.
+        ledger.apply(ThreadEvent {
+            ts_ns: s * 3 / 2,
+            start: true,
+            pool: 0,
+            nrthreads: 2,
+            min: 1,
+            max: 8,
+        });
+        let v = tr.view(&with(ledger.read(2 * s, 1, 0, 0)), &snap(4.0, 2));
+        let r = v.threads_running.unwrap();
+        assert_eq!((r.mean, r.min, r.max, r.now), (2.5, 2, 3, 3));
+        assert_eq!((r.starts, r.exits, r.starts_total), (1, 0, 1));
+        assert_eq!((r.configured_min, r.configured_max), (Some(1), Some(8)));
+        assert_eq!(v.busy_threads, Some(2.5), "bounded by the mean that ran");
+        assert_eq!(v.threads, Some(8));
+        // Without the reading nothing changes: bounded by the 8.
+        let mut tr = Tracker::default();
+        let v = tr.view(
+            &NfsdThreads {
+                threads: Some(8),
+                ..NfsdThreads::default()
+            },
+            &snap(3.0, 1),
+        );
+        assert_eq!((v.busy_threads, v.threads_running), (Some(3.0), None));
+    }
+
     /// Two pools of 4 threads, 2 s intervals, their execution seconds as
     /// the kernel's per-pool totals give them.
     #[test]
@@ -346,6 +457,7 @@ mod tests {
             unattributed_exec_seconds: unattributed,
             ports: None,
             nfs4_operations: None,
+            running: None,
         };
         let snap = |exec: f64, n: u64| Snapshot {
             interval_s: 2.0,
