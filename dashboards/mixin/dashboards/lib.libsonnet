@@ -46,8 +46,12 @@
   busyThreads(sel, by='instance')::
     self.rate('nfsdtop_server%s_busy_thread_seconds_total' % (if std.length(std.findSubstr('pool', by)) > 0 then '_pool' else ''), sel, by),
 
-  // Busy threads / threads, per nfsdtopd (0..1).
-  saturation(sel):: '%s\n/\n(sum by (instance) (nfsdtop_server_threads{%s}) > 0)' % [self.busyThreads(sel), sel],
+  // Threads that ran: the mean running where nfsd starts and stops
+  // threads (Linux 7.0+), else the threads nfsd has.
+  threadsRan(sel):: '(%s\nor\nsum by (instance) (nfsdtop_server_threads{%s}))' % [self.rate('nfsdtop_server_running_thread_seconds_total', sel, 'instance'), sel],
+
+  // Busy threads / threads that ran, per nfsdtopd (0..1).
+  saturation(sel):: '%s\n/\n(%s > 0)' % [self.busyThreads(sel), self.threadsRan(sel)],
 
   target(expr, legend='', instant=false, format=null)::
     { datasource: $.ds, refId: 'A', expr: expr, legendFormat: if legend == '' then '__auto' else legend, range: !instant, instant: instant }

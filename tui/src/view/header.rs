@@ -285,12 +285,33 @@ fn src_word(s: &nfsdtop_agent::model::Snapshot) -> &'static str {
 /// netns 2" ("pools 3.9/4 4.0/4" where each pool's busy threads are
 /// known): kept longest in this order: the threads and busy threads,
 /// where the demo or replay is (`at`), the pools, the namespaces.
+///
+/// Where threads come and go (7.0+): "nfsd threads 3.2 ran (2-4 of
+/// 1..8), busy 3.0 (94%) | +2 -1 threads": the mean that ran, the fewest
+/// and most, the configured bounds, saturation over what ran, and the
+/// starts and exits of the interval.
 pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'static> {
-    let threads = v.threads.map_or("?".into(), |n| n.to_string());
-    let mut first = vec![Span::raw(format!("nfsd threads {threads}"))];
-    match (v.busy_threads, v.threads) {
-        (Some(b), Some(n)) if n > 0 => {
-            let sat = b / f64::from(n);
+    let (mut first, ran) = match &v.threads_running {
+        Some(r) => {
+            let bounds = match (r.configured_min, r.configured_max) {
+                (Some(lo), Some(hi)) => format!(" of {lo}..{hi}"),
+                _ => String::new(),
+            };
+            let text = format!(
+                "nfsd threads {:.1} ran ({}-{}{bounds})",
+                r.mean, r.min, r.max
+            );
+            (vec![Span::raw(text)], Some(r.mean))
+        }
+        None => {
+            let threads = v.threads.map_or("?".into(), |n| n.to_string());
+            let n = v.threads.map(f64::from);
+            (vec![Span::raw(format!("nfsd threads {threads}"))], n)
+        }
+    };
+    match (v.busy_threads, ran) {
+        (Some(b), Some(n)) if n > 0.0 => {
+            let sat = b / n;
             let style = if sat >= 0.9 {
                 styles::warn()
             } else {
@@ -309,6 +330,20 @@ pub fn server_line(v: &ServerView, at: Option<String>, width: u16) -> Line<'stat
         p.push(1, vec![Span::raw(at)]);
     }
     p.push(0, first);
+    if let Some(r) = v.threads_running.filter(|r| r.starts + r.exits > 0) {
+        // Threads started because all were busy: saturation of its own.
+        p.push(
+            1,
+            vec![Span::styled(
+                format!("+{} -{} threads", r.starts, r.exits),
+                if r.starts > 0 {
+                    styles::warn()
+                } else {
+                    Style::default()
+                },
+            )],
+        );
+    }
     if v.pools.len() > 1 {
         // "pools 4+4" (threads), or "pools 1.5/4 3.9/4" (busy of threads)
         // where each pool's busy threads are known.
@@ -402,6 +437,49 @@ mod tests {
             "1569 disp/s  backlogged 0/0 peers  Jain 0.624  lost 3"
         );
         assert_eq!(text(&s, 30), "1569 disp/s  lost 3");
+    }
+
+    /// Threads that come and go: the mean that ran with its range and
+    /// bounds, saturation over the mean (3.0 of 3.2: 94%), and the
+    /// interval's starts and exits, dropped before the threads.
+    #[test]
+    fn server_line_says_how_many_threads_ran_where_they_come_and_go() {
+        let v = ServerView {
+            threads: Some(8),
+            busy_threads: Some(3.0),
+            threads_running: Some(nfsdtop_agent::model::ThreadsRunning {
+                mean: 3.2,
+                min: 2,
+                max: 4,
+                now: 4,
+                starts: 2,
+                exits: 1,
+                configured_min: Some(1),
+                configured_max: Some(8),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text = |v: &ServerView, w: u16| -> String {
+            let l = server_line(v, None, w);
+            l.spans.iter().map(|s| s.content.to_string()).collect()
+        };
+        assert_eq!(
+            text(&v, 80),
+            "nfsd threads 3.2 ran (2-4 of 1..8), busy 3.0 (94%) | +2 -1 threads"
+        );
+        assert_eq!(
+            text(&v, 50),
+            "nfsd threads 3.2 ran (2-4 of 1..8), busy 3.0 (94%)"
+        );
+        let mut quiet = v;
+        if let Some(r) = quiet.threads_running.as_mut() {
+            (r.starts, r.exits) = (0, 0);
+        }
+        assert_eq!(
+            text(&quiet, 80),
+            "nfsd threads 3.2 ran (2-4 of 1..8), busy 3.0 (94%)"
+        );
     }
 
     #[test]
