@@ -14,6 +14,7 @@
 //!   at the first damage with what was intact delivered;
 //! - the replay source (`source::replay`) drives a pipeline from one.
 
+pub mod damage;
 pub mod format;
 pub mod reader;
 pub mod writer;
