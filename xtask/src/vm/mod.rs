@@ -31,6 +31,7 @@ mod services;
 mod smallring;
 #[cfg(test)]
 mod tests;
+mod threads;
 mod tolerance;
 mod wait;
 mod whatif;
@@ -105,7 +106,7 @@ pub struct TestArgs {
 
 /// The scenarios after the main measurement, in its boot, in this order
 /// (scripts/vm/scenario-NAME.sh, checked by vm/NAME.rs).
-const AFTER_MAIN: [&str; 5] = ["whatif", "pools", "names", "keepraw", "lagging"];
+const AFTER_MAIN: [&str; 6] = ["whatif", "pools", "names", "keepraw", "lagging", "threads"];
 /// Of them, those that poll nfsdtopd's HTTP API in the guest.
 const DAEMON_SCENARIOS: [&str; 1] = ["lagging"];
 
@@ -383,6 +384,7 @@ fn check_results(
                     "pools" => pools::check(results, &summary, rep),
                     "keepraw" => keepraw::check(results, &summary, rep),
                     "lagging" => lagging::check(results, &summary, rep),
+                    "threads" => threads::check(results, &summary, rep),
                     other => rep.check(false, format!("unknown scenario {other}")),
                 }
             }
