@@ -70,7 +70,7 @@ pub const MAX_BCRYPT_COST: u32 = 14;
 #[command(
     name = "nfsdtopd",
     version,
-    about = "nfsdtop's agent daemon: serves /metrics (Prometheus), /api/v1/snapshot, /api/v1/stream and /healthz",
+    about = "nfsdtop's daemon: serves /metrics (Prometheus), /api/v1/snapshot, /api/v1/stream and /healthz",
     long_about = "nfsdtopd runs nfsdtop's pipeline (source → classifier → aggregator) headless and \
 serves its snapshots over HTTP: /metrics (OpenMetrics or Prometheus text), /api/v1/snapshot \
 (JSON), /api/v1/stream (server-sent events for remote TUIs) and /healthz.\n\n\

@@ -6,7 +6,7 @@
 //! 100,000 peers cost one encoding, not eight. Views are normalised first
 //! (every `top` at or above the entity count is one view), and at most
 //! [`MAX_SHARED_VIEWS`] distinct views are encoded per interval: a client
-//! cycling through `top=1..N` gets a 503 saying the agent is overloaded
+//! cycling through `top=1..N` gets a 503 saying nfsdtopd is overloaded
 //! rather than an encoding each. Large encodings run one at a
 //! time on a blocking thread, so however many clients ask, they take at
 //! most one core from the pipeline (whose snapshots /healthz watches) and

@@ -306,14 +306,14 @@ MiB held; [http] response_memory_mib)",
                     // The client is told too, so that it can say why no
                     // snapshot comes (the link itself is fine).
                     return Some(Ok(Bytes::from(format!(
-                        "event: skipped\ndata: the agent skipped a snapshot: {why}\n\n"
+                        "event: skipped\ndata: nfsdtopd skipped a snapshot: {why}\n\n"
                     ))));
                 }
                 Some(Err(EncodeError::TooManyViews)) => {
                     let why = too_many_views_message(&views_bound());
                     BUSY_LOG.log(|| format!("/api/v1/stream: a snapshot skipped: {why}"));
                     return Some(Ok(Bytes::from(format!(
-                        "event: skipped\ndata: the agent skipped a snapshot: {why}\n\n"
+                        "event: skipped\ndata: nfsdtopd skipped a snapshot: {why}\n\n"
                     ))));
                 }
                 Some(Err(EncodeError::Failed(e))) => {

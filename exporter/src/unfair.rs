@@ -10,7 +10,7 @@
 //! encoded at most once per snapshot and every response of that interval
 //! shares the bytes, charged to the same response budget (past it, a 503);
 //! at most [`MAX_UNFAIR_VIEWS`] distinct queries are encoded per interval
-//! (then a 503 saying the agent is overloaded). Encodings run one at a
+//! (then a 503 saying nfsdtopd is overloaded). Encodings run one at a
 //! time on a blocking thread: the metrics state the pipeline updates is
 //! locked only there, only while the rows are picked (not while they are
 //! written out), so neither the pipeline nor an async worker waits on a

@@ -280,7 +280,7 @@ distinct views (slowest {beside_max:?}, {busy_meanwhile} views refused meanwhile
     assert!(ok >= 4 && refused >= 4, "the loops: {counts:?}");
     if overloaded.status == 503 {
         assert!(
-            overloaded.body.contains("the agent is overloaded")
+            overloaded.body.contains("nfsdtopd is overloaded")
                 && overloaded.header("retry-after").is_some(),
             "{overloaded:?}"
         );

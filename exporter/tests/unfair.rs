@@ -131,7 +131,7 @@ fn distinct_queries_past_the_bound_are_refused_as_overload() {
     );
     let r = refused.first().expect("a query past the bound was refused");
     assert!(
-        r.body.contains("the agent is overloaded") && r.body.contains("8 distinct"),
+        r.body.contains("nfsdtopd is overloaded") && r.body.contains("8 distinct"),
         "{r:?}"
     );
     assert_eq!(r.header("retry-after"), Some("1"));

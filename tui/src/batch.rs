@@ -1,5 +1,5 @@
 //! `nfsdtop -b`: snapshots printed like `top -b`, as text, JSON lines or CSV,
-//! until the source ends, -n is reached, or a remote agent is given up on
+//! until the source ends, -n is reached, or a remote nfsdtopd is given up on
 //! ([`Patience`]).
 
 use std::sync::mpsc::RecvTimeoutError;
@@ -99,7 +99,7 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<()> {
     result
 }
 
-/// How long batch mode waits on a remote agent (`--connect`), given
+/// How long batch mode waits on a remote nfsdtopd (`--connect`), given
 /// `--give-up-after SECS`:
 /// - without a link, SECS from when it went (or from the start);
 /// - over a link, SECS or three of the agent's snapshot intervals,
@@ -189,7 +189,7 @@ impl Patience {
         }
         anyhow::anyhow!(
             "giving up on {url}: connected, but no snapshot for {}s (its source has ended or \
-             stalled, or the agent is overloaded: see the agent's /healthz and log); \
+             stalled, or nfsdtopd is overloaded: see nfsdtopd's /healthz and log); \
              --give-up-after SECS waits longer",
             secs(self.quiet_limit())
         )
@@ -239,17 +239,17 @@ mod tests {
         p.status(&RemoteStatus::Connected { url: p.url.clone() });
         p.status(&RemoteStatus::Skipping {
             url: p.url.clone(),
-            reason: "the agent skipped a snapshot: its JSON does not fit".into(),
+            reason: "nfsdtopd skipped a snapshot: its JSON does not fit".into(),
         });
         let e = p.giving_up().to_string();
         assert!(
-            e.contains("connected, but no snapshot for 5s (the agent skipped a snapshot: its JSON"),
+            e.contains("connected, but no snapshot for 5s (nfsdtopd skipped a snapshot: its JSON"),
             "{e}"
         );
         p.snapshot(1.0);
         let e = p.giving_up().to_string();
         assert!(
-            e.contains("ended or stalled, or the agent is overloaded"),
+            e.contains("ended or stalled, or nfsdtopd is overloaded"),
             "{e}"
         );
     }

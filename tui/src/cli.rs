@@ -59,7 +59,7 @@ pub enum Command {
 }
 
 /// Where the snapshots come from: a local source (the flags the agent
-/// shares with nfsdtopd) or a remote agent.
+/// shares with nfsdtopd) or a remote nfsdtopd.
 #[derive(Args, Debug, Clone)]
 #[group(skip)]
 #[command(mut_arg("policy", |a| a.requires("demo")))]
@@ -71,7 +71,7 @@ pub enum Command {
 pub struct SourceArgs {
     #[command(flatten)]
     pub local: nfsdtop_agent::session::SourceArgs,
-    /// Connect to a remote agent (nfsdtopd), e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
+    /// Connect to a remote nfsdtopd, e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
     #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "keep_raw_tracepoints", "enqueue_hooks", "no_typed_program", "bench_stage", "bpf_stats", "resolve"])]
     pub connect: Option<String>,
     /// With --connect https://...: trust the certificates in this PEM file instead of the system's roots: CAs for the certificates they signed, and each certificate itself when the agent presents exactly it (a self-signed one, as `openssl req -x509` makes).

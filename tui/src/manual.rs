@@ -147,7 +147,7 @@ the view of a remote nfsdtopd
 quit by the user, or batch mode printed its iterations
 .TP
 1
-an error, explained on standard error (no nfsd where one is required, missing privileges, an unreadable file with FILE:LINE, a remote agent unreachable)
+an error, explained on standard error (no nfsd where one is required, missing privileges, an unreadable file with FILE:LINE, a remote nfsdtopd unreachable)
 .TP
 2
 invalid command\-line usage

@@ -77,7 +77,7 @@ enum Stop {
 pub fn run(args: &RecordArgs) -> anyhow::Result<()> {
     if args.source.connect.is_some() {
         anyhow::bail!(
-            "cannot record a remote agent's snapshots (--connect): \
+            "cannot record a remote nfsdtopd's snapshots (--connect): \
              run `nfsdtop record` on the NFS server itself"
         );
     }

@@ -244,7 +244,7 @@ fn without_nfsd_only_the_plain_ui_shows_the_demo_and_says_so() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Two real snapshots (seed-k16, flat), as the agent daemon would send.
+/// Two real snapshots (seed-k16, flat), as the daemon would send.
 fn seed_k16_snapshots() -> Vec<nfsdtop_agent::model::Snapshot> {
     use nfsdtop_agent::aggregate::{Aggregator, Limits};
     use nfsdtop_agent::source::demo::{Scenario, Simulator};

@@ -85,7 +85,7 @@ pub fn too_many_views(bound: &str) -> Response {
 /// per snapshot).
 pub fn too_many_views_message(bound: &str) -> String {
     format!(
-        "the agent is overloaded: it encodes at most {bound} per snapshot, and this one \
+        "nfsdtopd is overloaded: it encodes at most {bound} per snapshot, and this one \
 is past them; try again at the next interval, or ask for a view others ask for (the full \
 snapshot, a common top=N)"
     )

@@ -126,7 +126,7 @@ async fn one_encoding_per_view_is_shared() {
 }
 
 /// Distinct views past [`MAX_SHARED_VIEWS`] in one interval are refused
-/// (a 503 saying the agent is overloaded), not encoded one by one; the
+/// (a 503 saying nfsdtopd is overloaded), not encoded one by one; the
 /// views admitted are still served, and the next snapshot admits anew.
 #[tokio::test]
 async fn distinct_views_past_the_bound_are_refused_until_the_next_snapshot() {
@@ -147,7 +147,7 @@ async fn distinct_views_past_the_bound_are_refused_until_the_next_snapshot() {
     assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
     let body = String::from_utf8_lossy(&body);
-    assert!(body.contains("the agent is overloaded"), "{body}");
+    assert!(body.contains("nfsdtopd is overloaded"), "{body}");
     tx.send_replace(Some(Arc::new(Published::new(big()))));
     let next = enc.encoded(&rx, top(MAX_SHARED_VIEWS + 1)).await.unwrap();
     assert!(next.is_ok(), "a new interval: {next:?}");
@@ -347,7 +347,7 @@ async fn a_view_past_the_budget_is_a_503_saying_what_to_do() {
         }
     };
     assert!(
-        said.starts_with("event: skipped\ndata: the agent skipped a snapshot: its JSON")
+        said.starts_with("event: skipped\ndata: nfsdtopd skipped a snapshot: its JSON")
             && said.contains("response_memory_mib"),
         "{said}"
     );

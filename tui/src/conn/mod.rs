@@ -27,7 +27,7 @@ pub enum Update {
     /// The producer stopped (end of a replay, or an error it cannot
     /// recover from); the view keeps what it has and says why.
     Ended(Result<(), String>),
-    /// How the link to a remote agent is doing (remote sources only).
+    /// How the link to a remote nfsdtopd is doing (remote sources only).
     Status(RemoteStatus),
 }
 
@@ -36,7 +36,7 @@ pub struct Connection {
     pub control: Sender<Control>,
     /// A note for the header, e.g. why the demo is shown.
     pub notice: Option<String>,
-    /// The remote agent's URL as it may be shown (no credentials).
+    /// The remote nfsdtopd's URL as it may be shown (no credentials).
     pub remote: Option<String>,
     /// Pause, step, seek and speed of a demo or replay paced in real time.
     pub playback: Option<Handle>,
@@ -71,7 +71,7 @@ pub fn open_local(
 ) -> anyhow::Result<Session> {
     if args.connect.is_some() {
         anyhow::bail!(
-            "--connect watches a remote agent's snapshots: it has no local events to open"
+            "--connect watches a remote nfsdtopd's snapshots: it has no local events to open"
         );
     }
     let cfg = SessionConfig {
@@ -112,7 +112,7 @@ pub enum Viewer {
 /// Snapshots a local pipeline may have waiting for its view.
 const SNAPSHOTS_QUEUED: usize = 16;
 
-/// Start the pipeline on its own thread (or follow a remote agent).
+/// Start the pipeline on its own thread (or follow a remote nfsdtopd).
 pub fn connect(
     args: &SourceArgs,
     interval: Duration,

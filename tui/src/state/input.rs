@@ -305,7 +305,8 @@ impl State {
 
     fn step_interval(&mut self, dir: i32) -> Action {
         if self.remote.is_some() {
-            self.message = Some("the remote agent sets the interval (nfsdtopd --interval)".into());
+            self.message =
+                Some("the remote nfsdtopd sets the interval (nfsdtopd --interval)".into());
             return Action::Redraw;
         }
         let cur = self.interval.as_secs_f64();

@@ -30,7 +30,7 @@ pub enum RemoteStatus {
     Connected {
         url: String,
     },
-    /// Connected, but the agent skipped a snapshot, saying why (its
+    /// Connected, but nfsdtopd skipped a snapshot, saying why (its
     /// response memory held by others).
     Skipping {
         url: String,
@@ -97,7 +97,7 @@ impl State {
         let since = self
             .now
             .saturating_duration_since(self.last_snapshot_at.unwrap_or(self.started));
-        // The source's own interval may differ from ours (a remote agent).
+        // The source's own interval may differ from ours (a remote nfsdtopd).
         let interval = self
             .shown
             .as_deref()

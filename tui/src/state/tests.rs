@@ -168,10 +168,10 @@ fn keys_map_to_actions() {
         st.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
         Action::Quit
     );
-    // A remote agent keeps its own pace: nothing to send.
+    // A remote nfsdtopd keeps its own pace: nothing to send.
     st.on_status(RemoteStatus::Connected { url: "x".into() });
     assert_eq!(st.on_key(key(KeyCode::Char('+'))), Action::Redraw);
-    assert!(st.message.as_deref().unwrap().contains("remote agent"));
+    assert!(st.message.as_deref().unwrap().contains("remote nfsdtopd"));
     assert_eq!(st.interval, Duration::from_secs(1));
     // Keys on an empty table never panic.
     for c in [KeyCode::Enter, KeyCode::Down, KeyCode::End, KeyCode::PageUp] {

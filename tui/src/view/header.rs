@@ -200,7 +200,7 @@ fn title_line(state: &State, link: &LinkLabel) -> Parts {
         3,
         vec![Span::raw(format!("wait: {}", src.wait_source.as_str()))],
     );
-    // A remote agent keeps its own pace: show the one it sends.
+    // A remote nfsdtopd keeps its own pace: show the one it sends.
     let every = if state.remote.is_some() && s.interval_s > 0.0 {
         s.interval_s
     } else {
@@ -212,7 +212,7 @@ fn title_line(state: &State, link: &LinkLabel) -> Parts {
     }
     let kernel = format!("kernel {} ({})", src.kernel, src.generation);
     p.push(5, vec![Span::raw(kernel)]);
-    // A remote agent serving a demo or a replay says so as loudly as a
+    // A remote nfsdtopd serving a demo or a replay says so as loudly as a
     // local one would: its numbers are not a live server's.
     let kind = match served_kind(src) {
         Some(k @ ("demo" | "replay")) => Span::styled(format!("remote {k}"), badge),

@@ -139,7 +139,7 @@ impl Client {
             return super::tls::error(&self.url.authority(), io);
         }
         let hint = if e.is_parse() && self.url.scheme == Scheme::Http {
-            " (if the agent serves TLS, use https://)"
+            " (if nfsdtopd serves TLS, use https://)"
         } else {
             ""
         };
@@ -174,7 +174,7 @@ impl Client {
             StatusCode::FORBIDDEN => Err(Failure::Fatal(format!(
                 "{url} refused access (HTTP 403 Forbidden){said}"
             ))),
-            // Our requests are fixed: one the agent cannot take (plain
+            // Our requests are fixed: one nfsdtopd cannot take (plain
             // HTTP to its TLS port, a proxy in the way) stays so.
             StatusCode::BAD_REQUEST => Err(Failure::Fatal(format!(
                 "{url} cannot take nfsdtop's request (HTTP 400 Bad Request){said}"

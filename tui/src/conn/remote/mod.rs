@@ -1,4 +1,4 @@
-//! `--connect URL`: follow a remote agent's (nfsdtopd's) snapshot stream
+//! `--connect URL`: follow a remote nfsdtopd's (nfsdtopd's) snapshot stream
 //! on a thread of its own, with a single-threaded tokio runtime: GET
 //! /api/v1/stream ([`http`]), read its server-sent events ([`sse`]),
 //! forward each snapshot (redacted with `--redact`, [`redact`]), and
@@ -137,7 +137,7 @@ async fn follow(client: &Client, display: &str, redactor: Option<&Redactor>, utx
                 if n > 0 {
                     attempt = 0;
                 }
-                "the agent closed the stream".to_string()
+                "nfsdtopd closed the stream".to_string()
             }
             Err(Failure::Retry(e)) => e,
             Err(Failure::Fatal(e)) => {
@@ -182,7 +182,7 @@ async fn stream_once(
         let frame = match tokio::time::timeout(READ_TIMEOUT, body.frame()).await {
             Err(_) => {
                 return Err(Failure::Retry(format!(
-                    "nothing from the agent for {}s",
+                    "nothing from nfsdtopd for {}s",
                     READ_TIMEOUT.as_secs()
                 )))
             }
@@ -218,15 +218,15 @@ async fn stream_once(
                 None => {
                     // serde quotes what it could not take, escapes and all.
                     let err = sanitize::displayable(&err.to_string());
-                    Failure::Retry(format!("a snapshot from the agent does not parse: {err}"))
+                    Failure::Retry(format!("a snapshot from nfsdtopd does not parse: {err}"))
                 }
             })?;
             // Fields are only ever added within a schema: an older one reads
             // fine, a newer one may mean something this build misreads.
             if !snap.schema.understood() {
                 return Err(Failure::Fatal(format!(
-                    "the agent sends JSON schema {}, newer than this nfsdtop's {}: \
-                     use an nfsdtop as new as the agent",
+                    "nfsdtopd sends JSON schema {}, newer than this nfsdtop's {}: \
+                     use an nfsdtop as new as nfsdtopd",
                     snap.schema.0,
                     nfsdtop_agent::model::SCHEMA
                 )));
@@ -249,7 +249,7 @@ async fn stream_once(
 fn past_bounds(what: &str) -> String {
     let b = bounds::REMOTE;
     format!(
-        "a snapshot from the agent holds more {what} than nfsdtop --connect takes (at most \
+        "a snapshot from nfsdtopd holds more {what} than nfsdtop --connect takes (at most \
 {} peers and classes, {} transports, {} histograms of more than 8 buckets, {} MiB an \
 event; docs/json.md); refused, as reading it could take gigabytes: is the agent nfsdtopd, \
 and is it the one you meant?",

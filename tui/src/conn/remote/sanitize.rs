@@ -1,7 +1,7 @@
 //! Text in snapshots made safe to draw: every character
 //! [`nfsdtop_agent::text::displayable`] replaces (controls such as ESC,
 //! bidi and other format characters, separators, characters drawn at
-//! another width than ratatui counts) becomes `?`. A remote agent, or
+//! another width than ratatui counts) becomes `?`. A remote nfsdtopd, or
 //! anything between it and the TUI on plain http, could otherwise send
 //! escape sequences that retitle, clear or recolour the operator's
 //! terminal through a peer, class, client or host name; and a name a

@@ -67,7 +67,7 @@ impl Parser {
     fn push(&mut self, b: &[u8]) -> Result<(), String> {
         if self.line.len() + self.data.len() + b.len() > self.limit {
             return Err(format!(
-                "the agent sent an event longer than {} MiB",
+                "nfsdtopd sent an event longer than {} MiB",
                 self.limit >> 20
             ));
         }
@@ -87,7 +87,7 @@ impl Parser {
             return Ok(());
         }
         let line = std::str::from_utf8(line)
-            .map_err(|_| "the agent sent bytes that are not UTF-8".to_string())?;
+            .map_err(|_| "nfsdtopd sent bytes that are not UTF-8".to_string())?;
         // field: value (one optional space after the colon).
         let (field, value) = match line.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),

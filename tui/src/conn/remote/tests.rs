@@ -119,7 +119,7 @@ fn streams_snapshots_then_reconnects_when_the_agent_closes() {
                 RemoteStatus::Connected { .. } => "connected".into(),
                 RemoteStatus::Skipping { .. } => "skipping".into(),
                 RemoteStatus::Reconnecting { attempt, error, .. } => {
-                    assert_eq!(error, "the agent closed the stream");
+                    assert_eq!(error, "nfsdtopd closed the stream");
                     format!("reconnecting {attempt}")
                 }
             }),
@@ -290,7 +290,7 @@ fn refused_credentials_end_the_source_and_the_password_is_never_shown() {
     );
     server.join().unwrap();
 
-    // A request the agent cannot take (nfsdtopd's answer to plain HTTP
+    // A request nfsdtopd cannot take (nfsdtopd's answer to plain HTTP
     // on its TLS port) ends the source too, with the agent's words.
     let (port, server) = refusing_agent("400 Bad Request", 1);
     let conn = connect_remote(&format!("127.0.0.1:{port}")).unwrap();
@@ -393,7 +393,7 @@ fn a_skipped_snapshot_is_a_status_saying_why() {
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         read_request(&mut s);
-        let body = "event: skipped\ndata: the agent skipped a snapshot: full\u{1b}[2J\n\n";
+        let body = "event: skipped\ndata: nfsdtopd skipped a snapshot: full\u{1b}[2J\n\n";
         write!(
             s,
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
@@ -407,7 +407,7 @@ fn a_skipped_snapshot_is_a_status_saying_why() {
             break reason;
         }
     };
-    assert_eq!(reason, "the agent skipped a snapshot: full?[2J");
+    assert_eq!(reason, "nfsdtopd skipped a snapshot: full?[2J");
     server.join().unwrap();
 }
 
