@@ -116,6 +116,8 @@ pub struct BatchEntity<'a> {
     pub depth0_share: Option<f64>,
     #[serde(default)]
     pub enqueue_depth_mean: Option<f64>,
+    #[serde(default)]
+    pub enqueue_depth_max: Option<u32>,
     /// Requests per RPC procedure, as the snapshot's (absent where
     /// procedures are not counted).
     #[serde(default, skip_serializing_if = "Procedures::is_empty")]
@@ -276,6 +278,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
                 enqueue_depth: e.enqueue_depth,
                 depth0_share: e.depth0_share,
                 enqueue_depth_mean: e.enqueue_depth_mean,
+                enqueue_depth_max: e.enqueue_depth_max,
                 procedures: Cow::Borrowed(&e.procedures),
                 nfs4_operations: Cow::Borrowed(&e.nfs4_operations),
                 client_names: Cow::Borrowed(&e.client_names),

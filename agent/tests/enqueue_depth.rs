@@ -87,3 +87,50 @@ fn one_request_at_a_time_is_always_enqueued_at_depth_zero() {
     assert_eq!(eight.counts[2..], [0; 6], "{eight:?}");
     assert_eq!(eight.sum, eight.counts[1]);
 }
+
+/// Each interval's deepest enqueue of each peer is the most its events
+/// imply among that interval's enqueues (one-second snapshots of a
+/// sparse-flow seed scenario, whose backlogged clients keep several in
+/// flight); `null` for a peer with no enqueue in the interval.
+#[test]
+fn each_intervals_deepest_enqueue_is_the_one_its_events_imply() {
+    let mut scenario = Scenario::builtin("seed-k4").unwrap();
+    scenario.policy = Policy::SparseFlow;
+    let classes = scenario.class_map().unwrap();
+    let mut sim = Simulator::new(scenario);
+    let mut agg = Aggregator::new(classes, Limits::default());
+    let mut inflight = HashMap::<XprtKey, u64>::new();
+    let mut deepest_seen = 0;
+    for second in 1..=10u64 {
+        let mut events = Vec::new();
+        sim.run_until(second * 1_000_000_000, &mut events);
+        let mut want = HashMap::<String, u32>::new();
+        for e in &events {
+            let n = inflight.entry(e.xprt).or_default();
+            match e.kind {
+                EventKind::Enqueue { .. } => {
+                    let m = want.entry(e.xprt.peer().to_string()).or_default();
+                    *m = (*m).max(*n as u32);
+                }
+                EventKind::Dequeue { .. } => *n += 1,
+                EventKind::Executed { requests, .. } => *n -= requests,
+                _ => {}
+            }
+        }
+        agg.ingest_all(&events);
+        let snap = agg.snapshot(sim.now_ns(), 0.0, &Default::default());
+        for p in &snap.peers {
+            assert_eq!(
+                p.enqueue_depth_max,
+                want.get(&p.name).copied(),
+                "second {second}: peer {}",
+                p.name
+            );
+            deepest_seen = deepest_seen.max(p.enqueue_depth_max.unwrap_or(0));
+        }
+    }
+    assert!(
+        deepest_seen > 1,
+        "the scenario never had two in flight: {deepest_seen}"
+    );
+}

@@ -38,10 +38,11 @@ fn the_drill_down_shows_the_depth_at_enqueue_where_measured() {
     peer.enqueue_depth = Some(d);
     peer.depth0_share = d.depth0_share();
     peer.enqueue_depth_mean = d.mean();
+    peer.enqueue_depth_max = Some(70);
     let text = drill_down(snaps.clone());
     assert!(
         text.contains(
-            "at enqueue: 40.0% at depth 0, mean 14.80; since start 0|1|2-7|8+: 40|20|20|20%"
+            "at enqueue: 40.0% at depth 0, mean 14.80, max 70; since start 0|1|2-7|8+: 40|20|20|20%"
         ),
         "{text}"
     );

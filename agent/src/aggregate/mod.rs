@@ -335,7 +335,7 @@ impl Aggregator {
                     // queue below takes for a duplicate.
                     let (ps, cs) = self.owners(xi);
                     for e in [self.peers.get_mut(ps), self.classes.get_mut(cs)] {
-                        e.depth.get_or_insert_default()[0].record(depth);
+                        e.depth.get_or_insert_default().record(depth);
                     }
                 }
                 self.enqueue(xi, ts);

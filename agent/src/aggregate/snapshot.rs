@@ -9,8 +9,8 @@ use super::queue::entitled_now;
 use super::table::EntityTable;
 use super::{Aggregator, FairClock};
 use crate::model::{
-    ClientName, EntityKind, EntityStats, PeerKey, PerTracepoint, Snapshot, SourceInfo, Totals,
-    TransportStats, WaitSource,
+    ClientName, DepthTally, EntityKind, EntityStats, PeerKey, PerTracepoint, Snapshot, SourceInfo,
+    Totals, TransportStats, WaitSource,
 };
 
 impl Aggregator {
@@ -210,11 +210,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             e.prev_bytes = b;
             r
         });
-        let depth = e.depth.as_deref_mut().map(|[now, then]| {
-            let interval = now.since(then);
-            *then = *now;
-            (*now, interval)
-        });
+        let depth = e.depth.as_deref_mut().map(DepthTally::take);
         e.prev_dispatches = e.dispatches;
         e.prev_entitled = entitled;
         e.prev_exec_ns = e.exec_ns;
@@ -290,6 +286,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             enqueue_depth: depth.map(|d| d.0),
             depth0_share: depth.and_then(|d| d.1.depth0_share()),
             enqueue_depth_mean: depth.and_then(|d| d.1.mean()),
+            enqueue_depth_max: depth.and_then(|d| d.2),
             backlogged_seconds: backlogged_ns as f64 / 1e9,
             wait_histogram,
             transports: transports

@@ -8,7 +8,7 @@ use super::histogram::WaitHistogram;
 use super::operations::Operations;
 use super::procedures::Procedures;
 use crate::keyhash::PeerHashMap;
-use crate::model::{Bytes, DepthHistogram};
+use crate::model::{Bytes, DepthTally};
 
 /// Per-entity accounting. Peers and classes share it.
 #[derive(Debug, Default)]
@@ -39,9 +39,8 @@ pub struct Entity {
     pub procedures: Option<Box<Procedures>>,
     /// NFSv4 operations: `None` until a source reports one.
     pub operations: Option<Box<Operations>>,
-    /// In-flight depth at its enqueues, now and at the last snapshot:
-    /// `None` until a source reports one.
-    pub depth: Option<Box<[DepthHistogram; 2]>>,
+    /// In-flight depth at its enqueues: `None` until a source reports one.
+    pub depth: Option<Box<DepthTally>>,
     /// Transports known for this entity (peers) or member peers (classes).
     pub members: u64,
     pub connections: u64,

@@ -24,6 +24,32 @@ pub struct DepthHistogram {
     pub sum: u64,
 }
 
+/// An entity's depths at enqueue as the aggregator keeps them: since the
+/// start (now and at the last snapshot, whose difference is the
+/// interval's) and the deepest of the interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DepthTally {
+    pub now: DepthHistogram,
+    pub then: DepthHistogram,
+    /// The most in flight at one enqueue since the last snapshot.
+    pub deepest: Option<u32>,
+}
+
+impl DepthTally {
+    pub fn record(&mut self, depth: u32) {
+        self.now.record(depth);
+        self.deepest = Some(self.deepest.map_or(depth, |d| d.max(depth)));
+    }
+
+    /// At a snapshot: since the start, the interval's, and its deepest;
+    /// the next interval starts from here.
+    pub fn take(&mut self) -> (DepthHistogram, DepthHistogram, Option<u32>) {
+        let interval = self.now.since(&self.then);
+        self.then = self.now;
+        (self.now, interval, self.deepest.take())
+    }
+}
+
 /// The bucket of `depth`.
 pub fn bucket_of(depth: u32) -> usize {
     ((u32::BITS - depth.leading_zeros()) as usize).min(DEPTH_BUCKETS - 1)

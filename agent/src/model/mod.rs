@@ -9,7 +9,7 @@ mod procedures;
 mod schema;
 mod snapshot;
 
-pub use depth::{DepthHistogram, DEPTH_BUCKETS, DEPTH_LOWER};
+pub use depth::{DepthHistogram, DepthTally, DEPTH_BUCKETS, DEPTH_LOWER};
 pub use event::{
     Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, ProcName, Tracepoint, XprtKey,
 };

@@ -278,6 +278,11 @@ pub struct EntityStats {
     /// Their mean depth, `null` likewise.
     #[serde(default)]
     pub enqueue_depth_mean: Option<f64>,
+    /// The most requests one of its transports had in flight at one of
+    /// this interval's enqueues (the interval's peak as the kernel's count
+    /// shows it at enqueues); `null` where not measured or none.
+    #[serde(default)]
+    pub enqueue_depth_max: Option<u32>,
     #[serde(default)]
     pub backlogged_seconds: f64,
     /// Queue-wait histogram: this interval for peers, cumulative for

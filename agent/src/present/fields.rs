@@ -532,6 +532,22 @@ pub const DEPTH_MEAN: Field = Field {
     doc: "the drill\\-down: the mean of its requests in flight at its enqueues this interval, beside the since\\-start histogram (0, 1, 2\\-3, 4\\-7, 8 and more)",
 };
 
+pub const DEPTH_MAX: Field = Field {
+    json: "enqueue_depth_max",
+    unit: Unit::Count,
+    value: |e| e.enqueue_depth_max.map(|d| Value::Int(u64::from(d))),
+    csv: Some(Csv {
+        header: "enqueue_depth_max",
+        decimals: 0,
+        after_names: true,
+    }),
+    total: Total::Empty,
+    text: None,
+    tui: None,
+    prometheus: None,
+    doc: "the drill\\-down: the most requests one of its transports had in flight at one of its enqueues this interval (the interval's peak as the kernel's count shows it when the transport is queued; a client with several connections can have more in flight over all of them). \\- where not measured",
+};
+
 /// Every per-entity number, in the order of the CSV's and the batch
 /// text's columns.
 pub const FIELDS: &[Field] = &[
@@ -554,6 +570,7 @@ pub const FIELDS: &[Field] = &[
     INFLIGHT,
     DEPTH0_SHARE,
     DEPTH_MEAN,
+    DEPTH_MAX,
 ];
 
 /// The fields with a batch-text column, in order.

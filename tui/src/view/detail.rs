@@ -20,8 +20,8 @@ use super::table::row_style;
 use crate::state::{Column, Screen, State};
 use crate::warnings::{fmt_us, is_starved};
 use nfsdtop_agent::present::fields::{
-    BYTES_IN_RATE, BYTES_OUT_RATE, DEPTH0_SHARE, DEPTH_MEAN, DISPATCH_RATE, EXEC_SHARE, FAIRNESS,
-    FAIR_SHARE, INFLIGHT, REQUEST_RATE, SHARE, WAIT_P50, WAIT_P99,
+    BYTES_IN_RATE, BYTES_OUT_RATE, DEPTH0_SHARE, DEPTH_MAX, DEPTH_MEAN, DISPATCH_RATE, EXEC_SHARE,
+    FAIRNESS, FAIR_SHARE, INFLIGHT, REQUEST_RATE, SHARE, WAIT_P50, WAIT_P99,
 };
 use nfsdtop_agent::present::units::fmt_bytes;
 use nfsdtop_agent::present::units::{fmt_ratio as ratio, pct, per_second as rate};
@@ -351,9 +351,10 @@ fn depth_line(e: &EntityStats, d: &DepthHistogram) -> String {
         format!("{:.0}", 100.0 * c as f64 / n)
     };
     format!(
-        "at enqueue: {} at depth 0, mean {}; since start 0|1|2-7|8+: {}|{}|{}|{}%",
+        "at enqueue: {} at depth 0, mean {}, max {}; since start 0|1|2-7|8+: {}|{}|{}|{}%",
         DEPTH0_SHARE.show(e),
         DEPTH_MEAN.show(e),
+        DEPTH_MAX.show(e),
         part(0..1),
         part(1..2),
         part(2..4),
