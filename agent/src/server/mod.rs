@@ -384,17 +384,11 @@ mod tests {
         assert_eq!(busy(&mut tr, 10.0, 5, 0.0), Some(0.0));
     }
 
-    /// Threads that come and go: the interval's mean, fewest, most, starts
-    /// and exits from two readings of the ledger; busy threads bounded by
-    /// the mean that ran (3 s of execution in 1 s with 2.5 threads
-    /// running on average: 2.5 busy, not 3 of the 8 configured).
-    #[test]
-    fn threads_that_come_and_go_bound_busy_threads_by_what_ran() {
-        use threads::{ThreadEvent, ThreadLedger};
-        let mut ledger = ThreadLedger::new(2, 0);
-        let s = 1_000_000_000u64;
-        let snap = |exec: f64, n: u64| Snapshot {
-            interval_s: 1.0,
+    /// A snapshot of `interval_s` with one peer of `n` executions, the
+    /// server's `exec` seconds so far, dispatching.
+    fn one_peer(interval_s: f64, exec: f64, n: u64) -> Snapshot {
+        Snapshot {
+            interval_s,
             totals: crate::model::Totals {
                 exec_seconds: exec,
                 dispatch_rate: 10.0,
@@ -405,7 +399,19 @@ mod tests {
                 ..Default::default()
             }],
             ..Default::default()
-        };
+        }
+    }
+
+    /// Threads that come and go: the interval's mean, fewest, most, starts
+    /// and exits from two readings of the ledger; busy threads bounded by
+    /// the mean that ran (3 s of execution in 1 s with 2.5 threads
+    /// running on average: 2.5 busy, not 3 of the 8 configured).
+    #[test]
+    fn threads_that_come_and_go_bound_busy_threads_by_what_ran() {
+        use threads::{ThreadEvent, ThreadLedger};
+        let mut ledger = ThreadLedger::new(2, 0);
+        let s = 1_000_000_000u64;
+        let snap = |exec: f64, n: u64| one_peer(1.0, exec, n);
         let with = |r| NfsdThreads {
             threads: Some(8),
             running: Some(r),
@@ -459,19 +465,7 @@ mod tests {
             nfs4_operations: None,
             running: None,
         };
-        let snap = |exec: f64, n: u64| Snapshot {
-            interval_s: 2.0,
-            totals: crate::model::Totals {
-                exec_seconds: exec,
-                dispatch_rate: 10.0,
-                ..Default::default()
-            },
-            peers: vec![EntityStats {
-                executions: n,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let snap = |exec: f64, n: u64| one_peer(2.0, exec, n);
         let busy = |v: &ServerView| -> Vec<Option<f64>> {
             v.pools.iter().map(|p| p.busy_threads).collect()
         };

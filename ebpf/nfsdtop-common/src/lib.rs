@@ -25,6 +25,13 @@ pub mod threads;
 pub mod typed;
 pub use slot::{RawArg, RawProgram, Slot, SlotInfo, SLOTS};
 
+/// One of nfsd's own tracepoints (category `nfsd`, not a [`Slot`]) and
+/// the program nfsdtop attaches to it: [`nfs4ops`]'s and [`threads`]'s.
+pub struct NfsdTracepoint {
+    pub event: &'static str,
+    pub program: &'static str,
+}
+
 /// Per-slot counters in the per-CPU `COUNTERS` array, at
 /// `slot * counter::COUNT + counter::X`. Every hit a program handles lands
 /// in exactly one of them, so their sum is the hits (not counted apart:

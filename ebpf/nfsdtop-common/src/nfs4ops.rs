@@ -22,20 +22,16 @@
 //!
 //! [`Record`]: crate::Record
 
-/// The tracepoints (nfsd's, raw) and the programs attached to them.
-pub struct OpsTracepoint {
-    pub event: &'static str,
-    pub program: &'static str,
-}
+use crate::NfsdTracepoint;
 
 /// `nfsd_compound`, then `nfsd_compound_status` (attach order: the
 /// second needs what the first remembers).
-pub const TRACEPOINTS: [OpsTracepoint; 2] = [
-    OpsTracepoint {
+pub const TRACEPOINTS: [NfsdTracepoint; 2] = [
+    NfsdTracepoint {
         event: "nfsd_compound",
         program: "nfsd_compound",
     },
-    OpsTracepoint {
+    NfsdTracepoint {
         event: "nfsd_compound_status",
         program: "nfsd_compound_status",
     },

@@ -13,19 +13,15 @@
 //!
 //! [`Record`]: crate::Record
 
-/// One of the two tracepoints (category `nfsd`) and its program.
-pub struct ThreadTracepoint {
-    pub event: &'static str,
-    pub program: &'static str,
-}
+use crate::NfsdTracepoint;
 
 /// The tracepoints, indexed by the record's [`START`] or [`EXIT`].
-pub const TRACEPOINTS: [ThreadTracepoint; 2] = [
-    ThreadTracepoint {
+pub const TRACEPOINTS: [NfsdTracepoint; 2] = [
+    NfsdTracepoint {
         event: "nfsd_dynthread_start",
         program: "nfsd_dynthread_start",
     },
-    ThreadTracepoint {
+    NfsdTracepoint {
         event: "nfsd_dynthread_kill",
         program: "nfsd_dynthread_kill",
     },

@@ -439,6 +439,15 @@ mod tests {
         assert_eq!(text(&s, 30), "1569 disp/s  lost 3");
     }
 
+    /// The server line at `w` columns, as text.
+    fn server_text(v: &ServerView, w: u16) -> String {
+        server_line(v, None, w)
+            .spans
+            .iter()
+            .map(|s| s.content.to_string())
+            .collect()
+    }
+
     /// Threads that come and go: the mean that ran with its range and
     /// bounds, saturation over the mean (3.0 of 3.2: 94%), and the
     /// interval's starts and exits, dropped before the threads.
@@ -460,10 +469,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let text = |v: &ServerView, w: u16| -> String {
-            let l = server_line(v, None, w);
-            l.spans.iter().map(|s| s.content.to_string()).collect()
-        };
+        let text = server_text;
         assert_eq!(
             text(&v, 80),
             "nfsd threads 3.2 ran (2-4 of 1..8), busy 3.0 (94%) | +2 -1 threads"
@@ -484,13 +490,7 @@ mod tests {
 
     #[test]
     fn server_line_keeps_whole_parts_and_says_unknown() {
-        let text = |v: &ServerView, w: u16| -> String {
-            server_line(v, None, w)
-                .spans
-                .iter()
-                .map(|s| s.content.to_string())
-                .collect()
-        };
+        let text = server_text;
         let mut v = ServerView {
             threads: Some(8),
             busy_threads: Some(6.0),
