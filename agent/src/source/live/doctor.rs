@@ -181,6 +181,7 @@ pub fn diagnose(opts: &LiveOptions) -> Diagnosis {
                         });
                     }
                     if nfsd_loaded {
+                        notes.push(super::threads::doctor_note(t));
                         notes.push(match super::nfs4ops::offsets(&opts.btf_dir) {
                         Ok(_) => "--nfs4-ops can count NFSv4 operations (nfsd's BTF has what it reads)".into(),
                         Err(why) => format!("--nfs4-ops cannot count NFSv4 operations: {why}"),

@@ -141,6 +141,30 @@ impl Threads {
     }
 }
 
+/// What `nfsdtop doctor` says of threads that come and go under the
+/// tracefs at `tracefs`.
+pub fn doctor_note(tracefs: &Path) -> String {
+    let format = tracefs
+        .join("events/nfsd")
+        .join(TRACEPOINTS[0].event)
+        .join("format");
+    match std::fs::read_to_string(&format) {
+        Err(_) => "nfsd's thread count is fixed on this kernel (no nfsd_dynthread_start): \
+                   server.threads is what runs"
+            .into(),
+        Ok(text) => match Fields::parse(&text) {
+            Ok(_) => "nfsd starts and stops threads on this kernel (nfsd_dynthread_start, \
+                      _kill; with min-threads below threads): nfsdtop follows them \
+                      (server.threads_running)"
+                .into(),
+            Err(why) => format!(
+                "threads that come and go cannot be followed: {}: {why}",
+                format.display()
+            ),
+        },
+    }
+}
+
 fn attach_one(ebpf: &mut Ebpf, name: &str, event: &str) -> Result<(), LiveError> {
     let p: &mut TracePoint = ebpf
         .program_mut(name)
@@ -257,6 +281,28 @@ print fmt: \"pool=%u nrthreads=%u nrthrmin=%u nrthrmax=%u\", REC->pool_id, REC->
         let e =
             Fields::parse(&FORMAT.replace("offset:24;\tsize:4", "offset:24;\tsize:8")).unwrap_err();
         assert!(e.starts_with("field nrthrmax is 8 bytes at 24"), "{e}");
+    }
+
+    /// The doctor's note: fixed threads without the event, followed with
+    /// a format it reads, the file and the reason with one it cannot.
+    #[test]
+    fn the_doctor_says_whether_threads_come_and_go() {
+        let dir =
+            std::env::temp_dir().join(format!("nfsdtop-doctor-threads-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(doctor_note(&dir).starts_with("nfsd's thread count is fixed"));
+        let event = dir.join("events/nfsd/nfsd_dynthread_start");
+        std::fs::create_dir_all(&event).unwrap();
+        std::fs::write(event.join("format"), FORMAT).unwrap();
+        assert!(doctor_note(&dir).starts_with("nfsd starts and stops threads"));
+        std::fs::write(event.join("format"), FORMAT.replace("pool_id", "pool")).unwrap();
+        let note = doctor_note(&dir);
+        assert!(
+            note.starts_with("threads that come and go cannot be followed: "),
+            "{note}"
+        );
+        assert!(note.ends_with("format: no field pool_id"), "{note}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
