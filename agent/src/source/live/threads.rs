@@ -102,18 +102,33 @@ impl Threads {
 
     fn attach_with(ebpf: &mut Ebpf, format: &str, proc_root: &Path) -> Result<Threads, String> {
         let fields = Fields::parse(format)?;
-        let counts = Mapped::map(ebpf, "THREAD_COUNTS", counter::ENTRIES as usize * 8)
-            .map_err(|e| e.to_string())?;
-        let seed = nfsd_kthreads(proc_root);
-        let ledger = Mutex::new(ThreadLedger::new(seed, super::host::monotonic_ns()));
-        for tp in TRACEPOINTS {
-            attach_one(ebpf, tp.program, tp.event).map_err(|e| e.to_string())?;
+        let events = TRACEPOINTS.map(|tp| (tp.program, "nfsd", tp.event));
+        Self::attach_to(ebpf, fields, &events, nfsd_kthreads(proc_root)).map_err(|e| e.to_string())
+    }
+
+    /// Attach each `(program, category, event)` and start the ledger at
+    /// `running` threads (tests attach the programs to stand-in events).
+    pub fn attach_to(
+        ebpf: &mut Ebpf,
+        fields: Fields,
+        events: &[(&str, &str, &str)],
+        running: u32,
+    ) -> Result<Threads, LiveError> {
+        let counts = Mapped::map(ebpf, "THREAD_COUNTS", counter::ENTRIES as usize * 8)?;
+        let ledger = Mutex::new(ThreadLedger::new(running, super::host::monotonic_ns()));
+        for &(program, category, event) in events {
+            attach_one(ebpf, program, category, event)?;
         }
         Ok(Threads {
             fields,
             counts,
             ledger,
         })
+    }
+
+    /// Where the records' fields are.
+    pub fn fields(&self) -> Fields {
+        self.fields
     }
 
     /// Decode a thread record into the ledger (false: not one).
@@ -165,7 +180,7 @@ pub fn doctor_note(tracefs: &Path) -> String {
     }
 }
 
-fn attach_one(ebpf: &mut Ebpf, name: &str, event: &str) -> Result<(), LiveError> {
+fn attach_one(ebpf: &mut Ebpf, name: &str, category: &str, event: &str) -> Result<(), LiveError> {
     let p: &mut TracePoint = ebpf
         .program_mut(name)
         .ok_or_else(|| LiveError::Bpf {
@@ -176,8 +191,12 @@ fn attach_one(ebpf: &mut Ebpf, name: &str, event: &str) -> Result<(), LiveError>
         .map_err(|e| bpf_err(&format!("program {name}"), &e))?;
     p.load()
         .map_err(|e| bpf_err(&format!("the kernel refused {name}"), &e))?;
-    p.attach("nfsd", event)
-        .map_err(|e| bpf_err(&format!("cannot attach to tracepoint nfsd/{event}"), &e))?;
+    p.attach(category, event).map_err(|e| {
+        bpf_err(
+            &format!("cannot attach to tracepoint {category}/{event}"),
+            &e,
+        )
+    })?;
     Ok(())
 }
 
