@@ -16,6 +16,8 @@ use nfsdtop_agent::source::live::threads::{Fields, Threads};
 use nfsdtop_agent::source::live::{bpf, drain};
 use nfsdtop_common::{Record, RecordView};
 
+// Shared with the other live tests, which use more of it.
+#[allow(dead_code)]
 mod ring;
 use ring::{ready, spawn_true, EVENT, TRACEFS};
 
