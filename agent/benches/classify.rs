@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{Endpoint, PeerKey};
 
 fn main() {

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{Endpoint, Event, EventKind, SourceKind, WaitSource, XprtKey};
 use nfsdtop_agent::record::{Header, Reader, Writer};
 use nfsdtop_agent::source::demo::{Scenario, Simulator};

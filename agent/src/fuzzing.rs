@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Endpoint, PeerKey};
 use crate::source::demo::{Scenario, Simulator};
 
@@ -39,7 +39,7 @@ pub fn check_class_map(text: &str) -> bool {
     for r in m.rules() {
         // A class never shares a name with a peer or the folded series.
         assert!(r.class.parse::<IpAddr>().is_err(), "class {:?}", r.class);
-        assert_ne!(r.class, crate::classify::OTHER_CLASS);
+        assert_ne!(r.class, crate::enrich::classify::OTHER_CLASS);
         // Nor with the kernel's class words or a redacted peer.
         let kernel = r.class == "anonymous"
             || r.class

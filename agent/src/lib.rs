@@ -8,10 +8,11 @@
 //!   configs, certificates), read with a size limit;
 //! - [`text`]: text from outside (kernel files, recordings, DNS, remote
 //!   agents) made safe to show;
-//! - [`classify`]: peers → classes (class map file or the kernel's class);
-//! - [`clients`]: peers → the NFSv4 clients' own names (nfsd's client list);
-//! - [`resolve`]: peers → host names, only when asked (`--resolve`);
-//! - [`redact`]: client addresses hidden where the list is sensitive;
+//! - [`enrich`]: what a peer is besides its address: its class
+//!   (`classify`: class map file or the kernel's class), its NFSv4
+//!   clients' own names (`clients`: nfsd's client list), its host name
+//!   only when asked (`resolve`), and pseudonyms where the list is
+//!   sensitive (`redact`);
 //! - [`aggregate`]: events → shares, fair shares, waits, execution time
 //!   (nfsd's, and each other RPC service's apart in `aggregate::services`);
 //! - [`server`]: the server's threads and how busy the interval kept them;
@@ -31,8 +32,7 @@
 //!   `fuzzing`: the entry points of the fuzz targets (hidden).
 
 pub mod aggregate;
-pub mod classify;
-pub mod clients;
+pub mod enrich;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
@@ -43,8 +43,6 @@ pub mod pipeline;
 pub mod playback;
 pub mod present;
 pub mod record;
-pub mod redact;
-pub mod resolve;
 pub mod server;
 pub mod session;
 pub mod source;

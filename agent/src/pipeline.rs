@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 use crate::aggregate::Aggregator;
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Event, Snapshot};
 use crate::playback::{Clock, Command, Handle, Moved, Playing};
 use crate::source::{unix_now, Poll, Source};
@@ -55,9 +55,9 @@ pub struct Pipeline<'a> {
     /// How to start again from the beginning, for seeking back.
     pub restart: Option<Restart<'a>>,
     /// Where the peers' NFSv4 client names come from, if anywhere.
-    pub clients: Option<crate::clients::Refresher>,
+    pub clients: Option<crate::enrich::clients::Refresher>,
     /// The peers' host names (`--resolve`), if asked for.
-    pub resolver: Option<crate::resolve::Resolver>,
+    pub resolver: Option<crate::enrich::resolve::Resolver>,
 }
 
 impl<'a> Pipeline<'a> {

@@ -96,7 +96,7 @@ fn replay(path: &Path) -> (Snapshot, Option<String>) {
 
 /// The same events straight into an aggregator: the truth for a prefix.
 fn aggregate(events: &[Event], classmap_text: &str) -> Snapshot {
-    let classmap = nfsdtop_agent::classify::ClassMap::parse(classmap_text, "test").unwrap();
+    let classmap = nfsdtop_agent::enrich::classify::ClassMap::parse(classmap_text, "test").unwrap();
     let mut agg = Aggregator::new(classmap, Limits::default());
     agg.ingest_all(events);
     let end = events.iter().map(|e| e.ts_ns).max().unwrap_or(0);

@@ -10,10 +10,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nfsdtop_agent::enrich::redact::Redactor;
+use nfsdtop_agent::enrich::resolve::LookupFn;
 use nfsdtop_agent::model::Snapshot;
 use nfsdtop_agent::pipeline::{Control, Flow};
-use nfsdtop_agent::redact::Redactor;
-use nfsdtop_agent::resolve::LookupFn;
 use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig, SourceChoice};
 
 const DEADLINE: Duration = Duration::from_secs(60);

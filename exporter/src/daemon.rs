@@ -9,8 +9,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context as _};
+use nfsdtop_agent::enrich::redact::Redactor;
 use nfsdtop_agent::pipeline::{Control, Flow};
-use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session, SourceChoice};
 use nfsdtop_agent::source::SourceSpec;
 use tokio::sync::watch;

@@ -31,7 +31,7 @@ use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use nfsdtop_agent::redact::Redactor;
+use nfsdtop_agent::enrich::redact::Redactor;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};

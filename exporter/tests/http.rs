@@ -435,7 +435,7 @@ fn tls_serves_https() {
 
 #[test]
 fn replay_serves_the_recording_then_reports_stale_health() {
-    use nfsdtop_agent::classify::ClassMap;
+    use nfsdtop_agent::enrich::classify::ClassMap;
     use nfsdtop_agent::model::EventKind;
     use nfsdtop_agent::record::{Header, Writer};
     use nfsdtop_agent::source::SourceSpec;

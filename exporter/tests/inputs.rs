@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::BIN;
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{Endpoint, Event, EventKind, SourceInfo, XprtKey};
 use nfsdtop_agent::record::{Header, Writer};
 

@@ -40,7 +40,7 @@ fn named_peer(s: &serde_json::Value) -> Option<serde_json::Value> {
 }
 
 fn localhost() -> String {
-    nfsdtop_agent::resolve::system_lookup("127.0.0.1".parse().unwrap()).expect(
+    nfsdtop_agent::enrich::resolve::system_lookup("127.0.0.1".parse().unwrap()).expect(
         "the system resolver has no name for 127.0.0.1: /etc/hosts needs \"127.0.0.1 localhost\"",
     )
 }

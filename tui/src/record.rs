@@ -13,11 +13,11 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
+use nfsdtop_agent::enrich::redact::Redactor;
 use nfsdtop_agent::model::{Event, EventKind, SourceKind};
 use nfsdtop_agent::pipeline::{Control, Flow, Pipeline};
 use nfsdtop_agent::record::{as_recorded, Header, Reader, Writer};
-use nfsdtop_agent::redact::Redactor;
 use nfsdtop_agent::session::{NoNfsd, Session};
 use nfsdtop_agent::source::SourceSpec;
 

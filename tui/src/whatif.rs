@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 
 use nfsdtop::state::whatif::WhatIf;
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::source::demo::Policy;
 use nfsdtop_agent::whatif::{self, report, Options};
 

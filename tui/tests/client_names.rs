@@ -14,7 +14,7 @@ use common::screen::{demo_snapshots, key, lines, open_detail};
 use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
-use nfsdtop_agent::clients::{ClientMap, ClientName};
+use nfsdtop_agent::enrich::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
 
 /// seed-k4 (10.0.0.2 with 2 connections, 10.0.0.3 with 4) where the

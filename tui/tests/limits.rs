@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{Endpoint, Event, EventKind, SourceInfo, SourceKind, XprtKey};
 use nfsdtop_agent::record::{Header, Writer};
 

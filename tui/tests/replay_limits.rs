@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{Endpoint, Event, EventKind, SourceInfo, Tracepoint, XprtKey};
 use nfsdtop_agent::record::{Header, Writer};
 

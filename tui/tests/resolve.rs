@@ -15,7 +15,7 @@ use common::screen::{demo_snapshots, key, lines, open_detail};
 use crossterm::event::KeyCode;
 use nfsdtop::state::{Screen, State};
 use nfsdtop_agent::aggregate::{Aggregator, Limits};
-use nfsdtop_agent::clients::{ClientMap, ClientName};
+use nfsdtop_agent::enrich::clients::{ClientMap, ClientName};
 use nfsdtop_agent::model::{Snapshot, SourceInfo};
 
 /// seed-k4: 10.0.0.2 named "h2.example" by its host name only, 10.0.0.3
@@ -101,7 +101,8 @@ fn loopback_names(out: &str) -> Vec<String> {
 
 #[test]
 fn batch_json_names_127_0_0_1_and_redact_hides_the_name() {
-    let expected = nfsdtop_agent::resolve::system_lookup("127.0.0.1".parse().unwrap()).expect(
+    let expected = nfsdtop_agent::enrich::resolve::system_lookup("127.0.0.1".parse().unwrap())
+        .expect(
         "the system resolver has no name for 127.0.0.1: /etc/hosts needs \"127.0.0.1 localhost\"",
     );
     let dir = std::env::temp_dir().join(format!("nfsdtop-resolve-{}", std::process::id()));

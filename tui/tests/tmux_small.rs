@@ -10,7 +10,7 @@ use nfsdtop_agent::source::demo::{DemoSource, Scenario};
 use std::path::{Path, PathBuf};
 
 use common::tmux::row_of;
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{
     Endpoint, Event, EventKind, SourceInfo, SourceKind, WaitSource, XprtKey,
 };

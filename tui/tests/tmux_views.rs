@@ -9,7 +9,7 @@ use common::scenario;
 use common::tmux::Tmux;
 use std::path::{Path, PathBuf};
 
-use nfsdtop_agent::classify::ClassMap;
+use nfsdtop_agent::enrich::classify::ClassMap;
 use nfsdtop_agent::model::{
     Endpoint, Event, EventKind, SourceInfo, SourceKind, WaitSource, XprtKey,
 };

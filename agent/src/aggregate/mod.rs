@@ -23,13 +23,13 @@ mod table;
 
 use rustc_hash::FxHashMap;
 
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
+use crate::enrich::redact::Redactor;
 /// The histogram is the model's; its path here is the one other crates
 /// name.
 pub use crate::model::histogram;
 use crate::model::histogram::WaitHistogram;
 use crate::model::{Endpoint, Event, EventKind, PeerKey, Tracepoint, WaitSource, XprtKey};
-use crate::redact::Redactor;
 pub use procedures::exec_bucket;
 use services::{NfsdPorts, OtherServices, ServiceCounts, SnapshotAt};
 pub use snapshot::jain_index;
@@ -106,7 +106,7 @@ pub struct Aggregator {
     redactor: Option<Redactor>,
     /// NFSv4 client names by address, attached to the peers of each
     /// snapshot.
-    client_names: std::sync::Arc<crate::clients::ClientMap>,
+    client_names: std::sync::Arc<crate::enrich::clients::ClientMap>,
     /// Which transports are nfsd's; the events of the others are only
     /// counted, in `other_services`.
     nfsd_ports: NfsdPorts,
@@ -228,7 +228,7 @@ impl Aggregator {
     }
 
     /// The NFSv4 client names the next snapshots give their peers.
-    pub fn set_client_names(&mut self, names: std::sync::Arc<crate::clients::ClientMap>) {
+    pub fn set_client_names(&mut self, names: std::sync::Arc<crate::enrich::clients::ClientMap>) {
         self.client_names = names;
     }
 

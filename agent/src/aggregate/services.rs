@@ -20,9 +20,9 @@ use std::path::Path;
 use nfsdtop_common::procs;
 
 use super::{Aggregator, Limits};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
+use crate::enrich::redact::Redactor;
 use crate::model::{Event, EventKind, ServicePeer, ServiceView, SourceInfo};
-use crate::redact::Redactor;
 
 /// nfsd's well-known port, and its port wherever nothing says otherwise.
 pub const NFS_PORT: u16 = 2049;
@@ -359,7 +359,7 @@ pub struct SnapshotAt {
     pub now_ns: u64,
     pub wall_time: f64,
     pub source: SourceInfo,
-    pub client_names: std::sync::Arc<crate::clients::ClientMap>,
+    pub client_names: std::sync::Arc<crate::enrich::clients::ClientMap>,
 }
 
 /// A service's own cumulative numbers, from its aggregator.

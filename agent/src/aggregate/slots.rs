@@ -3,7 +3,7 @@
 
 use super::table::Entity;
 use super::{Aggregator, Xprt};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{PeerKey, XprtKey};
 
 impl Aggregator {

@@ -297,7 +297,7 @@ pub struct EntityStats {
     pub transports: Vec<TransportStats>,
     /// Peers only: the NFSv4 clients the server knows at this address
     /// (`/proc/fs/nfsd/clients`), sorted; empty (absent in JSON) where
-    /// none is known. Pseudonyms under `--redact` (see `crate::clients`).
+    /// none is known. Pseudonyms under `--redact` (see `crate::enrich::clients`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_names: Vec<ClientName>,
     /// Peers only, under `--resolve`: the address's host name (reverse

@@ -28,7 +28,7 @@ pub use format::{Header, NfsdConfig, FORMAT_VERSION};
 pub use reader::{Damage, DamageKind, OpenError, Reader};
 pub use writer::{as_recorded, Summary, Writer};
 
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Event, SourceInfo, SourceKind};
 
 /// Conventional file extension of recordings.

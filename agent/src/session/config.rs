@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::aggregate::{Aggregator, Limits};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
+use crate::enrich::redact::Redactor;
 use crate::pipeline::Pace;
-use crate::redact::Redactor;
 use crate::source::demo::Policy;
 use crate::source::live::LiveOptions;
 use crate::source::SourceSpec;
@@ -117,8 +117,8 @@ impl SessionConfig {
         &self,
         spec: &SourceSpec,
         source: &dyn crate::source::Source,
-    ) -> Option<crate::clients::Refresher> {
-        use crate::clients::{own_netns, Refresher, PROC_NFSD_CLIENTS, REFRESH};
+    ) -> Option<crate::enrich::clients::Refresher> {
+        use crate::enrich::clients::{own_netns, Refresher, PROC_NFSD_CLIENTS, REFRESH};
         match (&self.nfsd_clients, spec) {
             // A directory of a test's: its names hold in any namespace.
             (Some(dir), _) => Some(Refresher::start(dir.clone(), None, REFRESH)),

@@ -17,11 +17,11 @@ use std::thread::JoinHandle;
 
 use anyhow::Context as _;
 
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
+use crate::enrich::redact::Redactor;
 use crate::model::Snapshot;
 use crate::pipeline::{Control, Flow, Pace, Pipeline, Restart};
 use crate::playback::Handle;
-use crate::redact::Redactor;
 use crate::source::live::LiveError;
 use crate::source::{Source, SourceSpec};
 
@@ -52,7 +52,7 @@ pub struct Session {
     classmap: Option<ClassMap>,
     redactor: Option<Redactor>,
     playback: Option<Handle>,
-    lookup: Option<crate::resolve::LookupFn>,
+    lookup: Option<crate::enrich::resolve::LookupFn>,
 }
 
 impl Session {
@@ -151,7 +151,7 @@ impl Session {
 
     /// Look host names up with `lookup` instead of the system resolver,
     /// when `--resolve` asks for them (tests).
-    pub fn with_lookup(mut self, lookup: crate::resolve::LookupFn) -> Self {
+    pub fn with_lookup(mut self, lookup: crate::enrich::resolve::LookupFn) -> Self {
         self.lookup = Some(lookup);
         self
     }
@@ -189,8 +189,8 @@ impl Session {
         });
         let clients = self.cfg.client_names(&self.spec, self.source.as_ref());
         let resolver = self.cfg.resolve.then(|| match self.lookup.take() {
-            Some(f) => crate::resolve::Resolver::start(f, Default::default()),
-            None => crate::resolve::Resolver::system(),
+            Some(f) => crate::enrich::resolve::Resolver::start(f, Default::default()),
+            None => crate::enrich::resolve::Resolver::system(),
         });
         Ok(Pipeline {
             pace: self.cfg.pace(self.source.is_virtual()),

@@ -85,8 +85,8 @@ pub trait Source: Send {
     }
 
     /// NFSv4 client names the source makes up itself (the demo's); a
-    /// live host's come from its nfsd's client list (`crate::clients`).
-    fn client_names(&self) -> Option<crate::clients::ClientMap> {
+    /// live host's come from its nfsd's client list (`crate::enrich::clients`).
+    fn client_names(&self) -> Option<crate::enrich::clients::ClientMap> {
         None
     }
 
@@ -128,7 +128,7 @@ impl SourceSpec {
     }
 
     /// The class map a demo scenario brings with it, if any.
-    pub fn builtin_classmap(&self) -> anyhow::Result<Option<crate::classify::ClassMap>> {
+    pub fn builtin_classmap(&self) -> anyhow::Result<Option<crate::enrich::classify::ClassMap>> {
         match self {
             SourceSpec::Demo { scenario, .. } => {
                 let s = demo::Scenario::resolve(scenario)?;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::{Poll, Source};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Event, SourceInfo, SourceKind};
 use crate::record::{Damage, Header, Reader};
 

@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::fit::{Fit, FittedDemand};
 use super::run::{self, RunParams};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::Snapshot;
 
 /// Below this worst miss (points of share) the fitted model is kept as it

@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregator, Limits};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{EntityStats, Snapshot, SourceKind};
 use crate::record::Reader;
 use crate::source::demo::Policy;

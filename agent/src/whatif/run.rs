@@ -2,7 +2,7 @@
 //! aggregator's numbers, exactly as nfsdtop would have shown them.
 
 use crate::aggregate::{Aggregator, Limits};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{EventKind, Snapshot, SourceInfo, SourceKind, WaitSource};
 use crate::source::demo::sim::{Demand, SimClient, Simulator};
 use crate::source::demo::{Policy, Scenario};

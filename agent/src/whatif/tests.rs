@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{run_file, Options, Report};
 use crate::aggregate::{Aggregator, Limits};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Event, EventKind, SourceInfo, SourceKind, WaitSource, XprtKey};
 use crate::record::{Header, NfsdConfig, Writer};
 use crate::source::demo::{Policy, Scenario, Simulator};

@@ -39,7 +39,7 @@ pub use counters::{delta_f, delta_u, Counters};
 
 /// The label value of the folded series (peers and classes past the
 /// top-K bound, summed).
-pub const OTHER: &str = nfsdtop_agent::classify::OTHER_CLASS;
+pub const OTHER: &str = nfsdtop_agent::enrich::classify::OTHER_CLASS;
 
 /// A victim is under its fair share (the TUI's yellow: entities at their
 /// fair share, whose ratio wobbles around 1, do not compete for labels).

@@ -40,7 +40,7 @@ impl Source for DemoSource {
     }
 
     /// The scenario's `nfs_name`s, where it gives any.
-    fn client_names(&self) -> Option<crate::clients::ClientMap> {
+    fn client_names(&self) -> Option<crate::enrich::clients::ClientMap> {
         let m = self.sim.scenario().client_names();
         (!m.is_empty()).then_some(m)
     }

@@ -42,7 +42,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::classify::{ClassMap, ClassRule};
+use crate::enrich::classify::{ClassMap, ClassRule};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -314,8 +314,8 @@ impl Scenario {
     }
 
     /// The NFSv4 client names the scenario gives its clients.
-    pub fn client_names(&self) -> crate::clients::ClientMap {
-        let mut map = crate::clients::ClientMap::new(None);
+    pub fn client_names(&self) -> crate::enrich::clients::ClientMap {
+        let mut map = crate::enrich::clients::ClientMap::new(None);
         for c in &self.clients {
             let Some(name) = &c.nfs_name else {
                 continue;
@@ -328,7 +328,7 @@ impl Scenario {
                 };
                 map.insert(
                     nth_address(c.address, i),
-                    crate::clients::ClientName {
+                    crate::enrich::clients::ClientName {
                         name: crate::text::printable(&name),
                         minor_version: Some(2),
                         implementation: Some("nfsdtop demo".into()),

@@ -27,7 +27,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use super::scenario::{Policy, Scenario, SPARSE_FLOW_CREDIT};
-use crate::classify::ClassMap;
+use crate::enrich::classify::ClassMap;
 use crate::model::{Bytes, Endpoint, Event, EventKind, ProcName, XprtKey};
 
 /// The initial network namespace's inode on most systems.

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 use nfsdtop::state::RemoteStatus;
+use nfsdtop_agent::enrich::redact::Redactor;
 use nfsdtop_agent::model::{bounds, Snapshot, SourceKind};
 use nfsdtop_agent::pipeline::Control;
-use nfsdtop_agent::redact::Redactor;
 
 use crate::conn::{Connection, Update};
 use http::Client;

@@ -1,15 +1,15 @@
 //! `--redact` for snapshots made elsewhere (`--connect`): every client
 //! address in them (peer names, per-peer classes' "class/address", the
 //! transports' client ends) becomes the same keyed-hash pseudonym the
-//! local aggregator would show (nfsdtop_agent::redact). Names that hold no
+//! local aggregator would show (nfsdtop_agent::enrich::redact). Names that hold no
 //! address (classes, "(listener)", pseudonyms the agent already made) stay.
 //! NFSv4 client names always become pseudonyms: nothing tells a name the
 //! agent redacted from one it did not; host names (`--resolve`) likewise.
 
 use std::net::{IpAddr, SocketAddr};
 
+use nfsdtop_agent::enrich::redact::Redactor;
 use nfsdtop_agent::model::Snapshot;
-use nfsdtop_agent::redact::Redactor;
 
 pub fn snapshot(r: &Redactor, s: &mut Snapshot) {
     for e in s.peers.iter_mut().chain(s.classes.iter_mut()) {

@@ -1,4 +1,4 @@
-//! Tests of `crate::resolve`: the cache's TTLs (on a clock the test
+//! Tests of `crate::enrich::resolve`: the cache's TTLs (on a clock the test
 //! moves) and bound, the queue that drops rather than waits, a lookup that
 //! never returns, and one real lookup through the system resolver.
 

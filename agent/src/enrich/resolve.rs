@@ -8,7 +8,7 @@
 //! it, and asks for the addresses it lacks (or whose entry is out of date)
 //! through a bounded queue that a small fixed pool of threads
 //! ([`Options::workers`]) serves. The answers come back on a channel,
-//! taken off before each snapshot, the way `crate::clients` hands its maps
+//! taken off before each snapshot, the way `crate::enrich::clients` hands its maps
 //! over. When the queue is full a request is dropped and counted, never
 //! waited for; a lookup that hangs only keeps its thread busy.
 //!

@@ -217,7 +217,7 @@ fn a_sessions_peers_carry_their_names_and_a_redacted_one_hides_them() {
         nfsd_clients: Some(root.clone()),
         ..SessionConfig::default()
     };
-    let first = |redactor: Option<crate::redact::Redactor>| {
+    let first = |redactor: Option<crate::enrich::redact::Redactor>| {
         let session = Session::open(&cfg, NoNfsd::Fail)
             .unwrap()
             .with_redactor(redactor);
@@ -247,7 +247,7 @@ fn a_sessions_peers_carry_their_names_and_a_redacted_one_hides_them() {
         "{json}"
     );
 
-    let r = crate::redact::Redactor::with_key("a key for the test");
+    let r = crate::enrich::redact::Redactor::with_key("a key for the test");
     let s = first(Some(r.clone()));
     let p = peer(&s, &r.pseudonym("10.0.0.2".parse().unwrap()));
     assert_eq!(p.client_names.len(), 1);
