@@ -210,8 +210,8 @@ fn main() {
 fn steady(quick: bool) {
     use nfsdtop_agent::aggregate::Aggregator;
     use nfsdtop_agent::model::EntityKind;
-    use nfsdtop_agent::output::json_line;
     use nfsdtop_agent::pipeline::{Control, Flow, Pipeline};
+    use nfsdtop_agent::present::output::json_line;
 
     let secs = if quick { 1.0 } else { 5.0 };
     println!();

@@ -23,8 +23,8 @@
 //! - [`session`]: the source, class map and pacing a front end asks for,
 //!   opened and run (with the shared source flags under feature `cli`);
 //! - [`present`]: the per-entity field table, one formatter per unit and
-//!   the fairness vocabulary, which the TUI, the batch output ([`output`])
-//!   and the manual show from;
+//!   the fairness vocabulary, which the TUI, the batch output (its
+//!   `output`) and the manual show from;
 //! - [`whatif`]: a recording → a fitted model → the simulator under
 //!   another dispatch policy (`nfsdtop whatif`);
 //! - [`keyhash`]: the seeded hash of maps keyed by what clients choose;
@@ -38,7 +38,6 @@ pub mod fuzzing;
 pub mod input;
 pub mod keyhash;
 pub mod model;
-pub mod output;
 pub mod pipeline;
 pub mod playback;
 pub mod present;

@@ -6,7 +6,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::EntityKind;
-use nfsdtop_agent::output::{self, Format};
+use nfsdtop_agent::present::output::{self, Format};
 
 use nfsdtop::state::RemoteStatus;
 

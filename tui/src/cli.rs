@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use nfsdtop_agent::model::EntityKind;
-use nfsdtop_agent::output::Format;
+use nfsdtop_agent::present::output::Format;
 use nfsdtop_agent::source::demo::Policy;
 
 #[derive(Parser, Debug)]

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use nfsdtop_agent::output::csv_header;
 use nfsdtop_agent::present::fields::FIELDS;
+use nfsdtop_agent::present::output::csv_header;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -4,7 +4,7 @@
 //! width, place in each view, when it gives way on a narrow terminal), the
 //! Prometheus family it comes from and the manual's sentence. The TUI's
 //! table, filter and drill-down, the batch text and CSV
-//! ([`crate::output`]) and the manual read it; the JSON contracts, the
+//! ([`crate::present::output`]) and the manual read it; the JSON contracts, the
 //! metric families and the docs are checked against it (tests). A new
 //! per-entity number is a new entry in [`FIELDS`], in the place its CSV
 //! and batch-text columns go (see ARCHITECTURE.md).

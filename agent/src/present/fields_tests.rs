@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use super::*;
 use crate::model::EntityKind;
-use crate::output::json_line;
+use crate::present::output::json_line;
 
 fn entity() -> EntityStats {
     EntityStats {

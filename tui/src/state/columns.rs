@@ -8,8 +8,8 @@
 use std::cmp::Ordering;
 
 use nfsdtop_agent::model::EntityStats;
-use nfsdtop_agent::output::name_order;
 use nfsdtop_agent::present::fields::{self, Field, Place, Tui};
+use nfsdtop_agent::present::output::name_order;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Column {

@@ -19,8 +19,8 @@ pub mod whatif;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
-use nfsdtop_agent::output;
 use nfsdtop_agent::playback;
+use nfsdtop_agent::present::output;
 
 pub use columns::{Column, View};
 pub use filter::Filter;

@@ -12,7 +12,7 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use nfsdtop_agent::model::{ClientName, DepthHistogram, EntityKind, EntityStats, DEPTH_BUCKETS};
-use nfsdtop_agent::output;
+use nfsdtop_agent::present::output;
 
 use super::mini_histogram::WaitBars;
 use super::styles;

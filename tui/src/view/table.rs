@@ -14,7 +14,7 @@ use super::styles;
 use crate::state::columns::{self, Column};
 use crate::state::whatif::WhatIf;
 use crate::state::{Geometry, State};
-use nfsdtop_agent::output::client_label;
+use nfsdtop_agent::present::output::client_label;
 use nfsdtop_agent::present::units::{fmt_ratio, fmt_us, pct};
 
 pub const ARROW_DOWN: &str = "▼";

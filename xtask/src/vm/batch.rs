@@ -1,12 +1,12 @@
 //! nfsdtop's batch JSON lines (`nfsdtop -b --format json`) read back as
-//! the agent's own typed record (`nfsdtop_agent::output::BatchRecord`): a
+//! the agent's own typed record (`nfsdtop_agent::present::output::BatchRecord`): a
 //! renamed or missing field is an error naming the file and line, never a
 //! value read as 0.
 
 use std::fs;
 use std::path::Path;
 
-use nfsdtop_agent::output::BatchRecord;
+use nfsdtop_agent::present::output::BatchRecord;
 
 pub type Line = BatchRecord<'static>;
 

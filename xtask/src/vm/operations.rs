@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use nfsdtop_agent::model::OperationTotals;
-use nfsdtop_agent::output::BatchEntity;
+use nfsdtop_agent::present::output::BatchEntity;
 use nfsdtop_common::nfs4ops::NAMES;
 
 /// Operations per name in /proc/net/rpc/nfsd's `proc4ops` line

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use nfsdtop_agent::aggregate::exec_bucket;
-use nfsdtop_agent::output::BatchEntity;
+use nfsdtop_agent::present::output::BatchEntity;
 use nfsdtop_common::procs::names_of;
 
 /// The NFS program, whose versions 3 and 4 /proc/net/rpc/nfsd counts.

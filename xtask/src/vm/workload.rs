@@ -5,13 +5,13 @@
 //! included), so each lies between fio's data and that plus 1 KiB a
 //! request; where nfsdtop says it does not measure bytes, they must be
 //! null (never 0). Reads the agent's typed batch entity
-//! (`nfsdtop_agent::output::BatchEntity`); pure but for reading fio's
+//! (`nfsdtop_agent::present::output::BatchEntity`); pure but for reading fio's
 //! JSON, so the host can test it without a guest.
 
 use std::net::IpAddr;
 use std::path::Path;
 
-use nfsdtop_agent::output::BatchEntity;
+use nfsdtop_agent::present::output::BatchEntity;
 use serde_json::Value;
 
 /// What nfsdtop's `source.detail` says when it measures bytes (the live
