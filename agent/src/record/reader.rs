@@ -77,11 +77,8 @@ fn read_proc_name(c: &mut Cursor<'_>, names: &mut Vec<ProcName>) -> Result<ProcN
             ProcName::MAX
         ));
     }
-    let bytes: Vec<u8> = (0..len).map_while(|_| c.byte()).collect();
-    if bytes.len() < len {
-        return Err("ends inside a procedure name".into());
-    }
-    let name = ProcName::new(&String::from_utf8_lossy(&bytes));
+    let bytes = c.take(len).ok_or("ends inside a procedure name")?;
+    let name = ProcName::new(&String::from_utf8_lossy(bytes));
     names.push(name);
     Ok(name)
 }
