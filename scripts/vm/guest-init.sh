@@ -131,6 +131,45 @@ ftrace_stop() {
   for e in $T/events/sunrpc/*/enable; do echo 0 >"$e"; done
 }
 
+# --- the depth at enqueue, measured by the kernel itself ---------------------
+# nfsdtop reads svc_xprt.xpt_nr_rqsts at each enqueue in its BPF program; the
+# kernel's own dynamic events read the same field, by BTF name, at the entry of
+# svc_xprt_enqueue, into the same ftrace buffer as the sunrpc events. The host
+# counts its real enqueues per client by the tracepoint's rule and compares the
+# histograms (xtask/src/vm/depth.rs). Both addresses are read whole (family,
+# port, address: the sockaddr layout), the flags as a number (the host names
+# the bits from the tracepoint's print fmt). The first definition the kernel
+# accepts is kept (summary depth_probe.TAG); each refusal's error_log is
+# saved (depth-probe-TAG.txt), for the host to fail with if none is accepted.
+DEPTH_EVENT=nfsdtop/depth_at_enqueue
+DEPTH_ARGS='nr=xprt->xpt_nr_rqsts.counter:s32 fl=xprt->xpt_flags:x64 ra=xprt->xpt_remote:x8[24] la=xprt->xpt_local:x8[24]'
+depth_probe_on() {
+  local tag=$1 kind def out="$OUT/depth-probe-$1.txt"
+  : >"$out"
+  # An fprobe (6.5+), else a kprobe at the function's entry with the same
+  # BTF arguments.
+  for kind in f p; do
+    def="$kind:$DEPTH_EVENT svc_xprt_enqueue $DEPTH_ARGS"
+    echo >$T/error_log
+    if echo "$def" >>$T/dynamic_events 2>>"$out"; then
+      if echo 1 >"$T/events/$DEPTH_EVENT/enable" 2>>"$out"; then
+        summary "depth_probe.$tag" "$def"
+        mark "depth probe on: $def"
+        return 0
+      fi
+      echo "-:$DEPTH_EVENT" >>$T/dynamic_events
+    fi
+    { echo "refused: $def"; cat $T/error_log; } >>"$out"
+  done
+  summary "depth_probe.$tag" refused
+  mark "depth probe refused: $(tr '\n' ' ' <"$out")"
+}
+depth_probe_off() {
+  [ -d "$T/events/$DEPTH_EVENT" ] || return 0
+  echo 0 >"$T/events/$DEPTH_EVENT/enable"
+  echo "-:$DEPTH_EVENT" >>$T/dynamic_events
+}
+
 # --- nfsdtop ---------------------------------------------------------------
 # nfsdtop_start FILE [args]: launch, then wait for its first line (it has
 # attached by then) or its exit.
@@ -278,6 +317,7 @@ measure() {
   local tag=$1 f="$OUT/nfsdtop-$1.jsonl" ok=0 before after
   shift
   ftrace_start
+  [ "$tag" = main ] && depth_probe_on "$tag"
   # The kernel's own per-procedure counters, around the same span.
   cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-before-$tag.txt" 2>/dev/null
   summary "t_trace_on.$tag" "$(up)"
@@ -327,6 +367,7 @@ measure() {
   fi
   cat /proc/net/rpc/nfsd >"$OUT/rpc-nfsd-after-$tag.txt" 2>/dev/null
   ftrace_stop "$tag"
+  [ "$tag" != main ] || depth_probe_off
 }
 
 wait_attached() { nfsdtop_gone || [ "$(bpf_progs)" -gt "${WAIT_PROGS_BASE:-0}" ]; }

@@ -48,7 +48,9 @@ impl EnqueueRule {
         }
     }
 
-    fn queues(self, flags: &str) -> bool {
+    /// Whether a record with these `flags` (as ftrace prints them) queued
+    /// its transport.
+    pub fn queues(self, flags: &str) -> bool {
         match self {
             EnqueueRule::EveryRecord => true,
             EnqueueRule::Qtime => false,

@@ -10,6 +10,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod clients;
+mod depth;
 mod fairshare;
 mod flood;
 mod ftrace;
@@ -377,6 +378,7 @@ fn check_results(
         Scenario::Package => package::check(&summary, rep),
         Scenario::Main => {
             main_scenario::check(results, &summary, rep);
+            depth::check(results, &summary, rep);
             for s in &cfg.after_main {
                 match *s {
                     "whatif" => whatif::check(results, &summary, rep, nfsdtop),
