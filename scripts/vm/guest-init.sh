@@ -339,18 +339,28 @@ measure() {
   # tracepoint and the enqueue hooks beside the default (raw tracepoints
   # where the kernel's BTF allows, no enqueue hooks where dequeues carry
   # qtime): both are compared with the same ftrace, and with each other.
+  # Where the default reads no depth at enqueue (no enqueue hooks: 6.16+), a
+  # third with the hooks on raw tracepoints reads it, for the host to compare
+  # with the kernel's own reading (depth_probe_on).
   # A scenario may run another instance beside the first (BESIDE="NAME
   # args...": nfsdtop-TAG-NAME.jsonl), and do something to the first once
   # it has attached (AFTER_ATTACH, given its pid).
-  local main_pid=${NFSDTOP_PID:-} beside_pid="" beside=${BESIDE:-}
-  [ "$tag" = main ] && beside="classic --classic-tracepoints --enqueue-hooks"
-  [ "$ok" = 1 ] && [ -n "${AFTER_ATTACH:-}" ] && "$AFTER_ATTACH" "$main_pid"
-  # shellcheck disable=SC2086
-  if [ -n "$beside" ] && [ "$ok" = 1 ] &&
-    nfsdtop_start "$OUT/nfsdtop-$tag-${beside%% *}.jsonl" ${beside#* }; then
-    beside_pid=$NFSDTOP_PID
-    mark "${beside%% *} nfsdtop attached ($tag)"
+  local main_pid=${NFSDTOP_PID:-} b besides=() started=()
+  if [ "$tag" = main ]; then
+    besides=("classic --classic-tracepoints --enqueue-hooks")
+    grep -q "depth at enqueue from xpt_nr_rqsts" "$f" 2>/dev/null ||
+      besides+=("hooks --enqueue-hooks")
+  elif [ -n "${BESIDE:-}" ]; then
+    besides=("$BESIDE")
   fi
+  [ "$ok" = 1 ] && [ -n "${AFTER_ATTACH:-}" ] && "$AFTER_ATTACH" "$main_pid"
+  for b in "${besides[@]}"; do
+    # shellcheck disable=SC2086
+    if [ "$ok" = 1 ] && nfsdtop_start "$OUT/nfsdtop-$tag-${b%% *}.jsonl" ${b#* }; then
+      started+=("$NFSDTOP_PID ${b%% *}")
+      mark "${b%% *} nfsdtop attached ($tag)"
+    fi
+  done
   NFSDTOP_PID=$main_pid
   load "$tag"
   if [ "$ok" = 1 ]; then
@@ -358,10 +368,10 @@ measure() {
     bpftool prog show >"$OUT/bpf-progs-$tag.txt" 2>&1
     before=$(ftrace_entries)
     nfsdtop_stop "$f"
-    if [ -n "$beside_pid" ]; then
-      NFSDTOP_PID=$beside_pid
-      nfsdtop_stop "$OUT/nfsdtop-$tag-${beside%% *}.jsonl"
-    fi
+    for b in "${started[@]}"; do
+      NFSDTOP_PID=${b%% *}
+      nfsdtop_stop "$OUT/nfsdtop-$tag-${b#* }.jsonl"
+    done
     after=$(ftrace_entries)
     summary "ftrace_entries_while_stopping.$tag" "$((after - before))"
   fi
