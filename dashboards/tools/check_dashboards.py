@@ -54,6 +54,7 @@ MAY_BE_EMPTY = {
     ("nfsdtop-overview", "BPF CPU time"): "only with kernel.bpf_stats_enabled=1 on a live kernel",
     ("nfsdtop-overview", "Other RPC services"): "only where lockd or the NFS callback service take requests (a live kernel: the demo simulates nfsd alone)",
     ("nfsdtop-overview", "Other RPC services: fairness by peer"): "only where lockd or the NFS callback service take requests (a live kernel: the demo simulates nfsd alone)",
+    ("nfsdtop-overview", "Threads that come and go"): "only where nfsd starts and stops threads (Linux 7.0+ with min-threads below threads; the demo's are fixed)",
     ("nfsdtop-overview", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
     ("nfsdtop-drilldown", "NFSv4 operations per peer"): "only for NFSv4 clients with nfs4_ops = true (--nfs4-ops, opt-in for its cost); 30-alerts-live checks it on the NFSv4.2 demo client, not under $class=10.0.0.2",
     ("nfsdtop-drilldown", "annotation:nfsdtop alerts"): "no nfsdtop alert firing is the normal state",
