@@ -92,8 +92,7 @@ impl Threads {
         tracefs: &Path,
         proc_root: &Path,
     ) -> Option<Result<Threads, String>> {
-        let format = |event: &str| tracefs.join("events/nfsd").join(event).join("format");
-        let text = std::fs::read_to_string(format(TRACEPOINTS[0].event)).ok()?;
+        let text = std::fs::read_to_string(format_path(tracefs)).ok()?;
         Some(
             Self::attach_with(ebpf, &text, proc_root)
                 .map_err(|e| format!("threads that come and go not measured: {e}")),
@@ -156,13 +155,20 @@ impl Threads {
     }
 }
 
+/// The format file of `nfsd_dynthread_start` under `tracefs` (its
+/// `_kill` twin has the same class and fields): where it exists, nfsd's
+/// threads come and go.
+fn format_path(tracefs: &Path) -> std::path::PathBuf {
+    tracefs
+        .join("events/nfsd")
+        .join(TRACEPOINTS[0].event)
+        .join("format")
+}
+
 /// What `nfsdtop doctor` says of threads that come and go under the
 /// tracefs at `tracefs`.
 pub fn doctor_note(tracefs: &Path) -> String {
-    let format = tracefs
-        .join("events/nfsd")
-        .join(TRACEPOINTS[0].event)
-        .join("format");
+    let format = format_path(tracefs);
     match std::fs::read_to_string(&format) {
         Err(_) => "nfsd's thread count is fixed on this kernel (no nfsd_dynthread_start): \
                    server.threads is what runs"
