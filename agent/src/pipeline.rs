@@ -63,8 +63,8 @@ pub struct Pipeline<'a> {
 impl<'a> Pipeline<'a> {
     /// The aggregator counts only nfsd's transports as nfsd's: it learns
     /// nfsd's ports wherever the source knows them.
-    fn learn_nfsd_ports(&mut self, threads: &crate::server::NfsdThreads) {
-        if let Some(p) = &threads.ports {
+    fn learn_nfsd_ports(&mut self, ports: Option<&crate::aggregate::services::NfsdPorts>) {
+        if let Some(p) = ports {
             self.aggregator.add_nfsd_ports(p);
         }
     }
@@ -95,7 +95,7 @@ impl<'a> Pipeline<'a> {
         let unix0 = unix_now();
         let src0 = self.source.now_ns();
         self.aggregator.start_clock(src0);
-        self.learn_nfsd_ports(&self.source.nfsd_threads());
+        self.learn_nfsd_ports(self.source.nfsd_ports().as_ref());
         let mut buf: Vec<Event> = Vec::with_capacity(64 * 1024);
         let mut next_snapshot = self.interval;
         let mut last_target = src0;
@@ -129,7 +129,7 @@ impl<'a> Pipeline<'a> {
                     let moved = self.command(c, &mut play, &mut last_target)?;
                     if moved.restarted {
                         server = crate::server::Tracker::default();
-                        self.learn_nfsd_ports(&self.source.nfsd_threads());
+                        self.learn_nfsd_ports(self.source.nfsd_ports().as_ref());
                     }
                     if let Some(s) = &moved.skipped {
                         server.skip(s);
@@ -220,7 +220,7 @@ impl<'a> Pipeline<'a> {
                 snap.totals.bpf = self.source.bpf_stats();
                 snap.totals.lag_s = self.source.lag_ns(now).map(|n| n as f64 / 1e9);
                 let threads = self.source.nfsd_threads();
-                self.learn_nfsd_ports(&threads);
+                self.learn_nfsd_ports(threads.ports.as_ref());
                 snap.server = server.view(&threads, &snap);
                 snap.server.services = self.aggregator.services();
                 if sink(snap) == Flow::Stop {

@@ -94,6 +94,15 @@ pub trait Source: Send {
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
         Default::default()
     }
+
+    /// The ports nfsd listens on, where the source knows them: what
+    /// [`Source::nfsd_threads`] says, for a source whose reading of its
+    /// threads has no side effect. A source whose reading starts the
+    /// next interval (the live one: the fewest and most threads that
+    /// ran) says it without that reading.
+    fn nfsd_ports(&self) -> Option<crate::aggregate::services::NfsdPorts> {
+        self.nfsd_threads().ports
+    }
 }
 
 pub use crate::model::BpfProgramStats;

@@ -152,6 +152,10 @@ impl Source for BenchSource {
         self.inner.nfsd_threads()
     }
 
+    fn nfsd_ports(&self) -> Option<crate::aggregate::services::NfsdPorts> {
+        self.inner.nfsd_ports()
+    }
+
     fn is_virtual(&self) -> bool {
         false
     }

@@ -395,6 +395,10 @@ impl LiveSource {
 }
 
 impl Source for LiveSource {
+    fn nfsd_ports(&self) -> Option<crate::aggregate::services::NfsdPorts> {
+        crate::server::read_proc(Path::new(crate::server::PROC_NFSD)).ports
+    }
+
     fn nfsd_threads(&self) -> crate::server::NfsdThreads {
         let mut t = crate::server::read_proc(Path::new(crate::server::PROC_NFSD));
         if let (Some(m), Some(n)) = (&self.pool_totals, t.pools) {
