@@ -467,8 +467,8 @@ mod user {
     unsafe impl aya::Pod for super::nfs4ops::OpsConfig {}
     // SAFETY: ProcProgram is repr(C), Copy, four u32 without padding (asserted size 16); every bit pattern is valid.
     unsafe impl aya::Pod for super::procs::ProcProgram {}
-    // SAFETY: RqstOffsets is repr(C), Copy, seven u64 without padding (asserted size 56); every bit pattern is valid.
-    unsafe impl aya::Pod for super::typed::RqstOffsets {}
+    // SAFETY: TypedOffsets is repr(C), Copy, seven u64 without padding (asserted size 56); every bit pattern is valid.
+    unsafe impl aya::Pod for super::typed::TypedOffsets {}
 }
 
 #[cfg(test)]

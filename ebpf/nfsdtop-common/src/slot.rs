@@ -42,8 +42,8 @@ pub struct RawProgram {
     /// the same address would get short records).
     pub attach_rank: u8,
     /// The typed (`tp_btf`) program that takes its place where the kernel
-    /// allows (see `crate::typed`): slots whose argument 0 is a request,
-    /// whose fields it reads with plain loads.
+    /// allows (see `crate::typed`): slots whose argument's fields the raw
+    /// program reads per hit, which the typed one reads with plain loads.
     pub typed: Option<&'static str>,
     /// The raw program that does this one's (or the typed one's) work for
     /// hits the kernel skipped it for, where the kernel can preempt them
@@ -115,7 +115,7 @@ slot_table! {
             arg: RawArg::Xprt,
             flags_arg: true,
             attach_rank: 2,
-            typed: None,
+            typed: Some("typed_svc_xprt_enqueue"),
             rescue: None,
         }),
     },

@@ -1,15 +1,16 @@
-//! The typed programs (`tp_btf`; see `nfsdtop_common::typed`) of the
-//! slots whose argument is a request: the raw programs' work, with the
-//! request's fields read by plain loads through the typed request pointer
-//! at the offsets of `TYPED_RQST` (its transport pointer made a number on
-//! the way, see [`as_number`]): svc_xprt_dequeue's transport, and
-//! svc_stats_latency's transport, lengths, start time and procedure.
+//! The typed programs (`tp_btf`; see `nfsdtop_common::typed`): the raw
+//! programs' work, with the kernel's fields read by plain loads through
+//! the typed argument at the offsets of `TYPED_OFFSETS` (the transport
+//! pointer made a number on the way, see [`as_number`]):
+//! svc_xprt_enqueue's flags and depth in flight, svc_xprt_dequeue's
+//! transport, and svc_stats_latency's transport, lengths, start time and
+//! procedure.
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use nfsdtop_common::{
-    counter,
+    counter, not_enqueued, rawrec,
     scratch::{self, Runner},
-    typed::RqstOffsets,
+    typed::TypedOffsets,
     RawConfig, Slot,
 };
 
@@ -20,7 +21,7 @@ use crate::{
 /// Set by the agent before the object is loaded (a frozen, read-only
 /// map: the verifier reads the values as constants).
 #[unsafe(no_mangle)]
-static TYPED_RQST: RqstOffsets = RqstOffsets {
+static TYPED_OFFSETS: TypedOffsets = TypedOffsets {
     rq_xprt: 0,
     rq_stime: 0,
     rq_arg_len: 0,
@@ -28,18 +29,29 @@ static TYPED_RQST: RqstOffsets = RqstOffsets {
     rq_prog: 0,
     rq_vers: 0,
     rq_proc: 0,
+    xpt_flags: 0,
+    xpt_nr_rqsts: 0,
+    enqueue_flags_arg: 0,
 };
 
-/// The `T` at byte `*off` of the request `rqst`.
+/// The `T` at byte `*off` of the typed pointer `base` (a request or a
+/// transport).
 #[inline(always)]
-fn field<T: Copy>(rqst: *const u8, off: &u64) -> T {
+fn field<T: Copy>(base: *const u8, off: &u64) -> T {
     // SAFETY: `off` is read from the frozen global (a constant to the
     // verifier), and the verifier checks the load against the kernel's
-    // BTF for struct svc_rqst; a faulting load reads zero.
+    // BTF for the pointer's struct; a faulting load reads zero.
     unsafe {
         let at = core::ptr::read_volatile(off) as usize;
-        core::ptr::read_volatile(rqst.add(at) as *const T)
+        core::ptr::read_volatile(base.add(at) as *const T)
     }
+}
+
+/// A value of the frozen global, as the verifier sees it: a constant.
+#[inline(always)]
+fn constant(v: &u64) -> u64 {
+    // SAFETY: a read of the frozen global.
+    unsafe { core::ptr::read_volatile(v) }
 }
 
 /// A typed pointer as a number. The verifier allows no arithmetic on a
@@ -76,7 +88,7 @@ fn request(ctx: &BtfTracePointContext, slot: Slot) -> Option<(&'static RawConfig
         bump(slot, counter::LOST);
         return None;
     }
-    let xprt = as_number(slot, field(rqst, &TYPED_RQST.rq_xprt)).unwrap_or(0);
+    let xprt = as_number(slot, field(rqst, &TYPED_OFFSETS.rq_xprt)).unwrap_or(0);
     Some((cfg, rqst, xprt))
 }
 
@@ -86,7 +98,7 @@ pub fn typed_svc_stats_latency(ctx: BtfTracePointContext) -> i32 {
     let Some((cfg, rqst, xprt)) = request(&ctx, slot) else {
         return 0;
     };
-    let o = &TYPED_RQST;
+    let o = &TYPED_OFFSETS;
     if xprt == 0 {
         bump(slot, counter::LOST);
         return 0;
@@ -131,5 +143,60 @@ pub fn typed_svc_xprt_dequeue(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     raw_from_xprt(cfg, slot, Runner::Main, rqst as u64, xprt, None);
+    0
+}
+
+/// svc_xprt_enqueue: what the raw program does (drop the attempts that
+/// enqueue nothing, record the rest with the transport's requests in
+/// flight), with the transport's flags and `xpt_nr_rqsts` read by plain
+/// loads, not a helper call each: the depth at enqueue costs one load.
+#[btf_tracepoint(function = "svc_xprt_enqueue")]
+pub fn typed_svc_xprt_enqueue(ctx: BtfTracePointContext) -> i32 {
+    let slot = Slot::Enqueue;
+    let Some(cfg) = RAWCONFIG.get(slot as u32).filter(|c| c.enabled == 1) else {
+        return 0;
+    };
+    if cfg.twin != 0 {
+        twin_turn(slot, Runner::Main);
+    }
+    let o = &TYPED_OFFSETS;
+    let flags = if constant(&o.enqueue_flags_arg) != 0 {
+        let f: u64 = ctx.arg(1);
+        if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
+            bump(slot, counter::BUSY);
+            return 0;
+        }
+        Some(f)
+    } else {
+        None
+    };
+    let xprt: *const u8 = ctx.arg(0);
+    if xprt.is_null() {
+        bump(slot, counter::LOST);
+        return 0;
+    }
+    let flags = match flags {
+        Some(f) => f,
+        None if cfg.drop_mask == 0 && cfg.need_mask == 0 => 0,
+        None => {
+            let f: u64 = field(xprt, &o.xpt_flags);
+            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
+                bump(slot, counter::BUSY);
+                return 0;
+            }
+            f
+        }
+    };
+    let now = ktime_ns();
+    let value = if cfg.value == rawrec::VALUE_INFLIGHT {
+        u64::from(field::<u32>(xprt, &o.xpt_nr_rqsts))
+    } else {
+        0
+    };
+    let Some(number) = as_number(slot, xprt) else {
+        bump(slot, counter::LOST);
+        return 0;
+    };
+    send(cfg, slot, Runner::Main, number, flags, now, value, 0);
     0
 }

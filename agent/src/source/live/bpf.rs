@@ -8,7 +8,7 @@ use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 use nfsdtop_common::nfs4ops::{self, OpsConfig};
 use nfsdtop_common::procs::{program_entries, ProcProgram, PROGRAM_ENTRIES};
-use nfsdtop_common::typed::{self, RqstOffsets};
+use nfsdtop_common::typed::{self, TypedOffsets};
 use nfsdtop_common::{
     counter, pools::PoolConfig, twin, xprt_table, RawConfig, Slot, SlotConfig, SLOTS,
 };
@@ -94,7 +94,7 @@ impl Hosting {
 
 /// Open the object (maps are created, programs not yet loaded); the
 /// typed program's offsets are fixed now (a read-only global).
-pub fn open(ring_bytes: u32, typed: RqstOffsets, hosting: Hosting) -> Result<Ebpf, LiveError> {
+pub fn open(ring_bytes: u32, typed: TypedOffsets, hosting: Hosting) -> Result<Ebpf, LiveError> {
     has_object()?;
     let ring = ring_bytes.max(4096).next_power_of_two();
     let cpus = Counters::cpus()?;
@@ -143,7 +143,7 @@ fn rejected(name: &str, e: &aya::programs::ProgramError) -> LiveError {
 /// Load every program into the kernel (the verifier runs) without
 /// attaching anything: what `nfsdtop doctor` checks.
 pub fn verify_all(ring_bytes: u32) -> Result<Vec<String>, LiveError> {
-    let mut ebpf = open(ring_bytes, RqstOffsets::default(), Hosting::None)?;
+    let mut ebpf = open(ring_bytes, TypedOffsets::default(), Hosting::None)?;
     let mut ok = Vec::new();
     for s in Slot::ALL {
         let name = s.info().program;

@@ -1,6 +1,6 @@
-//! The typed programs (`tp_btf`, see `nfsdtop_common::typed`) of the
-//! slots whose argument is a request (svc_xprt_dequeue,
-//! svc_stats_latency), loaded and attached here rather than by aya. They
+//! The typed programs (`tp_btf`, see `nfsdtop_common::typed`) of
+//! svc_xprt_enqueue, svc_xprt_dequeue and svc_stats_latency, loaded and
+//! attached here rather than by aya. They
 //! are tracepoints of the sunrpc module: the kernel finds their types
 //! (`btf_trace_<event>`) only in the module's own BTF object, which the
 //! load must name (`attach_btf_obj_fd`), and aya 0.14 loads `tp_btf`
@@ -21,7 +21,7 @@ use aya::maps::Map;
 use aya_obj::generated::{
     bpf_attach_type, bpf_attr, bpf_btf_info, bpf_cmd, bpf_insn, bpf_prog_type,
 };
-use nfsdtop_common::{typed::RqstOffsets, Slot};
+use nfsdtop_common::{typed::TypedOffsets, Slot};
 
 use super::btf::Btf;
 use super::raw::KernelOffsets;
@@ -30,11 +30,11 @@ use super::raw::KernelOffsets;
 const MODULE: &str = "sunrpc";
 
 /// The offsets the programs read at, 0 for a member the kernel's BTF
-/// lacks (see [`RqstOffsets`]).
-pub fn offsets(k: &KernelOffsets) -> RqstOffsets {
+/// lacks (see [`TypedOffsets`]).
+pub fn offsets(k: &KernelOffsets) -> TypedOffsets {
     let (arg_len, res_len) = k.rq_lens.unwrap_or_default();
     let [prog, vers, proc] = k.rq_procs.unwrap_or_default();
-    RqstOffsets {
+    TypedOffsets {
         rq_xprt: k.rq_xprt.into(),
         rq_stime: k.rq_stime.into(),
         rq_arg_len: arg_len.into(),
@@ -42,6 +42,9 @@ pub fn offsets(k: &KernelOffsets) -> RqstOffsets {
         rq_prog: prog.into(),
         rq_vers: vers.into(),
         rq_proc: proc.into(),
+        xpt_flags: k.xpt_flags.into(),
+        xpt_nr_rqsts: k.xpt_nr_rqsts.unwrap_or(0).into(),
+        enqueue_flags_arg: u64::from(k.flags_arg(Slot::Enqueue)),
     }
 }
 
@@ -73,7 +76,7 @@ impl TypedLink {
 pub struct Prepared {
     programs: Vec<(Slot, Vec<bpf_insn>)>,
     license: CString,
-    offsets: RqstOffsets,
+    offsets: TypedOffsets,
     /// Each program's `btf_trace_<event>` id, and whether it is the
     /// module's, from one read of the kernel's BTF (or why not).
     targets: Result<Vec<(Slot, u32, bool)>, String>,
@@ -104,14 +107,20 @@ pub fn verify(prepared: &Prepared) -> Result<(), String> {
 fn load_program(prepared: &Prepared, s: Slot) -> Result<OwnedFd, String> {
     let name = program_name(s).ok_or("no typed program")?;
     // The verifier checks every load a program has, used or not: each
-    // needs its offsets to be members of the kernel's struct svc_rqst.
+    // needs its offsets to be members of the kernel's structs.
     let o = &prepared.offsets;
     let known = match s {
         Slot::StatsLatency => o.complete(),
+        Slot::Enqueue => o.enqueue_complete(),
         _ => o.rq_xprt != 0,
     };
     if !known {
-        return Err("the kernel's BTF lacks a svc_rqst member it reads".into());
+        let st = if s == Slot::Enqueue {
+            "svc_xprt"
+        } else {
+            "svc_rqst"
+        };
+        return Err(format!("the kernel's BTF lacks a {st} member it reads"));
     }
     let insns = prepared
         .programs
@@ -158,7 +167,7 @@ fn targets(btf_dir: &Path) -> Result<Vec<(Slot, u32, bool)>, String> {
 pub fn prepare(
     ebpf: &aya::Ebpf,
     object: &[u8],
-    offsets: RqstOffsets,
+    offsets: TypedOffsets,
     btf_dir: &Path,
 ) -> Result<Prepared, String> {
     let mut obj = aya_obj::Object::parse(object).map_err(|e| format!("the BPF object: {e}"))?;
@@ -385,11 +394,11 @@ mod tests {
     /// the object is refused rather than pointing its references elsewhere.
     #[test]
     fn the_typed_program_refers_to_the_maps_aya_created() {
-        let mut ebpf = bpf::open(1 << 20, RqstOffsets::default(), bpf::Hosting::None)
+        let mut ebpf = bpf::open(1 << 20, TypedOffsets::default(), bpf::Hosting::None)
             .expect("load the BPF object");
-        let p = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf()).expect("prepare");
+        let p = prepare(&ebpf, bpf::OBJECT, TypedOffsets::default(), no_btf()).expect("prepare");
         let slots: Vec<Slot> = p.programs.iter().map(|(s, _)| *s).collect();
-        assert_eq!(slots, [Slot::Dequeue, Slot::StatsLatency]);
+        assert_eq!(slots, [Slot::Enqueue, Slot::Dequeue, Slot::StatsLatency]);
         let refs = referenced(&ebpf, &p, Slot::StatsLatency);
         for want in [
             "RAWCONFIG",
@@ -402,7 +411,7 @@ mod tests {
         }
         assert!(refs.iter().all(|r| !r.starts_with("fd ")), "{refs:?}");
         let _ring = ebpf.take_map("EVENTS").unwrap();
-        let e = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf())
+        let e = prepare(&ebpf, bpf::OBJECT, TypedOffsets::default(), no_btf())
             .err()
             .expect("refused");
         assert!(e.contains("EVENTS"), "{e}");
@@ -414,11 +423,11 @@ mod tests {
     /// for the transport.
     #[test]
     fn a_program_is_not_loaded_without_its_offsets() {
-        let ebpf = bpf::open(1 << 20, RqstOffsets::default(), bpf::Hosting::None)
+        let ebpf = bpf::open(1 << 20, TypedOffsets::default(), bpf::Hosting::None)
             .expect("load the BPF object");
-        let only_xprt = RqstOffsets {
+        let only_xprt = TypedOffsets {
             rq_xprt: 8,
-            ..RqstOffsets::default()
+            ..TypedOffsets::default()
         };
         let p = prepare(&ebpf, bpf::OBJECT, only_xprt, no_btf()).expect("prepare");
         let e = attach(&p, Slot::StatsLatency).unwrap_err();
@@ -428,9 +437,23 @@ mod tests {
             !e.contains("lacks a svc_rqst member"),
             "past the offsets: {e}"
         );
-        let none = prepare(&ebpf, bpf::OBJECT, RqstOffsets::default(), no_btf()).expect("prepare");
+        let none = prepare(&ebpf, bpf::OBJECT, TypedOffsets::default(), no_btf()).expect("prepare");
         let e = attach(&none, Slot::Dequeue).unwrap_err();
         assert!(e.contains("lacks a svc_rqst member"), "{e}");
-        assert!(attach(&none, Slot::Enqueue).is_err(), "no typed program");
+        let e = attach(&none, Slot::Enqueue).unwrap_err();
+        assert!(e.contains("lacks a svc_xprt member"), "{e}");
+        let e = attach(&p, Slot::Enqueue).unwrap_err();
+        assert!(e.contains("lacks a svc_xprt member"), "{e}");
+        let depth_too = TypedOffsets {
+            xpt_flags: 8,
+            xpt_nr_rqsts: 16,
+            ..TypedOffsets::default()
+        };
+        let p = prepare(&ebpf, bpf::OBJECT, depth_too, no_btf()).expect("prepare");
+        let e = attach(&p, Slot::Enqueue).unwrap_err();
+        assert!(
+            !e.contains("lacks a svc_xprt member"),
+            "past the offsets: {e}"
+        );
     }
 }
