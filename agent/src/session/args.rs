@@ -70,7 +70,7 @@ pub struct SourceArgs {
     /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub enqueue_hooks: bool,
-    /// Live source: read svc_xprt_dequeue's and svc_stats_latency's requests with the raw programs (a kernel helper call per field) instead of the typed ones (plain loads the verifier checks against the kernel's BTF; the default where the kernel allows): for comparing the two, or for a kernel that rejects the typed ones.
+    /// Live source: read svc_xprt_enqueue's transports and svc_xprt_dequeue's and svc_stats_latency's requests with the raw programs (a kernel helper call per field) instead of the typed ones (plain loads the verifier checks against the kernel's BTF; the default where the kernel allows): for comparing the two, or for a kernel that rejects the typed ones.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]
     pub no_typed_program: bool,
     /// Live source: count each client's NFSv4 operations (READ, WRITE, SEQUENCE, GETATTR...) on nfsd's compound tracepoints: one more record per COMPOUND (see BENCHMARKS.md for the cost), off by default. Needs nfsd loaded and its BTF (/sys/kernel/btf/nfsd).
