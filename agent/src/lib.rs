@@ -18,8 +18,8 @@
 //! - [`server`]: the server's threads and how busy the interval kept them;
 //! - [`model`]: the event and snapshot types every stage agrees on;
 //! - [`pipeline`]: drives a source into the aggregator and hands snapshots
-//!   to a view (TUI, batch output, HTTP API, exporter), with [`playback`]
-//!   (pause, step, seek, speed) for a virtual source;
+//!   to a view (TUI, batch output, HTTP API, exporter), with its
+//!   `playback` (pause, step, seek, speed) for a virtual source;
 //! - [`session`]: the source, class map and pacing a front end asks for,
 //!   opened and run (with the shared source flags under feature `cli`);
 //! - [`present`]: the per-entity field table, one formatter per unit and
@@ -39,7 +39,6 @@ pub mod input;
 pub mod keyhash;
 pub mod model;
 pub mod pipeline;
-pub mod playback;
 pub mod present;
 pub mod record;
 pub mod server;

@@ -20,8 +20,8 @@ use anyhow::Context as _;
 use crate::enrich::classify::ClassMap;
 use crate::enrich::redact::Redactor;
 use crate::model::Snapshot;
+use crate::pipeline::playback::Handle;
 use crate::pipeline::{Control, Flow, Pace, Pipeline, Restart};
-use crate::playback::Handle;
 use crate::source::live::LiveError;
 use crate::source::{Source, SourceSpec};
 

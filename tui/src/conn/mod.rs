@@ -12,8 +12,8 @@ use std::time::Duration;
 use nfsdtop::state::RemoteStatus;
 use nfsdtop_agent::enrich::redact::Redactor;
 use nfsdtop_agent::model::Snapshot;
+use nfsdtop_agent::pipeline::playback::Handle;
 use nfsdtop_agent::pipeline::{Control, Flow};
-use nfsdtop_agent::playback::Handle;
 use nfsdtop_agent::session::{NoNfsd, Session, SessionConfig};
 
 use crate::cli::SourceArgs;

@@ -8,7 +8,7 @@ use crossterm::event::{
 };
 use nfsdtop_agent::model::EntityKind;
 
-use nfsdtop_agent::playback::Command;
+use nfsdtop_agent::pipeline::playback::Command;
 
 use super::{Action, Column, Screen, State, INTERVAL_STEPS, SEEK};
 

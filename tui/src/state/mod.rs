@@ -19,7 +19,7 @@ pub mod whatif;
 use std::time::{Duration, Instant};
 
 use nfsdtop_agent::model::{EntityKind, EntityStats, Snapshot};
-use nfsdtop_agent::playback;
+use nfsdtop_agent::pipeline::playback;
 use nfsdtop_agent::present::output;
 
 pub use columns::{Column, View};
@@ -59,7 +59,7 @@ pub enum Action {
     Quit,
     /// Ask the source for snapshots this often.
     SetInterval(Duration),
-    /// Steer a demo or replay (see `nfsdtop_agent::playback`).
+    /// Steer a demo or replay (see `nfsdtop_agent::pipeline::playback`).
     Playback(playback::Command),
 }
 

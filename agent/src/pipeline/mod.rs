@@ -1,6 +1,7 @@
 //! source → aggregator → snapshots, on a thread of its own. Views never
 //! touch the source or the aggregator: they get snapshots through `sink`
-//! and steer through [`Control`] messages.
+//! and steer through [`Control`] messages; a virtual source is paced and
+//! steered (pause, step, seek, speed) by its [`playback`].
 
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -8,8 +9,10 @@ use std::time::{Duration, Instant};
 use crate::aggregate::Aggregator;
 use crate::enrich::classify::ClassMap;
 use crate::model::{Event, Snapshot};
-use crate::playback::{Clock, Command, Handle, Moved, Playing};
 use crate::source::{unix_now, Poll, Source};
+use playback::{Clock, Command, Handle, Moved, Playing};
+
+pub mod playback;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pace {
@@ -50,7 +53,7 @@ pub struct Pipeline<'a> {
     /// Stop after this much source time (recording `--duration`).
     pub max_source_ns: Option<u64>,
     /// Pause, step, seek and speed, from a view (a virtual source paced
-    /// in real time only; see `crate::playback`).
+    /// in real time only; see `crate::pipeline::playback`).
     pub playback: Option<Handle>,
     /// How to start again from the beginning, for seeking back.
     pub restart: Option<Restart<'a>>,
@@ -268,7 +271,7 @@ impl<'a> Pipeline<'a> {
     }
 }
 
-/// Playback control (see [`crate::playback`]), applied to the pipeline.
+/// Playback control (see [`crate::pipeline::playback`]), applied to the pipeline.
 impl Pipeline<'_> {
     /// Apply one playback command; `last` is the source time read up to.
     pub(crate) fn command(
