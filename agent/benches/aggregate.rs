@@ -1,6 +1,7 @@
 //! Aggregator throughput on one core: a large synthetic stream of
 //! enqueue / dequeue / executed events over many transports, replayed from
-//! memory. Prints events per second; run with
+//! memory, with and without the depth at enqueue (what the depth's
+//! histograms cost the aggregator). Prints events per second; run with
 //! `cargo bench -p nfsdtop-agent --bench aggregate`.
 //! `-- --quick` runs a small stream (the test suite checks it still works).
 
@@ -10,7 +11,7 @@ use std::time::Instant;
 use nfsdtop_agent::aggregate::Aggregator;
 use nfsdtop_agent::model::{Endpoint, Event, EventKind, XprtKey};
 
-fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
+fn stream(peers: u32, conns: u32, rounds: u32, depth: bool) -> Vec<Event> {
     let server = Endpoint::V4 {
         ip: [10, 0, 0, 1],
         port: 2049,
@@ -29,13 +30,15 @@ fn stream(peers: u32, conns: u32, rounds: u32) -> Vec<Event> {
         .collect();
     let mut out = Vec::with_capacity(keys.len() * rounds as usize * 3);
     let mut ts = 0u64;
-    for _ in 0..rounds {
+    for r in 0..rounds {
         for k in &keys {
             ts += 100;
             out.push(Event {
                 ts_ns: ts,
                 xprt: *k,
-                kind: EventKind::Enqueue { inflight: None },
+                kind: EventKind::Enqueue {
+                    inflight: depth.then_some(r % 3),
+                },
             });
         }
         for k in &keys {
@@ -85,11 +88,11 @@ fn main() {
     // Rates from the bench thread's CPU time (best of 3 passes); the wall
     // clock rate is printed too (it includes time spent preempted).
     println!(
-        "| peers | transports | events | events/s (one core, CPU time) | ns/event (CPU) | events/s (wall clock) |"
+        "| peers | transports | depth at enqueue | events | events/s (one core, CPU time) | ns/event (CPU) | events/s (wall clock) |"
     );
-    println!("|---|---|---|---|---|---|");
-    for &(peers, conns, rounds) in cases {
-        let events = stream(peers, conns, rounds);
+    println!("|---|---|---|---|---|---|---|");
+    for (&(peers, conns, rounds), depth) in cases.iter().flat_map(|c| [(c, false), (c, true)]) {
+        let events = stream(peers, conns, rounds, depth);
         let mut best = f64::MAX;
         let mut best_cpu = f64::MAX;
         for _ in 0..3 {
@@ -110,8 +113,9 @@ fn main() {
         }
         let n = events.len() as f64;
         println!(
-            "| {peers} | {} | {} | {:.1} M | {:.1} | {:.1} M |",
+            "| {peers} | {} | {} | {} | {:.1} M | {:.1} | {:.1} M |",
             peers * conns,
+            if depth { "yes" } else { "no" },
             events.len(),
             n / best_cpu / 1e6,
             best_cpu * 1e9 / n,
