@@ -21,10 +21,16 @@ pub fn part(quick: bool, res: &mut Results) -> anyhow::Result<String> {
     s.push_str(&part_decode(quick)?);
     res.host_ring = part_ring(quick)?;
     for r in rows.iter().skip(1) {
-        let rate = r.get(3).and_then(|c| first_num(c)).unwrap_or(0.0) * 1e6;
+        // Columns: peers, transports, depth at enqueue, events, rate...
+        let rate = r.get(4).and_then(|c| first_num(c)).unwrap_or(0.0) * 1e6;
         ensure!(rate > 0.0, "aggregator rate not parsed from {r:?}");
+        let depth = if r[2] == "yes" {
+            ", depth at enqueue"
+        } else {
+            ""
+        };
         res.agg_rates
-            .push((format!("{} peers, {} transports", r[0], r[1]), rate));
+            .push((format!("{} peers, {} transports{depth}", r[0], r[1]), rate));
     }
     Ok(s)
 }
