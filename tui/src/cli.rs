@@ -72,7 +72,9 @@ pub struct SourceArgs {
     #[command(flatten)]
     pub local: nfsdtop_agent::session::SourceArgs,
     /// Connect to a remote nfsdtopd, e.g. http://server:9847 or https://server:9847. Basic-auth credentials come from the URL (https://user:password@server:9847), else $NFSDTOP_AUTH (user:password), else a netrc file; they are never shown.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "replay", "wait", "ring_size", "raw_tracepoints", "classic_tracepoints", "keep_raw_tracepoints", "enqueue_hooks", "no_typed_program", "bench_stage", "bpf_stats", "resolve"])]
+    // Every local source flag (the agent's group), none listed here: the
+    // remote nfsdtopd has its own, and one given here would be ignored.
+    #[arg(long, value_name = "URL", conflicts_with = nfsdtop_agent::session::LOCAL_SOURCE)]
     pub connect: Option<String>,
     /// With --connect https://...: trust the certificates in this PEM file instead of the system's roots: CAs for the certificates they signed, and each certificate itself when the agent presents exactly it (a self-signed one, as `openssl req -x509` makes).
     #[arg(long, value_name = "FILE", requires = "connect")]
@@ -249,4 +251,48 @@ pub struct WhatifArgs {
 pub enum WhatifFormat {
     Text,
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `--connect` refuses every local source flag, the agent's group
+    /// expanded, so a new source flag needs no line here.
+    #[test]
+    fn connect_conflicts_with_every_local_source_flag() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let connect = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "connect")
+            .unwrap();
+        let conflicts: Vec<_> = cmd
+            .get_arg_conflicts_with(connect)
+            .iter()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        let local = <nfsdtop_agent::session::SourceArgs as clap::Args>::augment_args(
+            clap::Command::new("t"),
+        );
+        for a in local.get_arguments() {
+            let id = a.get_id().to_string();
+            assert!(conflicts.contains(&id), "--connect allows --{id}");
+        }
+        for args in [
+            &["--ring-size", "64M"][..],
+            &["--no-typed-program"],
+            &["--class-map", "m"],
+            &["--nfs4-ops"],
+        ] {
+            let line = ["nfsdtop", "--connect", "http://h:9847"].iter().chain(args);
+            let e = Cli::try_parse_from(line).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{args:?}"
+            );
+        }
+    }
 }

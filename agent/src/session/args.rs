@@ -1,8 +1,11 @@
 //! The source flags `nfsdtop` and `nfsdtopd` share (`#[command(flatten)]`
 //! in both): their names, help, value checks and how they land on a
-//! [`SessionConfig`]. Everything here is optional, so that nfsdtopd can lay
-//! the flags over its config file; each binary adds its own rules (the
-//! TUI's `--connect` conflicts, for one) on top.
+//! [`SessionConfig`]. This is their one definition: each long flag is also
+//! a key of nfsdtopd's config file (`--ring-size` is `ring_size`, read
+//! through this very parser by the exporter's `config::keys`), and the
+//! group [`LOCAL_SOURCE`] names them all for the TUI's `--connect`, which
+//! excludes every one. Everything here is optional, so that flags can be
+//! laid over the file.
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -32,7 +35,13 @@ pub fn parse_command_line<C: clap::Parser>(warn: impl FnOnce(&std::io::Error)) -
     })
 }
 
+/// The clap group of every [`SourceArgs`] flag: what a remote source
+/// (the TUI's `--connect`) conflicts with, so a flag added here is refused
+/// there without being listed again.
+pub const LOCAL_SOURCE: &str = "local_source";
+
 #[derive(Args, Debug, Clone, Default)]
+#[group(id = "local_source", multiple = true)]
 pub struct SourceArgs {
     /// Watch the built-in simulated server (seed-k4|seed-k8|seed-k16|seed-k32|movers|burst, or a scenario .toml file).
     #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = super::DEFAULT_SCENARIO, conflicts_with = "replay")]
@@ -170,7 +179,7 @@ impl SourceArgs {
             anyhow::bail!(
                 "keeping raw tracepoints (--keep-raw-tracepoints, keep_raw_tracepoints = true) \
                  and every event on its classic tracepoint (--classic-tracepoints, \
-                 raw_tracepoints = false) were both asked for: drop one of the two"
+                 classic_tracepoints = true) were both asked for: drop one of the two"
             );
         }
         Ok(())
@@ -325,5 +334,21 @@ mod tests {
         }
         let e = config(&["--policy", "flat"]).unwrap_err().to_string();
         assert!(e.contains("--demo"), "{e}");
+    }
+
+    #[test]
+    fn the_group_holds_every_flag() {
+        let cmd = <Cmd as clap::CommandFactory>::command();
+        let group = cmd
+            .get_groups()
+            .find(|g| g.get_id() == LOCAL_SOURCE)
+            .expect("the local_source group");
+        let members: Vec<_> = group.get_args().collect();
+        for a in cmd.get_arguments().filter(|a| a.get_long().is_some()) {
+            let id = a.get_id();
+            if id != "help" {
+                assert!(members.contains(&id), "--{} not in {LOCAL_SOURCE}", id);
+            }
+        }
     }
 }

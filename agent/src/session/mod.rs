@@ -26,7 +26,7 @@ use crate::source::live::LiveError;
 use crate::source::{Source, SourceSpec};
 
 #[cfg(feature = "cli")]
-pub use args::{PolicyParser, SourceArgs};
+pub use args::{PolicyParser, SourceArgs, LOCAL_SOURCE};
 pub use config::{SessionConfig, SourceChoice, DEFAULT_SCENARIO, FIRST_SCENARIO};
 
 /// What to do when the live source finds no nfsd on this host (and no
