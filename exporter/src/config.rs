@@ -35,15 +35,21 @@
 //!
 //! Every error names the file, line and column of the offending value.
 //!
-//! Here: the flags (the source flags are nfsdtop's, from the agent), the
-//! resolved [`Config`] and the checks of the daemon's own values; the
-//! file's schema and its mapping in `file`. The pipeline's settings
-//! (source, class map, speed, interval) are the agent's `SessionConfig`,
-//! with its defaults and checks.
+//! Each long flag is also a key (`--ring-size` is `ring_size`, the
+//! `--listen` alias `listen`), read through the same clap definition
+//! (`keys`): a setting is declared once, as a flag, here or in the agent's
+//! `SourceArgs`. Only what no flag says is the file's own (`file`): the
+//! tables and `redact_key`.
+//!
+//! Here: the flags (the source flags are nfsdtop's, from the agent) with
+//! the checks of the daemon's own values as their value parsers, and the
+//! resolved [`Config`]. The pipeline's settings (source, class map, speed,
+//! interval) are the agent's `SessionConfig`, with its defaults and checks.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use clap::Parser;
@@ -55,6 +61,7 @@ use http::HttpSettings;
 
 mod file;
 pub mod http;
+mod keys;
 
 pub(crate) use file::Origin;
 
@@ -94,9 +101,10 @@ pub struct Cli {
     #[arg(
         long = "web.listen-address",
         visible_alias = "listen",
-        value_name = "ADDR:PORT"
+        value_name = "ADDR:PORT",
+        value_parser = parse_listen
     )]
-    pub listen: Option<String>,
+    pub listen: Option<SocketAddr>,
     /// Prometheus exporter-toolkit's web configuration file (YAML): TLS, mutual TLS, basic_auth_users, response headers. Read again when it changes; a bad change is logged and the last good one kept. Not with TLS or users in --config, nor --tls-cert.
     #[arg(long = "web.config.file", value_name = "FILE", conflicts_with_all = ["tls_cert", "tls_key"])]
     pub web_config_file: Option<PathBuf>,
@@ -104,20 +112,20 @@ pub struct Cli {
     #[arg(long)]
     pub expose: bool,
     /// Peers with their own series in /metrics; the rest are summed into peer="other" [default: 50].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = parse_top_k)]
     pub top_k: Option<usize>,
     /// Classes with their own series in /metrics; the rest are summed into class="other" [default: 200].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = parse_top_k)]
     pub top_k_classes: Option<usize>,
     /// Count a peer or class in nfsdtop_unfair_entities (and list it on /api/v1/unfair) when it gets less than RATIO of its fair share while backlogged [default: 0.5, as the NfsdtopUnfairShare alert].
-    #[arg(long, value_name = "RATIO")]
+    #[arg(long, value_name = "RATIO", value_parser = parse_unfair_ratio)]
     pub unfair_ratio: Option<f64>,
     /// Clients of /api/v1/stream served at once; one more gets a 503 [default: 64].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_max_streams)]
     pub max_streams: Option<usize>,
     /// Seconds between snapshots [default: 1].
-    #[arg(long, value_name = "SECS")]
-    pub interval: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    pub interval: Option<Duration>,
     /// Hash client addresses in every output (pseudonyms change per run
     /// unless redact_key is set in the config file).
     #[arg(long)]
@@ -157,6 +165,9 @@ pub struct Config {
     pub redact: Option<Option<String>>,
     /// The `[http]` table.
     pub http: HttpSettings,
+    /// What the config file should say otherwise (an old key's name), for
+    /// the log at start.
+    pub warnings: Vec<String>,
 }
 
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -176,19 +187,35 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     ))
 }
 
-fn check_top_k(k: i64, what: &str) -> Result<usize, String> {
-    if k < 1 || k as u64 > MAX_TOP_K as u64 {
-        return Err(format!("{what} must be between 1 and {MAX_TOP_K}, not {k}"));
-    }
-    Ok(k as usize)
-}
-
-fn check_max_streams(n: i64, what: &str) -> Result<usize, String> {
-    let max = crate::stream::MAX_MAX_STREAMS;
+/// A count from 1 to `max` (the flags' and the file's: one parser).
+fn parse_count(s: &str, max: usize) -> Result<usize, String> {
+    let n: i64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
     if n < 1 || n as u64 > max as u64 {
-        return Err(format!("{what} must be between 1 and {max}, not {n}"));
+        return Err(format!("must be between 1 and {max}, not {n}"));
     }
     Ok(n as usize)
+}
+
+fn parse_top_k(s: &str) -> Result<usize, String> {
+    parse_count(s, MAX_TOP_K)
+}
+
+fn parse_max_streams(s: &str) -> Result<usize, String> {
+    parse_count(s, crate::stream::MAX_MAX_STREAMS)
+}
+
+fn parse_number(s: &str) -> Result<f64, String> {
+    s.parse().map_err(|_| format!("{s:?} is not a number"))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    check_interval(parse_number(s)?)
+}
+
+fn parse_unfair_ratio(s: &str) -> Result<f64, String> {
+    check_unfair_ratio(parse_number(s)?)
 }
 
 /// Refuse a bcrypt hash too costly to check (a malformed one is left to
@@ -235,6 +262,7 @@ impl Config {
             web_config: None,
             redact: None,
             http: HttpSettings::default(),
+            warnings: Vec::new(),
         };
         if let Some(path) = &cli.config {
             let text = nfsdtop_agent::input::read_text(
@@ -259,8 +287,8 @@ impl Config {
     }
 
     fn apply_cli(&mut self, cli: &Cli) -> anyhow::Result<()> {
-        if let Some(l) = &cli.listen {
-            self.listen = parse_listen(l).map_err(|e| anyhow!("--web.listen-address: {e}"))?;
+        if let Some(l) = cli.listen {
+            self.listen = l;
         }
         if cli.expose {
             self.expose = true;
@@ -269,23 +297,19 @@ impl Config {
             self.redact = Some(None);
         }
         if let Some(k) = cli.top_k {
-            self.top_k =
-                check_top_k(k.min(i64::MAX as usize) as i64, "--top-k").map_err(|e| anyhow!(e))?;
+            self.top_k = k;
         }
         if let Some(k) = cli.top_k_classes {
-            self.top_k_classes = check_top_k(k.min(i64::MAX as usize) as i64, "--top-k-classes")
-                .map_err(|e| anyhow!(e))?;
+            self.top_k_classes = k;
         }
         if let Some(n) = cli.max_streams {
-            self.max_streams = check_max_streams(n.min(i64::MAX as usize) as i64, "--max-streams")
-                .map_err(|e| anyhow!(e))?;
+            self.max_streams = n;
         }
         if let Some(i) = cli.interval {
-            self.session.interval = check_interval(i).map_err(|e| anyhow!("--interval: {e}"))?;
+            self.session.interval = i;
         }
         if let Some(r) = cli.unfair_ratio {
-            self.unfair_ratio =
-                check_unfair_ratio(r).map_err(|e| anyhow!("--unfair-ratio: {e}"))?;
+            self.unfair_ratio = r;
         }
         cli.source.apply(&mut self.session)?;
         if let Some(web) = &cli.web_config_file {

@@ -30,11 +30,13 @@ Errors are JSON, {"error": "..."}. Every field and metric is defined in the
 project's docs/json.md and docs/metrics.md (installed under
 /usr/share/doc/nfsdtop/docs/).
 .SH CONFIGURATION FILE
-TOML (\fB\-\-config\fR; flags override it): listen, expose, class_map
-(reloaded on SIGHUP), top_k, top_k_classes, unfair_ratio, interval, speed,
-wait, ring_size (e.g. "64M": enlarge it when events are lost), bpf_stats, resolve,
-raw_tracepoints, enqueue_hooks, nfs4_ops, redact, redact_key, [source] (kind = "live" | "demo" |
-"replay", scenario, policy, path), [tls_server_config] (cert_file, key_file)
+TOML (\fB\-\-config\fR; flags override it). Every long flag above is a key,
+its name with _ for \- (ring_size = "64M" is \fB\-\-ring\-size 64M\fR, resolve = true
+is \fB\-\-resolve\fR, listen is \fB\-\-web.listen\-address\fR); the old
+typed_program and raw_tracepoints (false: \fB\-\-no\-typed\-program\fR,
+\fB\-\-classic\-tracepoints\fR) still work, with a warning. The file's own:
+redact_key, [source] (kind = "live" | "demo" |
+"replay", scenario, policy, path), [tls_server_config] (cert_file, key_file), [http]
 and [basic_auth_users] (user = bcrypt hash or "sha256:<hex>"). Relative
 paths are relative to the file. Mistakes are reported as
 FILE:LINE:COLUMN: reason, and nfsdtopd does not start.

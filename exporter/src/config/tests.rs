@@ -95,8 +95,7 @@ fn ring_size_and_unfair_ratio_from_file_and_flags() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a power of two"), "{e}");
-    let cli = Cli::parse_from(["nfsdtopd", "--unfair-ratio", "0"]);
-    assert!(Config::resolve(&cli).is_err());
+    assert!(Cli::try_parse_from(["nfsdtopd", "--unfair-ratio", "0"]).is_err());
 }
 
 #[test]
@@ -122,6 +121,7 @@ fn max_streams_from_file_and_flags() {
     assert_eq!(cfg.max_streams, 3);
     let e = Config::from_file_text(path, "max_streams = 0").unwrap_err();
     assert!(e.to_string().contains("nfsdtopd.toml:1:15"), "{e}");
+    assert!(Cli::try_parse_from(["nfsdtopd", "--max-streams", "0"]).is_err());
     let cli = Cli::parse_from(["nfsdtopd", "--max-streams", "5"]);
     assert_eq!(Config::resolve(&cli).unwrap().max_streams, 5);
 }
@@ -231,4 +231,206 @@ fn typed_program_from_file_and_flag() {
     let cli = Cli::parse_from(["nfsdtopd", "--no-typed-program"]);
     assert!(!Config::resolve(&cli).unwrap().session.live.typed_program);
     assert!(Cli::try_parse_from(["nfsdtopd", "--no-typed-program", "--demo", "movers"]).is_err());
+}
+
+/// Each flag alone, and its key alone: the same configuration (every flag
+/// has its key, read by the flag's own parser), for a value the flag takes
+/// among a few likely ones.
+#[test]
+fn every_flag_is_a_key_of_the_same_meaning() {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let dir = std::env::temp_dir().join(format!("nfsdtopd-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.toml");
+    let from_file = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Config::resolve(&Cli::parse_from([
+            "nfsdtopd",
+            "--config",
+            file.to_str().unwrap(),
+        ]))
+    };
+    let mut checked = 0;
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Some(key) = keys::key_of(arg) else {
+            assert!(keys::NOT_KEYS.contains(&id), "--{id} has no key");
+            continue;
+        };
+        assert!(
+            !file::table_keys().contains(&key.as_str()),
+            "{key}: flag and table"
+        );
+        let long = format!("--{}", arg.get_long().unwrap());
+        let (line, text) = if !arg.get_action().takes_values() {
+            (vec![long], format!("{key} = true\n"))
+        } else {
+            let sample = ["/x", "1", "64M", "flat", "hooked", "127.0.0.1:1"]
+                .into_iter()
+                .find(|v| Cli::try_parse_from(["nfsdtopd", &format!("{long}={v}")]).is_ok());
+            let Some(v) = sample else {
+                assert!(
+                    ["tls_cert", "tls_key"].contains(&id),
+                    "{long}: no sample value"
+                );
+                continue;
+            };
+            (vec![format!("{long}={v}")], format!("{key} = {v:?}\n"))
+        };
+        let line = std::iter::once("nfsdtopd".to_string()).chain(line);
+        let flag = Config::resolve(&Cli::parse_from(line)).map_err(|e| e.to_string());
+        let key_ = from_file(&text).map_err(|e| e.to_string());
+        assert_eq!(format!("{flag:?}"), format!("{key_:?}"), "{text}");
+        checked += 1;
+    }
+    assert!(checked > 25, "only {checked} flags");
+    for (old, new) in keys::OLD_KEYS {
+        let arg = keys::flag(&cmd, new).expect("an old key names a flag");
+        assert!(
+            !arg.get_action().takes_values(),
+            "{old} stands for a flag without value"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What is wrong, where (FILE:LINE:COL of the value, or of an unknown
+/// key) and what to do.
+#[test]
+fn bad_keys_and_values_say_where() {
+    let path = Path::new("/etc/nfsdtop/nfsdtopd.toml");
+    let err = |text: &str| Config::from_file_text(path, text).unwrap_err().to_string();
+    assert_eq!(
+        err("expose = true\ntop_k = 0\n"),
+        "/etc/nfsdtop/nfsdtopd.toml:2:9: top_k: must be between 1 and 10000, not 0"
+    );
+    let e = err("interval = \"soon\"");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:12: interval: "),
+        "{e}"
+    );
+    let e = err("policy = \"fifo\"");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:10: ") && e.contains("flat"),
+        "{e}"
+    );
+    let e = err("top_k = 1\nring-size = \"64M\"");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:2:1: ") && e.contains("write ring_size"),
+        "{e}"
+    );
+    let e = err("typed-program = false");
+    assert!(
+        e.ends_with("unknown key \"typed-program\": write typed_program"),
+        "{e}"
+    );
+    let e = err("\nfrobnicate = 1");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:2:1: unknown key \"frobnicate\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("--ring-size") && e.contains("tls_server_config"),
+        "{e}"
+    );
+    let e = err("config = \"other.toml\"");
+    assert!(e.contains("unknown key \"config\""), "{e}");
+    let e = err("wait = [1]");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:8: wait must be a string or number"),
+        "{e}"
+    );
+    // Together: a conflict or a missing partner, at the key or the file.
+    let e = err("demo = \"movers\"\nwait = 1\n");
+    assert!(
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:8: demo: "),
+        "{e}"
+    );
+    assert!(
+        e.contains("--wait") && e.ends_with("; drop one of the two"),
+        "{e}"
+    );
+    let e = err("demo = \"movers\"\n[source]\nkind = \"demo\"\n");
+    assert!(e.contains("drop one"), "{e}");
+    assert_eq!(
+        err("tls_cert = \"a.pem\""),
+        "/etc/nfsdtop/nfsdtopd.toml: the keys given need tls_key too: add it"
+    );
+}
+
+#[test]
+fn old_keys_still_work_with_a_warning() {
+    let path = Path::new("/etc/nfsdtop/nfsdtopd.toml");
+    let cfg = |text: &str| Config::from_file_text(path, text).unwrap();
+    let c = cfg("typed_program = false");
+    assert!(!c.session.live.typed_program);
+    assert!(
+        c.warnings[0].contains(
+            "nfsdtopd.toml:1:1: typed_program = false is the old name of no_typed_program = true"
+        ),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.warnings[0].starts_with("warning: "));
+    let c = cfg("no_typed_program = true\nclassic_tracepoints = true");
+    assert!(!c.session.live.typed_program && c.warnings.is_empty());
+    assert_eq!(c.session.live.tracepoints, Tracepoints::Classic);
+    assert_eq!(cfg("raw_tracepoints = true").warnings, Vec::<String>::new());
+    assert_eq!(cfg("raw_tracepoints = false").warnings.len(), 1);
+}
+
+#[test]
+fn values_of_the_file_as_flags_take_them() {
+    let path = Path::new("/etc/nfsdtop/nfsdtopd.toml");
+    let cfg = |text: &str| Config::from_file_text(path, text).unwrap();
+    assert_eq!(
+        cfg("wait = true").session.live.wait_for_nfsd,
+        Some(Duration::MAX)
+    );
+    assert_eq!(cfg("wait = false").session.live.wait_for_nfsd, None);
+    assert_eq!(
+        cfg("replay = \"r.nfsdrec\"").session.source,
+        SourceChoice::Replay("/etc/nfsdtop/r.nfsdrec".into()),
+        "relative to the file"
+    );
+    assert_eq!(
+        cfg("demo = \"s.toml\"\npolicy = \"rr-peer\"")
+            .session
+            .source,
+        SourceChoice::Demo {
+            scenario: "/etc/nfsdtop/s.toml".into(),
+            policy: Some(Policy::RrPeer)
+        }
+    );
+    assert_eq!(cfg("listen = \"[::1]:9\"").listen.to_string(), "[::1]:9");
+    let c = cfg("redact = false\nredact_key = \"0123456789abcdef\"");
+    assert!(c.redact.is_none(), "redact = false wins over the key");
+    let c = cfg("tls_cert = \"c.pem\"\ntls_key = \"k.pem\"");
+    assert_eq!(c.tls.unwrap().key, Path::new("/etc/nfsdtop/k.pem"));
+}
+
+/// A new flag is a new key: the configuration reference must name it.
+#[test]
+fn the_config_reference_names_every_key() {
+    use clap::CommandFactory;
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/book/src/reference/config.md"
+    ))
+    .unwrap();
+    let cmd = Cli::command();
+    let visible = cmd.get_arguments().filter(|a| !a.is_hide_set());
+    for key in visible.filter_map(keys::key_of) {
+        assert!(
+            page.contains(&format!("| `{key}`")) || page.contains(&format!(", `{key}`")),
+            "docs/book/src/reference/config.md does not name the key {key}"
+        );
+    }
+    for key in file::table_keys() {
+        assert!(
+            page.contains(&format!("`{key}`")) || page.contains(&format!("`[{key}]`")),
+            "{key}"
+        );
+    }
 }

@@ -162,10 +162,11 @@ pub fn source(
     Ok(watch::WebSource::fixed(web, auth))
 }
 
-/// What is worth a warning at start-up: serving other hosts without
-/// users, or with users over plain HTTP (base64 is no protection).
+/// What is worth a warning at start-up: the config file's (an old key),
+/// serving other hosts without users, or with users over plain HTTP
+/// (base64 is no protection).
 pub fn start_warnings(cfg: &crate::config::Config, web: &WebConfig) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = cfg.warnings.clone();
     if cfg.expose && web.users.is_empty() {
         out.push(format!(
             "warning: serving {} to other hosts without basic_auth_users",
