@@ -25,7 +25,7 @@ fn config_errors_name_file_line_and_column() {
             "c2.toml",
             "# a comment\n\nlisen = \"x\"\n",
             ":3:1:",
-            "unknown field `lisen`",
+            "unknown key \"lisen\": write listen",
         ),
         (
             "c3.toml",
@@ -105,8 +105,9 @@ fn non_loopback_listen_needs_expose() {
         assert_eq!(code, 1, "{addr}: {err}");
         assert!(err.contains("--expose"), "{addr}: {err}");
     }
+    // A bad command line: clap's status.
     let (code, err) = run_to_exit(&["--demo", "--listen", "nonsense"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("--web.listen-address"), "{err}");
 }
 

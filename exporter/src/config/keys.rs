@@ -96,17 +96,19 @@ impl FileArgs {
                 format!("{name} must be true or false, not {v}"),
             ),
             (_, None, None) => {
-                let underscored = name.replace('-', "_");
-                let known = flag(cmd, &underscored).is_some()
-                    || OLD_KEYS.iter().any(|(k, _)| *k == underscored);
-                let hint = if known {
-                    format!("write {underscored}")
-                } else {
-                    format!(
+                let keys = cmd.get_arguments().filter_map(key_of).chain(
+                    tables
+                        .iter()
+                        .chain(OLD_KEYS.iter().map(|(k, _)| k))
+                        .map(|k| k.to_string()),
+                );
+                let hint = match keys.min_by_key(|k| distance(k, name)) {
+                    Some(k) if distance(&k, name) <= 2 => format!("write {k}"),
+                    _ => format!(
                         "the keys are nfsdtopd's long flags with _ for - (nfsdtopd --help: \
                          ring_size is --ring-size) and {}; see nfsdtopd.example.toml",
                         tables.join(", ")
-                    )
+                    ),
                 };
                 o.err(key.span(), format!("unknown key {name:?}: {hint}"))
             }
@@ -240,6 +242,25 @@ impl FileArgs {
             None => anyhow!("{}: {what}", o.whole()),
         }
     }
+}
+
+/// Edits from `a` to `b` (Levenshtein): a key this close to a known one
+/// is taken for a typo of it.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
 }
 
 /// What clap found wrong, in one line: the parser's own message where

@@ -325,6 +325,11 @@ fn bad_keys_and_values_say_where() {
         e.ends_with("unknown key \"typed-program\": write typed_program"),
         "{e}"
     );
+    let e = err("top_k_clases = 3");
+    assert!(
+        e.ends_with("unknown key \"top_k_clases\": write top_k_classes"),
+        "{e}"
+    );
     let e = err("\nfrobnicate = 1");
     assert!(
         e.starts_with("/etc/nfsdtop/nfsdtopd.toml:2:1: unknown key \"frobnicate\""),
