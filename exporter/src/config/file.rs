@@ -29,8 +29,9 @@ struct FileConfig {
     http: Option<FileHttp>,
 }
 
-/// `[source]`: the flags `--demo`, `--policy` and `--replay` as a table,
-/// the way the file has said them from the start.
+/// `[source]`: the flags `--demo`, `--policy` and `--replay` as one table
+/// (the keys `demo`, `policy` and `replay` say the same; not both), kept
+/// so that existing files need no change.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 struct FileSource {
