@@ -138,20 +138,29 @@ impl Config {
         let all: BTreeMap<Spanned<String>, Spanned<toml::Value>> = o.parse()?;
         let tables = table_keys();
         let cmd = Cli::command();
+        // The source (its keys or [source]) is a command line of its own:
+        // the live source's settings may stay in a file that watches the
+        // demo, as they may on a command line that adds --demo to it.
         let mut args = FileArgs::default();
+        let mut source = FileArgs::default();
         let mut entries: Vec<_> = all
             .iter()
             .filter(|(k, _)| !tables.contains(&k.get_ref().as_str()))
             .collect();
         entries.sort_by_key(|(k, _)| k.span().start);
         for (k, v) in entries {
-            args.entry(&o, &cmd, tables, k, v)?;
+            let to = match SOURCE_KEYS.contains(&k.get_ref().as_str()) {
+                true => &mut source,
+                false => &mut args,
+            };
+            to.entry(&o, &cmd, tables, k, v)?;
         }
         if let Some(src) = &f.source {
-            source_args(&o, &cmd, src, &mut args)?;
+            source_args(&o, &cmd, src, &mut source)?;
         }
-        let flags = args.parse(&o, cmd)?;
+        let flags = args.parse(&o, cmd.clone())?;
         self.apply_cli(&flags)?;
+        self.apply_cli(&source.parse(&o, cmd)?)?;
         self.warnings.extend(args.warnings);
         if let Some(t) = &f.tls_server_config {
             if flags.tls_cert.is_some() {
@@ -197,6 +206,9 @@ impl Config {
         Ok(())
     }
 }
+
+/// The keys that choose the source, as `[source]` does.
+const SOURCE_KEYS: [&str; 3] = ["demo", "policy", "replay"];
 
 /// `[source]` as the flags it stands for.
 fn source_args(

@@ -347,15 +347,17 @@ fn bad_keys_and_values_say_where() {
         "{e}"
     );
     // Together: a conflict or a missing partner, at the key or the file.
-    let e = err("demo = \"movers\"\nwait = 1\n");
+    let e = err("classic_tracepoints = true\nkeep_raw_tracepoints = true\n");
     assert!(
-        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:8: demo: "),
+        e.starts_with("/etc/nfsdtop/nfsdtopd.toml:1:23: classic_tracepoints: "),
         "{e}"
     );
     assert!(
-        e.contains("--wait") && e.ends_with("; drop one of the two"),
+        e.contains("--keep-raw") && e.ends_with("; drop one of the two"),
         "{e}"
     );
+    let e = err("demo = \"movers\"\nreplay = \"r.nfsdrec\"\n");
+    assert!(e.ends_with("; drop one of the two"), "{e}");
     let e = err("demo = \"movers\"\n[source]\nkind = \"demo\"\n");
     assert!(e.contains("drop one"), "{e}");
     assert_eq!(
@@ -383,6 +385,26 @@ fn old_keys_still_work_with_a_warning() {
     assert_eq!(c.session.live.tracepoints, Tracepoints::Classic);
     assert_eq!(cfg("raw_tracepoints = true").warnings, Vec::<String>::new());
     assert_eq!(cfg("raw_tracepoints = false").warnings.len(), 1);
+}
+
+/// The live source's settings stay in a file that watches the demo (the
+/// example's wait and ring_size, say): only the live source reads them.
+#[test]
+fn live_settings_do_not_conflict_with_the_files_source() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/nfsdtopd.example.toml"
+    ));
+    let text = std::fs::read_to_string(path).unwrap();
+    let demo = text.replace("kind = \"live\"", "kind = \"demo\"");
+    let cfg = Config::from_file_text(path, &demo).unwrap();
+    assert!(matches!(cfg.session.source, SourceChoice::Demo { .. }));
+    let keyed = format!(
+        "demo = \"movers\"\n{}",
+        text.replace("[source]\nkind = \"live\"", "")
+    );
+    let cfg = Config::from_file_text(path, &keyed).unwrap();
+    assert!(matches!(cfg.session.source, SourceChoice::Demo { .. }));
 }
 
 #[test]
