@@ -1,5 +1,6 @@
 //! The data model shared by every stage: events in, snapshots out.
 
+mod batch;
 pub mod bounds;
 mod depth;
 mod event;
@@ -9,6 +10,7 @@ mod procedures;
 mod schema;
 mod snapshot;
 
+pub use batch::BatchEntity;
 pub use depth::{DepthHistogram, DepthTally, DEPTH_BUCKETS, DEPTH_LOWER};
 pub use event::{
     Bytes, Endpoint, Event, EventKind, PeerKey, PerTracepoint, ProcName, Tracepoint, XprtKey,

@@ -213,7 +213,7 @@ pub struct EntityStats {
     /// This entity's execution time / all execution time, this interval.
     pub exec_share: f64,
     pub connections: u64,
-    // ---- more fields (docs/json.md: the snapshot has more than the batch record) ----
+    // From here on `default`: JSON from an older agent lacks some of them.
     #[serde(default)]
     pub netns: u32,
     /// This interval's entitled dispatches, i.e. its fair share in counts.
@@ -305,6 +305,21 @@ pub struct EntityStats {
     /// none or is not known yet. A pseudonym under `--redact`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+}
+
+// The keys of a batch JSON line's entity, in the line's order: the one
+// list of which of the fields above the batch contract carries
+// (`super::batch`). A new number the batch line carries is one more
+// `added` key; one it does not is named in the test that every field is
+// one or the other (`batch_tests.rs`).
+super::batch::batch_keys! {
+    required: name, kind, class, dispatches, dispatch_rate, share, entitled, fairness,
+        wait_p50_us, wait_p99_us, exec_share, connections, fair_share, backlogged_seconds,
+        exec_seconds, executions;
+    added: inflight_mean, requests, request_rate, bytes_in, bytes_out, bytes_in_rate,
+        bytes_out_rate, enqueue_depth, depth0_share, enqueue_depth_mean, enqueue_depth_max;
+    unless_empty: procedures if Procedures::is_empty, nfs4_operations if Operations::is_empty,
+        client_names if Vec::is_empty, hostname if Option::is_none;
 }
 
 /// Who an NFSv4 client says it is: the name it gave the server (its

@@ -6,10 +6,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{
-    ClientName, DepthHistogram, EntityKind, EntityStats, Operations, Procedures, Schema,
-    ServerView, Snapshot, SourceInfo, Tracepoint,
-};
+pub use crate::model::BatchEntity;
+use crate::model::{EntityKind, EntityStats, Schema, ServerView, Snapshot, SourceInfo, Tracepoint};
 use crate::present::fields::{self, Field};
 use crate::present::units::fmt_us;
 use crate::text::displayable;
@@ -68,72 +66,6 @@ pub struct BatchTotals {
     /// As the snapshot's: live only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_s: Option<f64>,
-}
-
-/// One entity (peer or class) of a batch JSON line.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct BatchEntity<'a> {
-    pub name: Cow<'a, str>,
-    pub kind: EntityKind,
-    pub class: Cow<'a, str>,
-    pub dispatches: u64,
-    pub dispatch_rate: f64,
-    pub share: f64,
-    pub entitled: f64,
-    pub fairness: Option<f64>,
-    pub wait_p50_us: f64,
-    pub wait_p99_us: f64,
-    pub exec_share: f64,
-    pub connections: u64,
-    pub fair_share: f64,
-    pub backlogged_seconds: f64,
-    pub exec_seconds: f64,
-    pub executions: u64,
-    /// The snapshot's (`None` reading a line from before it existed).
-    #[serde(default)]
-    pub inflight_mean: Option<f64>,
-    /// The workload fields (docs/json.md). Always written by this
-    /// version; `None` reading a line from before they existed, and
-    /// `bytes_*` `null` where the source does not measure bytes (never 0
-    /// for unknown).
-    #[serde(default)]
-    pub requests: Option<u64>,
-    #[serde(default)]
-    pub request_rate: Option<f64>,
-    #[serde(default)]
-    pub bytes_in: Option<u64>,
-    #[serde(default)]
-    pub bytes_out: Option<u64>,
-    #[serde(default)]
-    pub bytes_in_rate: Option<f64>,
-    #[serde(default)]
-    pub bytes_out_rate: Option<f64>,
-    /// In-flight depth at enqueue, as the snapshot's (`null` where not
-    /// measured, or reading a line from before they existed).
-    #[serde(default)]
-    pub enqueue_depth: Option<DepthHistogram>,
-    #[serde(default)]
-    pub depth0_share: Option<f64>,
-    #[serde(default)]
-    pub enqueue_depth_mean: Option<f64>,
-    #[serde(default)]
-    pub enqueue_depth_max: Option<u32>,
-    /// Requests per RPC procedure, as the snapshot's (absent where
-    /// procedures are not counted).
-    #[serde(default, skip_serializing_if = "Procedures::is_empty")]
-    pub procedures: Cow<'a, Procedures>,
-    /// NFSv4 operations by name, as the snapshot's (`--nfs4-ops`; absent
-    /// where not counted).
-    #[serde(default, skip_serializing_if = "Operations::is_empty")]
-    pub nfs4_operations: Cow<'a, Operations>,
-    /// Peers: the NFSv4 clients at its address, where the server knows
-    /// any (absent otherwise).
-    #[serde(default, skip_serializing_if = "<[ClientName]>::is_empty")]
-    pub client_names: Cow<'a, [ClientName]>,
-    /// Peers, under `--resolve`: the address's host name, where it has
-    /// one and it is known yet (absent otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<Cow<'a, str>>,
 }
 
 /// One line of the batch JSON output; `BatchRecord<'static>` is the
@@ -251,39 +183,7 @@ pub fn json_line(s: &Snapshot, group: EntityKind, top: Option<usize>) -> String 
         },
         entities: top_entities(s, group, top)
             .into_iter()
-            .map(|e| BatchEntity {
-                name: Cow::Borrowed(&e.name),
-                kind: e.kind,
-                class: Cow::Borrowed(&e.class),
-                dispatches: e.dispatches,
-                dispatch_rate: e.dispatch_rate,
-                share: e.share,
-                entitled: e.entitled,
-                fairness: e.fairness,
-                wait_p50_us: e.wait_p50_us,
-                wait_p99_us: e.wait_p99_us,
-                exec_share: e.exec_share,
-                connections: e.connections,
-                fair_share: e.fair_share,
-                backlogged_seconds: e.backlogged_seconds,
-                exec_seconds: e.exec_seconds,
-                executions: e.executions,
-                inflight_mean: Some(e.inflight_mean),
-                requests: Some(e.requests),
-                request_rate: Some(e.request_rate),
-                bytes_in: e.bytes_in,
-                bytes_out: e.bytes_out,
-                bytes_in_rate: e.bytes_in_rate,
-                bytes_out_rate: e.bytes_out_rate,
-                enqueue_depth: e.enqueue_depth,
-                depth0_share: e.depth0_share,
-                enqueue_depth_mean: e.enqueue_depth_mean,
-                enqueue_depth_max: e.enqueue_depth_max,
-                procedures: Cow::Borrowed(&e.procedures),
-                nfs4_operations: Cow::Borrowed(&e.nfs4_operations),
-                client_names: Cow::Borrowed(&e.client_names),
-                hostname: e.hostname.as_deref().map(Cow::Borrowed),
-            })
+            .map(BatchEntity::from)
             .collect(),
     };
     serde_json::to_string(&rec).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))

@@ -137,7 +137,9 @@ pub fn numbers(results: &Path, client: &Client) -> Result<Option<Numbers>, Strin
         ratio: (e.entitled > 0.0).then(|| e.dispatches as f64 / e.entitled),
         wait_p50_us: if weight > 0.0 { weighted / weight } else { 0.0 },
         wait_p99_us: p99,
-        requests_per_s: e.requests.zip(runtime).map(|(r, s)| r as f64 / s.max(1e-9)),
+        requests_per_s: (e.has("requests").then_some(e.requests))
+            .zip(runtime)
+            .map(|(r, s)| r as f64 / s.max(1e-9)),
         fio_iops: iops,
         fio_lat_p50_us: lat50,
         fio_lat_p99_us: lat99,

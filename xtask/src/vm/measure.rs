@@ -146,7 +146,7 @@ pub fn check_nfsdtop_run(
     let mut executions = BTreeMap::new();
     let mut listener = 0;
     for e in &last.entities {
-        let name = e.name.as_ref();
+        let name = e.name.as_str();
         let d = e.dispatches;
         match name.parse::<IpAddr>() {
             Ok(ip) => {
@@ -361,7 +361,7 @@ pub fn check_nfsdtop_run(
             .entities
             .iter()
             .filter_map(|e| {
-                let name = e.name.as_ref();
+                let name = e.name.as_str();
                 let b = e.backlogged_seconds;
                 (b > before.get(name).copied().unwrap_or(0.0) + 1e-6).then(|| {
                     format!(

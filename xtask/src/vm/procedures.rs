@@ -223,28 +223,25 @@ pub fn check_p99(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nfsdtop_agent::model::{ProcName, ProcedureStats};
-    use std::borrow::Cow;
+    use nfsdtop_agent::model::{EntityStats, ProcName, ProcedureStats};
 
     fn entity(ip: &str, procs: &[(&str, u64)]) -> BatchEntity<'static> {
-        BatchEntity {
-            name: ip.to_string().into(),
-            procedures: Cow::Owned(
-                procs
-                    .iter()
-                    .map(|&(p, n)| {
-                        (
-                            ProcName::new(p),
-                            ProcedureStats {
-                                requests: n,
-                                ..ProcedureStats::default()
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
-            ..BatchEntity::default()
-        }
+        BatchEntity::from(EntityStats {
+            name: ip.to_string(),
+            procedures: procs
+                .iter()
+                .map(|&(p, n)| {
+                    (
+                        ProcName::new(p),
+                        ProcedureStats {
+                            requests: n,
+                            ..ProcedureStats::default()
+                        },
+                    )
+                })
+                .collect(),
+            ..EntityStats::default()
+        })
     }
 
     #[test]
@@ -290,12 +287,11 @@ mod tests {
         let ftrace = BTreeMap::from([(ip, BTreeMap::from([("READ".to_string(), reads)]))]);
         let with = |timed: u64, p99: Option<f64>| {
             let mut e = entity("10.99.1.2", &[("READ", 100)]);
-            let mut procs = e.procedures.into_owned();
+            let procs = &mut e.stats.to_mut().procedures;
             let read = ProcName::new("READ");
             let mut st = procs[&read];
             (st.timed, st.exec_p99_us) = (timed, p99);
             procs.insert(read, st);
-            e.procedures = Cow::Owned(procs);
             [e]
         };
         let ok = |e: &[BatchEntity]| check_p99(e, &ftrace, &clients, false)[0].0;

@@ -90,7 +90,8 @@ pub fn check(
             out.push((false, format!("{} ({ip}): no nfsdtop entity", c.name)));
             continue;
         };
-        let requests = e.requests;
+        // None: a line from before the field.
+        let requests = e.has("requests").then_some(e.requests);
         out.push((
             requests == Some(c.ftrace_requests) && c.ftrace_requests > 0,
             format!(
@@ -139,6 +140,7 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfsdtop_agent::model::EntityStats;
 
     /// The raw and typed clauses, wherever they stand (a source names
     /// tracefs first), as a 6.12 guest's nfsdtop wrote them.
@@ -183,12 +185,14 @@ mod tests {
     fn bytes_between_the_data_and_a_kib_of_headers_a_request() {
         // 1000 reads of 4 KiB: 4096000 B of data, at most 1024000 B of
         // headers; one 100-byte request each (no data written).
-        let entity = |requests: u64, bytes: Option<(u64, u64)>| BatchEntity {
-            name: "10.99.1.2".into(),
-            requests: Some(requests),
-            bytes_out: bytes.map(|b| b.0),
-            bytes_in: bytes.map(|b| b.1),
-            ..BatchEntity::default()
+        let entity = |requests: u64, bytes: Option<(u64, u64)>| {
+            BatchEntity::from(EntityStats {
+                name: "10.99.1.2".into(),
+                requests,
+                bytes_out: bytes.map(|b| b.0),
+                bytes_in: bytes.map(|b| b.1),
+                ..EntityStats::default()
+            })
         };
         let e = |sent: u64, received: u64, requests: u64| {
             vec![entity(requests, Some((sent, received)))]
@@ -215,10 +219,11 @@ mod tests {
         assert_eq!(failed(&check(&null, true, &c)).len(), 2);
         assert_eq!(failed(&check(&[], true, &c)).len(), 1);
         // A line from before the workload fields: no requests to compare.
-        let old = [BatchEntity {
+        let old = [BatchEntity::from(EntityStats {
             name: "10.99.1.2".into(),
-            ..BatchEntity::default()
-        }];
+            ..EntityStats::default()
+        })
+        .without(&["requests", "bytes_in", "bytes_out"])];
         assert!(failed(&check(&old, false, &c))[0].contains("None requests"));
         let no_fio = [client(None, 1000)];
         assert_eq!(
