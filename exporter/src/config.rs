@@ -62,8 +62,9 @@ use http::HttpSettings;
 mod file;
 pub mod http;
 mod keys;
+mod origin;
 
-pub(crate) use file::Origin;
+pub(crate) use origin::Origin;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
 pub const DEFAULT_TOP_K: usize = 50;

@@ -76,8 +76,8 @@ pub struct SourceArgs {
     /// Live source, kernels that can preempt raw tracepoint programs (7.x with preemption full, lazy or rt), where nfsdtop gives svc_xprt_dequeue and svc_stats_latency a second program that does the hits the kernel skips for the first: keep the raw tracepoints without it. A little cheaper (see BENCHMARKS.md), but the hits the kernel skips while one of nfsdtop's programs is preempted are lost, counted in events_lost.
     #[arg(long, conflicts_with_all = ["demo", "replay", "classic_tracepoints"])]
     pub keep_raw_tracepoints: bool,
-    /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order).
-    #[arg(long, conflicts_with_all = ["demo", "replay"])]
+    /// Live source, kernels whose dequeues carry qtime (6.16+): hook svc_xprt_enqueue too, instead of rebuilding the ready queue from the dequeues alone (the default there: four tracepoint hits fewer per dispatch, events held 1 s to put them in order); this is what measures the depth in flight at enqueue there (hence its alias), and costs some 0.4 points of IOPS (BENCHMARKS.md).
+    #[arg(long, visible_alias = "inflight", conflicts_with_all = ["demo", "replay"])]
     pub enqueue_hooks: bool,
     /// Live source: read svc_xprt_enqueue's transports and svc_xprt_dequeue's and svc_stats_latency's requests with the raw programs (a kernel helper call per field) instead of the typed ones (plain loads the verifier checks against the kernel's BTF; the default where the kernel allows): for comparing the two, or for a kernel that rejects the typed ones.
     #[arg(long, conflicts_with_all = ["demo", "replay"])]

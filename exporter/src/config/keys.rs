@@ -16,8 +16,8 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, ArgAction, Command, FromArgMatches, ValueHint};
 use toml::{Spanned, Value};
 
-use super::file::Origin;
 use super::Cli;
+use super::Origin;
 
 /// Flags that are no setting of the file: where it is, something to do
 /// instead of serving, and the web config file, whose TLS and users would
