@@ -232,9 +232,7 @@ fn handle(ctx: &TracePointContext, slot: Slot) -> u32 {
     // slot is reserved.
     if cfg.drop_mask != 0 || cfg.need_mask != 0 {
         if let Some(f) = flags_at(ctx, cfg.flags_off) {
-            let f = f as u64;
-            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
-                bump(slot, counter::BUSY);
+            if !enqueued(slot, f as u64, cfg.drop_mask, cfg.need_mask) {
                 return 0;
             }
         }
@@ -394,8 +392,7 @@ fn raw_handle<const FLAGS_ARG: bool>(
     // is dropped on an argument: no read of the transport, no record.
     let flags_arg = if FLAGS_ARG && cfg.flags_arg != 0 {
         let f: u64 = ctx.arg(1);
-        if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
-            bump(slot, counter::BUSY);
+        if !enqueued(slot, f, cfg.drop_mask, cfg.need_mask) {
             return 0;
         }
         Some(f)
@@ -409,6 +406,32 @@ fn raw_handle<const FLAGS_ARG: bool>(
         arg0
     };
     raw_from_xprt(cfg, slot, runner, arg0, xprt, flags_arg)
+}
+
+/// Whether flags `f`, as the kernel tested them, say the transport was
+/// enqueued; an attempt that was not is counted as BUSY (and its hit
+/// ends there).
+#[inline(always)]
+fn enqueued(slot: Slot, f: u64, drop_mask: u64, need_mask: u64) -> bool {
+    let yes = !not_enqueued(f, drop_mask, need_mask);
+    if !yes {
+        bump(slot, counter::BUSY);
+    }
+    yes
+}
+
+/// The flags a raw or typed program records where the kernel did not
+/// pass them: 0 where nothing is dropped on them (dequeue,
+/// svc_stats_latency, free: the agent does not read them), else the
+/// transport's own, from `read`; None where they say it was not enqueued
+/// (counted as BUSY).
+#[inline(always)]
+fn transport_flags(slot: Slot, cfg: &RawConfig, read: impl FnOnce() -> u64) -> Option<u64> {
+    if cfg.drop_mask == 0 && cfg.need_mask == 0 {
+        return Some(0);
+    }
+    let f = read();
+    enqueued(slot, f, cfg.drop_mask, cfg.need_mask).then_some(f)
 }
 
 /// Where twin programs run (`nfsdtop_common::twin`), whether program
@@ -469,17 +492,12 @@ fn raw_from_xprt(
             let res = kread::<u32>(arg0 + cfg.rq_res_len as u64).unwrap_or(0);
             arg as u64 | (res as u64) << 32
         }
-        // Dequeue, svc_stats_latency, free: nothing is dropped on the
-        // flags, and the agent does not read them.
-        None if cfg.drop_mask == 0 && cfg.need_mask == 0 => 0,
-        None => {
-            let f = kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0);
-            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
-                bump(slot, counter::BUSY);
-                return 0;
-            }
-            f
-        }
+        None => match transport_flags(slot, cfg, || {
+            kread::<u64>(xprt + cfg.xpt_flags as u64).unwrap_or(0)
+        }) {
+            Some(f) => f,
+            None => return 0,
+        },
     };
     let now = ktime_ns();
     let since = match cfg.value {

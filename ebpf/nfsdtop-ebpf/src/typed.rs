@@ -8,14 +8,14 @@
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use nfsdtop_common::{
-    counter, not_enqueued, rawrec,
+    counter, rawrec,
     scratch::{self, Runner},
     typed::TypedOffsets,
     RawConfig, Slot,
 };
 
 use crate::{
-    bump, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, twin_turn, RAWCONFIG, SCRATCH,
+    bump, enqueued, fold_pool, ktime_ns, proc_index, raw_from_xprt, send::send, transport_flags, twin_turn, RAWCONFIG, SCRATCH,
 };
 
 /// Set by the agent before the object is loaded (a frozen, read-only
@@ -162,8 +162,7 @@ pub fn typed_svc_xprt_enqueue(ctx: BtfTracePointContext) -> i32 {
     let o = &TYPED_OFFSETS;
     let flags = if constant(&o.enqueue_flags_arg) != 0 {
         let f: u64 = ctx.arg(1);
-        if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
-            bump(slot, counter::BUSY);
+        if !enqueued(slot, f, cfg.drop_mask, cfg.need_mask) {
             return 0;
         }
         Some(f)
@@ -175,17 +174,9 @@ pub fn typed_svc_xprt_enqueue(ctx: BtfTracePointContext) -> i32 {
         bump(slot, counter::LOST);
         return 0;
     }
-    let flags = match flags {
+    let flags = match flags.or_else(|| transport_flags(slot, cfg, || field(xprt, &o.xpt_flags))) {
         Some(f) => f,
-        None if cfg.drop_mask == 0 && cfg.need_mask == 0 => 0,
-        None => {
-            let f: u64 = field(xprt, &o.xpt_flags);
-            if not_enqueued(f, cfg.drop_mask, cfg.need_mask) {
-                bump(slot, counter::BUSY);
-                return 0;
-            }
-            f
-        }
+        None => return 0,
     };
     let now = ktime_ns();
     let value = if cfg.value == rawrec::VALUE_INFLIGHT {
