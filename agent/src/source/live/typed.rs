@@ -109,18 +109,13 @@ fn load_program(prepared: &Prepared, s: Slot) -> Result<OwnedFd, String> {
     // The verifier checks every load a program has, used or not: each
     // needs its offsets to be members of the kernel's structs.
     let o = &prepared.offsets;
-    let known = match s {
-        Slot::StatsLatency => o.complete(),
-        Slot::Enqueue => o.enqueue_complete(),
-        _ => o.rq_xprt != 0,
+    let (known, of) = match s {
+        Slot::StatsLatency => (o.complete(), "svc_rqst"),
+        Slot::Enqueue => (o.enqueue_complete(), "svc_xprt"),
+        _ => (o.rq_xprt != 0, "svc_rqst"),
     };
     if !known {
-        let st = if s == Slot::Enqueue {
-            "svc_xprt"
-        } else {
-            "svc_rqst"
-        };
-        return Err(format!("the kernel's BTF lacks a {st} member it reads"));
+        return Err(format!("the kernel's BTF lacks a {of} member it reads"));
     }
     let insns = prepared
         .programs
