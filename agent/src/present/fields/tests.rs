@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use super::*;
-use crate::model::EntityKind;
+use crate::model::{EntityKind, EntityStats};
 use crate::present::output::json_line;
 
 fn entity() -> EntityStats {
