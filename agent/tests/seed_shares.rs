@@ -201,3 +201,60 @@ fn mean_in_flight_is_execution_time_over_the_interval() {
         small.inflight_mean
     );
 }
+
+/// Mean execution time a request: each peer's equals the simulator's own
+/// completions of the measured second added up (thread time over
+/// requests), and is seed-k16's service time (10 ms, jitter symmetric
+/// about it); a class's is its peer's, the CSV's server figure all
+/// requests'.
+#[test]
+fn mean_execution_time_is_thread_time_over_requests() {
+    use nfsdtop_agent::model::EventKind;
+    use std::collections::HashMap;
+    let scenario = Scenario::builtin("seed-k16").unwrap();
+    let classmap = scenario.class_map().unwrap();
+    let mut sim = Simulator::new(scenario);
+    let mut agg = Aggregator::new(classmap, Limits::default());
+    let mut buf = Vec::new();
+    sim.run_until(2_000_000_000, &mut buf);
+    agg.ingest_all(&buf);
+    agg.snapshot(sim.now_ns(), 0.0, &Default::default());
+    buf.clear();
+    sim.run_until(12_000_000_000, &mut buf);
+    agg.ingest_all(&buf);
+    let s = agg.snapshot(sim.now_ns(), 0.0, &Default::default());
+    let mut truth: HashMap<String, (u64, u64)> = HashMap::new();
+    for ev in &buf {
+        if let EventKind::Executed {
+            exec_ns, requests, ..
+        } = ev.kind
+        {
+            let ip = ev.xprt.client.ip().unwrap().to_string();
+            let t = truth.entry(ip).or_default();
+            t.0 += exec_ns;
+            t.1 += requests;
+        }
+    }
+    assert_eq!(truth.len(), s.peers.len());
+    for e in &s.peers {
+        let (ns, n) = truth[&e.name];
+        let want = ns as f64 / n as f64 / 1e3;
+        let got = e.exec_mean_us.unwrap();
+        assert!(
+            (got - want).abs() < 1e-6 * want,
+            "{}: {got} vs {want}",
+            e.name
+        );
+        assert!((got - 10_000.0).abs() < 500.0, "{}: {got}", e.name);
+        let class = s.classes.iter().find(|c| c.name == e.class).unwrap();
+        assert_eq!(class.exec_mean_us, e.exec_mean_us);
+    }
+    let (ns, n) = truth.values().fold((0, 0), |a, t| (a.0 + t.0, a.1 + t.1));
+    let field = nfsdtop_agent::present::fields::EXEC_MEAN;
+    let total = field.csv_total(&s);
+    let want = ns as f64 / n as f64 / 1e3;
+    assert!(
+        (total.parse::<f64>().unwrap() - want).abs() < 0.1,
+        "{total} vs {want}"
+    );
+}

@@ -101,12 +101,15 @@ fn run(tag: &str, extra: &[&str]) -> String {
 //   hold one request, queued when it arrives with none in flight: all at
 //   depth 0 (share 1, mean 0); the deepest enqueue of the interval: 1
 //   and 0; the total row has none of its own.
+// - execution time a request: every request of the tiny scenario takes
+//   its service time, 10 ms (10000.0 us), so each peer's and the
+//   server's mean is that.
 const TEXT_SECOND: &str = "\
 nfsdtop - demo tiny policy=rr-peer threads=1 service=10ms (demo) wait source: enqueue-dequeue - interval 1.00s
 dispatches 200 since start, 100/s  backlogged 2  jain 1.000  wait of all dispatches p50 18ms p99 31ms  lost 0
-PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT
-10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50
-10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%     50.0  4.88KiB/s  48.8KiB/s   0.50
+PEER      CLASS      CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT   EXEC/OP
+10.0.0.2  10.0.0.2      2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50      10ms
+10.0.0.10 10.0.0.10     1     50.0  50.0%  50.0%   1.00      18ms      18ms  50.0%     50.0  4.88KiB/s  48.8KiB/s   0.50      10ms
 ";
 
 #[test]
@@ -129,11 +132,11 @@ fn batch_text_of_a_hand_computed_scenario() {
     let lines: Vec<&str> = second.lines().collect();
     assert_eq!(
         lines[2],
-        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT"
+        "CLASS     PEERS  CONN   DISP/S  SHARE   FAIR  RATIO  WAIT_P50  WAIT_P99   EXEC    OPS/S       IN/S      OUT/S  INFLT   EXEC/OP"
     );
     assert_eq!(
         lines[3],
-        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50"
+        "10.0.0.2      1     2     50.0  50.0%  50.0%   1.00      31ms      31ms  50.0%     50.0  9.77KiB/s   210KiB/s   0.50      10ms"
     );
 }
 
@@ -146,7 +149,7 @@ fn batch_csv_of_a_hand_computed_scenario() {
         "time,interval_s,source,kind,name,class,connections,dispatches_total,dispatch_rate,\
          share,fair_share,entitled_total,fairness,wait_p50_us,wait_p99_us,exec_share,\
          requests_total,request_rate,bytes_in_total,bytes_out_total,bytes_in_rate,bytes_out_rate,\
-         client_names,hostname,inflight_mean,depth0_share,enqueue_depth_mean,enqueue_depth_max"
+         client_names,hostname,inflight_mean,depth0_share,enqueue_depth_mean,enqueue_depth_max,exec_mean_us"
     );
     // Header, then (2 peers + the total row) per iteration.
     assert_eq!(lines.len(), 7, "{out}");
@@ -172,11 +175,11 @@ fn batch_csv_of_a_hand_computed_scenario() {
         rest,
         [
             "1.000,demo,peer,10.0.0.2,10.0.0.2,2,99,50.000,0.500000,0.500000,99.500,1.0000,30719.5,30719.5,0.500000,\
-             99,50.000,19800,425304,10000.000,214800.000,,,0.500,1.000000,0.000,0",
+             99,50.000,19800,425304,10000.000,214800.000,,,0.500,1.000000,0.000,0,10000.0",
             "1.000,demo,peer,10.0.0.10,10.0.0.10,1,101,50.000,0.500000,0.500000,100.500,1.0000,18431.5,18431.5,0.500000,\
-             100,50.000,10000,100000,5000.000,50000.000,,,0.500,0.000000,1.000,1",
+             100,50.000,10000,100000,5000.000,50000.000,,,0.500,0.000000,1.000,1,10000.0",
             "1.000,demo,total,total,,3,200,100.000,1.000000,1.000000,,,18431.5,30719.5,1.000000,\
-             ,100.000,,,15000.000,264800.000,,,1.000,,,",
+             ,100.000,,,15000.000,264800.000,,,1.000,,,,10000.0",
         ],
         "{out}"
     );

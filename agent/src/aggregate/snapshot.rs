@@ -266,6 +266,7 @@ fn entity_stats<K: std::hash::Hash + Eq + Clone>(
             queued_transports: e.queued as u64,
             exec_seconds: e.exec_ns as f64 / 1e9,
             inflight_mean: rate(dexec, ctx.interval_s) / 1e9,
+            exec_mean_us: (dreq > 0).then(|| dexec as f64 / dreq as f64 / 1e3),
             executions: e.executions,
             requests: e.executions,
             request_rate: rate(dreq, ctx.interval_s),

@@ -50,6 +50,7 @@ fn entity() -> EntityStats {
         queued_transports: 10,
         exec_seconds: 11.5,
         inflight_mean: 12.5,
+        exec_mean_us: Some(812.5),
         executions: 13,
         requests: 14,
         request_rate: 15.5,

@@ -234,6 +234,11 @@ pub struct EntityStats {
     /// execution time in the interval over the interval's length.
     #[serde(default)]
     pub inflight_mean: f64,
+    /// Its requests' mean execution time this interval (the nfsd thread
+    /// time of those that finished over their count), in microseconds;
+    /// `null` where none finished.
+    #[serde(default)]
+    pub exec_mean_us: Option<f64>,
     /// Requests in `exec_seconds` (cumulative): the batch record's
     /// `requests`.
     #[serde(default)]
@@ -316,7 +321,7 @@ super::batch::batch_keys! {
     required: name, kind, class, dispatches, dispatch_rate, share, entitled, fairness,
         wait_p50_us, wait_p99_us, exec_share, connections, fair_share, backlogged_seconds,
         exec_seconds, executions;
-    added: inflight_mean, requests, request_rate, bytes_in, bytes_out, bytes_in_rate,
+    added: inflight_mean, exec_mean_us, requests, request_rate, bytes_in, bytes_out, bytes_in_rate,
         bytes_out_rate, enqueue_depth, depth0_share, enqueue_depth_mean, enqueue_depth_max;
     unless_empty: procedures if Procedures::is_empty, nfs4_operations if Operations::is_empty,
         client_names if Vec::is_empty, hostname if Option::is_none;

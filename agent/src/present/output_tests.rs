@@ -148,7 +148,7 @@ fn csv_workload_cells_are_raw_or_empty() {
         row(&s),
         ["5,2.500,1000,0,500.000,0.000", ",2.500,,,500.000,0.000"]
     );
-    assert_eq!(csv_header().split(',').count(), 28);
+    assert_eq!(csv_header().split(',').count(), 29);
 }
 
 #[test]

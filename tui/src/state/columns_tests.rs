@@ -144,8 +144,8 @@ fn next_cycles_through_every_column() {
     let w = View::Workload;
     assert_eq!(Column::by_digit('4', true, w), Some(Column::OPS));
     assert_eq!(Column::by_digit('6', true, w), Some(Column::BYTES_OUT));
-    assert_eq!(Column::by_digit('9', true, w), Some(Column::SHARE));
-    assert_eq!(Column::by_digit('0', true, w), None);
+    assert_eq!(Column::by_digit('9', true, w), Some(Column::EXEC));
+    assert_eq!(Column::by_digit('0', true, w), Some(Column::SHARE));
     assert_eq!(Column::SHARE.next(w), Column::Name);
     assert!(w.shows(Column::Peers) && !w.shows(Column::RATIO));
 }

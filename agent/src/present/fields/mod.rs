@@ -53,6 +53,15 @@ fn server_share(s: &Snapshot) -> Option<Value> {
     })
 }
 
+/// The server's mean execution time a request this interval: the peers'
+/// thread time over their requests (their means in flight are thread
+/// time over the interval, their rates requests over it).
+fn server_exec_mean(s: &Snapshot) -> Option<Value> {
+    let requests: f64 = s.peers.iter().map(|p| p.request_rate).sum();
+    let inflight: f64 = s.peers.iter().map(|p| p.inflight_mean).sum();
+    (requests > 0.0).then(|| Value::Real(inflight / requests * 1e6))
+}
+
 pub const CONNECTIONS: Field = Field {
     json: "connections",
     unit: Unit::Count,
@@ -382,6 +391,28 @@ pub const DEPTH_MAX: Field = Field {
     doc: "the drill\\-down: the most requests one of its transports had in flight at one of its enqueues this interval (the interval's peak as the kernel's count shows it when the transport is queued; a client with several connections can have more in flight over all of them). \\- where not measured",
 };
 
+pub const EXEC_MEAN: Field = Field {
+    json: "exec_mean_us",
+    unit: Unit::Micros,
+    value: |e| e.exec_mean_us.map(Value::Real),
+    csv: Some(Csv {
+        header: "exec_mean_us",
+        decimals: 1,
+        after_names: true,
+    }),
+    total: Total::Server(server_exec_mean),
+    text: text("EXEC/OP", 9),
+    tui: Some(Tui {
+        title: "EXEC/OP",
+        label: "exec per op",
+        width: 8,
+        fairness: None,
+        workload: at(47, Some(5)),
+    }),
+    prometheus: Some("execution_seconds_total"),
+    doc: "the workload view: its requests' mean execution time this interval (svc_stats_latency execute, receive to send: the nfsd thread time one of its requests costs); OPS/S times EXEC/OP is INFLT. \\- where none finished",
+};
+
 /// Every per-entity number, in the order of the CSV's and the batch
 /// text's columns.
 pub const FIELDS: &[Field] = &[
@@ -405,6 +436,7 @@ pub const FIELDS: &[Field] = &[
     DEPTH0_SHARE,
     DEPTH_MEAN,
     DEPTH_MAX,
+    EXEC_MEAN,
 ];
 
 /// The fields with a batch-text column, in order.
